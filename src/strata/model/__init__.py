@@ -1,0 +1,45 @@
+"""Strata's one domain model: clusters, jobs, templates, operators, streams,
+resource and value functions, and spec loading (SODA's vocabulary, DESIGN.md)."""
+
+from strata.model.cluster import Cluster, Node, NodeGroup, Rack
+from strata.model.functions import (
+    IdentityValue,
+    LinearCapacity,
+    LinearValue,
+    PiecewiseLinearCapacity,
+    PiecewiseLinearValue,
+    StepValue,
+)
+from strata.model.importance import (
+    chosen_templates,
+    importance,
+    joined_graph,
+    propagate,
+    scenario_importance,
+    topological_order,
+)
+from strata.model.job import (
+    KEYED_KINDS,
+    AggregateSpec,
+    Constraints,
+    Job,
+    JoinSpec,
+    KeyDistribution,
+    Operator,
+    OperatorKind,
+    SourceSpec,
+    Stream,
+    Template,
+    WindowSpec,
+)
+from strata.model.scenario import Problem, Scenario, pe_id, resolve
+from strata.model.spec import Located, SpecError, load_scenario, scenario_schema
+
+__all__ = [
+    "KEYED_KINDS", "AggregateSpec", "Cluster", "Constraints", "IdentityValue", "Job", "JoinSpec",
+    "KeyDistribution", "LinearCapacity", "LinearValue", "Located", "Node", "NodeGroup", "Operator",
+    "OperatorKind", "PiecewiseLinearCapacity", "PiecewiseLinearValue", "Problem", "Rack", "Scenario",
+    "SourceSpec", "SpecError", "StepValue", "Stream", "Template", "WindowSpec", "chosen_templates",
+    "importance", "joined_graph", "load_scenario", "pe_id", "propagate", "resolve",
+    "scenario_importance", "scenario_schema", "topological_order",
+]
