@@ -1,0 +1,108 @@
+"""The simulator's extension points: what a scheduling level plugs into.
+
+Engines observe and enforce; policies decide (DESIGN.md, rules 1 and 2). The
+simulator calls these objects at well-defined moments and never decides on its
+own beyond the documented defaults (FIFO dispatch, hash routing).
+
+This module is the contract between ``strata.sim`` (the engine) and the levels
+(``strata.dispatch``, ``strata.balance``, ``strata.plan``, ``strata.hierarchy``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from enum import IntEnum
+from typing import Protocol
+
+
+class Kind(IntEnum):
+    """What a message carries. Only DATA goes through dispatch; the rest is control."""
+
+    DATA = 0
+    MARKER = 1  # AutoFlow migration marker on one channel
+    STATE = 2  # a key group's state in flight to its new owner
+    WATERMARK = 3
+
+
+@dataclass(slots=True)
+class Message:
+    """One unit of work queued at an operator instance.
+
+    ``frontier`` is Cameo's t_MF, filled by the engine: the event time of the
+    source record for regular operators, the time the window's result is due
+    for windowed ones. ``cost`` is the true service time the engine will charge;
+    policies must not read it (they learn costs through ``completed``) — it is
+    here so the engine has one record per message.
+    """
+
+    seq: int  # global creation order: the FIFO tie-break
+    job: str
+    pe: str  # destination PE, "job.operator"
+    instance: int  # destination instance index within the PE
+    upstream: int  # global id of the sending instance; -1 for a source emission
+    created: float  # sim time the message entered the destination queue
+    event_time: float  # event time of the newest contributing source record
+    frontier: float  # Cameo's t_MF
+    key: int = -1
+    key_group: int = -1
+    cost: float = 0.0
+    kind: Kind = Kind.DATA
+    priority: float = 0.0  # free for the dispatch policy (e.g. its computed deadline)
+    payload: object = None
+
+
+@dataclass(frozen=True, slots=True)
+class NodeView:
+    """What a per-node policy may know about its node and the dataflows on it."""
+
+    name: str
+    cores: int
+    pes: tuple[str, ...]  # PEs with an instance on this node
+    target_latency: Mapping[str, float]  # job → L (seconds)
+    weight: Mapping[str, float] = field(default_factory=dict)  # job → fair-share weight
+    downstream: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # PE → PEs it feeds
+
+
+class DispatchPolicy(Protocol):
+    """Which queued DATA message an idle core of one node runs next (non-preemptive).
+
+    The engine calls ``push`` when a message reaches an instance on the node,
+    ``pop`` whenever a core is idle (None = nothing runnable), and ``completed``
+    after each message with the measured service time, so policies can profile
+    costs (Cameo's reply context). One policy object per node; it must not
+    share state with other nodes' policies (no global coordination).
+    """
+
+    def push(self, msg: Message, now: float) -> None: ...
+
+    def pop(self, now: float) -> Message | None: ...
+
+    def completed(self, msg: Message, service: float, now: float) -> None: ...
+
+    def __len__(self) -> int: ...
+
+
+DispatchFactory = Callable[[NodeView], DispatchPolicy]
+
+
+@dataclass(frozen=True, slots=True)
+class KeyGroupLoad:
+    """Load of one key group over one window (AutoFlow's measurement, no user input)."""
+
+    pe: str
+    key_group: int
+    instance: int
+    records: int
+    busy: float  # seconds of core time spent on it in the window
+    state_bytes: float
+
+
+@dataclass(frozen=True, slots=True)
+class Move:
+    """Move ``key_group`` of ``pe`` to ``dst`` instance; ``mode`` 'live' (AutoFlow) or 'stop' (baseline)."""
+
+    pe: str
+    key_group: int
+    dst: int
+    mode: str = "live"
