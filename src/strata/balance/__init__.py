@@ -1,0 +1,30 @@
+"""L1 task level: key groups → operator instances, live state migration (AutoFlow, Lu et al.).
+
+``loads`` measures load per window, ``hotspot`` plans the moves of one round
+(engine-agnostic: key groups in the simulator, partitions in Spark), ``lpt``
+gives the best achievable balance to compare against, and ``controller`` runs
+the rounds as a periodic controller of the simulator.
+"""
+
+from strata.balance.hotspot import BalanceConfig, Hotspot, Plan, Transfer, diminish_hotspots
+from strata.balance.loads import GroupLoads, SmoothedLoads, imbalance, instance_loads, window_loads
+from strata.balance.lpt import Assignment, best_imbalance_bounds, lower_bound, lpt, lpt_ratio, optimal_makespan
+
+__all__ = [
+    "Assignment",
+    "BalanceConfig",
+    "GroupLoads",
+    "Hotspot",
+    "Plan",
+    "SmoothedLoads",
+    "Transfer",
+    "best_imbalance_bounds",
+    "diminish_hotspots",
+    "imbalance",
+    "instance_loads",
+    "lower_bound",
+    "lpt",
+    "lpt_ratio",
+    "optimal_makespan",
+    "window_loads",
+]
