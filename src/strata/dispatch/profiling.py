@@ -1,0 +1,83 @@
+"""Profiled costs for Cameo's priorities (Xu et al., NSDI'21, §"Requires Dynamic Information").
+
+``C_OM`` and ``C_path`` are not given by the user: they are measured. Each
+operator keeps a moving average of the service time of its messages
+(``CostProfile``) and, as Cameo's reply context does, reports its cost and its
+critical-path cost back to the operators feeding it (``ReplyContexts``), so
+that ``C_path`` of an operator is built from what its downstream operators
+last reported, hop by hop, without any global coordinator.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Iterable, Mapping
+
+from strata.dispatch.priority import critical_path
+
+
+class CostProfile:
+    """Exponential moving average of measured cost per key (operator, or job for micro-batches).
+
+    ``alpha`` is the weight of the newest observation (default 0.2: about the
+    last ten observations matter). Before any observation a key's estimate is
+    its ``prior`` (e.g. the model's ``cost_per_record``), else 0.
+    """
+
+    __slots__ = ("_alpha", "_est", "_prior")
+
+    def __init__(self, alpha: float = 0.2, prior: Mapping[Hashable, float] | None = None) -> None:
+        if not 0.0 < alpha <= 1.0:
+            raise ValueError(f"alpha must be in (0, 1], got {alpha}")
+        self._alpha = alpha
+        self._est: dict[Hashable, float] = {}
+        self._prior = dict(prior or {})
+
+    def observe(self, key: Hashable, cost: float) -> float:
+        """Fold one measurement in; returns the new estimate."""
+        old = self._est.get(key)
+        new = cost if old is None else old + self._alpha * (cost - old)
+        self._est[key] = new
+        return new
+
+    def __getitem__(self, key: Hashable) -> float:
+        est = self._est.get(key)
+        return est if est is not None else self._prior.get(key, 0.0)
+
+    def observed(self, key: Hashable) -> bool:
+        return key in self._est
+
+
+class ReplyContexts:
+    """What every operator last reported upstream: its own cost and its critical-path cost.
+
+    In Cameo the reply context rides on the acknowledgement of each message; an
+    operator's ``C_path`` is ``max over the operators it feeds of (their cost +
+    their path)``, taken from their latest replies. One object holds the
+    latest reply of every operator; each node's policy writes only the replies
+    of its own operators and reads those of the operators they feed. Replies
+    arrive without delay here (Cameo piggybacks them on acks, one hop later).
+
+    Until an operator has replied, its entry comes from ``prior_cost`` over
+    ``downstream`` (the planner's estimates), so early messages are not
+    priced as if the rest of the dataflow were free.
+    """
+
+    __slots__ = ("_cost", "_path")
+
+    def __init__(self, downstream: Mapping[str, Iterable[str]] | None = None,
+                 prior_cost: Mapping[str, float] | None = None) -> None:
+        self._cost: dict[str, float] = dict(prior_cost or {})
+        self._path: dict[str, float] = critical_path(downstream or {}, self._cost)
+
+    def report(self, op: str, cost: float, feeds: Iterable[str]) -> float:
+        """Record ``op``'s new cost estimate; recompute and return its path cost from its consumers' replies."""
+        path = max((self._cost.get(d, 0.0) + self._path.get(d, 0.0) for d in feeds), default=0.0)
+        self._cost[op] = cost
+        self._path[op] = path
+        return path
+
+    def path(self, op: str) -> float:
+        return self._path.get(op, 0.0)
+
+    def cost(self, op: str) -> float:
+        return self._cost.get(op, 0.0)

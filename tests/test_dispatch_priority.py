@@ -1,0 +1,57 @@
+"""Cameo's priority math and cost profiling against hand-computed values (Xu et al., NSDI'21)."""
+
+from __future__ import annotations
+
+import pytest
+
+from strata.dispatch import CostProfile, ReplyContexts, critical_path, deadline, window_due
+
+
+def test_deadline_is_latest_start_that_meets_the_target():
+    # event at t=10, target 5 s, 0.5 s here, 2 s still to go downstream: start by 12.5
+    assert deadline(10.0, 5.0, 0.5, 2.0) == pytest.approx(12.5)
+
+
+@pytest.mark.parametrize(("t", "size", "slide", "due"), [
+    (0.0, 10.0, None, 10.0),   # window [0, 10)
+    (9.99, 10.0, None, 10.0),
+    (10.0, 10.0, None, 20.0),  # the boundary belongs to the next window
+    (23.0, 10.0, 5.0, 25.0),   # windows [15, 25) and [20, 30): [15, 25) closes first
+    (3.0, 10.0, 5.0, 5.0),     # [-5, 5) and [0, 10)
+    (3.0, 10.0, 2.0, 4.0),     # [-6, 4) is the first of five windows holding 3
+])
+def test_window_due_is_the_end_of_the_first_window_holding_the_event(t, size, slide, due):
+    assert window_due(t, size, slide) == pytest.approx(due)
+
+
+def test_critical_path_takes_the_most_expensive_chain_to_the_sink():
+    # src → a → c → out and src → b → out; costs a=1, b=5, c=2, out=0.5
+    down = {"src": ("a", "b"), "a": ("c",), "b": ("out",), "c": ("out",), "out": ()}
+    cost = {"src": 0.1, "a": 1.0, "b": 5.0, "c": 2.0, "out": 0.5}
+    path = critical_path(down, cost)
+    assert path == pytest.approx({"out": 0.0, "c": 0.5, "b": 0.5, "a": 2.5, "src": 5.5})
+
+
+def test_moving_average_tracks_measurements_and_starts_from_the_prior():
+    prof = CostProfile(alpha=0.5, prior={"op": 3.0})
+    assert prof["op"] == 3.0 and not prof.observed("op")
+    assert prof.observe("op", 2.0) == 2.0          # first measurement replaces the prior
+    assert prof.observe("op", 4.0) == pytest.approx(3.0)
+    assert prof.observe("op", 4.0) == pytest.approx(3.5)
+    assert prof["unknown"] == 0.0
+
+
+def test_alpha_out_of_range_is_rejected():
+    with pytest.raises(ValueError, match="alpha"):
+        CostProfile(alpha=0.0)
+
+
+def test_reply_contexts_carry_costs_upstream_hop_by_hop():
+    down = {"src": ("a",), "a": ("out",), "out": ()}
+    replies = ReplyContexts(down, {"src": 0.0, "a": 1.0, "out": 1.0})
+    assert replies.path("src") == pytest.approx(2.0)  # from the priors
+    replies.report("out", 3.0, ())                      # the sink got slower
+    assert replies.path("src") == pytest.approx(2.0)    # not known upstream until a replies again
+    assert replies.report("a", 1.0, ("out",)) == pytest.approx(3.0)
+    assert replies.report("src", 0.0, ("a",)) == pytest.approx(4.0)
+    assert replies.cost("out") == 3.0

@@ -1,0 +1,169 @@
+"""Strategies, the two-level queue and slot isolation against hand-computed orders (Cameo, NSDI'21)."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from strata.dispatch import (
+    EarliestDeadline,
+    FairShare,
+    Fifo,
+    LeastLaxity,
+    ShortestJob,
+    SlotDispatch,
+    Strategy,
+    TwoLevelQueue,
+    WorkUnit,
+    apportion,
+    dispatcher,
+    rank,
+    slot_dispatcher,
+    strategy,
+)
+from strata.sim.hooks import Message, NodeView
+
+# job, frontier, L, own cost, path cost, arrival, seq
+M1 = WorkUnit("a", 10.0, 5.0, 0.5, 2.0, 0.0, 1)  # ddl 12.5, due 15
+M2 = WorkUnit("b", 11.0, 2.0, 1.0, 0.0, 1.0, 2)  # ddl 12.0, due 13
+M3 = WorkUnit("a", 8.0, 5.0, 0.2, 2.0, 2.0, 3)   # ddl 10.8, due 13
+
+
+@pytest.mark.parametrize(("by", "order"), [
+    (LeastLaxity(), [M3, M2, M1]),
+    (EarliestDeadline(), [M2, M3, M1]),  # tie at 13 broken by creation order
+    (ShortestJob(), [M3, M1, M2]),
+    (Fifo(), [M1, M2, M3]),
+])
+def test_each_strategy_orders_units_as_computed_by_hand(by, order):
+    assert rank([M1, M2, M3], by) == order
+
+
+def test_user_defined_strategy_is_one_method():
+    class LongestPathFirst(Strategy):
+        def key(self, unit: WorkUnit) -> float:
+            return -unit.path_cost
+
+    assert rank([M2, M1], LongestPathFirst()) == [M1, M2]
+
+
+def test_unknown_strategy_name_is_refused_with_the_choices():
+    with pytest.raises(ValueError, match="choose from"):
+        strategy("lottery")
+
+
+def test_fair_share_serves_backlogged_dataflows_in_proportion_to_weight():
+    by = FairShare()
+    queue: TwoLevelQueue[WorkUnit] = TwoLevelQueue()
+    seq = 0
+
+    def add(job: str, weight: float) -> None:
+        nonlocal seq
+        seq += 1
+        unit = WorkUnit(job, 0.0, 1.0, 1.0, 0.0, 0.0, seq, weight)
+        queue.push(job, by.key(unit), seq, unit)
+
+    for _ in range(40):
+        add("light", 1.0)
+        add("heavy", 3.0)
+    served = {"light": 0, "heavy": 0}
+    for _ in range(40):
+        unit = queue.pop()
+        by.started(unit, 0.0)
+        served[unit.job] += 1
+    assert served == {"light": 10, "heavy": 30}
+
+
+def test_fair_share_gives_no_credit_for_time_away():
+    by = FairShare()
+    for i in range(100):  # "early" runs alone for a while
+        unit = WorkUnit("early", 0.0, 1.0, 1.0, 0.0, 0.0, i)
+        by.started(unit, by.key(unit))
+    late = by.key(WorkUnit("late", 0.0, 1.0, 1.0, 0.0, 0.0, 100))
+    early = by.key(WorkUnit("early", 0.0, 1.0, 1.0, 0.0, 0.0, 101))
+    assert late == pytest.approx(99.0)   # starts at the current virtual time, not at 0
+    assert early == pytest.approx(100.0)  # and alternates with "early" from there
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.one_of(st.tuples(st.integers(0, 5), st.integers(-20, 20)), st.none()), max_size=120))
+def test_two_level_queue_pops_the_global_minimum(ops):
+    """Operators by their head, messages within operators == one global (key, seq) order."""
+    queue: TwoLevelQueue[int] = TwoLevelQueue()
+    reference: list[tuple[float, int]] = []
+    for seq, op in enumerate(ops):
+        if op is None:
+            expected = min(reference) if reference else None
+            if expected is not None:
+                reference.remove(expected)
+            got = queue.pop()
+            assert got == (expected[1] if expected else None)
+        else:
+            operator, key = op
+            queue.push(operator, float(key), seq, seq)
+            reference.append((float(key), seq))
+        assert len(queue) == len(reference)
+
+
+def message(seq: int, job: str, pe: str, frontier: float, instance: int = 0) -> Message:
+    return Message(seq=seq, job=job, pe=pe, instance=instance, upstream=-1, created=0.0,
+                   event_time=frontier, frontier=frontier)
+
+
+def test_node_dispatcher_prices_messages_with_profiled_path_costs():
+    """Same due time, but one message still has 3 s of downstream work: least laxity runs it first, EDF not."""
+    view = NodeView(name="n0", cores=1, pes=("q.a", "q.b"), target_latency={"q": 10.0},
+                    downstream={"q.a": ("q.c",), "q.b": ("q.out",), "q.c": ("q.out",)})
+    down = {"q.a": ("q.c",), "q.b": ("q.out",), "q.c": ("q.out",), "q.out": ()}
+    cost = {"q.a": 0.1, "q.b": 0.1, "q.c": 3.0, "q.out": 0.0}
+    orders = {}
+    for name in ("cameo", "edf"):
+        node = dispatcher(name, prior_cost=cost, downstream=down)(view)
+        node.push(message(1, "q", "q.b", 5.0), 0.0)
+        node.push(message(2, "q", "q.a", 5.0), 0.0)
+        assert len(node) == 2
+        orders[name] = [node.pop(0.0).pe, node.pop(0.0).pe]
+        assert node.pop(0.0) is None and len(node) == 0
+    assert orders == {"cameo": ["q.a", "q.b"], "edf": ["q.b", "q.a"]}
+
+
+def test_node_dispatcher_learns_costs_from_completions():
+    view = NodeView(name="n0", cores=1, pes=("q.a", "q.b"), target_latency={"q": 10.0})
+    node = dispatcher("sjf", alpha=1.0)(view)
+    node.completed(message(0, "q", "q.a", 0.0), 2.0, 0.0)
+    node.completed(message(0, "q", "q.b", 0.0), 1.0, 0.0)
+    node.push(message(1, "q", "q.a", 0.0), 0.0)
+    node.push(message(2, "q", "q.b", 0.0), 0.0)
+    first = node.pop(0.0)
+    assert first.pe == "q.b" and first.priority == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize(("cores", "demand", "slots"), [
+    (4, {"a": 1.0, "b": 1.0}, {"a": 2, "b": 2}),
+    (8, {"a": 3.0, "b": 1.0}, {"a": 6, "b": 2}),   # 1 + 6 spare × (3/4, 1/4) = 1 + 4.5, 1 + 1.5: tie → a
+    (5, {"a": 0.0, "b": 0.0, "c": 0.0}, {"a": 2, "b": 2, "c": 1}),
+    (3, {"a": 1.0, "b": 100.0, "c": 1.0}, {"a": 1, "b": 1, "c": 1}),
+])
+def test_apportion_gives_each_dataflow_a_core_and_the_rest_by_demand(cores, demand, slots):
+    assert apportion(cores, demand) == slots
+
+
+def test_apportion_refuses_more_dataflows_than_cores():
+    with pytest.raises(ValueError, match="core per dataflow"):
+        apportion(1, {"a": 1.0, "b": 1.0})
+
+
+def test_slots_never_run_more_of_a_dataflow_than_it_owns():
+    view = NodeView(name="n0", cores=2, pes=("a.x", "b.y"), target_latency={"a": 1.0, "b": 1.0})
+    node = slot_dispatcher()(view)
+    assert isinstance(node, SlotDispatch) and node.slots == {"a": 1, "b": 1}
+    for seq in range(3):
+        node.push(message(seq, "a", "a.x", 0.0), 0.0)
+    first = node.pop(0.0)
+    assert first.seq == 0
+    assert node.pop(0.0) is None  # a's only slot is busy; b's idle slot is not lent
+    node.push(message(10, "b", "b.y", 0.0), 0.0)
+    assert node.pop(0.0).seq == 10
+    node.completed(first, 1.0, 1.0)
+    assert node.pop(1.0).seq == 1 and len(node) == 1
