@@ -167,3 +167,13 @@ def test_slots_never_run_more_of_a_dataflow_than_it_owns():
     assert node.pop(0.0).seq == 10
     node.completed(first, 1.0, 1.0)
     assert node.pop(1.0).seq == 1 and len(node) == 1
+
+
+def test_slots_per_operator_isolate_operators_of_one_dataflow():
+    view = NodeView(name="n0", cores=3, pes=("a.x", "a.y"), target_latency={"a": 1.0})
+    node = slot_dispatcher({"a.x": 2.0, "a.y": 1.0}, per="pe")(view)
+    assert node.slots == {"a.x": 2, "a.y": 1}
+    for seq in range(4):
+        node.push(message(seq, "a", "a.y", 0.0), 0.0)
+    assert node.pop(0.0).seq == 0
+    assert node.pop(0.0) is None  # a.y owns one core; a.x's two stay idle

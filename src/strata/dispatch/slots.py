@@ -4,7 +4,8 @@ Each dataflow owns a fixed number of a node's cores (its slots). A dataflow
 never runs more messages at once than it has slots, even when other
 dataflows' slots are idle (no work conserving across dataflows: that is the
 isolation, and its cost in utilisation); within its slots a dataflow runs its
-messages first come, first served.
+messages first come, first served. With ``per="pe"`` the slots go to each
+operator instead (Flink without slot sharing: every task has its own slot).
 """
 
 from __future__ import annotations
@@ -40,18 +41,24 @@ def apportion(cores: int, demand: Mapping[str, float]) -> dict[str, int]:
 
 
 class SlotDispatch:
-    """A node's dispatcher under static isolation: per-dataflow FIFO queues, at most ``slots[job]`` running."""
+    """A node's dispatcher under static isolation: per-owner FIFO queues, at most ``slots[owner]`` running.
 
-    __slots__ = ("_len", "_queues", "_running", "_slots")
+    The owner of a message is its dataflow (``per="job"``) or its PE (``per="pe"``).
+    """
 
-    def __init__(self, slots: Mapping[str, int]) -> None:
+    __slots__ = ("_len", "_per_pe", "_queues", "_running", "_slots")
+
+    def __init__(self, slots: Mapping[str, int], per: str = "job") -> None:
+        if per not in ("job", "pe"):
+            raise ValueError(f"slots are per 'job' or per 'pe', not {per!r}")
+        self._per_pe = per == "pe"
         self._slots = dict(slots)
         self._queues: dict[str, deque[Message]] = {j: deque() for j in self._slots}
         self._running = dict.fromkeys(self._slots, 0)
         self._len = 0
 
     def push(self, msg: Message, now: float) -> None:
-        self._queues[msg.job].append(msg)
+        self._queues[msg.pe if self._per_pe else msg.job].append(msg)
         self._len += 1
 
     def pop(self, now: float) -> Message | None:
@@ -67,7 +74,7 @@ class SlotDispatch:
         return self._queues[best].popleft()
 
     def completed(self, msg: Message, service: float, now: float) -> None:
-        self._running[msg.job] -= 1
+        self._running[msg.pe if self._per_pe else msg.job] -= 1
 
     def __len__(self) -> int:
         return self._len
@@ -77,19 +84,19 @@ class SlotDispatch:
         return dict(self._slots)
 
 
-def slot_dispatcher(pe_demand: Mapping[str, float] | None = None) -> DispatchFactory:
-    """One ``SlotDispatch`` per node; a node's cores are apportioned among the dataflows with PEs on it.
+def slot_dispatcher(pe_demand: Mapping[str, float] | None = None, per: str = "job") -> DispatchFactory:
+    """One ``SlotDispatch`` per node; a node's cores are apportioned among the owners with PEs on it.
 
-    ``pe_demand`` (PE → cores, e.g. ``model_demand``) sets each dataflow's share
-    on a node from the demand of its PEs there; without it, dataflows share a
-    node's cores equally.
+    ``pe_demand`` (PE → cores, e.g. ``model_demand``) sets each owner's share
+    on a node from the demand of its PEs there; without it, owners share a
+    node's cores equally. ``per`` is ``"job"`` (a dataflow's slots) or ``"pe"``.
     """
     def factory(view: NodeView) -> SlotDispatch:
         demand: dict[str, float] = {}
         for pe in view.pes:
-            job = pe.partition(".")[0]
-            demand[job] = demand.get(job, 0.0) + (pe_demand.get(pe, 0.0) if pe_demand is not None else 1.0)
-        return SlotDispatch(apportion(view.cores, demand))
+            owner = pe if per == "pe" else pe.partition(".")[0]
+            demand[owner] = demand.get(owner, 0.0) + (pe_demand.get(pe, 0.0) if pe_demand is not None else 1.0)
+        return SlotDispatch(apportion(view.cores, demand), per)
 
     return factory
 
