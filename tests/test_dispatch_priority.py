@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from strata.dispatch import CostProfile, ReplyContexts, critical_path, deadline, window_due
+from strata.dispatch import CostProfile, LinearCost, ReplyContexts, critical_path, deadline, window_due
 
 
 def test_deadline_is_latest_start_that_meets_the_target():
@@ -55,3 +55,22 @@ def test_reply_contexts_carry_costs_upstream_hop_by_hop():
     assert replies.report("a", 1.0, ("out",)) == pytest.approx(3.0)
     assert replies.report("src", 0.0, ("a",)) == pytest.approx(4.0)
     assert replies.cost("out") == 3.0
+
+
+def test_linear_cost_recovers_fixed_and_per_record_parts():
+    model = LinearCost(decay=1.0)
+    for size in (100, 400, 250, 1000):
+        model.observe(size, 0.5 + 0.002 * size)
+    fixed, per_record = model.coefficients()
+    assert fixed == pytest.approx(0.5) and per_record == pytest.approx(0.002)
+    assert model.predict(2000) == pytest.approx(4.5)
+
+
+def test_linear_cost_with_one_size_is_proportional_and_forgets_old_batches():
+    model = LinearCost(decay=0.5)
+    assert model.predict(10) == 0.0
+    model.observe(100, 1.0)
+    assert model.coefficients() == pytest.approx((0.0, 0.01))
+    for _ in range(40):  # the batch got three times slower per record
+        model.observe(100, 3.0)
+    assert model.predict(200) == pytest.approx(6.0, rel=1e-6)

@@ -1,7 +1,7 @@
 """L2 runtime dispatch: which pending message or micro-batch runs next (Cameo, Xu et al., NSDI'21).
 
 - ``priority``: the deadline ``t_MF + L − C_OM − C_path`` and critical-path costs, pure math.
-- ``profiling``: moving-average costs and reply contexts carrying them upstream.
+- ``profiling``: moving-average costs, reply contexts carrying them upstream, a batch-cost model.
 - ``strategies``: least laxity (Cameo), EDF, SJF, FIFO, proportional fair share; user strategies.
 - ``queues``: the two-level (operator, message) priority queue.
 - ``policy``: a node's dispatcher for the simulator's ``DispatchPolicy`` hook.
@@ -10,7 +10,7 @@
 
 from strata.dispatch.policy import StrategyDispatch, dispatcher, model_priors
 from strata.dispatch.priority import critical_path, deadline, window_due
-from strata.dispatch.profiling import CostProfile, ReplyContexts
+from strata.dispatch.profiling import CostProfile, LinearCost, ReplyContexts
 from strata.dispatch.queues import TwoLevelQueue
 from strata.dispatch.slots import SlotDispatch, apportion, model_demand, slot_dispatcher
 from strata.dispatch.strategies import (
@@ -27,7 +27,7 @@ from strata.dispatch.strategies import (
 )
 
 __all__ = [
-    "STRATEGIES", "CostProfile", "EarliestDeadline", "FairShare", "Fifo", "LeastLaxity", "ReplyContexts",
+    "STRATEGIES", "CostProfile", "EarliestDeadline", "FairShare", "Fifo", "LeastLaxity", "LinearCost", "ReplyContexts",
     "ShortestJob", "SlotDispatch", "Strategy", "StrategyDispatch", "TwoLevelQueue", "WorkUnit", "apportion",
     "critical_path", "deadline", "dispatcher", "model_demand", "model_priors", "rank", "slot_dispatcher",
     "strategy", "window_due",

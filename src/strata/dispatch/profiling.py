@@ -81,3 +81,44 @@ class ReplyContexts:
 
     def cost(self, op: str) -> float:
         return self._cost.get(op, 0.0)
+
+
+class LinearCost:
+    """Learned cost of a unit of work of ``size`` records: ``fixed + per_record × size``.
+
+    For micro-batches, whose cost is a per-batch overhead plus a per-record
+    part. Fitted by exponentially weighted least squares (weight ``decay`` per
+    older observation, default 0.9: recent batches dominate, so the model
+    tracks drift). While every observation has the same size the two parts
+    cannot be told apart and the cost is taken as proportional to size.
+    """
+
+    __slots__ = ("_decay", "_n", "_sx", "_sxx", "_sxy", "_sy")
+
+    def __init__(self, decay: float = 0.9) -> None:
+        if not 0.0 < decay <= 1.0:
+            raise ValueError(f"decay must be in (0, 1], got {decay}")
+        self._decay = decay
+        self._n = self._sx = self._sy = self._sxx = self._sxy = 0.0
+
+    def observe(self, size: float, cost: float) -> None:
+        d = self._decay
+        self._n = d * self._n + 1.0
+        self._sx = d * self._sx + size
+        self._sy = d * self._sy + cost
+        self._sxx = d * self._sxx + size * size
+        self._sxy = d * self._sxy + size * cost
+
+    def coefficients(self) -> tuple[float, float]:
+        """(fixed seconds, seconds per record); (0, 0) before any observation."""
+        if self._n == 0.0:
+            return 0.0, 0.0
+        spread = self._n * self._sxx - self._sx * self._sx
+        if spread <= 1e-12 * max(self._n * self._sxx, 1e-300):
+            return (0.0, self._sy / self._sx) if self._sx > 0 else (self._sy / self._n, 0.0)
+        per_record = (self._n * self._sxy - self._sx * self._sy) / spread
+        return (self._sy - per_record * self._sx) / self._n, per_record
+
+    def predict(self, size: float) -> float:
+        fixed, per_record = self.coefficients()
+        return fixed + per_record * size
