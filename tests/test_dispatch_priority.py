@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from strata.dispatch import CostProfile, LinearCost, ReplyContexts, critical_path, deadline, window_due
+from strata.dispatch import (
+    CostProfile,
+    LinearCost,
+    ReplyContexts,
+    critical_path,
+    deadline,
+    frontier,
+    window_routes,
+)
 
 
 def test_deadline_is_latest_start_that_meets_the_target():
@@ -12,16 +20,31 @@ def test_deadline_is_latest_start_that_meets_the_target():
     assert deadline(10.0, 5.0, 0.5, 2.0) == pytest.approx(12.5)
 
 
-@pytest.mark.parametrize(("t", "size", "slide", "due"), [
-    (0.0, 10.0, None, 10.0),   # window [0, 10)
-    (9.99, 10.0, None, 10.0),
-    (10.0, 10.0, None, 20.0),  # the boundary belongs to the next window
-    (23.0, 10.0, 5.0, 25.0),   # windows [15, 25) and [20, 30): [15, 25) closes first
-    (3.0, 10.0, 5.0, 5.0),     # [-5, 5) and [0, 10)
-    (3.0, 10.0, 2.0, 4.0),     # [-6, 4) is the first of five windows holding 3
+WINDOWS = {"w1": (10.0, 10.0, 1.0), "w2": (60.0, 30.0, 0.0)}
+
+
+def test_window_routes_find_the_windows_a_record_waits_for():
+    # src → parse → w1 → out;  src → alert → out;  parse → w2 → out
+    down = {"src": ("parse", "alert"), "parse": ("w1", "w2"), "alert": ("out",), "w1": ("out",),
+            "w2": ("out",), "out": ()}
+    routes = window_routes(down, WINDOWS)
+    assert routes == {"src": (), "alert": (), "out": (), "parse": (WINDOWS["w1"], WINDOWS["w2"])}
+
+
+def test_window_routes_stop_at_the_nearest_window():
+    down = {"a": ("w1",), "w1": ("w2",), "w2": ("out",), "out": ()}
+    assert window_routes(down, WINDOWS) == {"a": (WINDOWS["w1"],), "out": ()}
+
+
+@pytest.mark.parametrize(("event_time", "t_mf"), [
+    (3.0, 11.0),    # w1 [0, 10) fires at 11; w2 [-30, 30) at 30
+    (10.0, 21.0),   # the boundary belongs to the next window
+    (25.0, 30.0),   # w1 [20, 30) fires at 31, w2 [-30, 30) at 30: the earlier counts
 ])
-def test_window_due_is_the_end_of_the_first_window_holding_the_event(t, size, slide, due):
-    assert window_due(t, size, slide) == pytest.approx(due)
+def test_frontier_before_windows_is_the_earliest_due_time(event_time, t_mf):
+    waits = (WINDOWS["w1"], WINDOWS["w2"])
+    assert frontier(event_time, event_time, waits) == pytest.approx(t_mf)
+    assert frontier(event_time, 7.0, ()) == 7.0  # a direct route keeps the engine's frontier
 
 
 def test_critical_path_takes_the_most_expensive_chain_to_the_sink():

@@ -11,6 +11,7 @@ from strata.dispatch import (
     FairShare,
     Fifo,
     LeastLaxity,
+    Priors,
     ShortestJob,
     SlotDispatch,
     Strategy,
@@ -119,7 +120,7 @@ def test_node_dispatcher_prices_messages_with_profiled_path_costs():
     cost = {"q.a": 0.1, "q.b": 0.1, "q.c": 3.0, "q.out": 0.0}
     orders = {}
     for name in ("cameo", "edf"):
-        node = dispatcher(name, prior_cost=cost, downstream=down)(view)
+        node = dispatcher(name, Priors(cost, down))(view)
         node.push(message(1, "q", "q.b", 5.0), 0.0)
         node.push(message(2, "q", "q.a", 5.0), 0.0)
         assert len(node) == 2
@@ -177,3 +178,18 @@ def test_slots_per_operator_isolate_operators_of_one_dataflow():
         node.push(message(seq, "a", "a.y", 0.0), 0.0)
     assert node.pop(0.0).seq == 0
     assert node.pop(0.0) is None  # a.y owns one core; a.x's two stay idle
+
+
+def test_records_for_a_later_window_yield_to_the_result_of_the_due_one():
+    """Cameo's semantics awareness: parse work for window [10, 20) waits behind the [0, 10) result."""
+    down = {"q.src": ("q.parse",), "q.parse": ("q.win",), "q.win": ("q.out",), "q.out": ()}
+    priors = Priors({pe: 0.0 for pe in down}, down, {"q.win": (10.0, 10.0, 1.0)})
+    view = NodeView(name="n0", cores=1, pes=("q.parse", "q.out"), target_latency={"q": 2.0},
+                    downstream=down)
+    orders = {}
+    for name in ("cameo", "fifo"):
+        node = dispatcher(name, priors)(view)
+        node.push(message(1, "q", "q.parse", 10.5), 11.0)  # t_MF = 21 (window [10, 20) fires at 21)
+        node.push(message(2, "q", "q.out", 9.9), 11.1)     # the [0, 10) result, t_MF = 9.9
+        orders[name] = [node.pop(11.2).seq, node.pop(11.2).seq]
+    assert orders == {"cameo": [2, 1], "fifo": [1, 2]}

@@ -8,8 +8,8 @@
 - ``slots``: slot-based static isolation, the Flink-like baseline.
 """
 
-from strata.dispatch.policy import StrategyDispatch, dispatcher, model_priors
-from strata.dispatch.priority import critical_path, deadline, window_due
+from strata.dispatch.policy import Priors, StrategyDispatch, dispatcher
+from strata.dispatch.priority import critical_path, deadline, frontier, window_routes
 from strata.dispatch.profiling import CostProfile, LinearCost, ReplyContexts
 from strata.dispatch.queues import TwoLevelQueue
 from strata.dispatch.slots import SlotDispatch, apportion, model_demand, slot_dispatcher
@@ -27,8 +27,8 @@ from strata.dispatch.strategies import (
 )
 
 __all__ = [
-    "STRATEGIES", "CostProfile", "EarliestDeadline", "FairShare", "Fifo", "LeastLaxity", "LinearCost", "ReplyContexts",
-    "ShortestJob", "SlotDispatch", "Strategy", "StrategyDispatch", "TwoLevelQueue", "WorkUnit", "apportion",
-    "critical_path", "deadline", "dispatcher", "model_demand", "model_priors", "rank", "slot_dispatcher",
-    "strategy", "window_due",
+    "STRATEGIES", "CostProfile", "EarliestDeadline", "FairShare", "Fifo", "LeastLaxity", "LinearCost", "Priors",
+    "ReplyContexts", "ShortestJob", "SlotDispatch", "Strategy", "StrategyDispatch", "TwoLevelQueue", "WorkUnit",
+    "apportion", "critical_path", "deadline", "dispatcher", "frontier", "model_demand", "rank", "slot_dispatcher",
+    "strategy", "window_routes",
 ]

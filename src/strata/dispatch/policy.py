@@ -12,7 +12,9 @@ reported upstream as a reply context.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 
+from strata.dispatch.priority import WindowTiming, frontier, window_routes
 from strata.dispatch.profiling import CostProfile, ReplyContexts
 from strata.dispatch.queues import TwoLevelQueue
 from strata.dispatch.strategies import Strategy, WorkUnit, strategy
@@ -20,13 +22,44 @@ from strata.model import Scenario, joined_graph
 from strata.sim.hooks import DispatchFactory, Message, NodeView
 
 
+@dataclass(frozen=True)
+class Priors:
+    """What the dispatcher knows before measuring: the static part of Cameo's priority context.
+
+    ``cost``: PE → seconds per message (seeds ``C_OM`` and ``C_path``);
+    ``downstream``: PE → PEs it feeds; ``windows``: windowed PE → (size, slide,
+    lateness), so operators upstream of a window price its messages by the
+    window's due time.
+    """
+
+    cost: Mapping[str, float] = field(default_factory=dict)
+    downstream: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    windows: Mapping[str, WindowTiming] = field(default_factory=dict)
+
+    @classmethod
+    def from_scenario(cls, scenario: Scenario, templates: Mapping[str, str] | None = None,
+                      records_per_message: int = 1) -> Priors:
+        """The planner's view: ``cost_per_record`` × records per message, the joined graph, window specs."""
+        graph = joined_graph(scenario, templates)
+        cost, windows = {}, {}
+        for pe in graph:
+            op = graph.nodes[pe]["op"]
+            cost[pe] = op.cost_per_record * records_per_message
+            if op.window is not None:
+                w = op.window
+                windows[pe] = (w.size_s, w.slide_s or w.size_s, w.watermark_s)
+        return cls(cost, {pe: tuple(graph.successors(pe)) for pe in graph}, windows)
+
+
 class StrategyDispatch:
     """A node's dispatcher: any ``Strategy`` over Cameo's two-level queue, costs profiled online."""
 
-    __slots__ = ("_down", "_latency", "_profile", "_queue", "_replies", "_strategy", "_weight")
+    __slots__ = ("_down", "_latency", "_profile", "_queue", "_replies", "_strategy", "_waits", "_weight")
 
-    def __init__(self, view: NodeView, by: Strategy, replies: ReplyContexts, profile: CostProfile) -> None:
+    def __init__(self, view: NodeView, by: Strategy, replies: ReplyContexts, profile: CostProfile,
+                 waits: Mapping[str, tuple[WindowTiming, ...]] | None = None) -> None:
         self._strategy = by
+        self._waits = {pe: w for pe, w in (waits or {}).items() if w and pe in view.pes}
         self._replies = replies
         self._profile = profile
         self._latency = view.target_latency
@@ -36,7 +69,9 @@ class StrategyDispatch:
 
     def push(self, msg: Message, now: float) -> None:
         pe = msg.pe
-        unit = WorkUnit(msg.job, msg.frontier, self._latency[msg.job], self._profile[pe],
+        waits = self._waits.get(pe)
+        t_mf = msg.frontier if waits is None else frontier(msg.event_time, msg.frontier, waits)
+        unit = WorkUnit(msg.job, t_mf, self._latency[msg.job], self._profile[pe],
                         self._replies.path(pe), now, msg.seq, self._weight.get(msg.job, 1.0))
         key = self._strategy.key(unit)
         msg.priority = key
@@ -58,29 +93,21 @@ class StrategyDispatch:
         return len(self._queue)
 
 
-def dispatcher(by: str | Callable[[], Strategy] = "cameo", *, prior_cost: Mapping[str, float] | None = None,
-               downstream: Mapping[str, tuple[str, ...]] | None = None, alpha: float = 0.2) -> DispatchFactory:
+def dispatcher(by: str | Callable[[], Strategy] = "cameo", priors: Priors | None = None,
+               alpha: float = 0.2) -> DispatchFactory:
     """A ``DispatchFactory``: one ``StrategyDispatch`` per node, each with its own strategy instance.
 
     ``by`` is a strategy name (see ``strategies.STRATEGIES``) or a zero-argument
-    callable returning a fresh ``Strategy``. ``prior_cost`` (PE → seconds per
-    message) and ``downstream`` (PE → PEs it feeds) seed the cost estimates
-    before the first measurements (see ``model_priors``); ``alpha`` is the
+    callable returning a fresh ``Strategy``; ``priors`` seed costs and carry
+    window semantics (``Priors.from_scenario``); ``alpha`` is the
     moving-average weight of the newest measurement.
     """
     make = (lambda: strategy(by)) if isinstance(by, str) else by
-    replies = ReplyContexts(downstream, prior_cost)
+    priors = priors or Priors()
+    replies = ReplyContexts(priors.downstream, priors.cost)
+    waits = window_routes(priors.downstream, priors.windows)
 
     def factory(view: NodeView) -> StrategyDispatch:
-        return StrategyDispatch(view, make(), replies, CostProfile(alpha, prior_cost))
+        return StrategyDispatch(view, make(), replies, CostProfile(alpha, priors.cost), waits)
 
     return factory
-
-
-def model_priors(scenario: Scenario, templates: Mapping[str, str] | None = None
-                 ) -> tuple[dict[str, float], dict[str, tuple[str, ...]]]:
-    """The planner's view as dispatch priors: (PE → cost_per_record, PE → PEs it feeds)."""
-    graph = joined_graph(scenario, templates)
-    cost = {pe: graph.nodes[pe]["op"].cost_per_record for pe in graph}
-    downstream = {pe: tuple(graph.successors(pe)) for pe in graph}
-    return cost, downstream

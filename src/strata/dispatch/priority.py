@@ -20,24 +20,43 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from graphlib import TopologicalSorter
 
+from strata.sim.semantics import window_due
+
+WindowTiming = tuple[float, float, float]  # (size, slide, lateness) of an event-time window, seconds
+
 
 def deadline(frontier: float, target_latency: float, own_cost: float, path_cost: float) -> float:
     """``ddl_M = t_MF + L − C_OM − C_path``: the latest start time that still meets ``t_MF + L``."""
     return frontier + target_latency - own_cost - path_cost
 
 
-def window_due(event_time: float, size: float, slide: float | None = None) -> float:
-    """When the first event-time window containing ``event_time`` is due: the end of that window.
+def window_routes(downstream: Mapping[str, Iterable[str]], windows: Mapping[str, WindowTiming]
+                  ) -> dict[str, tuple[WindowTiming, ...]]:
+    """For each non-window operator, the windows its output waits for: ``()`` if it can reach a sink without one.
 
-    Windows start at multiples of ``slide`` (``size`` for tumbling windows) and
-    cover ``[start, start + size)``. Of the windows holding ``event_time`` the
-    earliest to close decides when the record's contribution is first needed,
-    so this is a windowed operator's ``t_MF`` (Cameo: early messages of a window
-    are not urgent).
+    Cameo's priority context carries the query's window semantics upstream: a
+    record that can only reach the output through a window is not needed until
+    that window is due, so its t_MF at every operator before the window is the
+    window's due time, not its event time. ``windows`` maps each windowed
+    operator to its ``(size, slide, lateness)``. Only the nearest windows count
+    (a later window is reached through the earlier one's output).
     """
-    step = size if slide is None else slide
-    k = (event_time - size) // step + 1
-    return k * step + size
+    feeds = {op: tuple(ds) for op, ds in downstream.items()}
+    direct: dict[str, bool] = {}
+    waits: dict[str, set[str]] = {}
+    for op in TopologicalSorter(feeds).static_order():
+        ds = feeds.get(op, ())
+        direct[op] = not ds or any(d not in windows and direct[d] for d in ds)
+        waits[op] = {w for d in ds for w in ((d,) if d in windows else waits[d])}
+    return {op: () if direct[op] else tuple(windows[w] for w in sorted(waits[op]))
+            for op in feeds if op not in windows}
+
+
+def frontier(event_time: float, engine_frontier: float, waits: tuple[WindowTiming, ...]) -> float:
+    """t_MF of a message: the engine's frontier, or the earliest due time of the windows it waits for."""
+    if not waits:
+        return engine_frontier
+    return min(window_due(event_time, size, slide, lateness) for size, slide, lateness in waits)
 
 
 def critical_path(downstream: Mapping[str, Iterable[str]], cost: Mapping[str, float]) -> dict[str, float]:
