@@ -59,6 +59,8 @@ def build_session(
         .config("spark.scheduler.mode", "FAIR")
         .config("spark.scheduler.allocation.file", str(alloc))
         .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.ui.showConsoleProgress", "false")
         .config("spark.ui.enabled", "true" if ui else "false")
         .config("spark.sql.streaming.stopGracefullyOnShutdown", "true")
         .config("spark.sql.warehouse.dir", str(work / "warehouse"))

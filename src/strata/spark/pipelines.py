@@ -1,0 +1,361 @@
+"""A job template → one Structured Streaming query (DESIGN.md, "How each level maps onto Spark").
+
+A template that Spark runs is a chain ``source → operators → sink``. Stateless
+operators (filter, map, stream–static join) and Spark-managed aggregations
+(window_aggregate with watermark, append mode; keyed_stateful, update mode) are
+planned inside the streaming query. A keyed operator named in ``managed`` (by
+default every keyed_stateful operator) keeps its state in Strata's movable
+store (:mod:`strata.spark.state`) instead and runs, with everything after it,
+in ``foreachBatch``, where the sink also writes. Every output row carries an
+``event_time``: the record's own for row-wise operators, the window end for
+windows (the time the result became due), the newest record's for keyed
+aggregates; latency at the sink is commit time − event_time.
+
+:func:`check_template` finds what Spark cannot run before any session exists;
+:class:`Pipeline` analyses every expression when it is built, so a bad spec
+fails before any query starts. Knobs for the controller, applied per batch and
+decided elsewhere: :attr:`Pipeline.pool` (FAIR pool), :attr:`Pipeline.rate_cap`
+(rows per batch), the store's :meth:`~strata.spark.state.KeyedStateStore.route`
+(routing table), and :attr:`Pipeline.hooks` (called before and after every
+batch, in the driver: the place for issue 8's dispatch gate).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal, Protocol
+
+import numpy as np
+
+from strata.model import AggregateSpec, Job, Operator, OperatorKind, Problem, Template
+from strata.model.scenario import Path as DocPath
+from strata.spark.sinks import ConsoleSink, MemorySink, ParquetSink, Sink
+from strata.spark.sources import NAME as GENERATOR
+from strata.spark.sources import RateCap, generator_options, register
+from strata.spark.state import KeyedSpec, KeyedStateStore
+from strata.spark.workload import SUPPORTED_ARRIVALS, static_dimension
+
+AGGREGATIONS = (OperatorKind.WINDOW_AGGREGATE, OperatorKind.KEYED_STATEFUL)
+ROW_WISE = (OperatorKind.FILTER, OperatorKind.MAP, OperatorKind.JOIN)
+
+
+class PipelineProblems(Exception):
+    """Problems (with document paths) that keep a template from running on Spark."""
+
+    def __init__(self, problems: list[Problem]):
+        self.problems = problems
+        super().__init__("; ".join(f"{p.path}: expected {p.expected}; found {p.found}" for p in problems))
+
+
+@dataclass(frozen=True)
+class PipelineOptions:
+    """How a template runs: sink, source clock, trigger, which keyed operators use the movable store."""
+
+    sink: Literal["parquet", "memory", "console"] = "parquet"
+    clock: Literal["wall", "virtual"] = "wall"
+    end_s: float | None = None
+    epoch: float | None = None
+    tick_s: float = 0.1
+    input_partitions: int = 2
+    max_rows_per_batch: int | None = None
+    trigger_s: float | None = None
+    available_now: bool = False
+    managed: frozenset[str] | None = None
+    state_partitions: int = 2
+
+    def is_managed(self, op: Operator) -> bool:
+        if op.kind not in AGGREGATIONS:
+            return False
+        return op.kind is OperatorKind.KEYED_STATEFUL if self.managed is None else op.name in self.managed
+
+
+class BatchHook(Protocol):
+    """Called in the driver around every micro-batch of a pipeline (issue 8's gate blocks in ``before``)."""
+
+    def before(self, pipeline: Pipeline, batch_id: int) -> None: ...
+
+    def after(self, pipeline: Pipeline, record: dict) -> None: ...
+
+
+# ---------------------------------------------------------------------- checks
+
+
+def operator_chain(template: Template) -> list[int] | None:
+    """Operator indices along source → … → sink, or None when the template is not such a chain."""
+    index = {op.name: i for i, op in enumerate(template.operators)}
+    nxt: dict[int, int] = {}
+    for st in template.streams:
+        if st.is_external or st.src not in index or st.dst not in index or index[st.src] in nxt:
+            return None
+        nxt[index[st.src]] = index[st.dst]
+    sources = [i for i, op in enumerate(template.operators) if op.kind is OperatorKind.SOURCE]
+    if len(sources) != 1:
+        return None
+    order = [sources[0]]
+    while order[-1] in nxt and len(order) <= len(template.operators):
+        order.append(nxt[order[-1]])
+    return order if len(order) == len(template.operators) else None
+
+
+def check_template(job: Job, template: Template, here: DocPath) -> list[Problem]:
+    """Everything that keeps ``template`` from running on Spark, located by document path (no Spark needed)."""
+    problems: list[Problem] = []
+    for k, st in enumerate(template.streams):
+        if st.is_external:
+            problems.append(Problem((*here, "streams", k, "from"),
+                                    "a stream within the job (shared streams are not supported on Spark)",
+                                    repr(st.src)))
+    ins: dict[str, int] = {}
+    outs: dict[str, int] = {}
+    for st in template.streams:
+        outs[st.src] = outs.get(st.src, 0) + 1
+        ins[st.dst] = ins.get(st.dst, 0) + 1
+    for i, op in enumerate(template.operators):
+        at = (*here, "operators", i)
+        if ins.get(op.name, 0) > 1 or outs.get(op.name, 0) > 1:
+            problems.append(Problem(at, "a chain source → … → sink (one input and one output per operator on Spark)",
+                                    f"{op.name!r} with {ins.get(op.name, 0)} inputs, {outs.get(op.name, 0)} outputs"))
+        if op.kind is OperatorKind.SOURCE and not isinstance(op.source.arrivals, SUPPORTED_ARRIVALS):
+            problems.append(Problem((*at, "source", "arrivals", "process"),
+                                    "constant, poisson, onoff or diurnal arrivals (trace replay does not run on Spark)",
+                                    repr(op.source.arrivals.process)))
+        if op.kind is OperatorKind.FILTER and not op.predicate:
+            problems.append(Problem((*at, "predicate"), "a Spark SQL boolean expression for a filter", "nothing"))
+        if op.kind is OperatorKind.MAP and not op.expressions:
+            problems.append(Problem((*at, "expressions"), "Spark SQL select expressions for a map", "nothing"))
+        if op.kind is OperatorKind.WINDOW_AGGREGATE and op.window.slide_s and op.window.slide_s > op.window.size_s:
+            problems.append(Problem((*at, "window", "slide_s"), f"a slide ≤ size_s ({op.window.size_s:g})",
+                                    f"{op.window.slide_s:g}"))
+    kinds = [op.kind for op in template.operators]
+    if kinds.count(OperatorKind.SOURCE) != 1:
+        problems.append(Problem((*here, "operators"), "exactly one source operator on Spark",
+                                f"{kinds.count(OperatorKind.SOURCE)} sources"))
+    if kinds.count(OperatorKind.SINK) != 1:
+        problems.append(Problem((*here, "operators"), "exactly one sink operator on Spark",
+                                f"{kinds.count(OperatorKind.SINK)} sinks"))
+    if problems:
+        return problems
+    chain = operator_chain(template)
+    if chain is None:
+        return [Problem((*here, "streams"), "streams joining every operator into one chain source → … → sink",
+                        "operators off the chain")]
+    seen_aggregation = None
+    for i in chain:
+        op = template.operators[i]
+        at = (*here, "operators", i)
+        if op.kind in AGGREGATIONS:
+            if seen_aggregation is not None:
+                problems.append(Problem((*at, "kind"), "at most one aggregation per template on Spark",
+                                        f"{op.kind.value} after {seen_aggregation!r}"))
+            seen_aggregation = op.name
+        elif op.kind is OperatorKind.JOIN and seen_aggregation is not None:
+            problems.append(Problem((*at, "kind"), "a stream–static join before the aggregation",
+                                    f"join after {seen_aggregation!r}"))
+    return problems
+
+
+# ---------------------------------------------------------------------- building
+
+
+def _duration(seconds: float) -> str:
+    return f"{round(seconds * 1000)} milliseconds"
+
+
+def _aggregate(op: Operator):
+    from pyspark.sql import functions as F
+
+    agg = op.aggregate or AggregateSpec()
+    fn = {"count": F.count, "sum": F.sum, "avg": F.avg, "min": F.min, "max": F.max}[agg.fn]
+    expr = fn(agg.column)
+    return (expr if agg.fn == "count" else expr.cast("double")).alias(agg.fn)
+
+
+@dataclass
+class Pipeline:
+    """One job's query: built (and analysed) on construction, started with :meth:`start`."""
+
+    spark: object
+    job: Job
+    template: Template
+    run_dir: Path
+    options: PipelineOptions = PipelineOptions()
+    here: DocPath = ()
+    pool: str | None = None
+    hooks: list[BatchHook] = field(default_factory=list)
+    records: list[dict] = field(default_factory=list)
+    rate_cap: RateCap | None = None
+    store: KeyedStateStore | None = None
+    query: object = None
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def __post_init__(self) -> None:
+        self.run_dir = Path(self.run_dir)
+        self.name = self.job.id
+        problems = check_template(self.job, self.template, self.here)
+        if problems:
+            raise PipelineProblems(problems)
+        self.chain = [self.template.operators[i] for i in operator_chain(self.template)]
+        self.positions = {op.name: self.template.operators.index(op) for op in self.template.operators}
+        self.sink: Sink = self._make_sink()
+        self.stream, self.in_batch = self._build()
+
+    # -------------------------------------------------------------- paths and sink
+
+    @property
+    def checkpoint(self) -> Path:
+        return self.run_dir / "checkpoints" / self.name
+
+    def _make_sink(self) -> Sink:
+        kind = self.options.sink
+        if kind == "parquet":
+            return ParquetSink(self.run_dir / "sinks" / self.name)
+        return MemorySink() if kind == "memory" else ConsoleSink(self.name)
+
+    # -------------------------------------------------------------- the query plan
+
+    def _at(self, op: Operator, *rest: str | int) -> DocPath:
+        return (*self.here, "operators", self.positions[op.name], *rest)
+
+    def _source(self, op: Operator):
+        register(self.spark)
+        self.rate_cap = RateCap(self.run_dir / "control" / f"{self.name}.json")
+        o = self.options
+        opts = generator_options(op.source, clock=o.clock, end_s=o.end_s, epoch=o.epoch, tick_s=o.tick_s,
+                                 partitions=o.input_partitions, max_rows_per_batch=o.max_rows_per_batch,
+                                 control_file=self.rate_cap.path)
+        return self.spark.readStream.format(GENERATOR).options(**opts).load()
+
+    def _static(self, op: Operator):
+        spec = op.join
+        if spec.path is None:
+            import pandas as pd
+
+            return self.spark.createDataFrame(pd.DataFrame(static_dimension(spec.rows, seed=len(op.name))))
+        fmt = Path(spec.path).suffix.lstrip(".") or "parquet"
+        reader = self.spark.read.format(fmt)
+        if fmt == "csv":
+            reader = reader.option("header", "true").option("inferSchema", "true")
+        return reader.load(spec.path)
+
+    def _apply(self, df, op: Operator):
+        """``op`` applied to ``df``; analysis errors become located problems."""
+        from pyspark.errors import AnalysisException, ParseException
+        from pyspark.sql import functions as F
+
+        field_of = {OperatorKind.FILTER: "predicate", OperatorKind.MAP: "expressions", OperatorKind.JOIN: "join",
+                    OperatorKind.WINDOW_AGGREGATE: "aggregate", OperatorKind.KEYED_STATEFUL: "aggregate"}
+        try:
+            if op.kind is OperatorKind.FILTER:
+                return df.filter(F.expr(op.predicate))
+            if op.kind is OperatorKind.MAP:
+                out = df.selectExpr(*op.expressions)
+                return out if "event_time" in out.columns else df.selectExpr(*op.expressions, "event_time")
+            if op.kind is OperatorKind.JOIN:
+                return df.join(F.broadcast(self._static(op)), on=op.join.on, how="inner")
+            if op.kind is OperatorKind.WINDOW_AGGREGATE:
+                w = op.window
+                win = F.window("event_time", _duration(w.size_s), _duration(w.slide_s) if w.slide_s else None)
+                fn = (op.aggregate or AggregateSpec()).fn
+                return (df.withWatermark("event_time", _duration(w.watermark_s))
+                        .groupBy(win.alias("w"), "key").agg(_aggregate(op))
+                        .select(F.col("w.start").alias("window_start"), F.col("w.end").alias("window_end"),
+                                "key", fn, F.col("w.end").alias("event_time")))
+            if op.kind is OperatorKind.KEYED_STATEFUL:
+                return df.groupBy("key").agg(_aggregate(op), F.max("event_time").alias("event_time"))
+        except (AnalysisException, ParseException) as e:
+            message = str(e).strip().splitlines()[0][:200]
+            raise PipelineProblems([Problem(self._at(op, field_of[op.kind]),
+                                            f"an expression Spark can analyse over columns {df.columns}",
+                                            message)]) from None
+        raise AssertionError(f"unhandled operator kind {op.kind}")
+
+    def _build(self):
+        """The streaming DataFrame, and the operators that run per batch (the managed one and after)."""
+        df = self._source(self.chain[0])
+        ops = self.chain[1:-1]
+        split = next((k for k, op in enumerate(ops) if self.options.is_managed(op)), None)
+        for op in ops[:split]:
+            df = self._apply(df, op)
+        if split is None:
+            return df, []
+        managed = ops[split]
+        spec = KeyedSpec(managed.aggregate or AggregateSpec(), managed.window, managed.key_groups,
+                         self.options.state_partitions)
+        missing = {"key", "event_time", spec.aggregate.column} - set(df.columns)
+        if missing:
+            raise PipelineProblems([Problem(self._at(managed, "aggregate"),
+                                            f"columns key, event_time and the aggregated column in {df.columns}",
+                                            f"missing {sorted(missing)}")])
+        self.store = KeyedStateStore(spec, self.run_dir / "state" / self.name / managed.name)
+        probe = self.spark.createDataFrame([], spec.spark_output_schema())
+        for op in ops[split + 1:]:
+            probe = self._apply(probe, op)
+        return df, ops[split + 1:]
+
+    # -------------------------------------------------------------- running
+
+    def output_mode(self) -> str:
+        if any(op.kind is OperatorKind.KEYED_STATEFUL and not self.options.is_managed(op) for op in self.chain):
+            return "update"
+        return "append"
+
+    def start(self):
+        """Start the query (resuming from its checkpoint if there is one)."""
+        writer = (self.stream.writeStream.queryName(self.name).outputMode(self.output_mode())
+                  .option("checkpointLocation", str(self.checkpoint)).foreachBatch(self._batch))
+        if self.options.available_now:
+            writer = writer.trigger(availableNow=True)
+        elif self.options.trigger_s:
+            writer = writer.trigger(processingTime=_duration(self.options.trigger_s))
+        self.query = writer.start()
+        return self.query
+
+    def _batch(self, df, batch_id: int) -> None:
+        started = time.time()
+        if self.pool is not None:
+            df.sparkSession.sparkContext.setLocalProperty("spark.scheduler.pool", self.pool)
+        for hook in self.hooks:
+            hook.before(self, batch_id)
+        released = time.time()
+        plan = None
+        if self.store is not None:
+            df, plan = self.store.prepare(df, batch_id)
+        for op in self.in_batch:
+            df = self._apply(df, op)
+        times = self.sink.write(df, batch_id)
+        if plan is not None:
+            self.store.commit(plan)
+        done = time.time()
+        record = {"query": self.name, "batch_id": batch_id, "started": started, "released": released,
+                  "finished": done, "rows_out": int(times.size), "pool": self.pool,
+                  **latency_percentiles(done, times)}
+        if plan is not None:
+            record["partition_rows"] = plan.partition_rows
+            record["group_rows"] = plan.group_rows
+            record["watermark_us"] = plan.watermark_us
+        with self._lock:
+            self.records.append(record)
+        for hook in self.hooks:
+            hook.after(self, record)
+
+    def result(self):
+        """Everything the sink holds (pandas, with batch_id)."""
+        return self.sink.read()
+
+    def batch_records(self) -> Iterator[dict]:
+        with self._lock:
+            return iter(list(self.records))
+
+
+def latency_percentiles(now: float, event_micros: np.ndarray) -> dict[str, float | None]:
+    """End-to-end latency (now − event time, seconds) percentiles of the records a batch wrote."""
+    if event_micros.size == 0:
+        return {"latency_p50": None, "latency_p95": None, "latency_p99": None, "latency_max": None}
+    lat = now - event_micros / 1e6
+    p50, p95, p99 = np.percentile(lat, [50, 95, 99])
+    return {"latency_p50": float(p50), "latency_p95": float(p95), "latency_p99": float(p99),
+            "latency_max": float(lat.max())}

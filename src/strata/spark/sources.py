@@ -1,0 +1,207 @@
+"""Streaming sources: Strata's workload generator as a Python data source, and Spark's file sources.
+
+``strata-generator`` is a PySpark Data Source (``pyspark.sql.datasource``)
+whose rows are a pure function of their offsets (:mod:`strata.spark.workload`):
+offsets are ``{"row": i, "epoch": e}`` and any offset range replays the same
+rows, which is what makes the pipelines exactly once.
+
+Clocks: with ``clock=wall`` (the default) a record is available once its event
+time has passed (epoch + t ≤ now), so the source offers the spec's rate in
+real time; ``clock=virtual`` makes every record up to ``end_s`` available at
+once (tests, benchmarks). The epoch is fixed by the first offset and carried in
+every offset, so a query restarted from its checkpoint regenerates the same
+event times.
+
+Rate caps (admission control). Spark calls ``latestOffset(start, limit)`` in a
+Python planner process of its own, not in the driver's interpreter, so a
+controller cannot reach the reader object. The cap therefore travels through a
+small JSON file, the *control file* (option ``control_file``), that
+:class:`RateCap` writes atomically and the reader re-reads whenever its mtime
+changes: ``{"max_rows_per_batch": N}`` caps each micro-batch at N rows, ``0``
+pauses the source (no new batch is planned), ``null`` lifts the cap. The cap
+is applied on top of Spark's ``ReadLimit``: the source honours
+``ReadMaxRows`` from ``getDefaultReadLimit`` (option ``max_rows_per_batch``)
+and the control file, whichever is smaller; under ``ReadAllAvailable`` only
+the control file applies.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
+
+from strata.model import SourceSpec
+from strata.spark.workload import Timeline, generate
+
+NAME = "strata-generator"
+SCHEMA = "id LONG, event_time TIMESTAMP, key LONG, value DOUBLE"
+ARROW_SCHEMA = pa.schema([("id", pa.int64()), ("event_time", pa.timestamp("us", tz="UTC")),
+                          ("key", pa.int64()), ("value", pa.float64())])
+
+
+class RateCap:
+    """The control file of one source: the controller's side of the rate-cap channel."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+
+    def set(self, max_rows_per_batch: int | None) -> None:
+        """Cap rows per micro-batch (None lifts the cap, 0 pauses); atomic for the reader."""
+        if max_rows_per_batch is not None and max_rows_per_batch < 0:
+            raise ValueError(f"max_rows_per_batch must be ≥ 0 or None; got {max_rows_per_batch}")
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_suffix(f".tmp{os.getpid()}")
+        tmp.write_text(json.dumps({"max_rows_per_batch": max_rows_per_batch}))
+        os.replace(tmp, self.path)
+
+    def get(self) -> int | None:
+        """The cap now in force (None when there is no file or no cap)."""
+        try:
+            value = json.loads(self.path.read_text()).get("max_rows_per_batch")
+        except (OSError, ValueError):
+            return None
+        return None if value is None else int(value)
+
+
+@dataclass(frozen=True)
+class RowRange(InputPartition):
+    """Records [lo, hi) of one micro-batch split, with the ticks they fall in."""
+
+    lo: int
+    hi: int
+    epoch: float
+    segments: tuple[tuple[int, int, int], ...]
+
+
+class GeneratorSource(DataSource):
+    """``spark.readStream.format("strata-generator").option("spec", SourceSpec JSON)``.
+
+    Options: ``spec`` (required), ``clock`` (wall|virtual), ``end_s`` (event-time
+    bound; the source is finite), ``epoch`` (unix seconds; default: when the
+    query first starts), ``tick_s`` (0.1), ``partitions`` (input splits per
+    batch, 2), ``max_rows_per_batch``, ``control_file``.
+    """
+
+    @classmethod
+    def name(cls) -> str:
+        return NAME
+
+    def schema(self) -> str:
+        return SCHEMA
+
+    def streamReader(self, schema) -> GeneratorStreamReader:
+        return GeneratorStreamReader(dict(self.options))
+
+
+class GeneratorStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """Plans row ranges in Spark's Python planner process; reads them in executors."""
+
+    def __init__(self, options: dict[str, str]):
+        self.spec = SourceSpec.model_validate_json(options["spec"])
+        self.tick_s = float(options.get("tick_s", 0.1))
+        self.clock = options.get("clock", "wall")
+        self.end_s = float(options["end_s"]) if options.get("end_s") else None
+        self.epoch = float(options["epoch"]) if options.get("epoch") else None
+        self.splits = max(1, int(options.get("partitions", 2)))
+        cap = options.get("max_rows_per_batch")
+        self.default_cap = int(cap) if cap else None
+        self.cap = RateCap(options["control_file"]) if options.get("control_file") else None
+        self.timeline = Timeline(self.spec, self.tick_s)
+        self.target: int | None = None
+        self.seen_epoch: float | None = None
+        if self.clock not in ("wall", "virtual"):
+            raise ValueError(f"clock must be 'wall' or 'virtual'; got {self.clock!r}")
+        if self.clock == "virtual" and self.end_s is None:
+            raise ValueError("a virtual clock needs end_s (otherwise the source is infinite at once)")
+
+    def _available(self, epoch: float) -> int:
+        """Records available now: whole ticks whose end has passed (wall) or up to end_s."""
+        limits = []
+        if self.clock == "wall":
+            limits.append(int((time.time() - epoch) / self.tick_s))
+        if self.end_s is not None:
+            limits.append(round(self.end_s / self.tick_s))
+        return self.timeline.rows_before_tick(max(0, min(limits)))
+
+    def initialOffset(self) -> dict:
+        return {"row": 0, "epoch": self.epoch if self.epoch is not None else time.time()}
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        return ReadMaxRows(self.default_cap) if self.default_cap else ReadAllAvailable()
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        self.target = self._available(self.epoch if self.epoch is not None else time.time())
+
+    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+        epoch = self.seen_epoch = float(start["epoch"])
+        end = self._available(epoch)
+        if self.target is not None:
+            end = min(end, self.target)
+        caps = [c for c in (self.cap.get() if self.cap else None,
+                            limit.max_rows if isinstance(limit, ReadMaxRows) else None) if c is not None]
+        if caps:
+            end = min(end, start["row"] + min(caps))
+        return {"row": max(end, start["row"]), "epoch": epoch}
+
+    def reportLatestOffset(self) -> dict | None:
+        """What is available now, regardless of caps: the backlog is this minus the end offset."""
+        if self.seen_epoch is None:
+            return None
+        return {"row": self._available(self.seen_epoch), "epoch": self.seen_epoch}
+
+    def partitions(self, start: dict, end: dict) -> list[RowRange]:
+        lo, hi, epoch = int(start["row"]), int(end["row"]), float(end["epoch"])
+        if hi <= lo:
+            return []
+        bounds = np.linspace(lo, hi, self.splits + 1).astype(np.int64)
+        out = []
+        for a, b in itertools.pairwise(bounds):
+            if b > a:
+                out.append(RowRange(int(a), int(b), epoch, tuple(self.timeline.segments(int(a), int(b)))))
+        return out
+
+    def read(self, partition: RowRange):
+        cols = generate(self.spec, self.tick_s, list(partition.segments), partition.lo, partition.hi)
+        micros = np.round((partition.epoch + cols["t"]) * 1e6).astype(np.int64)
+        yield pa.RecordBatch.from_arrays(
+            [pa.array(cols["id"]), pa.array(micros, type=pa.timestamp("us", tz="UTC")),
+             pa.array(cols["key"]), pa.array(cols["value"])], schema=ARROW_SCHEMA)
+
+    def commit(self, end: dict) -> None:
+        """Nothing to release: rows are regenerated from offsets on demand."""
+
+
+def register(spark) -> None:
+    """Make ``format("strata-generator")`` available in ``spark`` (idempotent)."""
+    spark.dataSource.register(GeneratorSource)
+
+
+def generator_options(spec: SourceSpec, *, clock: str = "wall", end_s: float | None = None,
+                      epoch: float | None = None, tick_s: float = 0.1, partitions: int = 2,
+                      max_rows_per_batch: int | None = None, control_file: str | Path | None = None,
+                      ) -> dict[str, str]:
+    """The reader options for one generated source, as strings."""
+    opts = {"spec": spec.model_dump_json(), "clock": clock, "tick_s": str(tick_s), "partitions": str(partitions)}
+    for key, value in (("end_s", end_s), ("epoch", epoch), ("max_rows_per_batch", max_rows_per_batch),
+                       ("control_file", control_file)):
+        if value is not None:
+            opts[key] = str(value)
+    return opts
+
+
+def expected_rows(spec: SourceSpec, end_s: float, epoch: float, tick_s: float = 0.1) -> dict[str, np.ndarray]:
+    """Every record a finite source emits, computed offline (the reference side of the tests)."""
+    timeline = Timeline(spec, tick_s)
+    hi = timeline.rows_before_tick(round(end_s / tick_s))
+    cols = generate(spec, tick_s, timeline.segments(0, hi), 0, hi)
+    cols["event_time"] = np.round((epoch + cols.pop("t")) * 1e6).astype("datetime64[us]")
+    return cols
