@@ -33,13 +33,13 @@ from strata.model.job import (
     WindowSpec,
 )
 from strata.model.scenario import Problem, Scenario, pe_id, resolve
-from strata.model.spec import Located, SpecError, load_scenario, scenario_schema
+from strata.model.spec import Located, SpecError, load_scenario, locate_problems, scenario_schema
 
 __all__ = [
     "KEYED_KINDS", "AggregateSpec", "Cluster", "Constraints", "IdentityValue", "Job", "JoinSpec",
     "KeyDistribution", "LinearCapacity", "LinearValue", "Located", "Node", "NodeGroup", "Operator",
     "OperatorKind", "PiecewiseLinearCapacity", "PiecewiseLinearValue", "Problem", "Rack", "Scenario",
     "SourceSpec", "SpecError", "StepValue", "Stream", "Template", "WindowSpec", "chosen_templates",
-    "importance", "joined_graph", "load_scenario", "pe_id", "propagate", "resolve",
+    "importance", "joined_graph", "load_scenario", "locate_problems", "pe_id", "propagate", "resolve",
     "scenario_importance", "scenario_schema", "topological_order",
 ]

@@ -207,6 +207,14 @@ def _relocate(p: Problem, cluster_doc: _Doc, job_origin: list[tuple[_Doc, int]])
     return doc.locate(p.path, p.expected, p.found)
 
 
+def locate_problems(files: list[str | FsPath] | tuple[str | FsPath, ...], problems: list[Problem]) -> SpecError:
+    """Problems found after loading (e.g. by an engine that cannot run a job), located in the spec files."""
+    docs = [_read(f) for f in files]
+    job_origin = [(doc, i) for doc in docs for i in range(len(doc.data.get("jobs") or []))]
+    cluster_doc = next((d for d in docs if "cluster" in d.data), docs[0])
+    return SpecError([_relocate(p, cluster_doc, job_origin) for p in problems])
+
+
 def scenario_schema() -> dict[str, Any]:
     """JSON Schema of a scenario document."""
     return Scenario.model_json_schema(by_alias=True)
