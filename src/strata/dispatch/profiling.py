@@ -71,7 +71,12 @@ class ReplyContexts:
 
     def report(self, op: str, cost: float, feeds: Iterable[str]) -> float:
         """Record ``op``'s new cost estimate; recompute and return its path cost from its consumers' replies."""
-        path = max((self._cost.get(d, 0.0) + self._path.get(d, 0.0) for d in feeds), default=0.0)
+        cost_of, path_of = self._cost, self._path
+        path = 0.0
+        for d in feeds:
+            via = cost_of.get(d, 0.0) + path_of.get(d, 0.0)
+            if via > path:
+                path = via
         self._cost[op] = cost
         self._path[op] = path
         return path

@@ -20,19 +20,19 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Iterable
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from strata.dispatch.priority import deadline
 
 
-@dataclass(frozen=True, slots=True)
-class WorkUnit:
+class WorkUnit(NamedTuple):
     """One unit of work waiting for a core: a message, or a micro-batch.
 
     ``frontier`` is Cameo's t_MF; ``own_cost`` and ``path_cost`` are profiled
     estimates (C_OM, C_path) in seconds; ``arrival`` is when the unit became
     runnable; ``seq`` its global creation order; ``weight`` its dataflow's
-    fair-share weight.
+    fair-share weight. (A named tuple: immutable and cheap to build, once per
+    message on the dispatch hot path.)
     """
 
     job: str
