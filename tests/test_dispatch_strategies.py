@@ -193,3 +193,24 @@ def test_records_for_a_later_window_yield_to_the_result_of_the_due_one():
         node.push(message(2, "q", "q.out", 9.9), 11.1)     # the [0, 10) result, t_MF = 9.9
         orders[name] = [node.pop(11.2).seq, node.pop(11.2).seq]
     assert orders == {"cameo": [2, 1], "fifo": [1, 2]}
+
+
+def test_costs_are_profiled_per_record_and_weights_can_be_overridden():
+    view = NodeView(name="n0", cores=1, pes=("q.a",), target_latency={"q": 10.0}, weight={"q": 1.0},
+                    cost_per_record={"q.a": 0.25})
+    node = dispatcher("sjf", alpha=1.0)(view)
+    first = message(1, "q", "q.a", 0.0)
+    first.records = 4
+    node.push(first, 0.0)
+    assert node.pop(0.0).priority == pytest.approx(1.0)  # prior from the view: 4 × 0.25
+    node.completed(first, 2.0, 2.0)                        # measured: 0.5 s per record
+    second = message(2, "q", "q.a", 0.0)
+    second.records = 3
+    node.push(second, 2.0)
+    assert node.pop(2.0).priority == pytest.approx(1.5)
+
+    fair = dispatcher("fair", weights={"q": 4.0})(view)
+    for seq in (3, 4):
+        fair.push(message(seq, "q", "q.a", 0.0), 0.0)
+    fair.pop(0.0)
+    assert fair.pop(0.0).priority == pytest.approx(0.25 / 4.0)  # finish tag advanced by cost / weight

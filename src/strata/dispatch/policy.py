@@ -7,6 +7,10 @@ and its profiled costs, and files it in the two-level queue; an idle core
 takes the most urgent message, non-preemptively; when it completes, the
 measured service time updates the operator's moving average, which is
 reported upstream as a reply context.
+
+Costs are profiled per record (a message may stand for several records):
+``C_OM`` = the operator's per-record estimate × the message's records, and
+``C_path`` the per-record critical path downstream.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ from strata.sim.hooks import DispatchFactory, Message, NodeView
 class Priors:
     """What the dispatcher knows before measuring: the static part of Cameo's priority context.
 
-    ``cost``: PE → seconds per message (seeds ``C_OM`` and ``C_path``);
+    ``cost``: PE → core-seconds per record (seeds ``C_OM`` and ``C_path``);
     ``downstream``: PE → PEs it feeds; ``windows``: windowed PE → (size, slide,
     lateness), so operators upstream of a window price its messages by the
     window's due time.
@@ -37,14 +41,13 @@ class Priors:
     windows: Mapping[str, WindowTiming] = field(default_factory=dict)
 
     @classmethod
-    def from_scenario(cls, scenario: Scenario, templates: Mapping[str, str] | None = None,
-                      records_per_message: int = 1) -> Priors:
-        """The planner's view: ``cost_per_record`` × records per message, the joined graph, window specs."""
+    def from_scenario(cls, scenario: Scenario, templates: Mapping[str, str] | None = None) -> Priors:
+        """The planner's view: ``cost_per_record``, the joined graph, window specs."""
         graph = joined_graph(scenario, templates)
         cost, windows = {}, {}
         for pe in graph:
             op = graph.nodes[pe]["op"]
-            cost[pe] = op.cost_per_record * records_per_message
+            cost[pe] = op.cost_per_record
             if op.window is not None:
                 w = op.window
                 windows[pe] = (w.size_s, w.slide_s or w.size_s, w.watermark_s)
@@ -57,13 +60,14 @@ class StrategyDispatch:
     __slots__ = ("_down", "_latency", "_profile", "_queue", "_replies", "_strategy", "_waits", "_weight")
 
     def __init__(self, view: NodeView, by: Strategy, replies: ReplyContexts, profile: CostProfile,
-                 waits: Mapping[str, tuple[WindowTiming, ...]] | None = None) -> None:
+                 waits: Mapping[str, tuple[WindowTiming, ...]] | None = None,
+                 weights: Mapping[str, float] | None = None) -> None:
         self._strategy = by
         self._waits = {pe: w for pe, w in (waits or {}).items() if w and pe in view.pes}
         self._replies = replies
         self._profile = profile
         self._latency = view.target_latency
-        self._weight = view.weight
+        self._weight = {**view.weight, **(weights or {})}
         self._down = view.downstream
         self._queue: TwoLevelQueue[tuple[Message, WorkUnit]] = TwoLevelQueue()
 
@@ -71,7 +75,7 @@ class StrategyDispatch:
         pe = msg.pe
         waits = self._waits.get(pe)
         t_mf = msg.frontier if waits is None else frontier(msg.event_time, msg.frontier, waits)
-        unit = WorkUnit(msg.job, t_mf, self._latency[msg.job], self._profile[pe],
+        unit = WorkUnit(msg.job, t_mf, self._latency[msg.job], self._profile[pe] * msg.records,
                         self._replies.path(pe), now, msg.seq, self._weight.get(msg.job, 1.0))
         key = self._strategy.key(unit)
         msg.priority = key
@@ -87,20 +91,23 @@ class StrategyDispatch:
 
     def completed(self, msg: Message, service: float, now: float) -> None:
         pe = msg.pe
-        self._replies.report(pe, self._profile.observe(pe, service), self._down.get(pe, ()))
+        per_record = self._profile.observe(pe, service / msg.records if msg.records > 0 else service)
+        self._replies.report(pe, per_record, self._down.get(pe, ()))
 
     def __len__(self) -> int:
         return len(self._queue)
 
 
 def dispatcher(by: str | Callable[[], Strategy] = "cameo", priors: Priors | None = None,
-               alpha: float = 0.2) -> DispatchFactory:
+               alpha: float = 0.2, weights: Mapping[str, float] | None = None) -> DispatchFactory:
     """A ``DispatchFactory``: one ``StrategyDispatch`` per node, each with its own strategy instance.
 
     ``by`` is a strategy name (see ``strategies.STRATEGIES``) or a zero-argument
     callable returning a fresh ``Strategy``; ``priors`` seed costs and carry
-    window semantics (``Priors.from_scenario``); ``alpha`` is the
-    moving-average weight of the newest measurement.
+    window semantics (``Priors.from_scenario``; without them a node starts from
+    its view's ``cost_per_record``); ``alpha`` is the moving-average weight of
+    the newest measurement; ``weights`` (job → fair-share weight) override the
+    node view's.
     """
     make = (lambda: strategy(by)) if isinstance(by, str) else by
     priors = priors or Priors()
@@ -108,6 +115,7 @@ def dispatcher(by: str | Callable[[], Strategy] = "cameo", priors: Priors | None
     waits = window_routes(priors.downstream, priors.windows)
 
     def factory(view: NodeView) -> StrategyDispatch:
-        return StrategyDispatch(view, make(), replies, CostProfile(alpha, priors.cost), waits)
+        profile = CostProfile(alpha, {**view.cost_per_record, **priors.cost})
+        return StrategyDispatch(view, make(), replies, profile, waits, weights)
 
     return factory
