@@ -189,9 +189,9 @@ def test_records_for_a_later_window_yield_to_the_result_of_the_due_one():
     orders = {}
     for name in ("cameo", "fifo"):
         node = dispatcher(name, priors)(view)
-        node.push(message(1, "q", "q.parse", 10.5), 11.0)  # t_MF = 21 (window [10, 20) fires at 21)
-        node.push(message(2, "q", "q.out", 9.9), 11.1)     # the [0, 10) result, t_MF = 9.9
-        orders[name] = [node.pop(11.2).seq, node.pop(11.2).seq]
+        node.push(message(1, "q", "q.parse", 11.5), 11.6)  # t_MF = 21 (window [10, 20) fires at 21)
+        node.push(message(2, "q", "q.out", 9.9), 11.7)     # the [0, 10) result, t_MF = 9.9
+        orders[name] = [node.pop(11.8).seq, node.pop(11.8).seq]
     assert orders == {"cameo": [2, 1], "fifo": [1, 2]}
 
 

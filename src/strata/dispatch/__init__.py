@@ -9,7 +9,7 @@
 """
 
 from strata.dispatch.policy import Priors, StrategyDispatch, dispatcher
-from strata.dispatch.priority import critical_path, deadline, frontier, window_routes
+from strata.dispatch.priority import critical_path, deadline, frontier, next_due, window_routes
 from strata.dispatch.profiling import CostProfile, LinearCost, ReplyContexts
 from strata.dispatch.queues import TwoLevelQueue
 from strata.dispatch.slots import SlotDispatch, apportion, model_demand, slot_dispatcher
@@ -29,6 +29,6 @@ from strata.dispatch.strategies import (
 __all__ = [
     "STRATEGIES", "CostProfile", "EarliestDeadline", "FairShare", "Fifo", "LeastLaxity", "LinearCost", "Priors",
     "ReplyContexts", "ShortestJob", "SlotDispatch", "Strategy", "StrategyDispatch", "TwoLevelQueue", "WorkUnit",
-    "apportion", "critical_path", "deadline", "dispatcher", "frontier", "model_demand", "rank", "slot_dispatcher",
-    "strategy", "window_routes",
+    "apportion", "critical_path", "deadline", "dispatcher", "frontier", "model_demand", "next_due", "rank",
+    "slot_dispatcher", "strategy", "window_routes",
 ]

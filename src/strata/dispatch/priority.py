@@ -17,10 +17,9 @@ the simulator and a micro-batch on Spark.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 from graphlib import TopologicalSorter
-
-from strata.sim.semantics import window_due
 
 WindowTiming = tuple[float, float, float]  # (size, slide, lateness) of an event-time window, seconds
 
@@ -30,16 +29,28 @@ def deadline(frontier: float, target_latency: float, own_cost: float, path_cost:
     return frontier + target_latency - own_cost - path_cost
 
 
+def next_due(event_time: float, size: float, slide: float, lateness: float) -> float:
+    """The first firing of a window, due at ``k·slide + size + lateness``, at or after ``event_time``.
+
+    A window ``[k·slide, k·slide + size)`` fires when the watermark reaches its
+    end plus the allowed lateness. Watermarks follow the data in each channel,
+    so a record with event time ``e`` holds back every firing due at or after
+    ``e`` — the first of them may be the previous window's, not its own.
+    """
+    k = math.ceil((event_time - size - lateness) / slide)
+    return k * slide + size + lateness
+
+
 def window_routes(downstream: Mapping[str, Iterable[str]], windows: Mapping[str, WindowTiming]
                   ) -> dict[str, tuple[WindowTiming, ...]]:
-    """For each non-window operator, the windows its output waits for: ``()`` if it can reach a sink without one.
+    """For each operator, the windows its records wait for: ``()`` if it can reach a sink without one.
 
     Cameo's priority context carries the query's window semantics upstream: a
     record that can only reach the output through a window is not needed until
-    that window is due, so its t_MF at every operator before the window is the
-    window's due time, not its event time. ``windows`` maps each windowed
-    operator to its ``(size, slide, lateness)``. Only the nearest windows count
-    (a later window is reached through the earlier one's output).
+    that window fires. ``windows`` maps each windowed operator to its ``(size,
+    slide, lateness)``; a windowed operator waits for itself, any other for the
+    nearest windows downstream (a later window is reached through the earlier
+    one's output).
     """
     feeds = {op: tuple(ds) for op, ds in downstream.items()}
     direct: dict[str, bool] = {}
@@ -48,15 +59,21 @@ def window_routes(downstream: Mapping[str, Iterable[str]], windows: Mapping[str,
         ds = feeds.get(op, ())
         direct[op] = not ds or any(d not in windows and direct[d] for d in ds)
         waits[op] = {w for d in ds for w in ((d,) if d in windows else waits[d])}
-    return {op: () if direct[op] else tuple(windows[w] for w in sorted(waits[op]))
-            for op in feeds if op not in windows}
+    return {op: (windows[op],) if op in windows else () if direct[op] else tuple(windows[w] for w in sorted(waits[op]))
+            for op in feeds}
 
 
 def frontier(event_time: float, engine_frontier: float, waits: tuple[WindowTiming, ...]) -> float:
-    """t_MF of a message: the engine's frontier, or the earliest due time of the windows it waits for."""
+    """t_MF of a record: the engine's frontier, or the first firing it holds back among the windows it waits for.
+
+    Cameo's t_MF for windowed operators is the time the window's result is due;
+    with in-band watermarks a record is also needed by any earlier firing still
+    waiting behind it in its channel, hence ``next_due`` rather than the due
+    time of the record's own window (the two agree when lateness is 0).
+    """
     if not waits:
         return engine_frontier
-    return min(window_due(event_time, size, slide, lateness) for size, slide, lateness in waits)
+    return min(next_due(event_time, size, slide, lateness) for size, slide, lateness in waits)
 
 
 def critical_path(downstream: Mapping[str, Iterable[str]], cost: Mapping[str, float]) -> dict[str, float]:
