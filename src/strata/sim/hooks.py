@@ -50,6 +50,14 @@ class Message:
     kind: Kind = Kind.DATA
     priority: float = 0.0  # free for the dispatch policy (e.g. its computed deadline)
     payload: object = None
+    # Engine bookkeeping, appended compatibly: how many records of ``key`` the
+    # message stands for (1 unless the run batches), the record's id (drives the
+    # deterministic filter decisions), its integer value (for exact sums), and
+    # the channel epoch that orders control messages behind earlier data.
+    records: int = 1
+    uid: int = -1
+    value: float = 0
+    epoch: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +70,10 @@ class NodeView:
     target_latency: Mapping[str, float]  # job → L (seconds)
     weight: Mapping[str, float] = field(default_factory=dict)  # job → fair-share weight
     downstream: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # PE → PEs it feeds
+    # Appended compatibly: static profile (the model's cost_per_record, core-seconds) and the
+    # cpu share the placement gave each PE's instance on this node (absent: unlimited).
+    cost_per_record: Mapping[str, float] = field(default_factory=dict)  # PE → core-seconds per record
+    share: Mapping[str, float] = field(default_factory=dict)  # PE → cpu share on this node
 
 
 class DispatchPolicy(Protocol):

@@ -1,0 +1,721 @@
+"""The discrete-event engine: a heap of timed events over nodes, NICs and operator instances.
+
+Model (issue 4; DESIGN.md "How each level maps onto the simulator"):
+
+- A node has ``round(cores)`` cores (at least one), each running one message at a
+  time, non-preemptively; which queued message runs next is the node's
+  dispatch policy's choice (``pop``), offered to every idle core after every
+  push and completion.
+- A message to an instance on another node leaves through the sender's NIC
+  (FIFO, ``bytes / bandwidth``) and arrives ``network_latency`` later; on one
+  node it arrives at once. Every upstream → instance channel is FIFO.
+- Keyed PEs route by key → key group → instance (``route``); others round-robin
+  from each sender. Control messages (watermarks, migration markers) are held
+  at the receiver until every earlier data message of their channel has been
+  processed (:class:`strata.sim.runtime.Channel`).
+- Watermarks are in-band: every ``watermark_interval`` each source instance
+  emits its generation time (sources are in event-time order, so it is exact);
+  an instance's watermark is the minimum over its upstream instances. Only PEs
+  upstream of a window carry them.
+- Sinks record end-to-end latency of every output: now − the event time of the
+  newest source record contributing to it (for a window result, the newest
+  record in the window).
+
+The engine decides nothing: dispatch, routing changes, placement and rate
+limits come from the plugged-in objects and controllers.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+
+import networkx as nx
+import numpy as np
+
+from strata.model import OperatorKind, Scenario, joined_graph, topological_order
+from strata.sim.fifo import fifo
+from strata.sim.hooks import DispatchFactory, KeyGroupLoad, Kind, Message, Move, NodeView
+from strata.sim.metrics import Metrics
+from strata.sim.migration import Migrations
+from strata.sim.observe import Actions, InstanceLoad, LatencyStats, Observation
+from strata.sim.placement import resolve_placement
+from strata.sim.runtime import (
+    EV_ACTION,
+    EV_CONTROL,
+    EV_DELIVER,
+    EV_DONE,
+    EV_FAIL,
+    EV_GEN,
+    EV_RECOVER,
+    EV_STATE,
+    EV_TICK,
+    KEYED,
+    PASS,
+    SINK,
+    SOURCE,
+    WINDOW,
+    Channel,
+    InstanceRt,
+    NodeRt,
+    PeRt,
+)
+from strata.sim.semantics import (
+    accumulate,
+    aggregate,
+    key_group,
+    outputs,
+    window_due,
+    window_starts,
+    window_uid,
+)
+from strata.sim.workload import SourceStream
+
+_GEN, _DELIVER, _DONE, _TICK, _CONTROL, _STATE, _FAIL, _RECOVER, _ACTION = (
+    EV_GEN, EV_DELIVER, EV_DONE, EV_TICK, EV_CONTROL, EV_STATE, EV_FAIL, EV_RECOVER, EV_ACTION)
+_CODES = {OperatorKind.SOURCE: SOURCE, OperatorKind.FILTER: PASS, OperatorKind.MAP: PASS,
+          OperatorKind.JOIN: KEYED, OperatorKind.KEYED_STATEFUL: KEYED,
+          OperatorKind.WINDOW_AGGREGATE: WINDOW, OperatorKind.SINK: SINK}
+CONTROL_BYTES = 64.0
+_INF = float("inf")
+
+Controller = Callable[[Observation], "Actions | Iterable[Move] | Move | None"]
+
+
+class Simulation:
+    """A cluster running a scenario's jobs message by message (see :mod:`strata.sim` for the API)."""
+
+    def __init__(
+        self,
+        scenario: Scenario,
+        *,
+        seed: int = 1,
+        dispatch: DispatchFactory | None = None,
+        placement: Mapping | None = None,
+        controllers: Iterable[tuple[float, Controller]] = (),
+        templates: Mapping[str, str] | None = None,
+        batch: int = 1,
+        service: str | Mapping[str, str] = "deterministic",
+        network_latency: float = 5e-4,
+        watermark_interval: float = 0.2,
+        bin_s: float = 1.0,
+        failures: Iterable[tuple[str, float, float | None]] = (),
+        record_inputs: bool = False,
+        base_dir: Path | None = None,
+    ) -> None:
+        if batch < 1:
+            raise ValueError(f"batch: expected records per source message ≥ 1; found {batch}")
+        if network_latency < 0 or watermark_interval <= 0 or bin_s <= 0:
+            raise ValueError("network_latency must be ≥ 0; watermark_interval and bin_s > 0")
+        self.scenario = scenario
+        self.seed = seed
+        self.batch = batch
+        self.latency = network_latency
+        self.wm_interval = watermark_interval
+        self.bin_s = bin_s
+        self.record_inputs = record_inputs
+        self.factory: DispatchFactory = dispatch or fifo
+        self.graph = graph = joined_graph(scenario, templates)
+        self.order = order = topological_order(graph)
+        self.now = 0.0
+        self._seq = 0
+        self._heap: list[tuple] = []
+        self._svc_rng = np.random.default_rng([seed, 0x5E41CE])
+        self._exp: list[float] = []
+        self.events = 0
+        self.inputs: list[tuple[str, int, float, int, int, int]] = []  # (pe, uid, t, key, value, records)
+
+        cluster_nodes = scenario.cluster.all_nodes
+        counts = {pe: graph.nodes[pe]["op"].instances for pe in order}
+        assign = resolve_placement(placement, order, counts, [n.name for n in cluster_nodes])
+        self.pes: dict[str, PeRt] = {}
+        for i, pe in enumerate(order):
+            job = graph.nodes[pe]["job"]
+            op = graph.nodes[pe]["op"]
+            rt = PeRt(pe, job, op, i, _CODES[op.kind], scenario.job[job].target_latency_s)
+            if op.kind is OperatorKind.SOURCE:
+                rt.stream = SourceStream(op.source, seed, i, batch, base_dir)
+            self.pes[pe] = rt
+        self._exponential = {pe: (service if isinstance(service, str) else service.get(pe, "deterministic"))
+                             == "exponential" for pe in order}
+        bad = {s for s in ([service] if isinstance(service, str) else service.values())
+               if s not in ("deterministic", "exponential")}
+        if bad:
+            raise ValueError(f"service: expected 'deterministic' or 'exponential'; found {sorted(bad)}")
+        for u, v, data in graph.edges(data=True):
+            self.pes[u].down.append((self.pes[v], data["stream"].bytes_per_record))
+        windows = [pe for pe in order if self.pes[pe].code == WINDOW]
+        need = set(windows).union(*(nx.ancestors(graph, w) for w in windows)) if windows else set()
+        for pe in need:
+            self.pes[pe].needs_wm = True
+
+        node_pes: dict[str, list[str]] = {n.name: [] for n in cluster_nodes}
+        node_share: dict[str, dict[str, float]] = {n.name: {} for n in cluster_nodes}
+        for pe in order:
+            for node, share in assign[pe]:
+                if pe not in node_pes[node]:
+                    node_pes[node].append(pe)
+                if share is not None:
+                    node_share[node][pe] = node_share[node].get(pe, 0.0) + share
+        downstream = {pe: tuple(graph.successors(pe)) for pe in order}
+        self.nodes: list[NodeRt] = []
+        self.node_by_name: dict[str, NodeRt] = {}
+        for k, n in enumerate(cluster_nodes):
+            jobs = {self.pes[pe].job for pe in node_pes[n.name]}
+            view = NodeView(
+                name=n.name, cores=max(1, round(n.cores)), pes=tuple(node_pes[n.name]),
+                target_latency={j: scenario.job[j].target_latency_s for j in sorted(jobs)},
+                weight={j: 1.0 for j in sorted(jobs)},
+                downstream={pe: d for pe, d in downstream.items() if self.pes[pe].job in jobs},
+                cost_per_record={pe: self.pes[pe].cost for pe in order if self.pes[pe].job in jobs},
+                share=node_share[n.name],
+            )
+            rt = NodeRt(n.name, k, view.cores, n.nic, view, self.factory(view))
+            self.nodes.append(rt)
+            self.node_by_name[n.name] = rt
+        self.instances: list[InstanceRt] = []
+        for pe in order:
+            rt = self.pes[pe]
+            for j, (node, share) in enumerate(assign[pe]):
+                inst = InstanceRt(len(self.instances), rt, j, self.node_by_name[node], share)
+                inst.rr = [0] * len(rt.down)
+                rt.instances.append(inst)
+                self.instances.append(inst)
+            if rt.keyed:
+                rt.route = [g % len(rt.instances) for g in range(rt.groups)]
+        for pe in order:
+            rt = self.pes[pe]
+            rt.upstream = [i for u in graph.predecessors(pe) for i in self.pes[u].instances]
+            if rt.needs_wm:
+                ups = [-1] if rt.code == SOURCE else [i.gid for i in rt.upstream]
+                for inst in rt.instances:
+                    inst.wm_in = dict.fromkeys(ups, -_INF)
+        self.metrics = Metrics(self)
+        self.migrations = Migrations(self)
+        self._controllers: list[dict] = []
+        for period, callback in controllers:
+            self.every(period, callback)
+        for pe in self.pes.values():
+            if pe.stream is not None:
+                t = pe.stream.next_time()
+                if t is not None:
+                    self._push(t, _GEN, pe, None)
+                if pe.needs_wm:
+                    self._push(self.wm_interval, _TICK, pe, None)
+        for node, down_at, up_at in failures:
+            if node not in self.node_by_name:
+                raise ValueError(f"failures: expected a node of the cluster; found {node!r}")
+            self._push(down_at, _FAIL, self.node_by_name[node], None)
+            if up_at is not None:
+                self._push(up_at, _RECOVER, self.node_by_name[node], None)
+        self._gen_stop = _INF
+
+    # ------------------------------------------------------------------ public API
+
+    def every(self, period: float, callback: Controller) -> None:
+        """Call ``callback(observation)`` every ``period`` seconds of simulated time; enforce what it returns."""
+        if period <= 0:
+            raise ValueError(f"every: expected a period > 0 seconds; found {period}")
+        ctrl = {"period": period, "callback": callback, "start": self.now, "snap": self._snapshot()}
+        self._controllers.append(ctrl)
+        self._push(self.now + period, _CONTROL, ctrl, None)
+
+    def apply(self, actions: Actions | Iterable[Move] | Move | None, at: float | None = None) -> None:
+        """Enforce ``actions`` now (or at sim time ``at``): moves, placement, rate limits."""
+        if at is not None and at > self.now:
+            self._push(at, _ACTION, actions, None)
+            return
+        self._apply(actions)
+
+    def run(self, until: float, *, drain: float | None = None,
+            progress: Callable[[float], None] | None = None) -> Simulation:
+        """Advance to sim time ``until``.
+
+        With ``drain`` set, sources stop generating at ``until`` and send a
+        final watermark (every window fires), and the run continues up to
+        ``drain`` more seconds or until nothing is left to do, so that every
+        record reaches its end (exactly-once checks).
+        """
+        end = until
+        if drain is not None:
+            self._gen_stop = until
+            for pe in self.pes.values():
+                if pe.stream is not None and pe.needs_wm:
+                    self._push(until, _TICK, pe, None)
+            end = until + drain
+        self.metrics.extend(end)
+        heap = self._heap
+        pop = heapq.heappop
+        gen, deliver, done = self._gen, self._deliver, self._done
+        next_report = self.now + 1.0
+        events = 0
+        while heap and heap[0][0] <= end:
+            t, _, code, a, b = pop(heap)
+            self.now = t
+            events += 1
+            if code == _DONE:
+                done(a, b, t)
+            elif code == _DELIVER:
+                deliver(a, b, t)
+            elif code == _GEN:
+                gen(a, t)
+            elif code == _TICK:
+                self._tick(a, t)
+            elif code == _CONTROL:
+                self._control(a, t)
+            elif code == _STATE:
+                self.migrations.on_state(a, t)
+            elif code == _FAIL:
+                self._fail(a, t)
+            elif code == _RECOVER:
+                self._recover(a, t)
+            elif code == _ACTION:
+                self._apply(a)
+            if progress is not None and t >= next_report:
+                progress(t)
+                next_report = t + 1.0
+        self.events += events
+        self.now = end if drain is None or (heap and heap[0][0] <= end) else max(self.now, until)
+        if progress is not None:
+            progress(self.now)
+        return self
+
+    # --------------------------------------------------------------- scheduling
+
+    def _push(self, t: float, code: int, a: object, b: object) -> None:
+        self._seq += 1
+        heapq.heappush(self._heap, (t, self._seq, code, a, b))
+
+    def _service(self, pe: PeRt, records: int) -> float:
+        cost = records * pe.cost
+        if self._exponential[pe.name]:
+            if not self._exp:
+                self._exp = self._svc_rng.standard_exponential(4096).tolist()
+            cost *= self._exp.pop()
+        return cost
+
+    def _offer(self, node: NodeRt, now: float) -> None:
+        """Give every idle core of ``node`` the policy's next message."""
+        policy = node.policy
+        pes = self.pes
+        while node.idle > 0:
+            msg = policy.pop(now)
+            if msg is None:
+                return
+            inst = pes[msg.pe].instances[msg.instance]
+            inst.queued -= msg.records
+            pe = inst.pe
+            if inst.gone and msg.key_group in inst.gone:
+                self.migrations.redirect(inst, msg, now)
+                continue
+            if pe.paused:
+                inst.held.append(msg)
+                continue
+            node.idle -= 1
+            pe.running += 1
+            node.running[msg.seq] = (inst, msg, now)
+            self._seq += 1
+            heapq.heappush(self._heap, (now + msg.cost, self._seq, _DONE, inst, msg))
+
+    def send(self, src: InstanceRt, dst: InstanceRt, msg: Message, nbytes: float, now: float) -> None:
+        """Put ``msg`` on the channel src → dst: at once on one node, else through src's NIC."""
+        node = src.node
+        if dst.node is node:
+            self.metrics.local_bytes(now, nbytes)
+            self._deliver(dst, msg, now)
+            return
+        self.metrics.remote_bytes(now, nbytes)
+        start = node.nic_free if node.nic_free > now else now
+        node.nic_free = start + nbytes / node.nic
+        arrive = node.nic_free + self.latency
+        last = src.last_arrival.get(dst.gid, 0.0)
+        if arrive < last:  # FIFO per channel even after the destination changed node
+            arrive = last
+        src.last_arrival[dst.gid] = arrive
+        self._seq += 1
+        heapq.heappush(self._heap, (arrive, self._seq, _DELIVER, dst, msg))
+
+    def transfer_time(self, src: NodeRt, dst: NodeRt, nbytes: float, now: float) -> float:
+        """When ``nbytes`` sent now from ``src`` arrive at ``dst`` (state shipping)."""
+        if src is dst:
+            return now
+        start = src.nic_free if src.nic_free > now else now
+        src.nic_free = start + nbytes / src.nic
+        self.metrics.remote_bytes(now, nbytes)
+        return src.nic_free + self.latency
+
+    def state_arrives(self, t: float, migration: object) -> None:
+        """Schedule a shipped key group's state to arrive at ``t``."""
+        self._push(t, _STATE, migration, None)
+
+    def new_message(self, pe: PeRt, instance: int, upstream: int, now: float, event_time: float, key: int,
+                    kg: int, kind: Kind = Kind.DATA, payload: object = None) -> Message:
+        self._seq += 1
+        return Message(self._seq, pe.job, pe.name, instance, upstream, now, event_time, event_time, key, kg,
+                       0.0, kind, 0.0, payload)
+
+    # ------------------------------------------------------------------ events
+
+    def _gen(self, pe: PeRt, now: float) -> None:
+        if now > self._gen_stop:
+            return
+        stream = pe.stream
+        records = self.batch
+        key = stream.key(now)
+        value = stream.value()
+        uid = (pe.index << 40) | pe.uid
+        pe.uid += 1
+        pe.generated += records
+        self.metrics.ingest(pe, now, records)
+        if self.record_inputs:
+            self.inputs.append((pe.name, uid, now, key, value, records))
+        nxt = stream.next_time()
+        if nxt is not None:
+            self._push(nxt, _GEN, pe, None)
+        release = now
+        if pe.limit is not None:
+            tat = pe.tat if pe.tat > now else now
+            if tat - now > 0.1:  # GCRA with 0.1 s of burst tolerance
+                if pe.limit_drop:
+                    pe.dropped["shed"] = pe.dropped.get("shed", 0) + records
+                    return
+                release = tat - 0.1
+                self.metrics.deferred += records
+            pe.tat = tat + records / pe.limit if pe.limit > 0 else _INF
+        inst = pe.instances[pe.rr % len(pe.instances)]
+        pe.rr += 1
+        self._seq += 1
+        msg = Message(self._seq, pe.job, pe.name, inst.index, -1, now, now, now, key, -1,
+                      self._service(pe, records), Kind.DATA, 0.0, None, records, uid, value)
+        pe.sent += records
+        if release > now:
+            if pe.needs_wm:
+                pe.wm_deferred.append(now)
+            self._push(release, _DELIVER, inst, msg)
+        else:
+            self._deliver(inst, msg, now)
+
+    def _tick(self, pe: PeRt, now: float) -> None:
+        """A source's watermark: every record with an earlier event time has been emitted."""
+        final = now >= self._gen_stop
+        wm = _INF if final else now
+        deferred = pe.wm_deferred
+        if deferred and not final:
+            wm = min(wm, deferred[0])
+        for inst in pe.instances:
+            self._seq += 1
+            msg = Message(self._seq, pe.job, pe.name, inst.index, -1, now, wm, wm, kind=Kind.WATERMARK)
+            self._deliver(inst, msg, now)
+        if not final:
+            self._push(now + self.wm_interval, _TICK, pe, None)
+
+    def _deliver(self, inst: InstanceRt, msg: Message, now: float) -> None:
+        node = inst.node
+        pe = inst.pe
+        if msg.kind is Kind.DATA:
+            if msg.upstream == -1 and pe.wm_deferred and msg.created < now:
+                pe.wm_deferred.popleft()
+            pe.arrived += msg.records
+            if not node.up:
+                pe.dropped["failure"] = pe.dropped.get("failure", 0) + msg.records
+                return
+            msg.created = now
+            ch = inst.chans.get(msg.upstream)
+            if ch is None:
+                ch = inst.chans[msg.upstream] = Channel()
+            ep = ch.epoch
+            msg.epoch = ep
+            ch.counts[ep] = ch.counts.get(ep, 0) + 1
+            if inst.gone and msg.key_group in inst.gone:
+                self.migrations.redirect(inst, msg, now)
+                return
+            if pe.paused:
+                inst.held.append(msg)
+                return
+            if inst.incoming and msg.key_group in inst.incoming:
+                inst.incoming[msg.key_group].append(msg)
+                return
+            inst.queued += msg.records
+            node.policy.push(msg, now)
+            if node.idle:
+                self._offer(node, now)
+            return
+        if not node.up:
+            return
+        ch = inst.chans.get(msg.upstream)
+        if ch is None:
+            ch = inst.chans[msg.upstream] = Channel()
+        if ch.ctrl or pe.paused or ch.counts.get(ch.epoch, 0):
+            msg.epoch = ch.epoch
+            ch.ctrl.append(msg)
+            ch.epoch += 1
+        else:
+            self._control_message(inst, msg, now)
+
+    def release(self, inst: InstanceRt, ch: Channel, now: float) -> None:
+        """Handle the control messages of ``ch`` whose earlier data have all been processed."""
+        counts = ch.counts
+        while ch.ctrl and not inst.pe.paused and not counts.get(ch.ctrl[0].epoch, 0):
+            msg = ch.ctrl.popleft()
+            counts.pop(msg.epoch, None)
+            self._control_message(inst, msg, now)
+
+    def _control_message(self, inst: InstanceRt, msg: Message, now: float) -> None:
+        if msg.kind is Kind.WATERMARK:
+            wm_in = inst.wm_in
+            if msg.event_time <= wm_in.get(msg.upstream, -_INF):
+                return
+            wm_in[msg.upstream] = msg.event_time
+            wm = min(wm_in.values())
+            if wm <= inst.wm:
+                return
+            inst.wm = wm
+            pe = inst.pe
+            if pe.code == WINDOW:
+                self.fire(inst, now)
+            for d, _ in pe.down:
+                if d.needs_wm:
+                    for dst in d.instances:
+                        self._seq += 1
+                        out = Message(self._seq, d.job, d.name, dst.index, inst.gid, now, wm, wm,
+                                      kind=Kind.WATERMARK)
+                        self.send(inst, dst, out, CONTROL_BYTES, now)
+        elif msg.kind is Kind.MARKER:
+            self.migrations.on_marker(inst, msg, now)
+
+    def _done(self, inst: InstanceRt, msg: Message, now: float) -> None:
+        node = inst.node
+        if node.running.pop(msg.seq, None) is None:
+            return  # lost to a node failure, already counted
+        node.idle += 1
+        pe = inst.pe
+        pe.running -= 1
+        service = msg.cost
+        records = msg.records
+        node.policy.completed(msg, service, now)
+        self.metrics.busy(inst, now - service, now)
+        pe.done += records
+        inst.records += records
+        g = msg.key_group
+        if g >= 0:
+            pe.kg_busy[g] += service
+            pe.kg_records[g] += records
+        code = pe.code
+        key = msg.key
+        if code == SINK:
+            self.metrics.output(pe, now, now - msg.event_time, records)
+            tot = pe.sink_totals.get(key)
+            if tot is None:
+                pe.sink_totals[key] = [records, records * msg.value]
+            else:
+                tot[0] += records
+                tot[1] += records * msg.value
+        elif code == WINDOW:
+            wmap = inst.state.get(g)
+            if wmap is None:
+                wmap = inst.state[g] = {}
+            et = msg.event_time
+            lateness = pe.lateness
+            for k in window_starts(et, pe.size, pe.slide):
+                if k * pe.slide + pe.size + lateness <= inst.wm:
+                    pe.dropped["late"] = pe.dropped.get("late", 0) + records
+                    continue
+                win = wmap.get(k)
+                if win is None:
+                    win = wmap[k] = {}
+                    inst.win_starts.add(k)
+                win[key] = accumulate(win.get(key), records, msg.value, et)
+        else:
+            if code == KEYED:
+                st = inst.state.get(g)
+                if st is None:
+                    st = inst.state[g] = {}
+                acc = st.get(key)
+                if acc is None:
+                    st[key] = [records, records * msg.value]
+                else:
+                    acc[0] += records
+                    acc[1] += records * msg.value
+            n = outputs(records, pe.sel, msg.uid, pe.salt) if code != SOURCE else records
+            if n:
+                self.emit(inst, now, key, msg.value, n, msg.uid, msg.event_time)
+        ch = inst.chans.get(msg.upstream)
+        if ch is not None:
+            counts = ch.counts
+            left = counts.get(msg.epoch, 0) - 1
+            if left > 0:
+                counts[msg.epoch] = left
+            else:
+                counts.pop(msg.epoch, None)
+                if ch.ctrl:
+                    self.release(inst, ch, now)
+        if pe.paused and not pe.running:
+            self.migrations.on_drained(pe, now)
+        self._offer(node, now)
+
+    def emit(self, inst: InstanceRt, now: float, key: int, value: float, records: int, uid: int,
+             event_time: float) -> None:
+        """Send ``records`` output records of one key to every downstream PE."""
+        pe = inst.pe
+        self.metrics.produced(pe, now, records)
+        for j, (d, bpr) in enumerate(pe.down):
+            instances = d.instances
+            if d.keyed:
+                g = key_group(key, d.groups)
+                dst = instances[d.route[g]]
+            else:
+                g = -1
+                if len(instances) == 1:
+                    dst = instances[0]
+                else:
+                    dst = instances[inst.rr[j] % len(instances)]
+                    inst.rr[j] += 1
+            frontier = window_due(event_time, d.size, d.slide, d.lateness) if d.code == WINDOW else event_time
+            self._seq += 1
+            msg = Message(self._seq, d.job, d.name, dst.index, inst.gid, now, event_time, frontier, key, g,
+                          self._service(d, records), Kind.DATA, 0.0, None, records, uid, value)
+            d.sent += records
+            self.send(inst, dst, msg, bpr * records, now)
+
+    def fire(self, inst: InstanceRt, now: float) -> None:
+        """Emit every window of ``inst`` whose due time its watermark has reached."""
+        pe = inst.pe
+        horizon = inst.wm - pe.size - pe.lateness
+        due = sorted(k for k in inst.win_starts if k * pe.slide <= horizon)
+        for k in due:
+            inst.win_starts.discard(k)
+            for wmap in inst.state.values():
+                win = wmap.pop(k, None)
+                if win:
+                    for key, acc in win.items():
+                        self.emit(inst, now, key, aggregate(pe.agg, acc), 1, window_uid(k, key, pe.index), acc[4])
+
+    # ---------------------------------------------------------- failures
+
+    def _fail(self, node: NodeRt, now: float) -> None:
+        """Node down: everything queued, held or running on it is lost and counted."""
+        if not node.up:
+            return
+        node.up = False
+        node.failed_at = now
+        for inst in self.instances:
+            if inst.node is not node:
+                continue
+            pe = inst.pe
+            lost = inst.queued + sum(m.records for m in inst.held)
+            lost += sum(m.records for buf in inst.incoming.values() for m in buf)
+            inst.queued = 0
+            inst.held.clear()
+            inst.incoming.clear()
+            inst.chans.clear()
+            if lost:
+                pe.dropped["failure"] = pe.dropped.get("failure", 0) + lost
+        for inst, msg, _ in node.running.values():
+            inst.pe.running -= 1
+            inst.pe.dropped["failure"] = inst.pe.dropped.get("failure", 0) + msg.records
+        node.running.clear()
+        node.policy = self.factory(node.view)
+        node.idle = node.cores
+        self.metrics.failures.append((node.name, now, None))
+
+    def _recover(self, node: NodeRt, now: float) -> None:
+        if node.up:
+            return
+        node.up = True
+        self.metrics.failures.append((node.name, node.failed_at, now))
+
+    # ---------------------------------------------------------- controllers
+
+    def _snapshot(self) -> dict:
+        return {
+            "kg": {pe.name: (list(pe.kg_busy), list(pe.kg_records)) for pe in self.pes.values() if pe.keyed},
+            "inst": [(i.busy, i.records) for i in self.instances],
+            "node": [n.busy for n in self.nodes],
+            "out": {pe.name: pe.done for pe in self.pes.values()},
+            "gen": {pe.name: pe.generated for pe in self.pes.values() if pe.stream is not None},
+            "lat": {job: len(arr) for job, arr in self.metrics.lat.items()},
+            "produced": dict(self.metrics.produced_total),
+        }
+
+    def observe(self, since: dict, start: float) -> Observation:
+        """The world since snapshot ``since`` (taken at ``start``) as plain data."""
+        now = self.now
+        span = max(now - start, 1e-12)
+        kgs = []
+        for pe in self.pes.values():
+            if not pe.keyed:
+                continue
+            busy0, rec0 = since["kg"][pe.name]
+            sizes = self.migrations.state_sizes(pe)
+            for g in range(pe.groups):
+                kgs.append(KeyGroupLoad(pe.name, g, pe.route[g], pe.kg_records[g] - rec0[g], pe.kg_busy[g] - busy0[g],
+                                sizes[g]))
+        loads = []
+        for inst, (b0, r0) in zip(self.instances, since["inst"], strict=False):
+            pe = inst.pe
+            waiting = inst.queued + sum(m.records for m in inst.held)
+            waiting += sum(m.records for buf in inst.incoming.values() for m in buf)
+            groups = sum(1 for r in pe.route if r == inst.index) if pe.keyed else 0
+            loads.append(InstanceLoad(pe.name, inst.index, inst.node.name, inst.records - r0, inst.busy - b0,
+                                      waiting, groups))
+        util = {n.name: (n.busy - b0) / (n.cores * span) for n, b0 in zip(self.nodes, since["node"], strict=False)}
+        latency = {}
+        for job, arr in self.metrics.lat.items():
+            k = since["lat"].get(job, 0)
+            if len(arr) > k:
+                latency[job] = _stats(np.frombuffer(arr, dtype=float)[k:],
+                                      np.frombuffer(self.metrics.lat_n[job], dtype=np.int64)[k:],
+                                      self.scenario.job[job].target_latency_s)
+        produced = self.metrics.produced_total
+        return Observation(
+            now=now, start=start, key_groups=tuple(kgs), instances=tuple(loads),
+            node_utilisation=util, queue_lengths={n.name: len(n.policy) for n in self.nodes},
+            latency=latency,
+            rates={pe: (produced.get(pe, 0) - since["produced"].get(pe, 0)) / span for pe in self.pes},
+            ingest={pe: (self.pes[pe].generated - g0) / span for pe, g0 in since["gen"].items()},
+            routing={pe.name: tuple(pe.route) for pe in self.pes.values() if pe.keyed},
+            placement={pe.name: tuple(i.node.name for i in pe.instances) for pe in self.pes.values()},
+            migrating=self.migrations.pending(),
+            dropped=self.metrics.drop_totals(),
+        )
+
+    def _control(self, ctrl: dict, now: float) -> None:
+        obs = self.observe(ctrl["snap"], ctrl["start"])
+        ctrl["snap"] = self._snapshot()
+        ctrl["start"] = now
+        self._apply(ctrl["callback"](obs))
+        self._push(now + ctrl["period"], _CONTROL, ctrl, None)
+
+    def _apply(self, actions: Actions | Iterable[Move] | Move | None) -> None:
+        if actions is None:
+            return
+        if isinstance(actions, Move):
+            actions = Actions(moves=[actions])
+        elif not isinstance(actions, Actions):
+            actions = Actions(moves=list(actions))
+        for pe_name, limit in actions.rate_limits.items():
+            pe = self.pes.get(pe_name)
+            if pe is None or pe.stream is None:
+                raise ValueError(f"rate_limits[{pe_name!r}]: expected a source PE 'job.operator'")
+            if limit is not None and limit < 0:
+                raise ValueError(f"rate_limits[{pe_name!r}]: expected records/s ≥ 0 or None; found {limit}")
+            if actions.limit_mode not in ("drop", "defer"):
+                raise ValueError(f"limit_mode: expected 'drop' or 'defer'; found {actions.limit_mode!r}")
+            pe.limit = limit
+            pe.limit_drop = actions.limit_mode == "drop"
+        if actions.moves:
+            self.migrations.request(actions.moves, self.now)
+
+
+def _stats(lat: np.ndarray, n: np.ndarray, target: float) -> LatencyStats:
+    """Records-weighted latency percentiles of one job."""
+    order = np.argsort(lat, kind="stable")
+    lat, n = lat[order], n[order]
+    cum = np.cumsum(n)
+    total = int(cum[-1])
+
+    def q(p: float) -> float:
+        return float(lat[np.searchsorted(cum, p * total, side="left")])
+
+    return LatencyStats(total, q(0.5), q(0.95), q(0.99), float(lat[-1]), float(n[lat > target].sum()) / total)

@@ -1,0 +1,327 @@
+"""Key-group migration, the engine side of AutoFlow (SEEDS.md "AutoFlow", migration protocol).
+
+``mode='live'`` — no global barrier, no pause. Moving key group ``g`` of a
+keyed PE from its owner ``h`` to instance ``c``:
+
+1. every upstream router switches ``g``'s route to ``c`` and sends a MARKER to
+   ``h`` on its channel (behind every record of ``g`` it sent ``h`` before);
+2. ``c`` buffers ``g``'s records until ``g``'s state arrives (they still count
+   as received on their channels, so watermarks cannot overtake them);
+3. ``h`` handles a marker only once every earlier data message of that channel
+   has been processed (:class:`strata.sim.runtime.Channel`); with the marker from
+   every upstream instance in hand it ships ``g``'s state to ``c`` over the
+   network (NIC queue + bytes / bandwidth + latency) and forgets it;
+4. ``c`` installs the state, fires windows of ``g`` already due, and drains the
+   buffer into dispatch in arrival order (hence per-upstream order).
+
+Other key groups keep flowing throughout. A move of a key group that is
+already moving waits for the first to finish (back-to-back moves are queued per
+key group, in request order).
+
+``mode='stop'`` — the stop-the-world baseline. The PE pauses (its instances take
+no new messages: arrivals and anything dispatch pops are held), the routes
+switch, and once no message of the PE is running every moved group's state is
+shipped; when the last state is installed the PE resumes, held records of
+moved groups go to their new owners first, then everything held is dispatched
+in arrival order. Stop moves requested together for one PE share one pause;
+a stop batch waits for live moves of its PE to finish, and vice versa.
+
+State size of a key group: the operator's ``state_bytes`` split over key groups
+in proportion to their state entries (keys; (window, key) pairs for windows),
+or, when ``state_bytes`` is 0, 64 bytes per entry (measured).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from strata.sim.hooks import Kind, Message, Move
+from strata.sim.runtime import WINDOW, Channel, InstanceRt, PeRt
+
+if TYPE_CHECKING:
+    from strata.sim.engine import Simulation
+
+ENTRY_BYTES = 64.0
+
+
+@dataclass(eq=False)
+class Migration:
+    """One key-group move and its timeline (sim seconds; nan until reached)."""
+
+    pe: str
+    group: int
+    src: int
+    dst: int
+    mode: str
+    requested: float
+    started: float = math.nan
+    shipped: float = math.nan
+    installed: float = math.nan
+    bytes: float = 0.0
+    expected: int = 0  # markers awaited (upstream instances)
+    seen: int = 0
+    state: dict | None = field(default=None, repr=False)
+
+
+class Migrations:
+    """Carries out moves for one simulation; decides nothing."""
+
+    def __init__(self, sim: Simulation) -> None:
+        self.sim = sim
+        self.active: dict[tuple[str, int], Migration] = {}
+        self.waiting: dict[tuple[str, int], deque[Move]] = {}
+        self.stop_waiting: dict[str, deque[list[Move]]] = {}
+        self.stop_active: dict[str, list[Migration]] = {}
+        self.stop_shipped: set[str] = set()
+        self.log: list[Migration] = []
+        self.redirected = 0  # records that reached a stop-moved group's old owner and were passed on
+
+    # -------------------------------------------------------------- requests
+
+    def request(self, moves: list[Move], now: float) -> None:
+        stop: dict[str, list[Move]] = {}
+        for move in moves:
+            self._validate(move)
+            if move.mode == "stop":
+                stop.setdefault(move.pe, []).append(move)
+            else:
+                self.waiting.setdefault((move.pe, move.key_group), deque()).append(move)
+        for pe, batch in stop.items():
+            self.stop_waiting.setdefault(pe, deque()).append(batch)
+        for pe in {m.pe for m in moves}:
+            self._kick(self.sim.pes[pe], now)
+
+    def _validate(self, move: Move) -> None:
+        pe = self.sim.pes.get(move.pe)
+        if pe is None or not pe.keyed:
+            raise ValueError(f"Move.pe: expected a keyed PE 'job.operator'; found {move.pe!r}")
+        if not 0 <= move.key_group < pe.groups:
+            raise ValueError(f"Move.key_group of {move.pe!r}: expected 0..{pe.groups - 1}; found {move.key_group}")
+        if not 0 <= move.dst < len(pe.instances):
+            raise ValueError(f"Move.dst of {move.pe!r}: expected 0..{len(pe.instances) - 1}; found {move.dst}")
+        if move.mode not in ("live", "stop"):
+            raise ValueError(f"Move.mode: expected 'live' or 'stop'; found {move.mode!r}")
+
+    def _kick(self, pe: PeRt, now: float) -> None:
+        """Start whatever may start on ``pe``: a waiting stop batch first, else waiting live moves."""
+        if pe.name in self.stop_active:
+            return
+        live = [k for k in self.active if k[0] == pe.name]
+        if self.stop_waiting.get(pe.name):
+            if not live:
+                self._start_stop(pe, self.stop_waiting[pe.name].popleft(), now)
+            return
+        for key in [k for k, q in self.waiting.items() if k[0] == pe.name and q]:
+            if key not in self.active:
+                self._start_live(pe, self.waiting[key].popleft(), now)
+                if not self.waiting[key]:
+                    del self.waiting[key]
+
+    def pending(self) -> tuple[tuple[str, int], ...]:
+        keys = set(self.active) | {k for k, q in self.waiting.items() if q}
+        keys |= {(m.pe, m.group) for batch in self.stop_active.values() for m in batch}
+        keys |= {(pe, m.key_group) for pe, q in self.stop_waiting.items() for batch in q for m in batch}
+        return tuple(sorted(keys))
+
+    # -------------------------------------------------------------- live
+
+    def _start_live(self, pe: PeRt, move: Move, now: float) -> None:
+        g = move.key_group
+        h = pe.instances[pe.route[g]]
+        c = pe.instances[move.dst]
+        mig = Migration(pe.name, g, h.index, c.index, "live", now, started=now)
+        self.log.append(mig)
+        if h is c:
+            mig.shipped = mig.installed = now
+            return
+        c.gone.discard(g)
+        pe.route[g] = c.index
+        c.incoming[g] = []
+        self.active[(pe.name, g)] = mig
+        mig.expected = len(pe.upstream)
+        sim = self.sim
+        for u in pe.upstream:
+            marker = sim.new_message(pe, h.index, u.gid, now, now, -1, g, Kind.MARKER, mig)
+            sim.send(u, h, marker, 64.0, now)
+        if not pe.upstream:
+            self._ship(pe, mig, now)
+
+    def on_marker(self, inst: InstanceRt, msg: Message, now: float) -> None:
+        mig: Migration = msg.payload
+        mig.seen += 1
+        if mig.seen == mig.expected:
+            self._ship(inst.pe, mig, now)
+
+    def _ship(self, pe: PeRt, mig: Migration, now: float) -> None:
+        h = pe.instances[mig.src]
+        c = pe.instances[mig.dst]
+        mig.state = h.state.pop(mig.group, None)
+        mig.bytes = self.group_bytes(pe, mig.state)
+        mig.shipped = now
+        if mig.mode == "stop":
+            h.gone.add(mig.group)
+        arrive = self.sim.transfer_time(h.node, c.node, mig.bytes, now)
+        self.sim.state_arrives(arrive, mig)
+
+    def on_state(self, mig: Migration, now: float) -> None:
+        sim = self.sim
+        pe = sim.pes[mig.pe]
+        c = pe.instances[mig.dst]
+        g = mig.group
+        mig.installed = now
+        if mig.state:
+            c.state[g] = mig.state
+            if pe.code == WINDOW:
+                c.win_starts.update(mig.state)
+        mig.state = None
+        if mig.mode == "stop":
+            batch = self.stop_active[pe.name]
+            if all(not math.isnan(m.installed) for m in batch):
+                self._resume(pe, now)
+            return
+        if pe.code == WINDOW:
+            sim.fire(c, now)
+        buffered = c.incoming.pop(g, [])
+        if not c.node.up:
+            pe.dropped["failure"] = pe.dropped.get("failure", 0) + sum(m.records for m in buffered)
+        else:
+            policy = c.node.policy
+            for msg in buffered:
+                c.queued += msg.records
+                policy.push(msg, now)
+            sim._offer(c.node, now)
+        del self.active[(pe.name, g)]
+        self._kick(pe, now)
+
+    # -------------------------------------------------------------- stop-the-world
+
+    def _start_stop(self, pe: PeRt, moves: list[Move], now: float) -> None:
+        final: dict[int, int] = {}
+        for move in moves:  # within one pause, a group's last requested destination wins
+            final[move.key_group] = move.dst
+        batch = []
+        for g, dst in final.items():
+            h = pe.route[g]
+            mig = Migration(pe.name, g, h, dst, "stop", now, started=now)
+            self.log.append(mig)
+            if h == dst:
+                mig.shipped = mig.installed = now
+                continue
+            pe.instances[dst].gone.discard(g)
+            pe.route[g] = dst
+            batch.append(mig)
+        if not batch:
+            return
+        pe.paused = True
+        self.stop_active[pe.name] = batch
+        if not pe.running:
+            self.on_drained(pe, now)
+
+    def on_drained(self, pe: PeRt, now: float) -> None:
+        """No message of the paused ``pe`` is running: ship the moved groups' state."""
+        if pe.name in self.stop_shipped or pe.name not in self.stop_active:
+            return
+        self.stop_shipped.add(pe.name)
+        for mig in self.stop_active[pe.name]:
+            self._ship(pe, mig, now)
+
+    def _resume(self, pe: PeRt, now: float) -> None:
+        sim = self.sim
+        pe.paused = False
+        del self.stop_active[pe.name]
+        self.stop_shipped.discard(pe.name)
+        moved: dict[int, list[Message]] = {i.index: [] for i in pe.instances}
+        for inst in pe.instances:
+            keep = []
+            for msg in inst.held:
+                owner = pe.route[msg.key_group] if msg.key_group >= 0 else inst.index
+                if owner != inst.index:
+                    self._rechannel(inst, pe.instances[owner], msg)
+                    moved[owner].append(msg)
+                else:
+                    keep.append(msg)
+            inst.held = keep
+        for inst in pe.instances:
+            held = moved[inst.index] + inst.held
+            inst.held = []
+            if inst.node.up:
+                for msg in held:
+                    inst.queued += msg.records
+                    inst.node.policy.push(msg, now)
+            else:
+                pe.dropped["failure"] = pe.dropped.get("failure", 0) + sum(m.records for m in held)
+        for inst in pe.instances:
+            for ch in list(inst.chans.values()):
+                sim.release(inst, ch, now)
+            if pe.code == WINDOW:
+                sim.fire(inst, now)
+        for node in {i.node for i in pe.instances}:
+            sim._offer(node, now)
+        self._kick(pe, now)
+
+    def _rechannel(self, src: InstanceRt, dst: InstanceRt, msg: Message) -> Channel:
+        """Move a received record's channel accounting from ``src`` to ``dst``.
+
+        It is tagged with ``dst``'s oldest unreleased epoch on that channel, so
+        no control message waiting there overtakes it.
+        """
+        ch = src.chans[msg.upstream]
+        left = ch.counts.get(msg.epoch, 0) - 1
+        if left > 0:
+            ch.counts[msg.epoch] = left
+        else:
+            ch.counts.pop(msg.epoch, None)
+        dch = dst.chans.get(msg.upstream)
+        if dch is None:
+            dch = dst.chans[msg.upstream] = Channel()
+        msg.epoch = dch.ctrl[0].epoch if dch.ctrl else dch.epoch
+        dch.counts[msg.epoch] = dch.counts.get(msg.epoch, 0) + 1
+        msg.instance = dst.index
+        return ch
+
+    def redirect(self, inst: InstanceRt, msg: Message, now: float) -> None:
+        """A record of a group this instance shipped away by a stop move arrived late: pass it on."""
+        pe = inst.pe
+        dst = pe.instances[pe.route[msg.key_group]]
+        ch = self._rechannel(inst, dst, msg)
+        self.sim.release(inst, ch, now)
+        self.redirected += msg.records
+        if pe.paused:
+            dst.held.append(msg)
+        elif msg.key_group in dst.incoming:
+            dst.incoming[msg.key_group].append(msg)
+        else:
+            dst.queued += msg.records
+            dst.node.policy.push(msg, now)
+            self.sim._offer(dst.node, now)
+
+    # -------------------------------------------------------------- sizes
+
+    def group_bytes(self, pe: PeRt, state: dict | None) -> float:
+        if not state:
+            return 0.0
+        entries = _entries(pe, state)
+        if pe.op.state_bytes > 0:
+            total = sum(_entries(pe, st) for inst in pe.instances for st in inst.state.values()) + entries
+            return pe.op.state_bytes * entries / total
+        return ENTRY_BYTES * entries
+
+    def state_sizes(self, pe: PeRt) -> list[float]:
+        """Bytes of state per key group of ``pe`` (0 for groups in flight or empty)."""
+        entries = [0] * pe.groups
+        for inst in pe.instances:
+            for g, st in inst.state.items():
+                entries[g] += _entries(pe, st)
+        if pe.op.state_bytes > 0:
+            total = sum(entries) or 1
+            return [pe.op.state_bytes * e / total for e in entries]
+        return [ENTRY_BYTES * e for e in entries]
+
+
+def _entries(pe: PeRt, state: dict) -> int:
+    if pe.code == WINDOW:
+        return sum(len(win) for win in state.values())
+    return len(state)

@@ -1,0 +1,73 @@
+"""What a periodic controller sees and what it may return (DESIGN.md, "observe()/apply()").
+
+The engine builds an :class:`Observation` every ``period`` seconds for each
+controller registered with ``Simulation.every``; the callback returns
+:class:`Actions` (or just a list of :class:`~strata.sim.hooks.Move`, or None).
+The engine only enforces what comes back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from strata.sim.hooks import KeyGroupLoad, Move
+
+
+@dataclass(frozen=True, slots=True)
+class InstanceLoad:
+    """One instance over the observation window."""
+
+    pe: str
+    instance: int
+    node: str
+    records: int  # records processed
+    busy: float  # core-seconds spent
+    queued: int  # records waiting at the end of the window (dispatch queue and buffers)
+    key_groups: int  # key groups routed to it
+
+
+@dataclass(frozen=True, slots=True)
+class LatencyStats:
+    """End-to-end latency of one job's sink outputs within the window (records-weighted)."""
+
+    records: int
+    p50: float
+    p95: float
+    p99: float
+    max: float
+    miss_rate: float  # share of records over the job's target latency
+
+
+@dataclass(frozen=True, slots=True)
+class Observation:
+    """The world over ``[start, now)`` as engines expose it; plain data only."""
+
+    now: float
+    start: float
+    key_groups: tuple[KeyGroupLoad, ...]  # every keyed PE's key groups, owner as routed now
+    instances: tuple[InstanceLoad, ...]
+    node_utilisation: Mapping[str, float]  # busy / (cores × window)
+    queue_lengths: Mapping[str, int]  # node → messages in its dispatch policy
+    latency: Mapping[str, LatencyStats]  # job → stats of outputs in the window (absent: none)
+    rates: Mapping[str, float]  # PE → output records/s in the window
+    ingest: Mapping[str, float]  # source PE → records/s generated in the window
+    routing: Mapping[str, tuple[int, ...]]  # keyed PE → instance of each key group
+    placement: Mapping[str, tuple[str, ...]]  # PE → node of each instance
+    migrating: tuple[tuple[str, int], ...]  # (PE, key group) moves in progress or queued
+    dropped: Mapping[str, int]  # reason → records dropped so far
+
+
+@dataclass
+class Actions:
+    """Decisions for the engine to enforce.
+
+    ``rate_limits``: source PE → records/s (None lifts the limit); over-limit
+    records are dropped (``limit_mode='drop'``, counted as ``shed``) or deferred
+    (``'defer'``: admitted later at the limited rate, keeping their event time,
+    counted as ``deferred``).
+    """
+
+    moves: list[Move] = field(default_factory=list)
+    rate_limits: Mapping[str, float | None] = field(default_factory=dict)
+    limit_mode: str = "drop"

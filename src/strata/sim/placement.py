@@ -1,0 +1,78 @@
+"""Placement: which node runs each operator instance, and with what cpu share.
+
+Accepted forms (PE names are ``"job.operator"``), so a planner's Plan applies directly:
+
+- ``{pe: [(node, share), ...]}`` — one instance per entry, on ``node`` with a cpu
+  share in cores (SODA's fractional assignment of a PE to its candidate nodes);
+- ``{pe: [node, ...]}`` — one instance per entry, no share;
+- ``{pe: node}`` — every instance of the PE (``Operator.instances``) on ``node``;
+- ``{(pe, i): node}`` or ``{"pe#i": node}`` — instance ``i`` of the PE on ``node``.
+
+PEs not mentioned get the default: their ``instances`` spread round-robin over
+the nodes in cluster order, continuing the rotation across PEs in topological
+order. Unknown PEs or nodes raise a ValueError naming the entry.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+Assignment = dict[str, list[tuple[str, float | None]]]
+
+
+def resolve_placement(placement: Mapping | None, pes: Sequence[str], instances: Mapping[str, int],
+                      nodes: Sequence[str]) -> Assignment:
+    """PE → [(node, share or None)] per instance, in instance order."""
+    known_nodes = set(nodes)
+    known_pes = set(pes)
+    out: Assignment = {}
+    singles: dict[str, dict[int, str]] = {}
+
+    def node_of(where: str, node: object) -> str:
+        if not isinstance(node, str) or node not in known_nodes:
+            raise ValueError(f"placement[{where}]: expected a node of the cluster; found {node!r}")
+        return node
+
+    for raw_key, value in (placement or {}).items():
+        if isinstance(raw_key, tuple) or (isinstance(raw_key, str) and "#" in raw_key):
+            pe, index = raw_key if isinstance(raw_key, tuple) else raw_key.rsplit("#", 1)
+            if pe not in known_pes:
+                raise ValueError(f"placement[{raw_key!r}]: expected a PE 'job.operator' of the scenario; found {pe!r}")
+            try:
+                i = int(index)
+            except ValueError:
+                raise ValueError(f"placement[{raw_key!r}]: expected an instance number after '#'") from None
+            singles.setdefault(pe, {})[i] = node_of(repr(raw_key), value)
+            continue
+        if raw_key not in known_pes:
+            raise ValueError(f"placement[{raw_key!r}]: expected a PE 'job.operator' of the scenario")
+        if isinstance(value, str):
+            out[raw_key] = [(node_of(repr(raw_key), value), None)] * instances[raw_key]
+            continue
+        entries: list[tuple[str, float | None]] = []
+        for j, item in enumerate(value):
+            where = f"{raw_key!r}][{j}"
+            if isinstance(item, str):
+                entries.append((node_of(where, item), None))
+            else:
+                node, share = item
+                if not share > 0:
+                    raise ValueError(f"placement[{where}]: expected a positive cpu share; found {share!r}")
+                entries.append((node_of(where, node), float(share)))
+        if not entries:
+            raise ValueError(f"placement[{raw_key!r}]: expected at least one instance")
+        out[raw_key] = entries
+    for pe, by_index in singles.items():
+        if pe in out:
+            raise ValueError(f"placement: {pe!r} is placed both as a whole and per instance")
+        n = max(instances[pe], max(by_index) + 1)
+        missing = [i for i in range(n) if i not in by_index]
+        if missing:
+            raise ValueError(f"placement: {pe!r} places instances {sorted(by_index)} but not {missing}")
+        out[pe] = [(by_index[i], None) for i in range(n)]
+    turn = 0
+    for pe in pes:
+        if pe not in out:
+            out[pe] = [(nodes[(turn + i) % len(nodes)], None) for i in range(instances[pe])]
+            turn += instances[pe]
+    return out

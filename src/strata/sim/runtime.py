@@ -1,0 +1,175 @@
+"""The simulator's runtime records: nodes, PEs, operator instances, channels.
+
+Plain slotted classes read and written by the engine's hot loop; nothing here
+decides anything.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+from strata.model import Operator
+from strata.sim.hooks import DispatchPolicy, Message, NodeView
+
+# Operator behaviour codes (strata.sim.semantics describes each).
+SOURCE, PASS, KEYED, WINDOW, SINK = range(5)
+# Event codes of the engine's heap.
+EV_GEN, EV_DELIVER, EV_DONE, EV_TICK, EV_CONTROL, EV_STATE, EV_FAIL, EV_RECOVER, EV_ACTION = range(9)
+
+
+class NodeRt:
+    """A node: ``cores`` cores running one message each, a NIC, one dispatch policy."""
+
+    __slots__ = ("busy", "busy_bins", "cores", "failed_at", "idle", "index", "name", "nic", "nic_free", "policy",
+                 "running", "up", "view")
+
+    def __init__(self, name: str, index: int, cores: int, nic: float, view: NodeView, policy: DispatchPolicy) -> None:
+        self.name = name
+        self.index = index
+        self.cores = cores
+        self.nic = nic
+        self.view = view
+        self.policy = policy
+        self.idle = cores
+        self.nic_free = 0.0
+        self.up = True
+        self.failed_at: float | None = None
+        self.running: dict[int, tuple[InstanceRt, Message, float]] = {}  # seq → (instance, message, start)
+        self.busy = 0.0
+        self.busy_bins: list[float] = []
+
+
+class Channel:
+    """Receiver-side view of one upstream → instance channel.
+
+    ``counts[e]`` = data messages of epoch ``e`` received and not yet processed;
+    a control message waits in ``ctrl`` (tagged with the epoch it closed) until
+    every earlier data message of the channel has been processed, so markers
+    and watermarks never overtake data even when dispatch reorders it.
+    """
+
+    __slots__ = ("counts", "ctrl", "epoch")
+
+    def __init__(self) -> None:
+        self.epoch = 0
+        self.counts: dict[int, int] = {}
+        self.ctrl: deque[Message] = deque()
+
+
+class PeRt:
+    """One PE of the joined graph and its instances."""
+
+    __slots__ = (
+        "agg",
+        "arrived",
+        "code",
+        "cost",
+        "done",
+        "down",
+        "dropped",
+        "generated",
+        "groups",
+        "index",
+        "instances",
+        "job",
+        "keyed",
+        "kg_busy",
+        "kg_records",
+        "lateness",
+        "limit",
+        "limit_drop",
+        "name",
+        "needs_wm",
+        "op",
+        "out_bins",
+        "paused",
+        "route",
+        "rr",
+        "running",
+        "salt",
+        "sel",
+        "sent",
+        "sink_totals",
+        "size",
+        "slide",
+        "stream",
+        "target",
+        "tat",
+        "uid",
+        "upstream",
+        "wm_deferred",
+    )
+
+    def __init__(self, name: str, job: str, op: Operator, index: int, code: int, target: float) -> None:
+        self.name = name
+        self.job = job
+        self.op = op
+        self.index = index
+        self.code = code
+        self.target = target
+        self.keyed = op.keyed
+        self.groups = op.key_groups
+        self.route: list[int] = []
+        self.instances: list[InstanceRt] = []
+        self.down: list[tuple[PeRt, float]] = []  # (downstream PE, bytes per record)
+        self.upstream: list[InstanceRt] = []  # every instance feeding this PE
+        self.cost = op.cost_per_record
+        self.sel = op.selectivity
+        self.salt = (index + 1) * 0x2545F4914F6CDD1D
+        self.agg = op.aggregate.fn if op.aggregate else "count"
+        w = op.window
+        self.size = w.size_s if w else 0.0
+        self.slide = (w.slide_s or w.size_s) if w else 0.0
+        self.lateness = w.watermark_s if w else 0.0
+        self.needs_wm = False
+        self.paused = False
+        self.running = 0
+        # conservation counters, in records
+        self.generated = 0
+        self.sent = 0
+        self.arrived = 0
+        self.done = 0
+        self.dropped: dict[str, int] = {}
+        self.out_bins: list[float] = []
+        self.kg_busy = [0.0] * self.groups
+        self.kg_records = [0] * self.groups
+        self.sink_totals: dict[int, list[float]] = {}
+        # sources
+        self.stream = None
+        self.uid = 0
+        self.rr = 0
+        self.limit: float | None = None
+        self.limit_drop = True
+        self.tat = 0.0
+        self.wm_deferred: deque[float] = deque()
+
+
+class InstanceRt:
+    """One instance of a PE on a node: its channels, keyed state, watermark and buffers."""
+
+    __slots__ = ("busy", "chans", "gid", "gone", "held", "incoming", "index", "last_arrival", "node", "pe",
+                 "queued", "records", "rr", "share", "state", "win_starts", "wm", "wm_in")
+
+    def __init__(self, gid: int, pe: PeRt, index: int, node: NodeRt, share: float | None) -> None:
+        self.gid = gid
+        self.pe = pe
+        self.index = index
+        self.node = node
+        self.share = share
+        self.chans: dict[int, Channel] = {}
+        self.state: dict[int, dict] = {}  # key group → {key: [count, sum]} or {window: {key: acc}}
+        self.win_starts: set[int] = set()
+        self.wm = float("-inf")
+        self.wm_in: dict[int, float] = {}
+        self.held: list[Message] = []  # arrivals while the PE is paused (stop-the-world)
+        self.incoming: dict[int, list[Message]] = {}  # key group → records buffered until its state arrives
+        self.gone: set[int] = set()  # key groups shipped away by a stop-the-world move
+        self.rr: list[int] = []
+        self.last_arrival: dict[int, float] = {}  # destination gid → last arrival time (channel FIFO)
+        self.queued = 0  # records pushed to the dispatch policy and not yet popped
+        self.busy = 0.0
+        self.records = 0
+
+    @property
+    def name(self) -> str:
+        return f"{self.pe.name}#{self.index}"
