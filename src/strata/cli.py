@@ -115,3 +115,25 @@ def generate(
     else:
         out.write_text(text)
         console.print(f"wrote {out} ({len(document['jobs'])} jobs)")
+
+
+@app.command()
+def run(
+    spec: SpecArg,
+    duration: Annotated[float, typer.Option(help="Seconds to run before stopping cleanly.")] = 120.0,
+    master: Annotated[str | None, typer.Option(help="Spark master URL (default: embedded local[*]).")] = None,
+    out: Annotated[Path, typer.Option(help="Run directory: sinks, checkpoints, state, metrics.")] = Path("runs/latest"),
+    sink: Annotated[str, typer.Option(help="parquet (idempotent per batch), memory or console.")] = "parquet",
+) -> None:
+    """Run every job's pipeline on Spark Structured Streaming with live progress; write metrics to OUT."""
+    from strata.spark.live import run_live
+
+    if sink not in ("parquet", "memory", "console"):
+        errors.print(f"[bold red]error[/] --sink: expected parquet, memory or console; found {sink!r}")
+        raise typer.Exit(code=2)
+    scenario = load(spec)
+    try:
+        code = run_live(scenario, spec, duration, master, out, sink, console, errors)
+    except SpecError as err:
+        raise fail(err) from None
+    raise typer.Exit(code=code)

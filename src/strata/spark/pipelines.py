@@ -182,7 +182,7 @@ class Pipeline:
     job: Job
     template: Template
     run_dir: Path
-    options: PipelineOptions = PipelineOptions()
+    options: PipelineOptions = field(default_factory=PipelineOptions)
     here: DocPath = ()
     pool: str | None = None
     hooks: list[BatchHook] = field(default_factory=list)
@@ -221,6 +221,8 @@ class Pipeline:
         return (*self.here, "operators", self.positions[op.name], *rest)
 
     def _source(self, op: Operator):
+        if op.source.path is not None:
+            return self._file_source(op)
         register(self.spark)
         self.rate_cap = RateCap(self.run_dir / "control" / f"{self.name}.json")
         o = self.options
@@ -228,6 +230,30 @@ class Pipeline:
                                  partitions=o.input_partitions, max_rows_per_batch=o.max_rows_per_batch,
                                  control_file=self.rate_cap.path)
         return self.spark.readStream.format(GENERATOR).options(**opts).load()
+
+    def _file_source(self, op: Operator):
+        """Spark's file source over a data directory; the schema is inferred from the files already there."""
+        from pyspark.errors import AnalysisException
+        from pyspark.sql import functions as F
+
+        src = op.source
+        reader = self.spark.read.format(src.format)
+        if src.format == "csv":
+            reader = reader.option("header", "true").option("inferSchema", "true")
+        try:
+            schema = reader.load(src.path).schema
+        except AnalysisException as e:
+            raise PipelineProblems([Problem(self._at(op, "source", "path"),
+                                            f"a directory of {src.format} files to infer the schema from",
+                                            str(e).strip().splitlines()[0][:200])]) from None
+        if "event_time" not in schema.fieldNames():
+            raise PipelineProblems([Problem(self._at(op, "source", "path"), "records with an event_time column",
+                                            f"columns {schema.fieldNames()}")])
+        stream = self.spark.readStream.format(src.format).schema(schema)
+        if src.format == "csv":
+            stream = stream.option("header", "true")
+        df = stream.load(src.path)
+        return df.withColumn("event_time", F.col("event_time").cast("timestamp"))
 
     def _static(self, op: Operator):
         spec = op.join

@@ -116,7 +116,7 @@ class GeneratorStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         self.default_cap = int(cap) if cap else None
         self.cap = RateCap(options["control_file"]) if options.get("control_file") else None
         self.timeline = Timeline(self.spec, self.tick_s)
-        self.target: int | None = None
+        self.frozen_now: float | None = None
         self.seen_epoch: float | None = None
         if self.clock not in ("wall", "virtual"):
             raise ValueError(f"clock must be 'wall' or 'virtual'; got {self.clock!r}")
@@ -124,10 +124,11 @@ class GeneratorStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
             raise ValueError("a virtual clock needs end_s (otherwise the source is infinite at once)")
 
     def _available(self, epoch: float) -> int:
-        """Records available now: whole ticks whose end has passed (wall) or up to end_s."""
+        """Records available now (or at the available-now target time): whole ticks past (wall), up to end_s."""
         limits = []
         if self.clock == "wall":
-            limits.append(int((time.time() - epoch) / self.tick_s))
+            now = self.frozen_now if self.frozen_now is not None else time.time()
+            limits.append(int((now - epoch) / self.tick_s))
         if self.end_s is not None:
             limits.append(round(self.end_s / self.tick_s))
         return self.timeline.rows_before_tick(max(0, min(limits)))
@@ -139,13 +140,12 @@ class GeneratorStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         return ReadMaxRows(self.default_cap) if self.default_cap else ReadAllAvailable()
 
     def prepareForTriggerAvailableNow(self) -> None:
-        self.target = self._available(self.epoch if self.epoch is not None else time.time())
+        """Freeze "now": the query ends once everything that had happened by this moment is read."""
+        self.frozen_now = time.time()
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
         epoch = self.seen_epoch = float(start["epoch"])
         end = self._available(epoch)
-        if self.target is not None:
-            end = min(end, self.target)
         caps = [c for c in (self.cap.get() if self.cap else None,
                             limit.max_rows if isinstance(limit, ReadMaxRows) else None) if c is not None]
         if caps:

@@ -1,0 +1,111 @@
+"""Observation: a StreamingQueryListener turning Spark's progress events into per-batch rows.
+
+Per query and batch: input rows, rates, batch duration and its phases, the
+source's offsets (start, end, latest available) and so the backlog in rows,
+the watermark and state rows. Sink-side measurements (latency percentiles,
+per-partition load of managed keyed operators) come from
+:class:`strata.spark.pipelines.Pipeline`; :func:`write_tables` writes both.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+
+import pandas as pd
+from pyspark.sql.streaming import StreamingQueryListener
+
+
+def _row_offset(text: str | None) -> int | None:
+    """The ``row`` of a generator offset (JSON), or None for other sources."""
+    if not text:
+        return None
+    try:
+        value = json.loads(text)
+    except (TypeError, ValueError):
+        return None
+    return int(value["row"]) if isinstance(value, dict) and "row" in value else None
+
+
+def progress_row(progress: dict) -> dict:
+    """One flat row from a StreamingQueryProgress (as its JSON dict)."""
+    source = (progress.get("sources") or [{}])[0]
+    start, end = _row_offset(source.get("startOffset")), _row_offset(source.get("endOffset"))
+    latest = _row_offset(source.get("latestOffset"))
+    durations = progress.get("durationMs") or {}
+    state = progress.get("stateOperators") or []
+    return {
+        "query": progress.get("name"),
+        "batch_id": progress.get("batchId"),
+        "timestamp": progress.get("timestamp"),
+        "input_rows": progress.get("numInputRows"),
+        "input_rows_per_s": progress.get("inputRowsPerSecond"),
+        "processed_rows_per_s": progress.get("processedRowsPerSecond"),
+        "batch_ms": durations.get("triggerExecution"),
+        "add_batch_ms": durations.get("addBatch"),
+        "plan_ms": durations.get("queryPlanning"),
+        "latest_offset_ms": durations.get("latestOffset"),
+        "start_row": start,
+        "end_row": end,
+        "latest_row": latest,
+        "backlog_rows": None if latest is None or end is None else max(0, latest - end),
+        "watermark": (progress.get("eventTime") or {}).get("watermark"),
+        "state_rows": sum(op.get("numRowsTotal", 0) for op in state) if state else None,
+    }
+
+
+class ProgressListener(StreamingQueryListener):
+    """Collects progress rows and terminations of every query of the session."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.rows: list[dict] = []
+        self.terminated: dict[str, str | None] = {}
+        self.names: dict[str, str] = {}
+
+    def onQueryStarted(self, event) -> None:
+        with self._lock:
+            self.names[str(event.id)] = event.name
+
+    def onQueryProgress(self, event) -> None:
+        row = progress_row(json.loads(event.progress.json))
+        with self._lock:
+            self.rows.append(row)
+
+    def onQueryIdle(self, event) -> None:
+        """Idle triggers carry no batch."""
+
+    def onQueryTerminated(self, event) -> None:
+        with self._lock:
+            self.terminated[self.names.get(str(event.id), str(event.id))] = event.exception
+
+    def snapshot(self) -> list[dict]:
+        with self._lock:
+            return list(self.rows)
+
+    def latest(self, query: str) -> dict | None:
+        with self._lock:
+            for row in reversed(self.rows):
+                if row["query"] == query:
+                    return row
+        return None
+
+
+def write_tables(directory: str | Path, progress: list[dict], batches: list[dict]) -> dict[str, Path]:
+    """Metrics tables under ``directory``: progress, sink-side batches, per-partition load (CSV and Parquet)."""
+    out = Path(directory)
+    out.mkdir(parents=True, exist_ok=True)
+    partitions = [
+        {"query": b["query"], "batch_id": b["batch_id"], "partition": p, "rows": n}
+        for b in batches for p, n in enumerate(b.get("partition_rows") or [])
+    ]
+    flat = [{k: v for k, v in b.items() if k not in ("partition_rows", "group_rows")} for b in batches]
+    written = {}
+    for name, rows in (("progress", progress), ("batches", flat), ("partitions", partitions)):
+        frame = pd.DataFrame(rows)
+        frame.to_csv(out / f"{name}.csv", index=False)
+        if not frame.empty:
+            frame.to_parquet(out / f"{name}.parquet", index=False)
+        written[name] = out / f"{name}.csv"
+    return written
