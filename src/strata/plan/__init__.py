@@ -1,0 +1,15 @@
+"""L0 fleet planner: SODA's epoch-based optimiser (Wolf et al.; ../shared/SEEDS.md).
+
+``plan(scenario, previous, options)`` runs macroQ (admission, templates, cpu
+goals), macroW (candidate nodes), microQ (goals revised for the candidates) and
+microW (fractional assignment) within one time budget and returns a
+JSON-round-trippable :class:`Plan`. Baselines (RAND, RR, greedy) and the exact
+macroQ MILP live in :mod:`strata.plan.baselines` and :mod:`strata.plan.exact`.
+"""
+
+from strata.plan.epoch import Options, plan
+from strata.plan.metrics import Weights
+from strata.plan.micro_w import Limits
+from strata.plan.plan import Phase, Plan, PlanError
+
+__all__ = ["Limits", "Options", "Phase", "Plan", "PlanError", "Weights", "plan"]

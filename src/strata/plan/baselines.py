@@ -1,0 +1,115 @@
+"""Baseline planners from SODA §5.1, plus a plain greedy, scored like SODA.
+
+- **RAND**: admit every job (first template); each PE on a node drawn uniformly
+  at random (among nodes with its labels); each node's cores split equally
+  among its PEs.
+- **RR**: the same, but PEs in order go to the node with the fewest PEs so far.
+- **greedy**: rank-legal admission while Σ cpu_min fits; cpu goals = each PE's
+  nominal demand scaled down to the cluster; PEs in topological order go to
+  their heaviest upstream's node when it has room, else to the node with most
+  room (split over several when one is not enough).
+"""
+
+from __future__ import annotations
+
+import networkx as nx
+import numpy as np
+
+from strata.model import Scenario, joined_graph, propagate, topological_order
+from strata.model.job import OperatorKind
+from strata.plan.epoch import finish
+from strata.plan.metrics import Weights
+from strata.plan.plan import Phase, Plan
+
+
+def _eligible(scenario: Scenario, graph: nx.DiGraph, pe: str) -> list[str]:
+    c = graph.nodes[pe]["op"].constraints
+    if c.fixed_node is not None:
+        return [c.fixed_node]
+    return [n.name for n in scenario.cluster.nodes_with(c.required_labels)]
+
+
+def _equal_split(scenario: Scenario, graph: nx.DiGraph, node_of: dict[str, str]) -> dict[str, dict[str, float]]:
+    cores = {n.name: n.cores for n in scenario.cluster.all_nodes}
+    count: dict[str, int] = {}
+    for n in node_of.values():
+        count[n] = count.get(n, 0) + 1
+    return {pe: {n: min(graph.nodes[pe]["op"].cpu_max, cores[n] / count[n])} for pe, n in node_of.items()}
+
+
+def _admit_all(scenario: Scenario, name: str, node_of: dict[str, str], graph: nx.DiGraph,
+               weights: Weights) -> Plan:
+    templates = {j.id: j.templates[0].name for j in scenario.jobs}
+    assignment = _equal_split(scenario, graph, node_of)
+    goals = {pe: sum(p.values()) for pe, p in assignment.items()}
+    cands = {pe: [n] for pe, n in node_of.items()}
+    phase = Phase(name, 0.0, 0.0, "feasible", "admit all, equal split of each node's cores")
+    return finish(scenario, name, sorted(templates), {}, templates, goals, cands, assignment, [phase], weights)
+
+
+def rand(scenario: Scenario, seed: int = 0, weights: Weights | None = None) -> Plan:
+    graph = joined_graph(scenario)
+    rng = np.random.default_rng(seed)
+    node_of = {}
+    for pe in sorted(graph.nodes):
+        options = _eligible(scenario, graph, pe)
+        node_of[pe] = options[int(rng.integers(len(options)))]
+    return _admit_all(scenario, "RAND", node_of, graph, weights or Weights())
+
+
+def rr(scenario: Scenario, weights: Weights | None = None) -> Plan:
+    graph = joined_graph(scenario)
+    count = {n.name: 0 for n in scenario.cluster.all_nodes}
+    order = {n.name: i for i, n in enumerate(scenario.cluster.all_nodes)}
+    node_of = {}
+    for pe in sorted(graph.nodes):
+        n = min(_eligible(scenario, graph, pe), key=lambda m: (count[m], order[m]))
+        node_of[pe] = n
+        count[n] += 1
+    return _admit_all(scenario, "RR", node_of, graph, weights or Weights())
+
+
+def greedy(scenario: Scenario, weights: Weights | None = None) -> Plan:
+    cap = scenario.cluster.total_cores
+    jobs = sorted(scenario.jobs, key=lambda j: (not j.required, j.rank, j.id))
+    templates, used, rejected = {}, 0.0, {}
+    for job in jobs:
+        tpl = job.templates[0]
+        if job.required or (used + tpl.cpu_min <= cap and len(rejected) == 0):
+            templates[job.id] = tpl.name
+            used += tpl.cpu_min
+        else:
+            rejected[job.id] = "greedy admission: Σ cpu_min would exceed the cluster (or a better job was out)"
+    graph = joined_graph(scenario, templates)
+    rates = propagate(graph)
+    demand = {}
+    for pe in graph:
+        op = graph.nodes[pe]["op"]
+        offered = op.source.rate if op.kind is OperatorKind.SOURCE else sum(rates[u] for u in graph.predecessors(pe))
+        demand[pe] = max(op.cpu_min, min(op.cpu_max, op.resource.cpu_for(offered, op.cost_per_record)))
+    total = sum(demand.values())
+    scale = min(1.0, cap / total) if total > 0 else 1.0
+    goals = {pe: d * scale for pe, d in demand.items()}
+    room = {n.name: n.cores for n in scenario.cluster.all_nodes}
+    assignment: dict[str, dict[str, float]] = {}
+    for pe in topological_order(graph):
+        need = goals[pe]
+        options = _eligible(scenario, graph, pe)
+        ups = sorted(graph.predecessors(pe), key=lambda u: -rates[u] * graph.edges[u, pe]["stream"].bytes_per_record)
+        home = [n for u in ups[:1] for n in assignment.get(u, {}) if n in options]
+        parts: dict[str, float] = {}
+        for n in home + sorted(options, key=lambda m: -room[m]):
+            if need <= 1e-12:
+                break
+            take = min(need, room[n])
+            if take > 0 or not parts:
+                parts[n] = parts.get(n, 0.0) + take
+                room[n] -= take
+                need -= take
+        assignment[pe] = parts
+    goals = {pe: sum(p.values()) for pe, p in assignment.items()}
+    cands = {pe: sorted(p) for pe, p in assignment.items()}
+    phase = Phase("greedy", 0.0, 0.0, "feasible", "proportional cpu, traffic-greedy placement")
+    admitted = sorted(templates, key=lambda j: (scenario.job[j].rank, j))
+    return finish(scenario, "greedy", admitted, rejected, templates, goals, cands, assignment, [phase],
+                  weights or Weights())

@@ -1,0 +1,125 @@
+"""The epoch driver: SODA's four phases under one time budget (SODA §1.2, §4).
+
+``plan(scenario, previous, budget)`` splits the budget into phase deadlines
+(unused time rolls over to the next phase), runs macroQ → macroW → microQ →
+microW and returns a :class:`~strata.plan.plan.Plan`. It is a pure function of
+its arguments: the clock is read only to honour the deadlines, and with a
+budget that does not bind the result depends on nothing else (seeded search).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from strata.model import Cluster, Scenario, importance, joined_graph, propagate
+from strata.model.job import OperatorKind
+from strata.plan.macro_q import macro_q
+from strata.plan.macro_w import macro_w
+from strata.plan.metrics import Weights, evaluate, flows
+from strata.plan.micro_q import micro_q
+from strata.plan.micro_w import Limits, micro_w
+from strata.plan.plan import Phase, Plan
+
+
+@dataclass(frozen=True)
+class Options:
+    """Knobs of one epoch; every default is documented in docs/plan.md."""
+
+    budget_s: float = 30.0
+    shares: tuple[float, float, float, float] = (0.2, 0.5, 0.15, 0.15)  # macroQ, macroW, microQ, microW
+    weights: Weights = field(default_factory=Weights)
+    max_candidates: int = 4
+    max_pes_per_node: int | None = None
+    move_fraction: float = 0.1  # with a previous plan: share of PEs whose candidate nodes may change
+    limits: Limits = field(default_factory=Limits)
+    milp_share: float = 0.4  # of macroW's deadline
+    rounds: int = 30  # miniW perturbation rounds before it stops on its own
+    seed: int = 0
+    utilisation: float = 1.0  # share of each node's cores the plan may fill (headroom = 1 − this)
+
+
+def usable(cluster: Cluster, share: float) -> Cluster:
+    """The cluster as the phases see it: every node's cores × ``share``."""
+    if share == 1.0:
+        return cluster
+    nodes = [n.model_copy(update={"cores": n.cores * share}) for n in cluster.all_nodes]
+    return Cluster(nodes=nodes, racks=list(cluster.racks))
+
+
+def plan(scenario: Scenario, previous: Plan | None = None, options: Options | None = None,
+         clock: Callable[[], float] = time.perf_counter) -> Plan:
+    """One SODA epoch; raises PlanError when required jobs or a PE cannot be placed at all."""
+    opt = options or Options()
+    start = clock()
+    cluster = usable(scenario.cluster, opt.utilisation)
+    phases: list[Phase] = []
+    budget = opt.budget_s
+
+    def deadline(i: int) -> float:
+        spent = clock() - start
+        later = sum(opt.shares[i + 1:])
+        return max(1e-3, (budget - spent) * opt.shares[i] / (opt.shares[i] + later))
+
+    t0, d = clock(), deadline(0)
+    q = macro_q(scenario, d, previous.templates if previous else None, capacity=cluster.total_cores, clock=clock)
+    phases.append(Phase("macroQ", clock() - t0, d, q.status, q.detail))
+
+    graph = joined_graph(scenario, q.templates)
+    prev_cand = previous.candidates if previous else None
+    move_limit = max(1, int(opt.move_fraction * graph.number_of_nodes())) if previous else None
+    t0, d = clock(), deadline(1)
+    w = macro_w(cluster, graph, q.goals, q.rates, d, opt.weights, prev_cand, opt.max_candidates,
+                opt.max_pes_per_node, move_limit, opt.milp_share, opt.seed, opt.rounds, clock)
+    phases.append(Phase("macroW", clock() - t0, d, w.status, w.detail))
+
+    t0, d = clock(), deadline(2)
+    mq = micro_q(cluster, q.curves, q.budgets, w.candidates, d, clock)
+    phases.append(Phase("microQ", clock() - t0, d, mq.status, mq.detail))
+
+    t0, d = clock(), deadline(3)
+    prev_assign = {pe: parts for pe, parts in previous.assignment.items()} if previous else None
+    mw = micro_w(cluster, mq.goals, w.candidates, mq.split, prev_assign, opt.limits, d)
+    phases.append(Phase("microW", clock() - t0, d, mw.status,
+                        mw.detail + f"; change {mw.change:.3g} cores on {mw.nodes_touched} nodes"))
+
+    assignment = {pe: (parts or dict.fromkeys(w.candidates[pe], 0.0)) for pe, parts in mw.assignment.items()}
+    return finish(scenario, "soda", q.admitted, q.rejected, q.templates, mq.goals, w.candidates, assignment,
+                  phases, opt.weights)
+
+
+def finish(scenario: Scenario, planner: str, admitted: list[str], rejected: dict[str, str],
+           templates: dict[str, str], goals: dict[str, float], candidates: dict[str, list[str]],
+           assignment: dict[str, dict[str, float]], phases: list[Phase], weights: Weights,
+           notes: list[str] | None = None) -> Plan:
+    """Evaluate an assignment into a Plan (baselines use it too).
+
+    Importance and ingest come from :func:`strata.model.propagate` with each PE's
+    assigned cpu. The metrics count the cpu a PE *uses* — what its processed
+    rate needs, at least cpu_min — so a planner that hands out idle cores (the
+    baselines' equal split) is not charged for load it does not cause.
+    """
+    graph = joined_graph(scenario, templates)
+    cpu = {pe: sum(parts.values()) for pe, parts in assignment.items()}
+    rates = propagate(graph, cpu)
+    value = importance(graph, rates)
+    ingest = 0.0
+    used = {}
+    for pe in graph:
+        op = graph.nodes[pe]["op"]
+        if op.kind is OperatorKind.SOURCE:
+            processed = rates[pe]
+            ingest += processed
+        else:
+            offered = sum(rates[u] for u in graph.predecessors(pe))
+            processed = min(offered, op.resource.capacity(cpu.get(pe, 0.0), op.cost_per_record))
+        need = max(op.cpu_min, op.resource.cpu_for(processed, op.cost_per_record))
+        total = cpu.get(pe, 0.0)
+        scale = min(1.0, need / total) if total > 0 else 0.0
+        used[pe] = {n: c * scale for n, c in assignment.get(pe, {}).items()} if total > 0 else dict(assignment[pe])
+    metrics = evaluate(scenario.cluster, used, flows(graph, rates), weights)
+    return Plan(scenario=scenario.name, admitted=admitted, rejected=rejected, templates=templates,
+                cpu_goal=goals, candidates=candidates, assignment=assignment, importance=value, ingest=ingest,
+                metrics=metrics, affinity=metrics["affinity"], phases=phases, planner=planner,
+                notes=notes or [])

@@ -1,0 +1,202 @@
+"""Importance as a mathematical program over processed rates (SODA §3, §4.1).
+
+For every PE the program has its processed input rate ``x`` (records/s) and its
+cpu ``c`` (cores). A PE outputs ``selectivity × x`` (a source outputs ``x``), it
+processes at most what its inputs deliver and what its cpu buys, and each
+weighted stream is worth ``weight × value(producer output)``. With linear (or
+concave tabulated) resource functions and concave, non-decreasing value
+functions this is an LP whose optimum is exactly what
+:func:`strata.model.propagate` yields when each PE gets ``max(cpu_min, c)``
+cores, because a PE given just the cpu for ``x`` processes exactly ``x``.
+Non-concave pieces (step values, convex tables) get the standard λ-formulation
+with one binary per segment, which turns the model into a MILP.
+
+PEs are keyed by arbitrary strings so the exact baseline can hold one copy of a
+PE per template; ``gate`` ties a copy's rates and cpu to an admission binary.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from strata.model import (
+    IdentityValue,
+    LinearCapacity,
+    LinearValue,
+    Operator,
+    OperatorKind,
+    PiecewiseLinearCapacity,
+    PiecewiseLinearValue,
+    StepValue,
+)
+from strata.plan.lp import INF, Program
+
+
+@dataclass(frozen=True)
+class ValueTerm:
+    """``weight × value(output of producers)``; several producers are template copies of one PE."""
+
+    producers: tuple[str, ...]
+    weight: float
+    value: object
+
+
+@dataclass
+class Columns:
+    """Column indices of the importance model's variables."""
+
+    x: dict[str, int] = field(default_factory=dict)
+    cpu: dict[str, int] = field(default_factory=dict)
+    value: list[int] = field(default_factory=list)
+    budget_row: int = -1
+
+
+def needs_integers(op: Operator) -> bool:
+    """A tabulated resource function that is not concave on [0, ∞) needs the λ-formulation."""
+    res = op.resource
+    return isinstance(res, PiecewiseLinearCapacity) and not (res.concave and res.points[0][0] <= 0)
+
+
+def value_needs_integers(value: object) -> bool:
+    if isinstance(value, IdentityValue | LinearValue):
+        return False
+    if isinstance(value, PiecewiseLinearValue):
+        return not (value.concave and value.points[0][0] <= 0 and _nondecreasing_start(value.points))
+    return True
+
+
+def _nondecreasing_start(points: Sequence[tuple[float, float]]) -> bool:
+    # Flat-then-rising at the left end would be convex there; the λ form handles that case.
+    return len(points) < 2 or points[1][1] >= points[0][1] or points[0][0] <= 0
+
+
+def output_bound(op: Operator, offered: float) -> float:
+    """The most records/s the PE can process: its offered rate and what cpu_max buys."""
+    cap = op.resource.capacity(op.cpu_max, op.cost_per_record)
+    return max(0.0, min(offered, cap))
+
+
+def build(
+    prog: Program,
+    ops: Mapping[str, Operator],
+    inputs: Mapping[str, Sequence[str]],
+    values: Sequence[ValueTerm],
+    bound: Mapping[str, float],
+    gate: Mapping[str, int] | None = None,
+    budget: float | None = None,
+) -> Columns:
+    """Add the importance model for ``ops`` to ``prog`` (maximising) and return its columns.
+
+    ``inputs[pe]``: keys of the PEs whose outputs feed ``pe``; ``bound[pe]``: an
+    upper bound on its processed rate (records/s) used as big-M under a gate.
+    ``budget`` adds Σ cpu ≤ budget and records its row (the row macroQ moves).
+    """
+    gate = gate or {}
+    cols = Columns()
+    for pe, op in ops.items():
+        g = gate.get(pe)
+        m = bound[pe]
+        cols.x[pe] = prog.var(0.0, m if g is None else INF)
+        cols.cpu[pe] = prog.var(op.cpu_min if g is None else 0.0, op.cpu_max if g is None else INF)
+        if g is not None:
+            prog.row({cols.x[pe]: 1.0, g: -m}, upper=0.0)
+            prog.row({cols.cpu[pe]: 1.0, g: -op.cpu_min}, lower=0.0)
+            prog.row({cols.cpu[pe]: 1.0, g: -op.cpu_max}, upper=0.0)
+    for pe, op in ops.items():
+        x, c = cols.x[pe], cols.cpu[pe]
+        if op.kind is not OperatorKind.SOURCE:
+            row = {x: 1.0}
+            for u in inputs.get(pe, ()):
+                row[cols.x[u]] = row.get(cols.x[u], 0.0) - _out_factor(ops[u])
+            prog.row(row, upper=0.0)
+        _capacity(prog, op, x, c, bound[pe])
+    for term in values:
+        out = {cols.x[u]: _out_factor(ops[u]) for u in term.producers}
+        top = sum(bound[u] * _out_factor(ops[u]) for u in term.producers)
+        v = prog.var(0.0, INF, cost=term.weight)
+        cols.value.append(v)
+        _value(prog, term.value, out, v, top)
+    if budget is not None:
+        cols.budget_row = prog.row(dict.fromkeys(cols.cpu.values(), 1.0), upper=budget)
+    return cols
+
+
+def _out_factor(op: Operator) -> float:
+    return 1.0 if op.kind is OperatorKind.SOURCE else op.selectivity
+
+
+def _capacity(prog: Program, op: Operator, x: int, c: int, top: float) -> None:
+    res = op.resource
+    if isinstance(res, LinearCapacity):
+        if op.cost_per_record > 0:
+            prog.row({x: op.cost_per_record, c: -1.0}, upper=0.0)
+        return
+    assert isinstance(res, PiecewiseLinearCapacity)
+    pts = list(res.points)
+    if res.concave:
+        # x ≤ every segment's line, and ≤ the plateau beyond the last point.
+        for (x0, y0), (x1, y1) in itertools.pairwise(pts):
+            slope = (y1 - y0) / (x1 - x0)
+            prog.row({x: 1.0, c: -slope}, upper=y0 - slope * x0)
+        prog.row({x: 1.0}, upper=pts[-1][1])
+        return
+    _lambda_form(prog, pts, {c: 1.0}, {x: 1.0}, hi_x=max(op.cpu_max, pts[-1][0]) + 1.0)
+
+
+def _value(prog: Program, value: object, out: dict[int, float], v: int, top: float) -> None:
+    if isinstance(value, IdentityValue):
+        prog.row({v: 1.0, **{k: -a for k, a in out.items()}}, upper=0.0)
+    elif isinstance(value, LinearValue):
+        prog.row({v: 1.0, **{k: -a * value.slope for k, a in out.items()}}, upper=max(0.0, value.intercept))
+    elif isinstance(value, PiecewiseLinearValue) and not value_needs_integers(value):
+        pts = list(value.points)
+        for (x0, y0), (x1, y1) in itertools.pairwise(pts):
+            slope = (y1 - y0) / (x1 - x0)
+            prog.row({v: 1.0, **{k: -a * slope for k, a in out.items()}}, upper=y0 - slope * x0)
+        prog.row({v: 1.0}, upper=pts[-1][1])
+    elif isinstance(value, PiecewiseLinearValue):
+        _lambda_form(prog, list(value.points), out, {v: 1.0}, hi_x=max(top, value.points[-1][0]) + 1.0)
+    elif isinstance(value, StepValue):
+        _step(prog, value, out, v, top)
+    else:
+        raise TypeError(f"no formulation for value function {type(value).__name__}")
+
+
+def _lambda_form(prog: Program, pts: list[tuple[float, float]], arg: dict[int, float],
+                 res: dict[int, float], hi_x: float) -> None:
+    """res ≤ f(arg) for a piecewise-linear f that is flat outside its points (one binary per segment)."""
+    if pts[0][0] > 0:
+        pts = [(0.0, pts[0][1]), *pts]
+    if hi_x > pts[-1][0]:
+        pts = [*pts, (hi_x, pts[-1][1])]
+    lam = [prog.var(0.0, 1.0) for _ in pts]
+    seg = [prog.binary() for _ in range(len(pts) - 1)]
+    prog.row(dict.fromkeys(lam, 1.0), lower=1.0, upper=1.0)
+    prog.row(dict.fromkeys(seg, 1.0), lower=1.0, upper=1.0)
+    for i, li in enumerate(lam):
+        adj = {s: -1.0 for s in seg[max(0, i - 1):i + 1]}
+        prog.row({li: 1.0, **adj}, upper=0.0)
+    prog.row({**arg, **{li: -p[0] for li, p in zip(lam, pts, strict=True)}}, lower=0.0, upper=0.0)
+    prog.row({**res, **{li: -p[1] for li, p in zip(lam, pts, strict=True)}}, upper=0.0)
+
+
+def _step(prog: Program, value: StepValue, out: dict[int, float], v: int, top: float) -> None:
+    """v ≤ value of the interval the rate lies in; one binary per interval [0, t1), [t1, t2), …"""
+    thresholds = [s[0] for s in value.steps]
+    levels = [0.0] + [s[1] for s in value.steps]
+    lows = [0.0, *thresholds]
+    z = [prog.binary() for _ in levels]
+    prog.row(dict.fromkeys(z, 1.0), lower=1.0, upper=1.0)
+    prog.row({v: 1.0, **{zi: -lvl for zi, lvl in zip(z, levels, strict=True)}}, upper=0.0)
+    # out ≥ Σ low_k z_k: choosing interval k needs the rate to reach its threshold.
+    prog.row({**out, **{zi: -lo for zi, lo in zip(z, lows, strict=True)}}, lower=-1e-9)
+
+
+def is_linear(ops: Mapping[str, Operator], values: Sequence[ValueTerm]) -> bool:
+    """Whether the model is an LP (no binaries): SODA's 'exact LP' case."""
+    return not any(needs_integers(op) for op in ops.values()) and not any(
+        value_needs_integers(t.value) for t in values)
+
+

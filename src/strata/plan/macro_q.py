@@ -1,0 +1,314 @@
+"""macroQ: admission, template choice and a cpu goal per PE (SODA §4.1).
+
+Three nested loops, as in the paper. Inner: for one admitted set and template
+choice, split the joined graph into weak components, take each component's
+importance curve (:mod:`strata.plan.curves`, cached by the jobs and templates it
+contains) and solve the separable RAP across components (:mod:`strata.plan.rap`:
+Fox's greedy when every curve is concave, DP on a cpu grid otherwise). Middle:
+template choices — exhaustive when there are few combinations, otherwise
+coordinate ascent from the previous epoch's choice. Outer: rank-legal admission
+sets (a cut-off rank r*: every job ranked better is in, every job ranked worse
+is out, required jobs always in) and, for non-concave curves, successively
+finer cpu grids while the deadline allows.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+import networkx as nx
+
+from strata.model import Job, Scenario, importance, joined_graph, propagate
+from strata.plan import rap
+from strata.plan.curves import Curve, component_model, grid_curve, lp_curve
+from strata.plan.plan import PlanError
+
+EXHAUSTIVE = 64  # at most this many subsets / template combinations are enumerated outright
+GRID_POINTS = (9, 33, 129)  # cpu grid of general curves, refined while time allows
+
+
+@dataclass
+class Allocation:
+    """The RAP answer for one admitted set and template choice."""
+
+    templates: dict[str, str]
+    value: float
+    components: list[tuple[str, ...]]
+    curves: list[Curve]
+    budgets: list[float]
+    concave: bool
+
+
+@dataclass
+class MacroQ:
+    admitted: list[str]
+    rejected: dict[str, str]
+    templates: dict[str, str]
+    goals: dict[str, float]
+    components: list[tuple[str, ...]]
+    curves: list[Curve]
+    budgets: list[float]
+    importance: float
+    rates: dict[str, float]
+    status: str
+    detail: str
+    evaluations: int = 0
+    cut_rank: int | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+def _cheapest(job: Job) -> tuple[float, float]:
+    return min(t.cpu_min for t in job.templates), min(t.memory for t in job.templates)
+
+
+def check_required(scenario: Scenario, capacity: float, memory: float) -> None:
+    """Raise PlanError when the required jobs together cannot fit, naming the binding constraint."""
+    req = [j for j in scenario.jobs if j.required]
+    cpu = sum(_cheapest(j)[0] for j in req)
+    mem = sum(_cheapest(j)[1] for j in req)
+    names = ", ".join(j.id for j in req)
+    problems = []
+    if cpu > capacity + 1e-9:
+        problems.append(f"required jobs ({names}) need Σ cpu_min = {cpu:g} cores in their cheapest templates; "
+                        f"the cluster has {capacity:g} cores (binding constraint: total cpu)")
+    if mem > memory:
+        problems.append(f"required jobs ({names}) need {mem / 2**30:.3g} GiB of memory in their cheapest "
+                        f"templates; the cluster has {memory / 2**30:.3g} GiB (binding constraint: total memory)")
+    if problems:
+        raise PlanError(problems)
+
+
+class _Evaluator:
+    """Scores (admitted set, templates) with cached component curves."""
+
+    def __init__(self, scenario: Scenario, capacity: float, memory: float, deadline: float,
+                 clock: Callable[[], float]):
+        self.scenario, self.capacity, self.memory = scenario, capacity, memory
+        self.deadline, self.clock = deadline, clock
+        self.cache: dict[tuple, Curve] = {}
+        self.points = GRID_POINTS[0]
+        self.evaluations = 0
+        self.timed_out = False
+
+    def left(self) -> float:
+        return self.deadline - self.clock()
+
+    def feasible(self, templates: Mapping[str, str]) -> str | None:
+        """None if the minimum cpu and memory fit, else the binding constraint."""
+        cpu = sum(self.scenario.job[j].template(t).cpu_min for j, t in templates.items())
+        mem = sum(self.scenario.job[j].template(t).memory for j, t in templates.items())
+        if cpu > self.capacity + 1e-9:
+            return f"Σ cpu_min {cpu:g} > {self.capacity:g} cores"
+        if mem > self.memory:
+            return f"memory {mem / 2**30:.3g} GiB > {self.memory / 2**30:.3g} GiB"
+        return None
+
+    def curve(self, graph: nx.DiGraph, pes: tuple[str, ...], templates: Mapping[str, str]) -> Curve:
+        jobs = sorted({graph.nodes[p]["job"] for p in pes})
+        key = (tuple((j, templates[j]) for j in jobs), self.points)
+        hit = self.cache.get(key) or self.cache.get((key[0], None))
+        if hit is not None:
+            return hit
+        model = component_model(graph, pes)
+        if model.linear:
+            curve = lp_curve(model)
+            self.cache[(key[0], None)] = curve
+        else:
+            curve = grid_curve(model, self.points, self.left)
+            self.cache[key] = curve
+        return curve
+
+    def allocate(self, templates: Mapping[str, str]) -> Allocation | None:
+        if self.feasible(templates) is not None:
+            return None
+        self.evaluations += 1
+        graph = joined_graph(self.scenario, dict(templates))
+        comps = sorted(tuple(sorted(c)) for c in nx.weakly_connected_components(graph))
+        curves = [self.curve(graph, c, templates) for c in comps]
+        concave = all(c.concave for c in curves)
+        if concave:
+            budgets = rap.greedy(curves, self.capacity)
+        else:
+            budgets = rap.dynamic(curves, self.capacity, self.step(curves))
+        return Allocation(dict(templates), rap.total(curves, budgets), comps, curves, budgets, concave)
+
+    def step(self, curves: list[Curve]) -> float:
+        spare = self.capacity - sum(c.minimum for c in curves)
+        return max(spare, 1e-9) / (4 * self.points)
+
+
+def _template_choices(ev: _Evaluator, admitted: list[Job], start: Mapping[str, str]) -> tuple[Allocation | None, bool]:
+    """Best templates for ``admitted``; the flag says whether the search was exhaustive."""
+    multi = [j for j in admitted if len(j.templates) > 1]
+    base = {j.id: start.get(j.id, j.templates[0].name) for j in admitted}
+    combos = math.prod(len(j.templates) for j in multi)
+    best: Allocation | None = None
+    if combos <= EXHAUSTIVE:
+        for names in itertools.product(*[[t.name for t in j.templates] for j in multi]):
+            cand = {**base, **{j.id: n for j, n in zip(multi, names, strict=True)}}
+            a = ev.allocate(cand)
+            if a is not None and (best is None or a.value > best.value + 1e-9 * max(1.0, abs(best.value))):
+                best = a
+            if ev.left() <= 0:
+                ev.timed_out = True
+                return best, False
+        return best, True
+    current = ev.allocate(base)
+    if current is None:
+        cheapest = {j.id: min(j.templates, key=lambda t: t.cpu_min).name for j in admitted}
+        current = ev.allocate(cheapest)
+    improved = current is not None
+    while improved and ev.left() > 0:
+        improved = False
+        for job in multi:
+            for tpl in job.templates:
+                if tpl.name == current.templates[job.id]:
+                    continue
+                a = ev.allocate({**current.templates, job.id: tpl.name})
+                if a is not None and a.value > current.value + 1e-9 * max(1.0, abs(current.value)):
+                    current, improved = a, True
+                if ev.left() <= 0:
+                    ev.timed_out = True
+                    return current, False
+    return current, False
+
+
+def _admission_sets(scenario: Scenario) -> list[tuple[int, list[Job], list[Job]]]:
+    """(cut-off rank, jobs always in at that cut, boundary jobs of that rank), best cut first."""
+    ranks = sorted({j.rank for j in scenario.jobs}, reverse=True)
+    out = []
+    for r in ranks:
+        fixed = [j for j in scenario.jobs if j.rank < r or j.required]
+        boundary = [j for j in scenario.jobs if j.rank == r and not j.required]
+        out.append((r, fixed, boundary))
+    return out
+
+
+def _subsets(boundary: list[Job]) -> list[list[Job]]:
+    if 2 ** len(boundary) <= EXHAUSTIVE:
+        return [list(c) for k in range(len(boundary), -1, -1) for c in itertools.combinations(boundary, k)]
+    return []
+
+
+def macro_q(scenario: Scenario, deadline_s: float, previous_templates: Mapping[str, str] | None = None,
+            capacity: float | None = None, clock: Callable[[], float] = time.perf_counter) -> MacroQ:
+    """Admit rank-legally, choose templates and cpu goals maximising projected importance."""
+    start = clock()
+    cap = scenario.cluster.total_cores if capacity is None else capacity
+    memory = scenario.cluster.total_memory
+    check_required(scenario, cap, memory)
+    ev = _Evaluator(scenario, cap, memory, start + deadline_s, clock)
+    prev = dict(previous_templates or {})
+    free = all(_cheapest(j)[0] == 0 for j in scenario.jobs)
+    best: Allocation | None = None
+    best_cut: int | None = None
+    exhaustive = True
+    for level, points in enumerate(GRID_POINTS):
+        ev.points = points
+        for cut, fixed, boundary in _admission_sets(scenario):
+            # With no cpu_min anywhere, admitting more never costs importance: the widest feasible cut wins.
+            if free and best is not None:
+                break
+            subsets = _subsets(boundary)
+            if not subsets:
+                exhaustive = False
+                subsets = _greedy_boundary(ev, fixed, boundary, prev)
+            for extra in subsets:
+                admitted = fixed + extra
+                if ev.feasible({j.id: min(j.templates, key=lambda t: t.cpu_min).name for j in admitted}):
+                    continue
+                alloc, complete = _template_choices(ev, admitted, prev)
+                exhaustive &= complete
+                if alloc is not None and (best is None or alloc.value > best.value + 1e-9 * max(1, abs(best.value))):
+                    best, best_cut = alloc, cut
+                if ev.left() <= 0:
+                    break
+            if ev.left() <= 0:
+                ev.timed_out = True
+                break
+        if best is not None and (best.concave or ev.left() <= 0):
+            break
+        if level + 1 < len(GRID_POINTS):
+            elapsed = clock() - start
+            if elapsed * 4 > ev.left():  # the next grid costs ≈ 4× this one
+                break
+    if best is None:
+        raise PlanError(["no rank-legal admission set fits: even the required jobs exceed the cluster "
+                         "(binding constraint: total cpu or memory of the cheapest templates)"])
+    return _result(scenario, best, best_cut, ev, exhaustive)
+
+
+def _greedy_boundary(ev: _Evaluator, fixed: list[Job], boundary: list[Job], prev: Mapping[str, str]
+                     ) -> list[list[Job]]:
+    """Too many boundary jobs to enumerate: add them one at a time while importance grows.
+
+    A job with no cpu_min costs nothing to admit (its PEs may get zero cpu), so
+    such jobs go in first while memory allows; the rest are added greedily.
+    """
+    def tpl(jobs: list[Job]) -> dict[str, str]:
+        return {j.id: prev.get(j.id, j.templates[0].name) for j in jobs}
+
+    chosen: list[Job] = []
+    pool = []
+    for job in boundary:
+        if _cheapest(job)[0] == 0 and ev.feasible(tpl([*fixed, *chosen, job])) is None:
+            chosen.append(job)
+        else:
+            pool.append(job)
+    current = ev.allocate(tpl([*fixed, *chosen])) if pool else None
+    value = -math.inf if current is None else current.value
+    while pool and ev.left() > 0:
+        scored = []
+        for job in pool:
+            a = ev.allocate(tpl([*fixed, *chosen, job]))
+            if a is not None:
+                scored.append((a.value, job.id, job))
+            if ev.left() <= 0:
+                ev.timed_out = True
+                break
+        if not scored:
+            break
+        v, _, job = max(scored, key=lambda s: (s[0], s[1]))
+        if v < value - 1e-9 * max(1.0, abs(value)):
+            break
+        chosen.append(job)
+        pool.remove(job)
+        value = v
+    return [chosen]
+
+
+def _result(scenario: Scenario, best: Allocation, cut: int | None, ev: _Evaluator, exhaustive: bool) -> MacroQ:
+    goals: dict[str, float] = {}
+    for curve, b in zip(best.curves, best.budgets, strict=True):
+        goals.update(curve.alloc_at(b))
+    graph = joined_graph(scenario, best.templates)
+    rates = propagate(graph, goals)
+    value = importance(graph, rates)
+    admitted = sorted(best.templates, key=lambda j: (scenario.job[j].rank, j))
+    rejected = {}
+    for job in scenario.jobs:
+        if job.id in best.templates:
+            continue
+        if cut is not None and job.rank > cut:
+            rejected[job.id] = f"rank {job.rank} is worse than the admission cut-off rank {cut}"
+        else:
+            need = ev.feasible({**best.templates, job.id: min(job.templates, key=lambda t: t.cpu_min).name})
+            rejected[job.id] = (f"rank {job.rank} is the cut-off rank; admitting it would exceed {need}" if need
+                                else f"rank {job.rank} is the cut-off rank; admitting it lowers projected "
+                                     "importance (its cpu_min is worth more elsewhere)")
+    exact = all(c.exact for c in best.curves) and best.concave
+    if ev.timed_out:
+        status = "time-limit"
+    elif exact and exhaustive:
+        status = "optimal"
+    else:
+        status = "feasible"
+    how = "greedy (concave curves)" if best.concave else f"DP on a {ev.points}-point grid"
+    detail = (f"{len(best.curves)} components, {ev.evaluations} evaluations, RAP by {how}"
+              + ("" if exhaustive else "; templates/boundary by local search"))
+    return MacroQ(admitted, rejected, best.templates, goals, best.components, best.curves, best.budgets,
+                  value, rates, status, detail, ev.evaluations, cut)

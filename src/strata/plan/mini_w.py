@@ -1,0 +1,417 @@
+"""miniW: local search over candidate-node assignments (SODA §4.2).
+
+Phases as in the paper. Initialisation gives two feasible starts — greedy by
+traffic (heaviest streams first, both ends on the node with most room) and
+round-robin with previous (groups keep their previous nodes; the rest go
+round-robin to the node with fewest PEs) — and keeps the better (or a start
+handed in, e.g. the MILP's). Local improvement tries, in order of decreasing
+traffic and cpu: moving a shard to another node (1-opt), swapping two shards
+(2-opt), pulling a stream's two ends onto one node, and swapping the contents of
+two nodes. At a local minimum a perturbation makes random feasible moves
+regardless of cost, and the search goes on until its deadline or ``rounds``
+perturbations; the best solution seen is returned. The objective is the
+weighted sum of SODA's six metrics, kept up to date incrementally.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from strata.plan.placement import Problem
+
+
+@dataclass
+class Result:
+    where: list[list[int]]
+    objective: float
+    start: str
+    rounds: int
+    moves: int
+    complete: bool  # stopped at a local minimum after its rounds, not at the deadline
+
+
+class State:
+    """A placement with incrementally maintained load, NIC and link totals."""
+
+    def __init__(self, p: Problem, where: list[list[int]]):
+        self.p = p
+        n = len(p.names)
+        self.where = [list(w) for w in where]
+        self.load = np.zeros(n)
+        self.minload = np.zeros(n)
+        self.mem = np.zeros(n)
+        self.count = np.zeros(n, dtype=int)
+        self.occ: list[set[int]] = [set() for _ in range(n)]
+        self.out = np.zeros(n)
+        self.inn = np.zeros(n)
+        nr = len(p.uplink)
+        self.up_out = np.zeros(nr)
+        self.up_in = np.zeros(nr)
+        self.cross = 0.0
+        self.total_nic = float(p.nic.sum())
+        self.inv_cores = 1.0 / p.cores
+        self.inv_nic = 1.0 / p.nic
+        self.incident: list[list[int]] = [[] for _ in p.groups]
+        for e, (a, b, _) in enumerate(p.streams):
+            self.incident[a].append(e)
+            if b != a:
+                self.incident[b].append(e)
+        self.eligible = [set(g.eligible) for g in p.groups]
+        for g, nodes in enumerate(self.where):
+            for node in nodes:
+                self._occupy(g, node, +1)
+        for e in range(len(p.streams)):
+            self._stream(e, +1)
+        self.moved = sum(self._is_moved(g) for g in range(len(p.groups)))
+
+    # ------------------------------------------------------------ bookkeeping
+
+    def _occupy(self, g: int, node: int, sign: int) -> None:
+        grp = self.p.groups[g]
+        k = len(self.where[g]) or 1
+        self.load[node] += sign * grp.goal / k
+        self.minload[node] += sign * grp.cpu_min / k
+        self.mem[node] += sign * grp.memory
+        self.count[node] += sign * len(grp.pes)
+        if sign > 0:
+            self.occ[node].add(g)
+        else:
+            self.occ[node].discard(g)
+
+    def _stream(self, e: int, sign: int) -> None:
+        a, b, t = self.p.streams[e]
+        wa, wb = self.where[a], self.where[b]
+        if not wa or not wb:
+            return
+        fa, fb = 1.0 / len(wa), 1.0 / len(wb)
+        local = 0.0
+        for n in wa:
+            m = fb if n in wb else 0.0
+            m = min(fa, m)
+            local += m
+            self.out[n] += sign * t * (fa - m)
+        for n in wb:
+            m = min(fb, fa if n in wa else 0.0)
+            self.inn[n] += sign * t * (fb - m)
+        self.cross += sign * t * (1.0 - local)
+        if len(self.p.uplink):
+            ra: dict[int, float] = {}
+            rb: dict[int, float] = {}
+            for n in wa:
+                ra[self.p.rack[n]] = ra.get(self.p.rack[n], 0.0) + fa
+            for n in wb:
+                rb[self.p.rack[n]] = rb.get(self.p.rack[n], 0.0) + fb
+            for r in set(ra) | set(rb):
+                if r < 0:
+                    continue
+                m = min(ra.get(r, 0.0), rb.get(r, 0.0))
+                self.up_out[r] += sign * t * (ra.get(r, 0.0) - m)
+                self.up_in[r] += sign * t * (rb.get(r, 0.0) - m)
+
+    def _is_moved(self, g: int) -> bool:
+        prev = self.p.groups[g].prev
+        return prev is not None and any(n not in prev for n in self.where[g])
+
+    def objective(self) -> float:
+        w = self.p.weights
+        util = self.load * self.inv_cores
+        total = w.max_cpu * float(util.max()) + w.avg_cpu * float(util.mean())
+        if w.max_nic:
+            total += w.max_nic * float((np.maximum(self.out, self.inn) * self.inv_nic).max())
+        if w.avg_nic:
+            total += w.avg_nic * float(((self.out + self.inn) * self.inv_nic).mean()) / 2
+        if len(self.p.uplink):
+            total += w.max_link * float((np.maximum(self.up_out, self.up_in) / self.p.uplink).max())
+            total += w.avg_link * float(((self.up_out + self.up_in) / self.p.uplink).mean()) / 2
+        else:
+            total += (w.avg_link + w.max_link) * self.cross / self.total_nic
+        return total
+
+    # ------------------------------------------------------------ moves
+
+    def can_host(self, g: int, node: int, leaving: int = -1, swap_out: int = -1) -> bool:
+        """Whether a shard of ``g`` may go to ``node`` (optionally after ``swap_out`` leaves it)."""
+        p, grp = self.p, self.p.groups[g]
+        if node not in self.eligible[g] or (node in self.where[g] and node != leaving):
+            return False
+        others = self.occ[node] - {swap_out}
+        if p.exclude[g] & others:
+            return False
+        k = len(self.where[g])
+        mem, minload, count = self.mem[node], self.minload[node], self.count[node]
+        if swap_out >= 0:
+            h = p.groups[swap_out]
+            kh = len(self.where[swap_out])
+            mem, minload, count = mem - h.memory, minload - h.cpu_min / kh, count - len(h.pes)
+        if mem + grp.memory > p.memory[node] + 1e-6:
+            return False
+        if minload + grp.cpu_min / k > p.cores[node] + 1e-9:
+            return False
+        if p.max_pes_per_node is not None and count + len(grp.pes) > p.max_pes_per_node:
+            return False
+        if grp.prev is not None and p.move_limit is not None and node not in grp.prev and not self._is_moved(g):
+            return self.moved + 1 <= p.move_limit
+        return True
+
+    def relocate(self, g: int, src: int, dst: int) -> None:
+        for e in self.incident[g]:
+            self._stream(e, -1)
+        was = self._is_moved(g)
+        self._occupy(g, src, -1)
+        self.where[g][self.where[g].index(src)] = dst
+        self._occupy(g, dst, +1)
+        self.moved += int(self._is_moved(g)) - int(was)
+        for e in self.incident[g]:
+            self._stream(e, +1)
+
+
+def _greedy_start(p: Problem) -> list[list[int]]:
+    """Heaviest streams first; both ends on the node with the most room that can take them."""
+    st = State(p, [[] for _ in p.groups])
+    placed = [False] * len(p.groups)
+
+    def room(n: int) -> float:
+        return p.cores[n] - st.load[n]
+
+    def place(g: int, prefer: list[int]) -> None:
+        grp = p.groups[g]
+        need = grp.shards
+        chosen: list[int] = []
+        st.where[g] = [0] * need  # shard count drives the per-shard bookkeeping below
+        pool = sorted(grp.eligible, key=lambda n: (-room(n), n))
+        for n in [*prefer, *pool]:
+            if len(chosen) == need:
+                break
+            if n in chosen:
+                continue
+            if _fits_new(st, g, n, chosen):
+                chosen.append(n)
+        if len(chosen) < need:
+            for n in pool:
+                if len(chosen) == need:
+                    break
+                if n not in chosen and _fits_new(st, g, n, chosen, ignore_cpu=True):
+                    chosen.append(n)
+        if not chosen:
+            raise RuntimeError(f"miniW: no feasible node for {grp.pes[0]}")
+        st.where[g] = chosen
+        for n in chosen:
+            st._occupy(g, n, +1)
+        placed[g] = True
+
+    for a, b, _ in sorted(p.streams, key=lambda s: -s[2]):
+        if not placed[a]:
+            place(a, [n for n in st.where[b] if placed[b] and room(n) >= p.groups[a].goal / p.groups[a].shards])
+        if not placed[b]:
+            place(b, [n for n in st.where[a] if room(n) >= p.groups[b].goal / p.groups[b].shards])
+    for g in sorted(range(len(p.groups)), key=lambda g: -p.groups[g].goal):
+        if not placed[g]:
+            place(g, [])
+    return st.where
+
+
+def _fits_new(st: State, g: int, n: int, chosen: list[int], ignore_cpu: bool = False) -> bool:
+    p, grp = st.p, st.p.groups[g]
+    k = grp.shards
+    if n not in st.eligible[g] or p.exclude[g] & st.occ[n]:
+        return False
+    if st.mem[n] + grp.memory > p.memory[n] + 1e-6 or st.minload[n] + grp.cpu_min / k > p.cores[n] + 1e-9:
+        return False
+    if p.max_pes_per_node is not None and st.count[n] + len(grp.pes) > p.max_pes_per_node:
+        return False
+    if grp.prev is not None and p.move_limit is not None and n not in grp.prev:
+        return False
+    return ignore_cpu or st.load[n] + grp.goal / k <= p.cores[n] + 1e-9
+
+
+def _round_robin_start(p: Problem) -> list[list[int]]:
+    """Previous nodes first; the rest round-robin to the node with fewest PEs."""
+    st = State(p, [[] for _ in p.groups])
+    for g, grp in enumerate(p.groups):
+        if grp.prev is not None:
+            keep = [n for n in sorted(grp.prev) if n in st.eligible[g]][:grp.shards]
+            if keep:
+                st.where[g] = keep
+                for n in keep:
+                    st._occupy(g, n, +1)
+    for g, grp in enumerate(p.groups):
+        if st.where[g]:
+            continue
+        chosen: list[int] = []
+        st.where[g] = [0] * grp.shards
+        for n in sorted(grp.eligible, key=lambda n: (st.count[n], n)):
+            if len(chosen) == grp.shards:
+                break
+            if _fits_new(st, g, n, chosen, ignore_cpu=True):
+                chosen.append(n)
+        if not chosen:
+            raise RuntimeError(f"miniW: no feasible node for {grp.pes[0]}")
+        st.where[g] = chosen
+        for n in chosen:
+            st._occupy(g, n, +1)
+    return st.where
+
+
+def search(p: Problem, deadline: float, clock: Callable[[], float] = time.perf_counter, seed: int = 0,
+           rounds: int = 30, starts: dict[str, list[list[int]]] | None = None) -> Result:
+    """Local search from the best start until ``deadline`` (a ``clock`` value) or ``rounds`` perturbations."""
+    candidates = dict(starts or {})
+    candidates["greedy-by-traffic"] = _greedy_start(p)
+    candidates["round-robin-with-previous"] = _round_robin_start(p)
+    scored = sorted(((State(p, w).objective(), name, w) for name, w in candidates.items()), key=lambda s: s[:2])
+    _obj, start, where = scored[0]
+    st = State(p, where)
+    rng = np.random.default_rng(seed)
+    best_obj, best_where = st.objective(), [list(w) for w in st.where]
+    order = sorted(range(len(p.groups)),
+                   key=lambda g: -(sum(t for _, t in p.neighbours[g]) * 1e-9 + p.groups[g].goal))
+    moves = done_rounds = 0
+    complete = False
+    while clock() < deadline:
+        improved, n_moves = _improve(st, order, deadline, clock)
+        moves += n_moves
+        cur = st.objective()
+        if cur < best_obj - 1e-12:
+            best_obj, best_where = cur, [list(w) for w in st.where]
+        if improved:
+            continue
+        if done_rounds >= rounds:
+            complete = True
+            break
+        done_rounds += 1
+        st = State(p, best_where)
+        _perturb(st, rng, max(1, len(p.groups) // 20))
+    return Result(best_where, best_obj, start, done_rounds, moves, complete)
+
+
+def _targets(st: State, g: int) -> list[int]:
+    p = st.p
+    near = [n for h, _ in sorted(p.neighbours[g], key=lambda x: -x[1])[:6] for n in st.where[h]]
+    elig = p.groups[g].eligible
+    if len(elig) > 8:
+        util = st.load[elig] * st.inv_cores[elig]
+        light = [elig[i] for i in np.argpartition(util, 3)[:3]]
+    else:
+        light = list(elig)
+    seen, out = set(st.where[g]), []
+    for n in near + light:
+        if n not in seen:
+            seen.add(n)
+            out.append(n)
+    return out
+
+
+def _improve(st: State, order: list[int], deadline: float, clock: Callable[[], float]) -> tuple[bool, int]:
+    """One pass of 1-opt, pull-together, 2-opt and node swaps; first improvement per shard."""
+    improved, moves = False, 0
+    cur = st.objective()
+    for i, g in enumerate(order):
+        if i % 8 == 0 and clock() >= deadline:
+            break
+        for src in list(st.where[g]):
+            best = (cur, None)
+            for dst in _targets(st, g):
+                if st.can_host(g, dst, leaving=src):
+                    st.relocate(g, src, dst)
+                    val = st.objective()
+                    st.relocate(g, dst, src)
+                    if val < best[0] - 1e-12:
+                        best = (val, ("move", dst))
+                for h in list(st.occ[dst])[:4]:
+                    if h == g or src in st.where[h] or len(st.where[h]) == 0:
+                        continue
+                    if st.can_host(g, dst, swap_out=h) and st.can_host(h, src, swap_out=g):
+                        st.relocate(g, src, dst)
+                        st.relocate(h, dst, src)
+                        val = st.objective()
+                        st.relocate(h, src, dst)
+                        st.relocate(g, dst, src)
+                        if val < best[0] - 1e-12:
+                            best = (val, ("swap", dst, h))
+            if best[1] is not None:
+                if best[1][0] == "move":
+                    st.relocate(g, src, best[1][1])
+                else:
+                    _, dst, h = best[1]
+                    st.relocate(g, src, dst)
+                    st.relocate(h, dst, src)
+                cur, improved, moves = best[0], True, moves + 1
+    if clock() < deadline:
+        gained, n = _pull_together(st, cur, deadline, clock)
+        improved |= gained
+        moves += n
+    if clock() < deadline:
+        gained, n = _swap_nodes(st)
+        improved |= gained
+        moves += n
+    return improved, moves
+
+
+def _pull_together(st: State, cur: float, deadline: float, clock: Callable[[], float]) -> tuple[bool, int]:
+    """Heaviest streams first: put a one-shard end onto the other end's node."""
+    improved, moves = False, 0
+    for i, (a, b, _) in enumerate(sorted(st.p.streams, key=lambda s: -s[2])[:200]):
+        if i % 16 == 0 and clock() >= deadline:
+            break
+        for mover, other in ((a, b), (b, a)):
+            if len(st.where[mover]) != 1:
+                continue
+            src = st.where[mover][0]
+            for dst in st.where[other]:
+                if dst != src and st.can_host(mover, dst, leaving=src):
+                    st.relocate(mover, src, dst)
+                    val = st.objective()
+                    if val < cur - 1e-12:
+                        cur, improved, moves = val, True, moves + 1
+                        break
+                    st.relocate(mover, dst, src)
+    return improved, moves
+
+
+def _swap_nodes(st: State) -> tuple[bool, int]:
+    """Swap everything on the most loaded node with another node's, if allowed and better."""
+    p = st.p
+    util = st.load * st.inv_cores
+    hot = int(np.argmax(util))
+    cur = st.objective()
+    for cold in np.argsort(util)[:3]:
+        cold = int(cold)
+        if cold == hot:
+            continue
+        a, b = sorted(st.occ[hot]), sorted(st.occ[cold])
+        if any(cold in st.where[g] for g in a) or any(hot in st.where[g] for g in b):
+            continue
+        if not all(cold in st.eligible[g] for g in a) or not all(hot in st.eligible[g] for g in b):
+            continue
+        if (sum(p.groups[g].memory for g in a) > p.memory[cold] or
+                sum(p.groups[g].memory for g in b) > p.memory[hot] or
+                sum(p.groups[g].cpu_min / len(st.where[g]) for g in a) > p.cores[cold] + 1e-9 or
+                sum(p.groups[g].cpu_min / len(st.where[g]) for g in b) > p.cores[hot] + 1e-9):
+            continue
+        for g in a:
+            st.relocate(g, hot, cold)
+        for g in b:
+            st.relocate(g, cold, hot)
+        if st.objective() < cur - 1e-12 and st.moved <= (p.move_limit if p.move_limit is not None else 1 << 30):
+            return True, 1
+        for g in b:
+            st.relocate(g, hot, cold)
+        for g in a:
+            st.relocate(g, cold, hot)
+    return False, 0
+
+
+def _perturb(st: State, rng: np.random.Generator, count: int) -> None:
+    """Random feasible 1-opt moves, ignoring the objective, to leave a local minimum."""
+    groups = len(st.p.groups)
+    for _ in range(count):
+        g = int(rng.integers(groups))
+        src = st.where[g][int(rng.integers(len(st.where[g])))]
+        elig = st.p.groups[g].eligible
+        dst = elig[int(rng.integers(len(elig)))]
+        if dst != src and st.can_host(g, dst, leaving=src):
+            st.relocate(g, src, dst)
