@@ -10,6 +10,7 @@ Arrival processes (``strata.model.job``): constant spacing 1/λ(t); Poisson
 modulation of the rate; replay of a trace file. λ(t) is the primal rate or the
 piecewise-linear ``rate_curve``, times the process's modulation. With a batch of
 ``b`` records per message the message rate is λ(t)/b.
+Constant arrivals with a varying rate come where ∫λ reaches b (steps ≤ 10 ms).
 """
 
 from __future__ import annotations
@@ -59,6 +60,7 @@ class SourceStream:
         elif isinstance(arr, DiurnalArrivals):
             mod_max = 1.0 + arr.amplitude
         self.rate_max = base_max * mod_max
+        self.varies_periodically = isinstance(arr, OnOffArrivals | DiurnalArrivals)
         self.varies = spec.rate_curve is not None or mod_max != 1.0 or isinstance(arr, DiurnalArrivals)
         keys = spec.keys
         if keys.zipf_s > 0:
@@ -100,11 +102,18 @@ class SourceStream:
             return self.trace.pop() if self.trace else None
         b = self.batch
         if self.constant:
-            lam = self.rate(self.t)
-            if lam <= 0:
-                return None if not self.varies else self._skip_zero()
-            self.t += b / lam
-            return self.t
+            # The next arrival is where ∫λ reaches b, integrated in steps of at most 10 ms.
+            need = float(b)
+            curve = self.spec.rate_curve
+            while True:
+                lam = self.rate(self.t)
+                if lam > 0 and need <= lam * 0.01:
+                    self.t += need / lam
+                    return self.t
+                if lam <= 0 and (not curve or self.t >= curve[-1][0]) and not self.varies_periodically:
+                    return None
+                need -= lam * 0.01
+                self.t += 0.01
         if not isinstance(self.spec.arrivals, PoissonArrivals) or self.varies:
             # Thinning (Lewis & Shedler): candidate points at λmax, kept with probability λ(t)/λmax.
             lam_max = self.rate_max / b
@@ -116,15 +125,6 @@ class SourceStream:
                     return self.t
         self.t += self._draw_exp() * b / self.spec.rate
         return self.t
-
-    def _skip_zero(self) -> float | None:
-        """Constant arrivals through an interval of rate 0: resume where the curve rises again."""
-        curve = self.spec.rate_curve or []
-        later = [t for t, r in curve if t > self.t and r > 0]
-        if not later:
-            return None
-        self.t = later[0]
-        return self.next_time()
 
     def key(self, t: float) -> int:
         """A key for a record at time ``t``: Zipf rank, rotated by the hot-key drift."""

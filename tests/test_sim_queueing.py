@@ -1,0 +1,78 @@
+"""Known answers from queueing theory: M/M/1, M/D/1 sojourn times and M/M/c (Erlang C) waits."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from strata.sim import FifoDispatch, Simulation
+from strata.sim.scenarios import single_queue
+
+
+def _sojourn(sim: Simulation) -> float:
+    return float(sim.metrics.latency().set_index("job").loc["q", "mean"])
+
+
+def test_mm1_mean_sojourn_time():
+    mu, lam = 1000.0, 500.0  # ρ = 0.5
+    scenario, placement = single_queue(rate=lam, cost=1 / mu)
+    sim = Simulation(scenario, seed=3, placement=placement, service={"q.op": "exponential"}, network_latency=0)
+    sim.run(200.0)
+    expected = 1 / (mu - lam)
+    assert _sojourn(sim) == pytest.approx(expected, rel=0.03)
+
+
+def test_md1_mean_sojourn_time():
+    mu, lam = 1000.0, 700.0  # ρ = 0.7
+    scenario, placement = single_queue(rate=lam, cost=1 / mu)
+    sim = Simulation(scenario, seed=4, placement=placement, network_latency=0)
+    sim.run(150.0)
+    rho = lam / mu
+    expected = 1 / mu + rho / (2 * mu * (1 - rho))  # Pollaczek–Khinchine
+    assert _sojourn(sim) == pytest.approx(expected, rel=0.03)
+
+
+class _WaitRecorder(FifoDispatch):
+    """FIFO that records each message's wait (pop time − arrival) at one PE."""
+
+    waits: list[float]
+
+    def __init__(self, view) -> None:
+        super().__init__(view)
+        self.waits = []
+
+    def pop(self, now):
+        msg = super().pop(now)
+        if msg is not None and msg.pe == "q.op":
+            self.waits.append(now - msg.created)
+        return msg
+
+
+def erlang_c(c: int, a: float) -> float:
+    """Probability of waiting in M/M/c with offered load a = λ/μ."""
+    top = a**c / math.factorial(c) / (1 - a / c)
+    return top / (sum(a**k / math.factorial(k) for k in range(c)) + top)
+
+
+def test_mmc_waiting_time_erlang_c():
+    mu, lam, c = 1000.0, 2100.0, 3  # ρ = 0.7
+    scenario, placement = single_queue(rate=lam, cost=1 / mu, cores=c)
+    policies = []
+
+    def factory(view):
+        policies.append(_WaitRecorder(view))
+        return policies[-1]
+
+    sim = Simulation(scenario, seed=5, placement=placement, dispatch=factory,
+                     service={"q.op": "exponential"}, network_latency=0)
+    sim.run(100.0)
+    waits = [w for p in policies for w in p.waits]
+    expected = erlang_c(c, lam / mu) / (c * mu - lam)
+    assert sum(waits) / len(waits) == pytest.approx(expected, rel=0.03)
+    assert len(waits) > 150_000
+
+
+def test_erlang_c_textbook_value():
+    # c = 2, a = 1 (ρ = 0.5): C = 1/3.
+    assert erlang_c(2, 1.0) == pytest.approx(1 / 3)
