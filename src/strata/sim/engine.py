@@ -337,13 +337,18 @@ class Simulation:
         heapq.heappush(self._heap, (arrive, self._seq, _DELIVER, dst, msg))
 
     def transfer_time(self, src: NodeRt, dst: NodeRt, nbytes: float, now: float) -> float:
-        """When ``nbytes`` sent now from ``src`` arrive at ``dst`` (state shipping)."""
+        """When ``nbytes`` of state sent now from ``src`` arrive at ``dst``: bytes / bandwidth + latency.
+
+        State transfers from one node queue behind each other but not in front
+        of data messages (packets interleave on a real NIC; a bulk transfer
+        does not hold every record behind it).
+        """
         if src is dst:
             return now
-        start = src.nic_free if src.nic_free > now else now
-        src.nic_free = start + nbytes / src.nic
+        start = src.state_free if src.state_free > now else now
+        src.state_free = start + nbytes / src.nic
         self.metrics.remote_bytes(now, nbytes)
-        return src.nic_free + self.latency
+        return src.state_free + self.latency
 
     def state_arrives(self, t: float, migration: object) -> None:
         """Schedule a shipped key group's state to arrive at ``t``."""

@@ -10,7 +10,8 @@ keyed PE from its owner ``h`` to instance ``c``:
 3. ``h`` handles a marker only once every earlier data message of that channel
    has been processed (:class:`strata.sim.runtime.Channel`); with the marker from
    every upstream instance in hand it ships ``g``'s state to ``c`` over the
-   network (NIC queue + bytes / bandwidth + latency) and forgets it;
+   network (bytes / bandwidth + latency, behind earlier state transfers of its
+   node) and forgets it;
 4. ``c`` installs the state, fires windows of ``g`` already due, and drains the
    buffer into dispatch in arrival order (hence per-upstream order).
 

@@ -21,7 +21,7 @@ class NodeRt:
     """A node: ``cores`` cores running one message each, a NIC, one dispatch policy."""
 
     __slots__ = ("busy", "busy_bins", "cores", "failed_at", "idle", "index", "name", "nic", "nic_free", "policy",
-                 "running", "up", "view")
+                 "running", "state_free", "up", "view")
 
     def __init__(self, name: str, index: int, cores: int, nic: float, view: NodeView, policy: DispatchPolicy) -> None:
         self.name = name
@@ -32,6 +32,7 @@ class NodeRt:
         self.policy = policy
         self.idle = cores
         self.nic_free = 0.0
+        self.state_free = 0.0
         self.up = True
         self.failed_at: float | None = None
         self.running: dict[int, tuple[InstanceRt, Message, float]] = {}  # seq → (instance, message, start)

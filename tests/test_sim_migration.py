@@ -1,0 +1,167 @@
+"""Key-group migration (AutoFlow's live protocol and the stop-the-world baseline): exactly once."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from strata.sim import Actions, Move, Simulation
+from strata.sim.reference import sink_totals
+from strata.sim.scenarios import chain
+
+
+def _keyed(nodes: int = 3, window: bool = False, **extra):
+    op = {"kind": "window_aggregate", "window": {"size_s": 2}, "aggregate": {"fn": "sum"}} if window \
+        else {"kind": "keyed_stateful"}
+    return chain([{"kind": "map", "instances": 3}, {**op, "instances": 3, "key_groups": 16, **extra}],
+                 keys={"count": 300, "zipf_s": 1.0}, rate=3000, nodes=nodes)
+
+
+def _exact(sim: Simulation) -> None:
+    assert sim.metrics.sink_totals() == sink_totals(sim)
+    cons = sim.metrics.conservation()
+    assert cons.balanced.all()
+    assert (cons.in_flight == 0).all() and (cons.waiting == 0).all()
+    assert sim.metrics.drop_totals() == {}
+    log = sim.metrics.migrations()
+    assert log.installed.notna().all()
+
+
+def _random_moves(sim: Simulation, pe: str, every: float, until: float, mode: str, seed: int = 0) -> None:
+    rng = np.random.default_rng(seed)
+    t = every
+    while t < until:
+        sim.apply([Move(pe, int(rng.integers(16)), int(rng.integers(3)), mode) for _ in range(3)], at=t)
+        t += every
+
+
+@pytest.mark.parametrize("mode", ["live", "stop"])
+def test_moves_with_records_in_flight_on_every_channel_are_exactly_once(mode):
+    sim = Simulation(_keyed(), seed=1, record_inputs=True, network_latency=0.005)
+    _random_moves(sim, "c.op2", 0.5, 10.0, mode)
+    sim.run(10.0, drain=20.0)
+    _exact(sim)
+    log = sim.metrics.migrations()
+    moved = log[log.src != log.dst]
+    assert len(moved) > 20
+    assert (moved.shipped >= moved.started).all() and (moved.installed >= moved.shipped).all()
+    # Every moved group's state sits only at its final owner.
+    pe = sim.pes["c.op2"]
+    for inst in pe.instances:
+        assert all(pe.route[g] == inst.index for g in inst.state)
+
+
+def test_window_state_moves_exactly_once_under_reordering_dispatch():
+    class Lifo:
+        """Runs the newest message first: dispatch that reorders every channel."""
+
+        def __init__(self, view):
+            self.stack = []
+
+        def push(self, msg, now):
+            self.stack.append(msg)
+
+        def pop(self, now):
+            return self.stack.pop() if self.stack else None
+
+        def completed(self, msg, service, now):
+            pass
+
+        def __len__(self):
+            return len(self.stack)
+
+    sim = Simulation(_keyed(window=True), seed=2, record_inputs=True, dispatch=Lifo, network_latency=0.002)
+    _random_moves(sim, "c.op2", 0.3, 8.0, "live", seed=1)
+    sim.run(8.0, drain=20.0)
+    _exact(sim)
+
+
+def test_back_to_back_moves_of_one_group_are_queued():
+    sim = Simulation(_keyed(), seed=3, record_inputs=True, network_latency=0.005)
+    g = 5
+    sim.apply([Move("c.op2", g, 1), Move("c.op2", g, 2), Move("c.op2", g, 0)], at=2.0)
+    sim.run(6.0, drain=10.0)
+    _exact(sim)
+    log = sim.metrics.migrations()
+    assert list(log.dst) == [1, 2, 0]
+    # Each move starts only once the previous one has installed its state.
+    assert (log.started.to_numpy()[1:] >= log.installed.to_numpy()[:-1]).all()
+    assert sim.pes["c.op2"].route[g] == 0
+
+
+def test_an_instance_with_no_key_groups():
+    sim = Simulation(_keyed(), seed=4, record_inputs=True)
+    pe = "c.op2"
+    sim.apply([Move(pe, g, 1 + g % 2) for g in range(16) if g % 3 == 0], at=1.0)
+    sim.run(3.0)
+    after = sim.pes[pe].instances[0].records
+    sim.run(8.0, drain=10.0)
+    _exact(sim)
+    assert all(r != 0 for r in sim.pes[pe].route)
+    assert sim.pes[pe].instances[0].records == after
+    loads = sim.metrics.instances().set_index(["pe", "instance"])
+    assert loads.loc[(pe, 0), "key_groups"] == 0
+
+
+def test_state_transfer_takes_bytes_over_bandwidth_plus_latency():
+    scenario = chain([{"kind": "keyed_stateful", "instances": 2, "key_groups": 4, "state_bytes": 4e8}],
+                     keys={"count": 40}, rate=500, nodes=2)
+    sim = Simulation(scenario, seed=1, network_latency=0.01,
+                     placement={"c.src": "n0", "c.op1": ["n0", "n1"], "c.sink": "n0"})
+    sim.apply(Move("c.op1", 0, 1), at=5.0)
+    sim.run(10.0)
+    m = sim.metrics.migrations().iloc[0]
+    # 4 groups hold equal key counts → 1e8 bytes over a 1.25e8 B/s NIC.
+    assert m.bytes == pytest.approx(1e8, rel=0.05)
+    assert m.installed - m.shipped == pytest.approx(m.bytes / 1.25e8 + 0.01, rel=0.02)
+
+
+def test_stop_the_world_pauses_the_operator_live_does_not():
+    def delayed(mode):
+        sim = Simulation(_keyed(state_bytes=1.5e9), seed=5, network_latency=0.001)
+        sim.apply([Move("c.op2", g, (g + 1) % 3, mode) for g in (0, 4, 8)], at=5.0)
+        sim.run(12.0)
+        log = sim.metrics.migrations()
+        pause = log.installed.max() - 5.0
+        lat = np.frombuffer(sim.metrics.lat["c"], dtype=float)
+        return pause, int((lat > 0.2).sum())
+
+    pause, slow_stop = delayed("stop")
+    _, slow_live = delayed("live")
+    # Stop-the-world delays every record of the ~3000/s arriving during the pause; live only the moved groups'.
+    assert pause > 0.5
+    assert slow_stop > 0.5 * 3000 * pause
+    assert slow_stop > 2 * slow_live
+
+
+def test_controller_sees_key_group_loads_and_moves_them():
+    seen = []
+
+    def controller(obs):
+        seen.append(obs)
+        kg = [k for k in obs.key_groups if k.pe == "c.op2"]
+        hottest = max(kg, key=lambda k: k.busy)
+        coldest = min((i for i in obs.instances if i.pe == "c.op2"), key=lambda i: i.busy)
+        return [Move("c.op2", hottest.key_group, coldest.instance)] if hottest.instance != coldest.instance else []
+
+    sim = Simulation(_keyed(), seed=6, record_inputs=True, controllers=[(1.0, controller)])
+    sim.run(6.0, drain=10.0)
+    _exact(sim)
+    assert len(seen) >= 6
+    first = seen[1]
+    kg = [k for k in first.key_groups if k.pe == "c.op2"]
+    inst = [i for i in first.instances if i.pe == "c.op2"]
+    assert sum(k.records for k in kg) == sum(i.records for i in inst)
+    assert sum(k.busy for k in kg) == pytest.approx(sum(i.busy for i in inst))
+    assert first.now - first.start == pytest.approx(1.0)
+    assert set(first.latency) == {"c"}
+
+
+def test_bad_moves_are_rejected_with_their_location():
+    sim = Simulation(_keyed(), seed=1)
+    with pytest.raises(ValueError, match=r"key_group of 'c\.op2': expected 0\.\.15"):
+        sim.apply(Move("c.op2", 99, 0))
+    with pytest.raises(ValueError, match="expected a keyed PE"):
+        sim.apply(Move("c.op1", 0, 0))
+    with pytest.raises(ValueError, match="rate_limits"):
+        sim.apply(Actions(rate_limits={"c.op1": 5.0}))
