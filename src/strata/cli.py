@@ -137,3 +137,31 @@ def run(
     except SpecError as err:
         raise fail(err) from None
     raise typer.Exit(code=code)
+
+
+@app.command("plan")
+def plan_command(
+    spec: SpecArg,
+    budget: Annotated[str, typer.Option(help="Time for the whole epoch, e.g. 30s, 500ms, 2m.")] = "30s",
+    previous: Annotated[Path | None, typer.Option(help="The previous epoch's plan (JSON) to plan incrementally.")]
+    = None,
+    out: Annotated[Path | None, typer.Option("--json", help="Write the full plan as JSON here.")] = None,
+) -> None:
+    """Run SODA's four phases (admission, templates, cpu, placement) and summarise the plan."""
+    from strata.plan import Options, Plan, PlanError, plan
+    from strata.plan.summary import parse_budget, tables
+
+    scenario = load(spec)
+    try:
+        seconds = parse_budget(budget)
+        before = Plan.load(previous) if previous is not None else None
+        result = plan(scenario, before, Options(budget_s=seconds))
+    except (ValueError, PlanError) as err:
+        for problem in getattr(err, "problems", [str(err)]):
+            errors.print(f"[bold red]error[/] {problem}", highlight=False, soft_wrap=True)
+        raise typer.Exit(code=2) from None
+    for table in tables(result):
+        console.print(table)
+    if out is not None:
+        result.to_json(out)
+        console.print(f"wrote {out}")

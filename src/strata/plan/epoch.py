@@ -80,7 +80,12 @@ def plan(scenario: Scenario, previous: Plan | None = None, options: Options | No
 
     t0, d = clock(), deadline(3)
     prev_assign = {pe: parts for pe, parts in previous.assignment.items()} if previous else None
-    mw = micro_w(cluster, mq.goals, w.candidates, mq.split, prev_assign, opt.limits, d)
+    # Without a previous epoch, stay as close as the goals allow to macroW's placement (its shares of
+    # each PE over its candidates), which is where the traffic was optimised.
+    shares = {pe: {n: c / sum(parts.values()) for n, c in parts.items()} if sum(parts.values()) > 0
+              else {n: 1.0 / len(parts) for n in parts} for pe, parts in w.assignment.items()}
+    nominal = {pe: {n: mq.goals.get(pe, 0.0) * f for n, f in shares[pe].items()} for pe in shares}
+    mw = micro_w(cluster, mq.goals, w.candidates, nominal, prev_assign, opt.limits, d)
     phases.append(Phase("microW", clock() - t0, d, mw.status,
                         mw.detail + f"; change {mw.change:.3g} cores on {mw.nodes_touched} nodes"))
 

@@ -117,6 +117,8 @@ class Program:
 
     def solve(self, time_limit: float | None = None, mip_gap: float = 1e-6) -> Solution:
         """Solve (or re-solve after :meth:`set_row_bounds`, warm-started)."""
+        if self.n_cols == 0:
+            return Solution("optimal", 0.0, np.zeros(0), np.zeros(self.n_rows))
         if self._highs is None:
             self._highs = self._build(time_limit, mip_gap)
         elif time_limit is not None:

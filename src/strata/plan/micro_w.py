@@ -4,7 +4,8 @@ The cpu goals from microQ are routed from PEs to candidate nodes as a
 min-cost flow: supply = a PE's goal, arcs PE → candidate node, node capacity =
 its cores. The cost is the change from the reference assignment (the previous
 epoch's, else microQ's own split), as |z − r| split into d⁺ and d⁻, so flow
-stays where it was unless the goals force it to move. The change limits of the
+stays where it was unless the goals force it to move (and, at equal change,
+grows on nodes the PE already uses). The change limits of the
 paper sit on top as side rows, which is why the flow is solved as an LP by HiGHS
 rather than by a pure network code: the total change, the change per PE, and —
 by fixing every node but the K that need the most change, then re-solving — the
@@ -63,7 +64,8 @@ def _flow(goals: Mapping[str, float], candidates: Mapping[str, list[str]], cores
             col = prog.var(lo, hi)
             z[pe][n] = col
             node_rows[n][col] = 1.0
-            up, down = prog.var(cost=1.0), prog.var(cost=1.0)
+            # Growing onto a node the PE was not on costs a little more: fewer nodes per PE, less traffic.
+            up, down = prog.var(cost=1.0 if r.get(n, 0.0) > 0 else 1.01), prog.var(cost=1.0)
             prog.row({col: 1.0, up: -1.0, down: 1.0}, lower=r.get(n, 0.0), upper=r.get(n, 0.0))
             change[pe][up] = change[pe][down] = 1.0
             total_change[up] = total_change[down] = 1.0

@@ -259,6 +259,8 @@ def _round_robin_start(p: Problem) -> list[list[int]]:
 def search(p: Problem, deadline: float, clock: Callable[[], float] = time.perf_counter, seed: int = 0,
            rounds: int = 30, starts: dict[str, list[list[int]]] | None = None) -> Result:
     """Local search from the best start until ``deadline`` (a ``clock`` value) or ``rounds`` perturbations."""
+    if not p.groups:
+        return Result([], 0.0, "empty", 0, 0, True)
     candidates = dict(starts or {})
     candidates["greedy-by-traffic"] = _greedy_start(p)
     candidates["round-robin-with-previous"] = _round_robin_start(p)

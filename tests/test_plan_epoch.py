@@ -1,0 +1,100 @@
+"""The epoch driver end to end: feasibility, JSON round trip, determinism, incremental re-plans, CLI."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from strata.cli import app
+from strata.generators import lsd
+from strata.model import Scenario, joined_graph
+from strata.plan import Options, Plan, plan
+from strata.plan.baselines import rand, rr
+from tests.test_plan_cases import chain, scenario
+
+SMALL = Scenario.model_validate(lsd(seed=3, nodes=4, jobs=8, pes=40, demand_cores=24))
+FAST = Options(budget_s=3.0, rounds=3)
+
+
+@pytest.fixture(scope="module")
+def small_plan() -> Plan:
+    return plan(SMALL, options=FAST)
+
+
+def test_plan_is_feasible(small_plan):
+    p = small_plan
+    graph = joined_graph(SMALL, p.templates)
+    assert set(p.assignment) == set(graph.nodes)
+    for pe, parts in p.assignment.items():
+        assert set(parts) <= set(p.candidates[pe])
+    cores = {n.name: n.cores for n in SMALL.cluster.all_nodes}
+    for node, load in p.node_load().items():
+        assert load <= cores[node] + 1e-6
+    assert set(p.admitted) | set(p.rejected) == {j.id for j in SMALL.jobs}
+    assert [ph.name for ph in p.phases] == ["macroQ", "macroW", "microQ", "microW"]
+    assert 0.0 <= p.affinity <= 1.0
+
+
+def test_plan_round_trips_through_json(small_plan, tmp_path):
+    path = tmp_path / "plan.json"
+    small_plan.to_json(path)
+    back = Plan.load(path)
+    assert back == small_plan
+
+
+def test_same_inputs_same_plan_when_the_budget_does_not_bind():
+    s = scenario([chain("a", 100, [0.001, 0.004, 0.004]), chain("b", 80, [0.001, 0.002, 0.006])],
+                 nodes=3, cores=0.5)
+    one, two = plan(s, options=Options(budget_s=30, rounds=5)), plan(s, options=Options(budget_s=30, rounds=5))
+    assert one.assignment == two.assignment
+    assert one.candidates == two.candidates
+
+
+def test_replanning_an_unchanged_scenario_moves_little(small_plan):
+    again = plan(SMALL, previous=small_plan, options=FAST)
+    moved = [pe for pe in small_plan.candidates if set(small_plan.candidates[pe]) != set(again.candidates[pe])]
+    assert len(moved) <= max(1, int(0.1 * len(small_plan.candidates)))
+    assert again.importance >= 0.98 * small_plan.importance
+
+
+def test_soda_keeps_more_traffic_on_node_than_rr_and_rand(small_plan):
+    assert small_plan.affinity > rr(SMALL).affinity
+    assert small_plan.affinity > rand(SMALL).affinity
+    assert small_plan.importance > rr(SMALL).importance
+
+
+def test_cli_plan_writes_json_and_reads_it_back(tmp_path):
+    spec = tmp_path / "s.yaml"
+    runner = CliRunner()
+    assert runner.invoke(app, ["generate", "lsd", "--set", "nodes=4", "--set", "jobs=6", "--set", "pes=30",
+                               "--set", "demand_cores=20", "-o", str(spec)]).exit_code == 0
+    out = tmp_path / "p.json"
+    res = runner.invoke(app, ["plan", str(spec), "--budget", "2s", "--json", str(out)])
+    assert res.exit_code == 0, res.output
+    assert json.loads(out.read_text())["planner"] == "soda"
+    res = runner.invoke(app, ["plan", str(spec), "--budget", "2s", "--previous", str(out)])
+    assert res.exit_code == 0, res.output
+
+
+def test_cli_rejects_bad_input_with_exit_2(tmp_path):
+    runner = CliRunner()
+    spec = tmp_path / "s.yaml"
+    import yaml
+
+    jobs = [chain("a", 100, [0.001, 0.01], required=True, cpu_min=0.4),
+            chain("b", 100, [0.001, 0.01], required=True, cpu_min=0.4)]
+    spec.write_text(yaml.safe_dump({"cluster": {"nodes": [{"name": "n0", "cores": 1}]}, "jobs": jobs}))
+    res = runner.invoke(app, ["plan", str(spec)])
+    assert res.exit_code == 2
+    assert "total cpu" in res.output
+    res = runner.invoke(app, ["plan", str(spec), "--budget", "fast"])
+    assert res.exit_code == 2
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    ok = tmp_path / "ok.yaml"
+    ok.write_text(yaml.safe_dump({"cluster": {"nodes": [{"name": "n0", "cores": 1}]}, "jobs": jobs[:1]}))
+    res = runner.invoke(app, ["plan", str(ok), "--previous", str(bad)])
+    assert res.exit_code == 2
+    assert "bad.json" in res.output
