@@ -1,0 +1,179 @@
+"""AutoFlow in the simulator: the experimental setting and what is measured (not a policy).
+
+The setting follows AutoFlow's evaluation on Ray: a keyed aggregation whose
+instances are single-threaded actors, so an instance's load is its node's
+load and a hot instance backs up (backpressure) while the others idle. Built
+from the ``skewed`` generator (Zipf keys, optional hot-key drift): every
+instance of the keyed operator gets its own one-core node, and the source and
+the sink share an extra ``io`` node.
+
+``run`` drives one simulation with one routing policy — ``static`` (hash
+routing, never changed), ``live`` (AutoFlow with the marker protocol) or
+``stop`` (the same decisions, enforced stop-the-world) — records the
+instances' imbalance every window, and reduces the simulator's tables to the
+figures the benchmarks report. Every run ends with a drain and checks exactly
+once: per-key sink aggregates against the offline reference, and conservation.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from strata.balance.controller import AutoFlow
+from strata.balance.hotspot import BalanceConfig
+from strata.balance.loads import imbalance, window_loads
+from strata.balance.lpt import best_imbalance_bounds
+from strata.generators import skewed
+from strata.model import Scenario
+from strata.sim import Observation, Simulation
+from strata.sim.reference import sink_totals
+
+PE = "skewed0.agg"
+POLICIES = ("static", "live", "stop")
+
+
+def actor_scenario(zipf_s: float, drift_period_s: float | None = None, instances: int = 8, rate: float = 4000.0,
+                   load: float = 0.7, keys: int = 10000, key_groups: int = 128, state_bytes_per_key: int = 1024,
+                   seed: int = 1) -> tuple[Scenario, dict[str, Any]]:
+    """One keyed aggregation over Zipf(``zipf_s``) keys; instance i of it alone on one-core node n<i>.
+
+    ``load`` is the mean utilisation of the aggregation's instances at the
+    nominal rate. Returns the scenario and the placement.
+    """
+    doc = skewed(seed=seed, zipf_s=zipf_s, keys=keys, drift_period_s=drift_period_s, instances=instances,
+                 key_groups=key_groups, rate=rate, nodes=instances, cores=1, load=load,
+                 state_bytes_per_key=state_bytes_per_key)
+    doc["cluster"]["nodes"] = [{"name": "io", "cores": 2}]
+    placement = {"skewed0.src": "io", "skewed0.out": "io", PE: [f"n{i}" for i in range(instances)]}
+    return Scenario.model_validate(doc), placement
+
+
+@dataclass
+class Window:
+    """One control window of the keyed operator, as observed."""
+
+    time: float
+    imbalance: float  # max / mean busy time of the instances in the window
+    best_low: float  # bounds on the best imbalance any table reaches with this window's key-group loads
+    best_lpt: float
+    migrating: int  # key groups moving at the end of the window
+
+
+@dataclass
+class Recorder:
+    """A periodic observer: the instances' imbalance per window, next to the best achievable (LPT)."""
+
+    pe: str = PE
+    until: float = math.inf
+    windows: list[Window] = field(default_factory=list)
+
+    def __call__(self, obs: Observation) -> None:
+        if obs.now > self.until:
+            return
+        busy = [i.busy for i in obs.instances if i.pe == self.pe]
+        groups = window_loads(obs.key_groups).get(self.pe)
+        low, lpt_imb = best_imbalance_bounds(groups.load, len(busy)) if groups else (1.0, 1.0)
+        self.windows.append(Window(obs.now, imbalance(busy), low, lpt_imb,
+                                   sum(1 for pe, _ in obs.migrating if pe == self.pe)))
+
+
+@dataclass
+class Run:
+    """One simulation's outcome."""
+
+    policy: str
+    sim: Simulation
+    windows: list[Window]
+    balancer: AutoFlow | None
+    duration: float
+    output_time: np.ndarray  # completion time of every sink output (to the bin), in output order
+    latency: np.ndarray  # its end-to-end latency, s
+    records: np.ndarray  # records it stands for
+    exactly_once: bool
+    conserved: bool
+
+    def migration_intervals(self, settle_s: float) -> list[tuple[float, float]]:
+        """[requested, installed + settle_s] of every move that changed an owner."""
+        mig = self.sim.metrics.migrations()
+        mig = mig[mig.src != mig.dst]
+        return [(float(r), float(i) + settle_s) for r, i in zip(mig.requested, mig.installed, strict=True)]
+
+    def percentiles(self, mask: np.ndarray) -> dict[str, float]:
+        """Records-weighted p50/p99 latency of the outputs selected by ``mask`` (nan when empty)."""
+        lat, n = self.latency[mask], self.records[mask]
+        if n.sum() == 0:
+            return {"records": 0, "p50": math.nan, "p99": math.nan}
+        order = np.argsort(lat, kind="stable")
+        lat, cum = lat[order], np.cumsum(n[order])
+        q = {p: float(lat[np.searchsorted(cum, p * cum[-1], side="left")]) for p in (0.5, 0.99)}
+        return {"records": int(cum[-1]), "p50": q[0.5], "p99": q[0.99]}
+
+    def summary(self, warmup: float, settle_s: float = 1.0) -> dict[str, Any]:
+        """Headline figures: throughput, imbalance, latency by phase, migrations, exactly once.
+
+        An output is "during migration" when it completes while a move is in
+        progress or within ``settle_s`` after it ends. Phases: ``converging``
+        (before ``warmup``: the first rounds, from the hash table), then after
+        ``warmup`` and before the sources stop, ``during_migration`` and
+        ``steady`` (every other output).
+        """
+        t = self.output_time
+        in_run = t < self.duration
+        during = np.zeros(len(t), dtype=bool)
+        for a, b in self.migration_intervals(settle_s):
+            during |= (t >= a) & (t <= b)
+        late = in_run & (t >= warmup)
+        mig = self.sim.metrics.migrations()
+        moved = mig[mig.src != mig.dst]
+        took = (moved.installed - moved.requested).to_numpy()
+        windows = [w for w in self.windows if w.time <= self.duration]
+        after = [w for w in windows if w.time > warmup]
+        return {
+            "policy": self.policy,
+            "throughput": float(self.records[in_run].sum() / self.duration),
+            "overall": self.percentiles(in_run),
+            "converging": self.percentiles(in_run & (t < warmup)),
+            "during_migration": self.percentiles(late & during),
+            "steady": self.percentiles(late & ~during),
+            "imbalance_after_warmup": float(np.mean([w.imbalance for w in after])) if after else math.nan,
+            "best_lpt_after_warmup": float(np.mean([w.best_lpt for w in after])) if after else math.nan,
+            "migrations": len(moved),
+            "migration_s_p50": float(np.median(took)) if len(took) else math.nan,
+            "migration_s_max": float(took.max()) if len(took) else math.nan,
+            "moved_bytes": float(moved.bytes.sum()),
+            "exactly_once": self.exactly_once,
+            "conserved": self.conserved,
+        }
+
+
+def run(policy: str, scenario: Scenario, placement: dict[str, Any], duration: float, window_s: float = 2.0,
+        config: BalanceConfig | None = None, smoothing: float = 1.0, seed: int = 1, drain: float = 120.0,
+        bin_s: float = 0.05) -> Run:
+    """Simulate ``duration`` seconds under ``policy``, then drain and check exactly once.
+
+    The balancer and the recorder act only while the sources run (the drain's
+    windows are not a workload). Output times are known to ``bin_s``.
+    """
+    if policy not in POLICIES:
+        raise ValueError(f"policy: expected one of {POLICIES}; found {policy!r}")
+    recorder = Recorder(until=duration)
+    balancer = None if policy == "static" else AutoFlow(config or BalanceConfig(), mode=policy, smoothing=smoothing)
+    controllers: list[tuple[float, Any]] = [(window_s, recorder)]
+    if balancer is not None:
+        controllers.append((window_s, lambda obs: balancer(obs) if obs.now <= duration else None))
+    sim = Simulation(scenario, seed=seed, placement=placement, controllers=controllers, record_inputs=True,
+                     bin_s=bin_s)
+    sim.run(duration, drain=drain)
+    job = next(iter(sim.metrics.lat))
+    latency = np.frombuffer(sim.metrics.lat[job], dtype=float).copy()
+    records = np.frombuffer(sim.metrics.lat_n[job], dtype=np.int64).copy()
+    # Outputs are appended in completion order, as are the per-bin output counts: align the two.
+    per_bin = np.cumsum(np.asarray(sim.metrics.out_bins[job]))
+    output_time = np.searchsorted(per_bin, np.cumsum(records), side="left") * bin_s
+    conserved = bool(sim.metrics.conservation().balanced.all())
+    return Run(policy, sim, recorder.windows, balancer, duration, output_time, latency, records,
+               sink_totals(sim) == sim.metrics.sink_totals(), conserved)
