@@ -1,0 +1,123 @@
+"""The engine-neutral contract between the hierarchy controller and an engine (DESIGN.md, rules 1–2).
+
+An engine (``strata.sim`` through :mod:`strata.hierarchy.sim_engine`, Spark
+through ``strata.spark.control``) implements :class:`Engine`: it turns the
+world into an :class:`Observation` and enforces :class:`Decisions`. Nothing in
+an engine decides; the :class:`~strata.hierarchy.controller.Controller` is a
+pure function of observations (time comes in them) and its own memory.
+
+The window measurements reuse the simulator's plain-data types
+(:class:`strata.sim.observe.Observation`, re-exported here as
+:data:`WindowStats`; :class:`~strata.sim.hooks.KeyGroupLoad`,
+:class:`~strata.sim.hooks.Move`): they carry nothing simulator-specific. An
+engine that cannot measure a field leaves it empty (Spark has no per-node
+dispatch queues: ``queue_lengths={}``); the controller treats empty as
+"unknown", never as zero load.
+
+Contract, one control step::
+
+    obs = engine.observe()                # Observation (plain data, a snapshot)
+    decisions = controller.step(obs)      # pure policy
+    engine.apply(decisions)               # enforce; fields left None mean "unchanged"
+
+Every field of :class:`Decisions` is owned by exactly one level (the
+``owner`` column in docs/hierarchy.md); the controller never emits two values
+for one thing in one step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
+
+from strata.sim.hooks import KeyGroupLoad, Move
+from strata.sim.observe import InstanceLoad, LatencyStats
+from strata.sim.observe import Observation as WindowStats
+
+__all__ = [
+    "Decisions", "Engine", "InstanceLoad", "KeyGroupLoad", "LatencyStats", "Move", "Observation", "Placement",
+    "WindowStats",
+]
+
+Placement = dict[str, list[tuple[str, float]]]
+"""PE → one ``(node, cpu cores)`` per instance, in instance order (SODA's fractional assignment made concrete)."""
+
+
+@dataclass(frozen=True)
+class Observation:
+    """What an engine exposes at one control step: the window's measurements plus engine state.
+
+    ``window`` is the measurement over ``[window.start, window.now)``: per-key-group
+    and per-instance loads, node utilisation, per-job latency (p50/p95/p99 and
+    deadline-miss rate), PE output rates, source ingest, routing, placement,
+    migrations in flight, records dropped by reason. ``nodes_down``: nodes the
+    engine knows to be lost (the node-loss signal). ``templates``: job →
+    template running now (absent: not running). ``dispatch``: the L2 strategy
+    in force (``strata.dispatch.STRATEGIES`` name) or None if the engine has no
+    L2 gate. ``units``: units of work (messages or micro-batches) completed in
+    the window, and ``unit_records`` their mean size in records — the
+    emergent learner's features and its safe switching points.
+    """
+
+    window: WindowStats
+    nodes_down: frozenset[str] = frozenset()
+    templates: Mapping[str, str] = field(default_factory=dict)
+    dispatch: str | None = None
+    units: int = 0
+    unit_records: float = 0.0
+
+    @property
+    def now(self) -> float:
+        return self.window.now
+
+
+@dataclass
+class Decisions:
+    """What the controller asks an engine to enforce at one step. ``None`` = leave as is.
+
+    - ``admitted`` (L0): job → template for every job that should run; a running
+      job absent from it is stopped (Spark: query stopped; sim: sources paused).
+    - ``cpu_share`` (L0): job → cores it is entitled to. Spark: the job's FAIR
+      pool weight ∝ this; the simulator receives the PE-level split in ``placement``.
+    - ``placement`` (L0, cpu and nodes; L1 may change only the instance *count*
+      of a keyed PE inside L0's node and cpu budget): PE → [(node, cpu)] per
+      instance, for engines that place. Only PEs that change are listed.
+    - ``rate_limits`` (L0, SODA microQ pacing): source PE → records/s (None lifts
+      the cap); ``limit_mode`` 'defer' (no record lost) or 'drop' (shedding jobs only).
+    - ``moves`` (L1): key-group moves, AutoFlow's live protocol by default.
+    - ``dispatch`` (meta, learner): name of the L2 strategy to run from the next
+      unit of work on; engines switch between units, never inside one.
+    - ``epoch``: the controller's epoch counter; ``replan``: the components
+      (job names, or ``"*"`` for a full epoch) re-planned in this step, and
+      ``reasons``: the signals that caused it — for logs and reports only.
+    """
+
+    epoch: int
+    admitted: dict[str, str] | None = None
+    cpu_share: dict[str, float] | None = None
+    placement: Placement | None = None
+    rate_limits: dict[str, float | None] | None = None
+    limit_mode: str = "defer"
+    moves: list[Move] = field(default_factory=list)
+    dispatch: str | None = None
+    replan: tuple[str, ...] = ()
+    reasons: tuple[str, ...] = ()
+
+    def empty(self) -> bool:
+        """True when enforcing this changes nothing."""
+        return (self.admitted is None and self.cpu_share is None and self.placement is None
+                and self.rate_limits is None and not self.moves and self.dispatch is None)
+
+
+@runtime_checkable
+class Engine(Protocol):
+    """An engine the controller can run: a snapshot out, decisions in. No decisions inside."""
+
+    def observe(self) -> Observation:
+        """The world since the previous call (the first call: since the start)."""
+        ...
+
+    def apply(self, decisions: Decisions) -> None:
+        """Enforce ``decisions``; fields left None are unchanged. Raise ValueError naming a bad entry."""
+        ...
