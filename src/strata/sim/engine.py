@@ -78,6 +78,7 @@ _CODES = {OperatorKind.SOURCE: SOURCE, OperatorKind.FILTER: PASS, OperatorKind.M
           OperatorKind.JOIN: KEYED, OperatorKind.KEYED_STATEFUL: KEYED,
           OperatorKind.WINDOW_AGGREGATE: WINDOW, OperatorKind.SINK: SINK}
 CONTROL_BYTES = 64.0
+_DATA = Kind.DATA
 _INF = float("inf")
 
 Controller = Callable[[Observation], "Actions | Iterable[Move] | Move | None"]
@@ -114,6 +115,7 @@ class Simulation:
         self.latency = network_latency
         self.wm_interval = watermark_interval
         self.bin_s = bin_s
+        self._inv_bin = 1.0 / bin_s
         self.record_inputs = record_inputs
         self.factory: DispatchFactory = dispatch or fifo
         self.graph = graph = joined_graph(scenario, templates)
@@ -137,8 +139,8 @@ class Simulation:
             if op.kind is OperatorKind.SOURCE:
                 rt.stream = SourceStream(op.source, seed, i, batch, base_dir)
             self.pes[pe] = rt
-        self._exponential = {pe: (service if isinstance(service, str) else service.get(pe, "deterministic"))
-                             == "exponential" for pe in order}
+        for pe, rt in self.pes.items():
+            rt.exp = (service if isinstance(service, str) else service.get(pe, "deterministic")) == "exponential"
         bad = {s for s in ([service] if isinstance(service, str) else service.values())
                if s not in ("deterministic", "exponential")}
         if bad:
@@ -183,7 +185,9 @@ class Simulation:
                 rt.instances.append(inst)
                 self.instances.append(inst)
             if rt.keyed:
-                rt.route = [g % len(rt.instances) for g in range(rt.groups)]
+                rt.route[:] = [g % len(rt.instances) for g in range(rt.groups)]
+        for rt in self.pes.values():
+            rt.outs = [(d, bpr, d.keyed, d.groups, d.route, d.instances, d.code == WINDOW) for d, bpr in rt.down]
         for pe in order:
             rt = self.pes[pe]
             rt.upstream = [i for u in graph.predecessors(pe) for i in self.pes[u].instances]
@@ -289,7 +293,7 @@ class Simulation:
 
     def _service(self, pe: PeRt, records: int) -> float:
         cost = records * pe.cost
-        if self._exponential[pe.name]:
+        if pe.exp:
             if not self._exp:
                 self._exp = self._svc_rng.standard_exponential(4096).tolist()
             cost *= self._exp.pop()
@@ -322,10 +326,10 @@ class Simulation:
         """Put ``msg`` on the channel src → dst: at once on one node, else through src's NIC."""
         node = src.node
         if dst.node is node:
-            self.metrics.local_bytes(now, nbytes)
+            self.metrics.local[int(now * self._inv_bin)] += nbytes
             self._deliver(dst, msg, now)
             return
-        self.metrics.remote_bytes(now, nbytes)
+        self.metrics.remote[int(now * self._inv_bin)] += nbytes
         start = node.nic_free if node.nic_free > now else now
         node.nic_free = start + nbytes / node.nic
         arrive = node.nic_free + self.latency
@@ -499,7 +503,13 @@ class Simulation:
         service = msg.cost
         records = msg.records
         node.policy.completed(msg, service, now)
-        self.metrics.busy(inst, now - service, now)
+        inst.busy += service
+        node.busy += service
+        b1 = int(now * self._inv_bin)
+        if int((now - service) * self._inv_bin) == b1:
+            node.busy_bins[b1] += service
+        else:
+            self.metrics.split_busy(node, now - service, now)
         pe.done += records
         inst.records += records
         g = msg.key_group
@@ -508,7 +518,24 @@ class Simulation:
             pe.kg_records[g] += records
         code = pe.code
         key = msg.key
-        if code == SINK:
+        if code in (PASS, SOURCE):
+            n = records if code == SOURCE or pe.sel == 1.0 else outputs(records, pe.sel, msg.uid, pe.salt)
+            if n:
+                self.emit(inst, now, key, msg.value, n, msg.uid, msg.event_time)
+        elif code == KEYED:
+            st = inst.state.get(g)
+            if st is None:
+                st = inst.state[g] = {}
+            acc = st.get(key)
+            if acc is None:
+                st[key] = [records, records * msg.value]
+            else:
+                acc[0] += records
+                acc[1] += records * msg.value
+            n = outputs(records, pe.sel, msg.uid, pe.salt)
+            if n:
+                self.emit(inst, now, key, msg.value, n, msg.uid, msg.event_time)
+        elif code == SINK:
             self.metrics.output(pe, now, now - msg.event_time, records)
             tot = pe.sink_totals.get(key)
             if tot is None:
@@ -516,14 +543,15 @@ class Simulation:
             else:
                 tot[0] += records
                 tot[1] += records * msg.value
-        elif code == WINDOW:
+        else:
             wmap = inst.state.get(g)
             if wmap is None:
                 wmap = inst.state[g] = {}
             et = msg.event_time
-            lateness = pe.lateness
-            for k in window_starts(et, pe.size, pe.slide):
-                if k * pe.slide + pe.size + lateness <= inst.wm:
+            size, slide = pe.size, pe.slide
+            horizon = inst.wm - size - pe.lateness
+            for k in window_starts(et, size, slide):
+                if k * slide <= horizon:
                     pe.dropped["late"] = pe.dropped.get("late", 0) + records
                     continue
                 win = wmap.get(k)
@@ -531,30 +559,15 @@ class Simulation:
                     win = wmap[k] = {}
                     inst.win_starts.add(k)
                 win[key] = accumulate(win.get(key), records, msg.value, et)
+        ch = inst.chans[msg.upstream]
+        counts = ch.counts
+        left = counts[msg.epoch] - 1
+        if left:
+            counts[msg.epoch] = left
         else:
-            if code == KEYED:
-                st = inst.state.get(g)
-                if st is None:
-                    st = inst.state[g] = {}
-                acc = st.get(key)
-                if acc is None:
-                    st[key] = [records, records * msg.value]
-                else:
-                    acc[0] += records
-                    acc[1] += records * msg.value
-            n = outputs(records, pe.sel, msg.uid, pe.salt) if code != SOURCE else records
-            if n:
-                self.emit(inst, now, key, msg.value, n, msg.uid, msg.event_time)
-        ch = inst.chans.get(msg.upstream)
-        if ch is not None:
-            counts = ch.counts
-            left = counts.get(msg.epoch, 0) - 1
-            if left > 0:
-                counts[msg.epoch] = left
-            else:
-                counts.pop(msg.epoch, None)
-                if ch.ctrl:
-                    self.release(inst, ch, now)
+            del counts[msg.epoch]
+            if ch.ctrl:
+                self.release(inst, ch, now)
         if pe.paused and not pe.running:
             self.migrations.on_drained(pe, now)
         self._offer(node, now)
@@ -563,25 +576,40 @@ class Simulation:
              event_time: float) -> None:
         """Send ``records`` output records of one key to every downstream PE."""
         pe = inst.pe
-        self.metrics.produced(pe, now, records)
-        for j, (d, bpr) in enumerate(pe.down):
-            instances = d.instances
-            if d.keyed:
-                g = key_group(key, d.groups)
-                dst = instances[d.route[g]]
+        pe.produced += records
+        b = int(now * self._inv_bin)
+        pe.out_bins[b] += records
+        metrics = self.metrics
+        rr = inst.rr
+        src_node = inst.node
+        for j, (d, bpr, keyed, groups, route, instances, windowed) in enumerate(pe.outs):
+            if keyed:
+                g = key_group(key, groups)
+                dst = instances[route[g]]
             else:
                 g = -1
-                if len(instances) == 1:
+                n = len(instances)
+                if n == 1:
                     dst = instances[0]
                 else:
-                    dst = instances[inst.rr[j] % len(instances)]
-                    inst.rr[j] += 1
-            frontier = window_due(event_time, d.size, d.slide, d.lateness) if d.code == WINDOW else event_time
+                    dst = instances[rr[j] % n]
+                    rr[j] += 1
+            cost = records * d.cost
+            if d.exp:
+                if not self._exp:
+                    self._exp = self._svc_rng.standard_exponential(4096).tolist()
+                cost *= self._exp.pop()
             self._seq += 1
-            msg = Message(self._seq, d.job, d.name, dst.index, inst.gid, now, event_time, frontier, key, g,
-                          self._service(d, records), Kind.DATA, 0.0, None, records, uid, value)
+            msg = Message(self._seq, d.job, d.name, dst.index, inst.gid, now, event_time,
+                          window_due(event_time, d.size, d.slide, d.lateness) if windowed else event_time,
+                          key, g, cost, _DATA, 0.0, None, records, uid, value)
             d.sent += records
-            self.send(inst, dst, msg, bpr * records, now)
+            nbytes = bpr * records
+            if dst.node is src_node:
+                metrics.local[b] += nbytes
+                self._deliver(dst, msg, now)
+            else:
+                self.send(inst, dst, msg, nbytes, now)
 
     def fire(self, inst: InstanceRt, now: float) -> None:
         """Emit every window of ``inst`` whose due time its watermark has reached."""
@@ -640,7 +668,7 @@ class Simulation:
             "out": {pe.name: pe.done for pe in self.pes.values()},
             "gen": {pe.name: pe.generated for pe in self.pes.values() if pe.stream is not None},
             "lat": {job: len(arr) for job, arr in self.metrics.lat.items()},
-            "produced": dict(self.metrics.produced_total),
+            "produced": {pe.name: pe.produced for pe in self.pes.values()},
         }
 
     def observe(self, since: dict, start: float) -> Observation:
@@ -672,12 +700,11 @@ class Simulation:
                 latency[job] = _stats(np.frombuffer(arr, dtype=float)[k:],
                                       np.frombuffer(self.metrics.lat_n[job], dtype=np.int64)[k:],
                                       self.scenario.job[job].target_latency_s)
-        produced = self.metrics.produced_total
         return Observation(
             now=now, start=start, key_groups=tuple(kgs), instances=tuple(loads),
             node_utilisation=util, queue_lengths={n.name: len(n.policy) for n in self.nodes},
             latency=latency,
-            rates={pe: (produced.get(pe, 0) - since["produced"].get(pe, 0)) / span for pe in self.pes},
+            rates={name: (pe.produced - since["produced"][name]) / span for name, pe in self.pes.items()},
             ingest={pe: (self.pes[pe].generated - g0) / span for pe, g0 in since["gen"].items()},
             routing={pe.name: tuple(pe.route) for pe in self.pes.values() if pe.keyed},
             placement={pe.name: tuple(i.node.name for i in pe.instances) for pe in self.pes.values()},

@@ -33,7 +33,7 @@ from strata.sim.runtime import EV_DELIVER, SINK
 
 if TYPE_CHECKING:
     from strata.sim.engine import Simulation
-    from strata.sim.runtime import InstanceRt, PeRt
+    from strata.sim.runtime import NodeRt, PeRt
 
 
 class Metrics:
@@ -49,7 +49,6 @@ class Metrics:
         self.out_bins: dict[str, list[float]] = {j: [] for j in jobs}
         self.local: list[float] = []
         self.remote: list[float] = []
-        self.produced_total: dict[str, int] = {}
         self.deferred = 0
         self.failures: list[tuple[str, float, float | None]] = []
 
@@ -72,21 +71,11 @@ class Metrics:
         self.lat_n[pe.job].append(records)
         self.out_bins[pe.job][int(now / self.bin_s)] += records
 
-    def produced(self, pe: PeRt, now: float, records: int) -> None:
-        self.produced_total[pe.name] = self.produced_total.get(pe.name, 0) + records
-        pe.out_bins[int(now / self.bin_s)] += records
-
-    def busy(self, inst: InstanceRt, start: float, end: float) -> None:
-        d = end - start
-        inst.busy += d
-        node = inst.node
-        node.busy += d
+    def split_busy(self, node: NodeRt, start: float, end: float) -> None:
+        """Spread a service spanning several bins over them."""
         bins = node.busy_bins
         w = self.bin_s
         b0, b1 = int(start / w), int(end / w)
-        if b0 == b1:
-            bins[b0] += d
-            return
         bins[b0] += (b0 + 1) * w - start
         for b in range(b0 + 1, b1):
             bins[b] += w

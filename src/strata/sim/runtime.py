@@ -68,6 +68,7 @@ class PeRt:
         "done",
         "down",
         "dropped",
+        "exp",
         "generated",
         "groups",
         "index",
@@ -83,7 +84,9 @@ class PeRt:
         "needs_wm",
         "op",
         "out_bins",
+        "outs",
         "paused",
+        "produced",
         "route",
         "rr",
         "running",
@@ -113,6 +116,9 @@ class PeRt:
         self.route: list[int] = []
         self.instances: list[InstanceRt] = []
         self.down: list[tuple[PeRt, float]] = []  # (downstream PE, bytes per record)
+        self.outs: list[tuple] = []  # down, unpacked for the engine's emit loop
+        self.exp = False  # exponential service times
+        self.produced = 0
         self.upstream: list[InstanceRt] = []  # every instance feeding this PE
         self.cost = op.cost_per_record
         self.sel = op.selectivity
