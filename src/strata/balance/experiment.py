@@ -31,6 +31,7 @@ from strata.generators import skewed
 from strata.model import Scenario
 from strata.sim import Observation, Simulation
 from strata.sim.reference import sink_totals
+from strata.sim.semantics import key_group
 
 PE = "skewed0.agg"
 POLICIES = ("static", "live", "stop")
@@ -50,6 +51,20 @@ def actor_scenario(zipf_s: float, drift_period_s: float | None = None, instances
     doc["cluster"]["nodes"] = [{"name": "io", "cores": 2}]
     placement = {"skewed0.src": "io", "skewed0.out": "io", PE: [f"n{i}" for i in range(instances)]}
     return Scenario.model_validate(doc), placement
+
+
+def expected_group_loads(zipf_s: float, keys: int = 10000, groups: int = 128, shift: int = 0) -> dict[int, float]:
+    """Share of records each key group receives under Zipf(``zipf_s``) keys (``shift``: drift steps so far).
+
+    The simulator draws rank r with probability ∝ 1/(r+1)^s and emits key
+    (r + shift) mod ``keys``; key → group is the simulator's own hash.
+    """
+    weights = 1.0 / np.arange(1, keys + 1, dtype=float) ** zipf_s
+    weights /= weights.sum()
+    out = dict.fromkeys(range(groups), 0.0)
+    for rank, w in enumerate(weights.tolist()):
+        out[key_group((rank + shift) % keys, groups)] += w
+    return out
 
 
 @dataclass
