@@ -1,0 +1,36 @@
+"""`strata simulate`: summary table, metrics files, located errors with exit code 2."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+from typer.testing import CliRunner
+
+from strata.cli import app
+from tests.conftest import EXAMPLES
+
+runner = CliRunner()
+
+
+def test_simulate_prints_summary_and_writes_tables(tmp_path):
+    out = tmp_path / "m"
+    result = runner.invoke(app, ["simulate", str(EXAMPLES / "pipeline.yaml"), "--duration", "5", "--seed", "2",
+                                 "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert "alerts" in result.output and "p99 ms" in result.output
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["sim_seconds"] == 5 and summary["generated"] > 0
+    cons = pd.read_parquet(out / "conservation.parquet")
+    assert cons.balanced.all()
+    assert set(pd.read_parquet(out / "latency.parquet").job) == {"alerts", "counts"}
+
+
+def test_simulate_rejects_bad_input_with_exit_2(tmp_path):
+    result = runner.invoke(app, ["simulate", str(EXAMPLES / "pipeline.yaml"), "--duration", "0"])
+    assert result.exit_code == 2
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("cluster: {nodes: []}\njobs: []\n")
+    assert runner.invoke(app, ["simulate", str(bad)]).exit_code == 2
+    result = runner.invoke(app, ["simulate", str(EXAMPLES / "pipeline.yaml"), "--batch", "0"])
+    assert result.exit_code == 2
