@@ -66,6 +66,7 @@ class PipelineOptions:
     available_now: bool = False
     managed: frozenset[str] | None = None
     state_partitions: int = 2
+    start_row: int = 0  # first generated record this query reads (a template switch resumes here)
 
     def is_managed(self, op: Operator) -> bool:
         if op.kind not in AGGREGATIONS:
@@ -228,7 +229,7 @@ class Pipeline:
         o = self.options
         opts = generator_options(op.source, clock=o.clock, end_s=o.end_s, epoch=o.epoch, tick_s=o.tick_s,
                                  partitions=o.input_partitions, max_rows_per_batch=o.max_rows_per_batch,
-                                 control_file=self.rate_cap.path)
+                                 control_file=self.rate_cap.path, start_row=o.start_row)
         return self.spark.readStream.format(GENERATOR).options(**opts).load()
 
     def _file_source(self, op: Operator):

@@ -114,6 +114,7 @@ class GeneratorStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         self.splits = max(1, int(options.get("partitions", 2)))
         cap = options.get("max_rows_per_batch")
         self.default_cap = int(cap) if cap else None
+        self.start_row = int(options.get("start_row", 0))
         self.cap = RateCap(options["control_file"]) if options.get("control_file") else None
         self.timeline = Timeline(self.spec, self.tick_s)
         self.frozen_now: float | None = None
@@ -134,7 +135,7 @@ class GeneratorStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         return self.timeline.rows_before_tick(max(0, min(limits)))
 
     def initialOffset(self) -> dict:
-        return {"row": 0, "epoch": self.epoch if self.epoch is not None else time.time()}
+        return {"row": self.start_row, "epoch": self.epoch if self.epoch is not None else time.time()}
 
     def getDefaultReadLimit(self) -> ReadLimit:
         return ReadMaxRows(self.default_cap) if self.default_cap else ReadAllAvailable()
@@ -188,11 +189,11 @@ def register(spark) -> None:
 def generator_options(spec: SourceSpec, *, clock: str = "wall", end_s: float | None = None,
                       epoch: float | None = None, tick_s: float = 0.1, partitions: int = 2,
                       max_rows_per_batch: int | None = None, control_file: str | Path | None = None,
-                      ) -> dict[str, str]:
+                      start_row: int = 0) -> dict[str, str]:
     """The reader options for one generated source, as strings."""
     opts = {"spec": spec.model_dump_json(), "clock": clock, "tick_s": str(tick_s), "partitions": str(partitions)}
     for key, value in (("end_s", end_s), ("epoch", epoch), ("max_rows_per_batch", max_rows_per_batch),
-                       ("control_file", control_file)):
+                       ("control_file", control_file), ("start_row", start_row or None)):
         if value is not None:
             opts[key] = str(value)
     return opts
