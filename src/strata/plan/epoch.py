@@ -86,8 +86,9 @@ def plan(scenario: Scenario, previous: Plan | None = None, options: Options | No
               else {n: 1.0 / len(parts) for n in parts} for pe, parts in w.assignment.items()}
     nominal = {pe: {n: mq.goals.get(pe, 0.0) * f for n, f in shares[pe].items()} for pe in shares}
     mw = micro_w(cluster, mq.goals, w.candidates, nominal, prev_assign, opt.limits, d)
+    against = "the previous epoch" if previous else "macroW's nominal split"
     phases.append(Phase("microW", clock() - t0, d, mw.status,
-                        mw.detail + f"; change {mw.change:.3g} cores on {mw.nodes_touched} nodes"))
+                        mw.detail + f"; {mw.change:.3g} cores changed on {mw.nodes_touched} nodes vs {against}"))
 
     assignment = {pe: (parts or dict.fromkeys(w.candidates[pe], 0.0)) for pe, parts in mw.assignment.items()}
     return finish(scenario, "soda", q.admitted, q.rejected, q.templates, mq.goals, w.candidates, assignment,

@@ -93,14 +93,17 @@ class _Evaluator:
         self.points = GRID_POINTS[0]
         self.evaluations = 0
         self.timed_out = False
+        self.last = 0.0  # seconds the last evaluation took
+        self.needs = {(j.id, t.name): (t.cpu_min, t.memory) for j in scenario.jobs for t in j.templates}
 
     def left(self) -> float:
-        return self.deadline - self.clock()
+        """Seconds left, less what one more evaluation is expected to take."""
+        return self.deadline - self.clock() - self.last
 
     def feasible(self, templates: Mapping[str, str]) -> str | None:
         """None if the minimum cpu and memory fit, else the binding constraint."""
-        cpu = sum(self.scenario.job[j].template(t).cpu_min for j, t in templates.items())
-        mem = sum(self.scenario.job[j].template(t).memory for j, t in templates.items())
+        cpu = sum(self.needs[jt][0] for jt in templates.items())
+        mem = sum(self.needs[jt][1] for jt in templates.items())
         if cpu > self.capacity + 1e-9:
             return f"Σ cpu_min {cpu:g} > {self.capacity:g} cores"
         if mem > self.memory:
@@ -126,6 +129,7 @@ class _Evaluator:
         if self.feasible(templates) is not None:
             return None
         self.evaluations += 1
+        began = self.clock()
         graph = joined_graph(self.scenario, dict(templates))
         comps = sorted(tuple(sorted(c)) for c in nx.weakly_connected_components(graph))
         curves = [self.curve(graph, c, templates) for c in comps]
@@ -134,6 +138,7 @@ class _Evaluator:
             budgets = rap.greedy(curves, self.capacity)
         else:
             budgets = rap.dynamic(curves, self.capacity, self.step(curves))
+        self.last = self.clock() - began
         return Allocation(dict(templates), rap.total(curves, budgets), comps, curves, budgets, concave)
 
     def step(self, curves: list[Curve]) -> float:

@@ -22,6 +22,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import networkx as nx
+import numpy as np
 
 from strata.model import Cluster
 from strata.plan import mini_w
@@ -196,4 +197,55 @@ def macro_w(cluster: Cluster, graph: nx.DiGraph, goals: Mapping[str, float], rat
 
 
 def _candidates(p: Problem, assignment: Mapping[str, Mapping[str, float]]) -> dict[str, list[str]]:
-    return {pe: sorted(parts) for pe, parts in assignment.items()}
+    """Each PE's nodes, plus spare candidates that give microQ room where macroW overloaded a node.
+
+    The goals were set without node boundaries, so the chosen placement may put more cpu on a node
+    than it has. For every overloaded node, its largest groups get one more candidate each (while
+    they are under their candidate limit): the eligible node with the most room that memory,
+    exlocation and PEs-per-node allow, until the excess is covered.
+    """
+    idx = {name: i for i, name in enumerate(p.names)}
+    n_nodes = len(p.names)
+    load = np.zeros(n_nodes)
+    on = [dict[int, float]() for _ in p.groups]
+    for g, grp in enumerate(p.groups):
+        for pe in grp.pes:
+            for node, c in assignment[pe].items():
+                i = idx[node]
+                load[i] += c
+                on[g][i] = on[g].get(i, 0.0) + c
+    mem = np.zeros(n_nodes)
+    count = np.zeros(n_nodes, dtype=int)
+    occ: list[set[int]] = [set() for _ in range(n_nodes)]
+    for g, grp in enumerate(p.groups):
+        for i in on[g]:
+            mem[i] += grp.memory
+            count[i] += len(grp.pes)
+            occ[i].add(g)
+    room = p.cores - load
+    for n in [int(i) for i in np.argsort(room, kind="stable") if room[i] < -1e-9]:
+        for g in sorted(occ[n], key=lambda g: (-on[g].get(n, 0.0), g)):
+            grp = p.groups[g]
+            if room[n] >= -1e-9:
+                break
+            if len(on[g]) >= grp.limit:
+                continue
+            elig = p.eligible_arrays[g]
+            top = elig[np.argsort(-room[elig], kind="stable")[:16]]
+            for t in (int(t) for t in top):
+                if t in on[g] or room[t] <= 1e-9 or p.exclude[g] & occ[t]:
+                    continue
+                if mem[t] + grp.memory > p.memory[t] or (
+                        p.max_pes_per_node is not None and count[t] + len(grp.pes) > p.max_pes_per_node):
+                    continue
+                if grp.prev is not None and p.move_limit is not None and t not in grp.prev:
+                    continue
+                shift = min(-room[n], on[g].get(n, 0.0), room[t])
+                on[g][t] = 0.0
+                mem[t] += grp.memory
+                count[t] += len(grp.pes)
+                occ[t].add(g)
+                room[t] -= shift
+                room[n] += shift
+                break
+    return {pe: sorted(p.names[i] for i in on[g]) for g, grp in enumerate(p.groups) for pe in grp.pes}

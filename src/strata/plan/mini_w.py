@@ -60,7 +60,8 @@ class State:
             self.incident[a].append(e)
             if b != a:
                 self.incident[b].append(e)
-        self.eligible = [set(g.eligible) for g in p.groups]
+        self.eligible = p.eligible_sets
+        self.elig_arr = p.eligible_arrays
         for g, nodes in enumerate(self.where):
             for node in nodes:
                 self._occupy(g, node, +1)
@@ -169,6 +170,16 @@ class State:
             self._stream(e, +1)
 
 
+def _by_key(elig: np.ndarray, key: np.ndarray, first: int, full: bool):
+    """Eligible nodes in increasing ``key`` (ties by index): the ``first`` few, then (if ``full``) all."""
+    if len(elig) > first:
+        top = elig[np.argpartition(key[elig], first)[:first]]
+        yield from sorted(top.tolist(), key=lambda n: (key[n], n))
+        if not full:
+            return
+    yield from sorted(elig.tolist(), key=lambda n: (key[n], n))
+
+
 def _greedy_start(p: Problem) -> list[list[int]]:
     """Heaviest streams first; both ends on the node with the most room that can take them."""
     st = State(p, [[] for _ in p.groups])
@@ -181,21 +192,15 @@ def _greedy_start(p: Problem) -> list[list[int]]:
         grp = p.groups[g]
         need = grp.shards
         chosen: list[int] = []
-        st.where[g] = [0] * need  # shard count drives the per-shard bookkeeping below
-        pool = sorted(grp.eligible, key=lambda n: (-room(n), n))
-        for n in [*prefer, *pool]:
-            if len(chosen) == need:
-                break
-            if n in chosen:
-                continue
-            if _fits_new(st, g, n, chosen):
-                chosen.append(n)
-        if len(chosen) < need:
-            for n in pool:
+        # Most room first, cpu fit required; then anything feasible; the full node list only as a last resort.
+        for strict, full in ((True, False), (False, False), (False, True)):
+            for n in [*prefer, *_by_key(st.elig_arr[g], st.load - p.cores, need + 8, full)]:
                 if len(chosen) == need:
                     break
-                if n not in chosen and _fits_new(st, g, n, chosen, ignore_cpu=True):
+                if n not in chosen and _fits_new(st, g, n, chosen, ignore_cpu=not strict):
                     chosen.append(n)
+            if len(chosen) == need:
+                break
         if not chosen:
             raise RuntimeError(f"miniW: no feasible node for {grp.pes[0]}")
         st.where[g] = chosen
@@ -242,12 +247,14 @@ def _round_robin_start(p: Problem) -> list[list[int]]:
         if st.where[g]:
             continue
         chosen: list[int] = []
-        st.where[g] = [0] * grp.shards
-        for n in sorted(grp.eligible, key=lambda n: (st.count[n], n)):
+        for full in (False, True):
+            for n in _by_key(st.elig_arr[g], st.count.astype(float), grp.shards + 8, full):
+                if len(chosen) == grp.shards:
+                    break
+                if n not in chosen and _fits_new(st, g, n, chosen, ignore_cpu=True):
+                    chosen.append(n)
             if len(chosen) == grp.shards:
                 break
-            if _fits_new(st, g, n, chosen, ignore_cpu=True):
-                chosen.append(n)
         if not chosen:
             raise RuntimeError(f"miniW: no feasible node for {grp.pes[0]}")
         st.where[g] = chosen
@@ -293,12 +300,12 @@ def search(p: Problem, deadline: float, clock: Callable[[], float] = time.perf_c
 def _targets(st: State, g: int) -> list[int]:
     p = st.p
     near = [n for h, _ in sorted(p.neighbours[g], key=lambda x: -x[1])[:6] for n in st.where[h]]
-    elig = p.groups[g].eligible
+    elig = st.elig_arr[g]
     if len(elig) > 8:
         util = st.load[elig] * st.inv_cores[elig]
-        light = [elig[i] for i in np.argpartition(util, 3)[:3]]
+        light = elig[np.argpartition(util, 3)[:3]].tolist()
     else:
-        light = list(elig)
+        light = elig.tolist()
     seen, out = set(st.where[g]), []
     for n in near + light:
         if n not in seen:

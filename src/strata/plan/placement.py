@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import networkx as nx
 import numpy as np
@@ -57,6 +58,17 @@ class Problem:
     def pes_in(self, g: int) -> int:
         return len(self.groups[g].pes)
 
+    @cached_property
+    def eligible_sets(self) -> list[set[int]]:
+        """Each group's eligible nodes as a set; groups with the same list share one object."""
+        shared: dict[int, set[int]] = {}
+        return [shared.setdefault(id(g.eligible), set(g.eligible)) for g in self.groups]
+
+    @cached_property
+    def eligible_arrays(self) -> list[np.ndarray]:
+        shared: dict[int, np.ndarray] = {}
+        return [shared.setdefault(id(g.eligible), np.asarray(g.eligible, dtype=int)) for g in self.groups]
+
 
 def _union_find(items: list[str], pairs: list[tuple[str, str]]) -> dict[str, str]:
     parent = {i: i for i in items}
@@ -93,34 +105,46 @@ def build_problem(cluster: Cluster, graph: nx.DiGraph, goals: Mapping[str, float
     for pe in pes:
         members.setdefault(root[pe], []).append(pe)
     largest = max(n.cores for n in nodes)
+    node_memory = np.array([n.memory for n in nodes], dtype=float)
+    everyone = frozenset(range(len(nodes)))
+    by_labels: dict[frozenset[str], frozenset[int]] = {}
+    fitting: dict[tuple[frozenset[int], float], list[int]] = {}
+    most_cores: dict[int, float] = {}
     groups, group_of, problems = [], {}, []
     for key in sorted(members):
         ms = members[key]
         ops = [graph.nodes[p]["op"] for p in ms]
-        ok = set(range(len(nodes)))
+        ok = everyone
         why = []
         for p, op in zip(ms, ops, strict=True):
             c = op.constraints
             if c.required_labels:
-                ok &= {i for i, n in enumerate(nodes) if c.required_labels <= n.labels}
+                if c.required_labels not in by_labels:
+                    by_labels[c.required_labels] = frozenset(
+                        i for i, n in enumerate(nodes) if c.required_labels <= n.labels)
+                ok &= by_labels[c.required_labels]
                 if not ok:
                     why.append(f"{p} requires labels {sorted(c.required_labels)}")
             if c.fixed_node is not None:
-                ok &= {index[c.fixed_node]} if c.fixed_node in index else set()
+                ok &= {index[c.fixed_node]} if c.fixed_node in index else frozenset()
                 if not ok:
                     why.append(f"{p} is fixed to node {c.fixed_node!r}")
         goal = sum(goals.get(p, 0.0) for p in ms)
         cap = min([op.constraints.max_instances or max_candidates for op in ops] + [max_candidates])
         shards = max(1, min(cap, math.ceil(goal / largest - 1e-9), len(ok) or 1))
         mem = sum(op.memory + op.state_bytes / shards for op in ops)
-        fits = {i for i in ok if nodes[i].memory >= mem}
+        if (ok, mem) not in fitting:
+            fits = sorted(i for i in ok if node_memory[i] >= mem)
+            fitting[(ok, mem)] = fits
+            most_cores[id(fits)] = max((nodes[i].cores for i in fits), default=0.0)
+        fits = fitting[(ok, mem)]
         if ok and not fits:
             why.append(f"memory {mem / 2**30:.3g} GiB per node exceeds every eligible node "
                        f"(largest {max(nodes[i].memory for i in ok) / 2**30:.3g} GiB)")
         cpu_min = sum(op.cpu_min for op in ops)
-        if fits and cpu_min > shards * max(nodes[i].cores for i in fits) + 1e-9:
+        if fits and cpu_min > shards * most_cores[id(fits)] + 1e-9:
             why.append(f"cpu_min {cpu_min:g} cores exceeds {shards} node(s) of at most "
-                       f"{max(nodes[i].cores for i in fits):g} cores")
+                       f"{most_cores[id(fits)]:g} cores")
         if not fits or why:
             label = ms[0] if len(ms) == 1 else f"{ms[0]} (colocated with {', '.join(ms[1:])})"
             problems.append(f"PE {label} fits no node: " + "; ".join(why or ["no eligible node"]))
@@ -130,7 +154,7 @@ def build_problem(cluster: Cluster, graph: nx.DiGraph, goals: Mapping[str, float
             old = {index[n] for p in ms for n in previous.get(p, []) if n in index}
             prev = frozenset(old) if old else None
         gi = len(groups)
-        groups.append(Group(tuple(ms), goal, cpu_min, mem, sorted(fits), min(shards, len(fits)),
+        groups.append(Group(tuple(ms), goal, cpu_min, mem, fits, min(shards, len(fits)),
                             min(cap, len(fits)), prev))
         for p in ms:
             group_of[p] = gi
