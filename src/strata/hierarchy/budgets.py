@@ -1,0 +1,49 @@
+"""Budgets down: what each level may decide, derived from the decision of the level above (Dangwal et al.).
+
+An upper level's decision is a hard constraint below (DESIGN.md, rule 3).
+The L0 plan fixes, per PE, a cpu goal and the candidate nodes (SODA's macroQ
+and macroW); the placement balancer under it may only choose among those
+candidates, the per-job pools (cpu shares) follow from the goals, and L1 gets
+a ceiling on instances per keyed PE (the instances L0 placed) and a move
+budget per load window. PEs whose placement L0 changes in a step are frozen
+for L1 in that step, so the two never move the same thing at once.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from strata.plan import Plan
+
+
+@dataclass(frozen=True)
+class L1Budget:
+    """What L1 (key-group balancing and DS2 scaling) may do in one load window.
+
+    ``max_instances``: keyed PE → instances L0 placed (the scale-out ceiling;
+    instances beyond the active count own no key group). ``moves`` and
+    ``bytes``: key-group moves and state bytes for the whole window, over all
+    PEs. ``frozen``: PEs being re-placed by L0 now; L1 leaves them alone.
+    """
+
+    max_instances: Mapping[str, int]
+    moves: int
+    bytes: float = math.inf
+    frozen: frozenset[str] = frozenset()
+
+
+def pools(plan: Plan, job_of: Mapping[str, str]) -> dict[str, float]:
+    """Job → cores its PEs receive in ``plan``: its cpu share (Spark FAIR pool weight ∝ this)."""
+    out: dict[str, float] = dict.fromkeys(plan.admitted, 0.0)
+    for pe, cores in plan.cpu().items():
+        job = job_of[pe]
+        out[job] = out.get(job, 0.0) + cores
+    return out
+
+
+def l1_budget(placement: Mapping[str, list[tuple[str, float]]], keyed: Iterable[str], moves: int,
+              bytes_: float = math.inf, frozen: Iterable[str] = ()) -> L1Budget:
+    """L1's budget for one window, from the placement in force and the PEs L0 is changing."""
+    return L1Budget({pe: len(placement[pe]) for pe in keyed if pe in placement}, moves, bytes_, frozenset(frozen))

@@ -1,0 +1,497 @@
+"""The controller of the co-operating hierarchy (Dangwal et al., Meta; DESIGN.md rules 1–3).
+
+One object composes the levels; the levels never call each other::
+
+    ctl = Controller(scenario, HierarchyConfig(epoch_s=60.0, window_s=5.0))
+    engine.apply(ctl.start(now=0.0))              # full L0 epoch + initial dispatch
+    while running:                                 # every window_s of engine time
+        engine.apply(ctl.step(engine.observe()))
+
+Each level decides one thing, with one primary objective, under the
+constraints the levels above set (the full table is in docs/hierarchy.md):
+meta (composition; cumulative score) → L0 planner (admission, template, cpu
+goal and candidate nodes; importance) → L0 placement (instance → node among
+the candidates; weighted max cpu/memory/count utilisation, move budget) → L1
+scaling (active instances ≤ those placed; DS2) → L1 balancing (key group →
+active instance; max/mean load, move budget, PEs being re-placed frozen) →
+L2 dispatch (order of units of work; deadline misses).
+
+Signals up (:mod:`~strata.hierarchy.signals`) — deadline-miss pressure,
+irreducible hotspot, capacity shortfall, node loss — trigger a re-plan of
+only the affected component (the jobs weakly connected to the signalling
+job, or holding instances on a lost node) before the epoch ends: the
+component is planned again by SODA on the cluster capacity the other jobs
+leave free, with source rates and per-record costs taken from the
+observations (so the re-plan is informed, not a repeat). Hysteresis: a
+signal must persist ``raise_after`` windows, a re-planned job is left alone
+``replan_cooldown_s``, a moved key group stays put ``balance.cooldown_s``,
+and the placement may move at most ``placement.max_moves`` instances per
+(re)plan. With ``coordinated=False`` the same levels act alone on the same
+signals — no cooldowns, no budgets, L1 not told what L0 is moving — the
+uncoordinated baseline of the co-operation experiment.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+
+import networkx as nx
+
+from strata.balance import BalanceConfig
+from strata.balance.controller import AutoFlow
+from strata.balance.loads import window_loads
+from strata.hierarchy.budgets import L1Budget, l1_budget, pools
+from strata.hierarchy.multi_balance import Host, Item, MultiBalanceConfig, balance
+from strata.hierarchy.protocol import Decisions, Move, Observation, Placement
+from strata.hierarchy.scaling import Scaler, consolidate, ds2_parallelism
+from strata.hierarchy.signals import Debounce, Signal, SignalConfig, lost_nodes, miss_pressure, shortfall
+from strata.model import Cluster, Scenario, joined_graph
+from strata.model.job import OperatorKind
+from strata.plan import Options, Plan, PlanError, plan
+from strata.plan.baselines import greedy, rr
+from strata.plan.epoch import finish
+from strata.plan.plan import Phase
+
+BALANCING = {
+    "off": None,
+    "threshold": BalanceConfig(threshold=1.15, max_moves=4, cooldown_s=20.0, min_gain=0.05),
+    "aggressive": BalanceConfig(threshold=1.02, max_moves=32, cooldown_s=0.0, min_gain=0.0),
+}
+PLACEMENT = ("planner", "greedy", "round-robin")
+
+
+@dataclass(frozen=True)
+class HierarchyConfig:
+    """Every knob of the controller, with its default (docs/hierarchy.md)."""
+
+    epoch_s: float = 60.0  # L0 cadence: a full SODA epoch
+    window_s: float = 5.0  # L1 cadence: one control step
+    plan: Options = field(default_factory=lambda: Options(budget_s=2.0))
+    placement: MultiBalanceConfig = field(default_factory=lambda: MultiBalanceConfig(max_moves=4))
+    balancing: str = "threshold"  # off | threshold | aggressive (the meta level may change it)
+    placer: str = "planner"  # planner | greedy | round-robin (takes effect at the next (re)plan)
+    dispatch: str = "llf"
+    smoothing: float = 0.5  # weight of the newest window in the loads L1 sees
+    moves_per_window: int = 8  # L1 key-group moves per window, all PEs together
+    signals: SignalConfig = field(default_factory=SignalConfig)
+    replan_cooldown_s: float = 20.0
+    headroom: float = 0.2  # DS2 headroom, and the cpu margin a pressured component is re-planned with
+    scaling: bool = True
+    coordinated: bool = True
+
+    def __post_init__(self) -> None:
+        if self.balancing not in BALANCING:
+            raise ValueError(f"balancing: expected one of {sorted(BALANCING)}; found {self.balancing!r}")
+        if self.placer not in PLACEMENT:
+            raise ValueError(f"placer: expected one of {PLACEMENT}; found {self.placer!r}")
+        if self.epoch_s <= 0 or self.window_s <= 0:
+            raise ValueError("epoch_s and window_s must be > 0 seconds")
+
+
+@dataclass
+class StepLog:
+    """What one step saw and did (for reports and the benchmarks)."""
+
+    time: float
+    epoch: int
+    signals: tuple[str, ...]
+    replanned: tuple[str, ...]
+    placement_moves: int  # instances whose node changed
+    key_group_moves: int
+    scaled: dict[str, int]
+    dispatch: str | None
+    skipped: tuple[str, ...] = ()  # signals ignored (cooldown) and why
+    plan_seconds: float = 0.0
+
+
+class Controller:
+    """Budgets down, signals up: L0 on epochs and on signals, L1 per window, the meta choice per step."""
+
+    def __init__(self, scenario: Scenario, config: HierarchyConfig | None = None, selector=None) -> None:
+        self.scenario = scenario
+        self.config = cfg = config or HierarchyConfig()
+        self.selector = selector  # strata.adapt.Selector or None (fixed composition)
+        self.plan: Plan | None = None
+        self.placement: Placement = {}
+        self.down: set[str] = set()
+        self.epoch = 0
+        self.log: list[StepLog] = []
+        self.dispatch = cfg.dispatch
+        self.balancing = cfg.balancing
+        self.placer = cfg.placer
+        self._last_full = -math.inf
+        self._cooldown: dict[str, float] = {}
+        sc = cfg.signals if cfg.coordinated else replace(cfg.signals, raise_after=1, clear_after=1)
+        self._debounce = Debounce(sc.raise_after, sc.clear_after)
+        self._balancer = AutoFlow(smoothing=cfg.smoothing if cfg.coordinated else 1.0)
+        self._scaler = Scaler(cfg.headroom, stable=2 if cfg.coordinated else 1)
+        self._margin: dict[str, float] = {}  # job → rate multiplier its last re-plan used
+        self._rates: dict[str, float] = {}  # source PE → smoothed observed ingest
+        self._costs: dict[str, float] = {}  # PE → smoothed observed core-seconds per record
+        graph = joined_graph(scenario)
+        self._job_of = {pe: graph.nodes[pe]["job"] for pe in graph}
+        self._sources = {pe: j for pe, j in self._job_of.items() if graph.nodes[pe]["op"].kind is OperatorKind.SOURCE}
+        self._jobs_graph = nx.Graph()
+        self._jobs_graph.add_nodes_from(j.id for j in scenario.jobs)
+        for u, v in graph.edges:
+            self._jobs_graph.add_edge(self._job_of[u], self._job_of[v])
+
+    # ------------------------------------------------------------------ API
+
+    def start(self, now: float = 0.0) -> Decisions:
+        """The first full epoch: admission, templates, cpu, placement of every instance; the initial dispatch."""
+        self._full_plan(now, ())
+        self.epoch = 1
+        d = Decisions(epoch=self.epoch, admitted=dict(self.plan.templates), cpu_share=self._pools(),
+                      placement={pe: list(v) for pe, v in self.placement.items()}, dispatch=self.dispatch,
+                      replan=("*",), reasons=("start",))
+        self.log.append(StepLog(now, self.epoch, (), ("*",), 0, 0, {}, self.dispatch))
+        return d
+
+    def step(self, obs: Observation) -> Decisions:
+        """One control window: signals, L0 re-plans (full or per component), L1 scaling and moves, meta choice."""
+        if self.plan is None:
+            raise RuntimeError("call start() before step()")
+        cfg = self.config
+        now = obs.now
+        self._learn(obs)
+        reasons: list[str] = []
+        skipped: list[str] = []
+        old_place = {pe: list(v) for pe, v in self.placement.items()}
+        old_templates = dict(self.plan.templates)
+        old_pools = self._pools()
+
+        # Meta level: the composition for this window (dispatch now; balancing now; placer at the next plan).
+        if self.selector is not None:
+            comp = self.selector.select(obs)
+            if comp is not None:
+                self.dispatch, self.balancing, self.placer = comp.dispatch, comp.balancing, comp.placement
+
+        signals = self._signals(obs)
+        replanned: tuple[str, ...] = ()
+        plan_seconds = 0.0
+        if now - self._last_full >= cfg.epoch_s - 1e-9:
+            self.epoch += 1
+            plan_seconds = self._full_plan(now, signals)
+            replanned = ("*",)
+            reasons.append("epoch")
+            for s in signals:
+                self._debounce.reset((s.kind, s.job))
+        elif signals:
+            jobs: set[str] = set()
+            for s in signals:
+                if cfg.coordinated and self._cooldown.get(s.job, -math.inf) > now:
+                    skipped.append(f"{s} (cooldown until {self._cooldown[s.job]:.1f})")
+                    continue
+                jobs |= set(nx.node_connected_component(self._jobs_graph, s.job))
+                reasons.append(str(s))
+            if jobs:
+                plan_seconds = self._component_plan(now, jobs, signals)
+                replanned = tuple(sorted(jobs))
+                for s in signals:
+                    if s.job in jobs:
+                        self._debounce.reset((s.kind, s.job))
+
+        changed = {pe for pe, v in self.placement.items() if old_place.get(pe) != v}
+        moves, scaled = self._level1(obs, changed)
+
+        d = Decisions(epoch=self.epoch, moves=moves, replan=replanned, reasons=tuple(reasons))
+        if self.plan.templates != old_templates:
+            d.admitted = dict(self.plan.templates)
+        new_pools = self._pools()
+        if new_pools != old_pools:
+            d.cpu_share = new_pools
+        if changed:
+            d.placement = {pe: list(self.placement[pe]) for pe in sorted(changed)}
+        if obs.dispatch != self.dispatch:
+            d.dispatch = self.dispatch
+        placement_moves = sum(1 for pe in changed for a, b in zip(old_place.get(pe, []), self.placement[pe],
+                                                                   strict=False) if a[0] != b[0])
+        self.log.append(StepLog(now, self.epoch, tuple(str(s) for s in signals), replanned, placement_moves,
+                                len(moves), scaled, self.dispatch, tuple(skipped), plan_seconds))
+        return d
+
+    # ------------------------------------------------------------------ observations → model
+
+    def _learn(self, obs: Observation) -> None:
+        """Smoothed source ingest and per-record cost per PE: what a re-plan uses instead of the spec's priors."""
+        w = obs.window
+        for pe, r in w.ingest.items():
+            old = self._rates.get(pe)
+            self._rates[pe] = r if old is None else 0.5 * r + 0.5 * old
+        busy: dict[str, float] = {}
+        recs: dict[str, int] = {}
+        for inst in w.instances:
+            busy[inst.pe] = busy.get(inst.pe, 0.0) + inst.busy
+            recs[inst.pe] = recs.get(inst.pe, 0) + inst.records
+        for pe, n in recs.items():
+            if n >= 20 and busy[pe] > 0:
+                c = busy[pe] / n
+                old = self._costs.get(pe)
+                self._costs[pe] = c if old is None else 0.5 * c + 0.5 * old
+        for node in lost_nodes(obs, self.down):
+            self.down.add(node)
+        self.down &= set(obs.nodes_down) | self.down
+
+    def _observed(self, jobs: set[str], margin: Mapping[str, float]) -> list:
+        """The jobs as observed: source rates = smoothed ingest × margin, costs = measured per-record costs."""
+        out = []
+        for jid in sorted(jobs):
+            job = self.scenario.job[jid]
+            tpls = []
+            for t in job.templates:
+                ops = []
+                for op in t.operators:
+                    pe = f"{jid}.{op.name}"
+                    upd = {}
+                    if pe in self._costs:
+                        upd["cost_per_record"] = self._costs[pe]
+                    if op.source is not None and self._rates.get(pe, 0) > 0:
+                        upd["source"] = op.source.model_copy(update={"rate": self._rates[pe] * margin.get(jid, 1.0),
+                                                                     "rate_curve": None})
+                    ops.append(op.model_copy(update=upd) if upd else op)
+                tpls.append(t.model_copy(update={"operators": ops}))
+            out.append(job.model_copy(update={"templates": tpls}))
+        return out
+
+    # ------------------------------------------------------------------ signals
+
+    def _signals(self, obs: Observation) -> list[Signal]:
+        sc = self.config.signals
+        target = {j.id: j.target_latency_s for j in self.scenario.jobs}
+        present: dict[tuple[str, str], Signal] = {}
+        for node in sorted(set(obs.nodes_down)):
+            for pe, insts in self.placement.items():
+                if any(n == node for n, _ in insts):
+                    job = self._job_of[pe]
+                    present[("node-loss", job)] = Signal("node-loss", job, 1.0, f"{node} down under {pe}")
+        for job, v in shortfall(obs, target, self._job_of, self._sources, sc.backlog_latencies).items():
+            present[("shortfall", job)] = Signal("shortfall", job, v, f"backlog {v:.2f} target latencies")
+        for job, v in miss_pressure(obs, sc.miss_rate).items():
+            present[("miss", job)] = Signal("miss", job, v, f"miss rate {v:.3f}")
+        for pe, spots in self._balancer.hotspots.items():
+            if spots and pe in self._job_of:
+                top = spots[0]
+                present[("hotspot", self._job_of[pe])] = Signal(
+                    "hotspot", self._job_of[pe], top.ratio, f"{pe} key group {top.key_group} at {top.ratio:.2f}× mean")
+        known = {(k, j) for k in ("shortfall", "miss", "hotspot", "node-loss") for j in self.scenario.job}
+        up = self._debounce.update(present, known)
+        # Node loss is a fact, not a noisy measurement: it raises at once.
+        signals = [s for key, s in present.items() if key in up or s.kind == "node-loss"]
+        order = {"node-loss": 0, "shortfall": 1, "miss": 2, "hotspot": 3}
+        return sorted(signals, key=lambda s: (order[s.kind], s.job))
+
+    # ------------------------------------------------------------------ L0
+
+    def _live_cluster(self, reserved: Mapping[str, float] | None = None) -> Cluster | None:
+        """The cluster without lost nodes, each node's cores minus ``reserved`` (cpu other components hold)."""
+        reserved = reserved or {}
+        nodes = []
+        for n in self.scenario.cluster.all_nodes:
+            if n.name in self.down:
+                continue
+            free = n.cores - reserved.get(n.name, 0.0)
+            if free > 0.05:
+                nodes.append(n.model_copy(update={"cores": free}) if free != n.cores else n)
+        return Cluster(nodes=nodes) if nodes else None
+
+    def _run_planner(self, scenario: Scenario, previous: Plan | None) -> Plan:
+        if self.placer == "greedy":
+            return greedy(scenario, self.config.plan.weights)
+        if self.placer == "round-robin":
+            return rr(scenario, self.config.plan.weights)
+        return plan(scenario, previous, self.config.plan)
+
+    def _restrict(self, previous: Plan | None, jobs: set[str], nodes: set[str]) -> Plan | None:
+        """``previous`` cut down to ``jobs`` and live ``nodes``: the incremental-movement reference of a re-plan."""
+        if previous is None:
+            return None
+        pes = {pe for pe in previous.assignment if self._job_of.get(pe) in jobs}
+        cand = {pe: [n for n in previous.candidates.get(pe, []) if n in nodes] for pe in pes}
+        if any(not c for c in cand.values()):
+            return None  # a PE lost every candidate: no incremental reference for it
+        data = previous.to_dict()
+        data.update(admitted=[j for j in previous.admitted if j in jobs],
+                    rejected={j: r for j, r in previous.rejected.items() if j in jobs},
+                    templates={j: t for j, t in previous.templates.items() if j in jobs},
+                    cpu_goal={pe: c for pe, c in previous.cpu_goal.items() if pe in pes}, candidates=cand,
+                    assignment={pe: {n: c for n, c in previous.assignment[pe].items() if n in nodes} for pe in pes})
+        return Plan.from_dict(data)
+
+    def _full_plan(self, now: float, signals) -> float:
+        """A full SODA epoch on the live cluster with observed rates and costs; then place every instance."""
+        import time
+
+        t0 = time.perf_counter()
+        cluster = self._live_cluster()
+        margin = {s.job: 1.0 + self.config.headroom for s in signals if s.kind in ("miss", "shortfall")}
+        jobs = set(self.scenario.job)
+        sub = Scenario(name=self.scenario.name, cluster=cluster, jobs=self._observed(jobs, margin))
+        previous = self._restrict(self.plan, jobs, {n.name for n in cluster.all_nodes})
+        try:
+            new = self._run_planner(sub, previous)
+        except PlanError as e:
+            if self.plan is None:
+                raise
+            self._note(f"full epoch at {now:.1f}: planner failed ({e}); previous plan kept")
+            return time.perf_counter() - t0
+        had = bool(self.placement)
+        self.plan = new
+        self._last_full = now
+        self._place(set(new.assignment) | set(self.placement), budgeted=had)
+        return time.perf_counter() - t0
+
+    def _component_plan(self, now: float, jobs: set[str], signals: list[Signal]) -> float:
+        """Re-plan only ``jobs`` on the capacity the other jobs leave; keep the others' decisions as they are."""
+        import time
+
+        t0 = time.perf_counter()
+        cur = self.plan
+        keep = {pe: parts for pe, parts in cur.assignment.items() if self._job_of[pe] not in jobs}
+        reserved: dict[str, float] = {}
+        for pe, insts in self.placement.items():
+            if self._job_of[pe] not in jobs:
+                for node, cpu in insts:
+                    reserved[node] = reserved.get(node, 0.0) + cpu
+        cluster = self._live_cluster(reserved)
+        for s in signals:
+            if s.job in jobs and s.kind in ("miss", "shortfall", "hotspot"):
+                self._margin[s.job] = min(self._margin.get(s.job, 1.0) * (1.0 + self.config.headroom), 3.0)
+        running = {j for j in jobs if j in cur.templates}
+        if cluster is None or not running:
+            self._note(f"re-plan of {sorted(jobs)} at {now:.1f}: no free capacity or nothing running")
+            return time.perf_counter() - t0
+        sub = Scenario(name=self.scenario.name, cluster=cluster, jobs=self._observed(running, self._margin))
+        previous = self._restrict(cur, running, {n.name for n in cluster.all_nodes})
+        try:
+            part = self._run_planner(sub, previous)
+        except PlanError as e:
+            self._note(f"re-plan of {sorted(running)} at {now:.1f} failed ({e}); their plan kept")
+            return time.perf_counter() - t0
+        # A component re-plan never stops a running job (admission changes only at full epochs): a job the
+        # sub-plan rejects keeps its previous decisions, restricted to live nodes.
+        assignment = dict(keep)
+        goals = {pe: g for pe, g in cur.cpu_goal.items() if self._job_of[pe] not in jobs}
+        cand = {pe: c for pe, c in cur.candidates.items() if self._job_of[pe] not in jobs}
+        for pe in part.assignment:
+            assignment[pe] = part.assignment[pe]
+            goals[pe] = part.cpu_goal.get(pe, 0.0)
+            cand[pe] = part.candidates[pe]
+        for pe in cur.assignment:
+            if pe not in assignment:
+                live = [n for n in cur.candidates[pe] if n not in self.down] or [n.name for n in cluster.all_nodes]
+                assignment[pe] = {n: c for n, c in cur.assignment[pe].items() if n in live} or {live[0]: 0.0}
+                goals[pe] = cur.cpu_goal.get(pe, 0.0)
+                cand[pe] = live
+        templates = {**cur.templates, **{j: t for j, t in part.templates.items() if j in running}}
+        phases = [Phase(p.name, p.seconds, p.deadline, p.status, f"component {sorted(running)}: {p.detail}")
+                  for p in part.phases]
+        self.plan = finish(self.scenario, cur.planner, list(cur.admitted), dict(cur.rejected), templates, goals,
+                           cand, assignment, phases, self.config.plan.weights, list(cur.notes))
+        for j in jobs:
+            self._cooldown[j] = now + self.config.replan_cooldown_s
+        self._place({pe for pe in self.plan.assignment if self._job_of[pe] in jobs}, budgeted=True)
+        return time.perf_counter() - t0
+
+    def _place(self, pes: set[str], budgeted: bool) -> None:
+        """The multi-resource balancer under the plan: every instance of ``pes`` on one of its PE's candidates."""
+        graph = joined_graph(self.scenario, self.plan.templates)
+        hosts = [Host(n.name, n.cores, n.memory) for n in self.scenario.cluster.all_nodes if n.name not in self.down]
+        cpu = self.plan.cpu()
+        items: list[Item] = []
+        for pe in graph:
+            op = graph.nodes[pe]["op"]
+            current = self.placement.get(pe)
+            count = len(current) if current else op.instances
+            if pe in pes:
+                cand = tuple(n for n in self.plan.candidates.get(pe, ()) if n not in self.down)
+                for i in range(count):
+                    items.append(Item(f"{pe}#{i}", cpu.get(pe, 0.0) / count, (op.memory + op.state_bytes) / count,
+                                      cand, current[i][0] if current else None))
+            elif current:
+                for i, (node, c) in enumerate(current):
+                    if node not in self.down:
+                        items.append(Item(f"{pe}#{i}", c, (op.memory + op.state_bytes) / count, (node,), node))
+        mb = self.config.placement
+        if not budgeted or not self.config.coordinated:
+            mb = replace(mb, max_moves=None)
+        result = balance(items, hosts, mb)
+        for pe in pes:
+            if pe not in graph:
+                self.placement.pop(pe, None)
+                continue
+            count = len(self.placement[pe]) if pe in self.placement else graph.nodes[pe]["op"].instances
+            self.placement[pe] = [(result.assignment[f"{pe}#{i}"], cpu.get(pe, 0.0) / count) for i in range(count)]
+        for d in result.detail:
+            self._note(f"placement: {d}")
+
+    def _pools(self) -> dict[str, float]:
+        return pools(self.plan, self._job_of)
+
+    def _note(self, text: str) -> None:
+        self.plan.notes.append(text)
+
+    # ------------------------------------------------------------------ L1
+
+    def _level1(self, obs: Observation, frozen: set[str]) -> tuple[list[Move], dict[str, int]]:
+        """DS2 scaling and hotspot diminishing for every keyed PE, inside L0's budget."""
+        cfg = self.config
+        w = obs.window
+        keyed = [pe for pe in w.routing if pe in self.placement]
+        budget: L1Budget = l1_budget(self.placement, keyed, cfg.moves_per_window if cfg.coordinated else 10**6,
+                                     frozen=frozen if cfg.coordinated else ())
+        mode = BALANCING[self.balancing]
+        loads = window_loads(w.key_groups)
+        migrating: dict[str, list[int]] = {}
+        for pe, g in w.migrating:
+            migrating.setdefault(pe, []).append(g)
+        moves: list[Move] = []
+        scaled: dict[str, int] = {}
+        tables: dict[str, dict[int, int]] = {}
+        active: dict[str, int] = {}
+        for pe in keyed:
+            if pe in budget.frozen:
+                continue
+            table = dict(enumerate(w.routing[pe]))
+            ceiling = budget.max_instances[pe]
+            n = max(table.values()) + 1
+            if cfg.scaling and mode is not None:
+                recs = sum(i.records for i in w.instances if i.pe == pe)
+                busy = sum(i.busy for i in w.instances if i.pe == pe)
+                graph_in = sum(r for u, r in w.rates.items() if self._feeds(u, pe))
+                per = self.placement[pe][0][1] or 1.0
+                proposal = ds2_parallelism(graph_in, recs, busy, per, ceiling, cfg.headroom)
+                n = self._scaler.update(pe, proposal, ceiling, max(table.values()) + 1)
+                if n != max(table.values()) + 1:
+                    scaled[pe] = n
+            group_load = loads[pe].load if pe in loads else {}
+            if n <= max(table.values()):
+                busy_groups = set(migrating.get(pe, ()))
+                movable = {g: i for g, i in table.items() if g not in busy_groups}
+                for g, dst in consolidate(group_load, movable, n).items():
+                    moves.append(Move(pe, g, dst))
+                    table[g] = dst
+            tables[pe] = table
+            active[pe] = max(n, max(table.values()) + 1)
+        if mode is not None and tables:
+            self._balancer.config = mode if cfg.coordinated else replace(mode, cooldown_s=0.0)
+            self._balancer.pes = set(tables)
+            records = [kg for kg in w.key_groups if kg.pe in tables]
+            moves += self._balancer.rebalance(w.now, records, tables, active, migrating)
+        elif mode is None:
+            self._balancer.rounds.clear()
+        return moves[: budget.moves], scaled
+
+    def _feeds(self, upstream: str, pe: str) -> bool:
+        graph = self._graph()
+        return graph.has_edge(upstream, pe)
+
+    def _graph(self) -> nx.DiGraph:
+        key = tuple(sorted(self.plan.templates.items()))
+        if getattr(self, "_graph_key", None) != key:
+            self._graph_key = key
+            self._graph_cache = joined_graph(self.scenario, self.plan.templates)
+        return self._graph_cache
+
