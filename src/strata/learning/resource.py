@@ -1,0 +1,153 @@
+"""A resource-function learner: cost per record and selectivity per operator, fitted from observations.
+
+SODA plans with each PE's resource function ``rate_out = selectivity ×
+min(rate_in, cpu / cost_per_record)``. The spec gives priors; engines measure.
+Every observation is one unit of work at one PE (a micro-batch on Spark, a
+window's messages in the simulator): records in, records out, core-seconds.
+
+Fits, per PE, with exponentially weighted sums (weight ``decay`` per older
+observation, so drift is tracked):
+
+- ``cost_per_record`` = Σ busy / Σ records in: the average cost, per-unit
+  overhead included at the observed unit size — what capacity planning at the
+  current rate needs (``fixed_s`` and ``marginal_s`` of the least-squares line
+  busy = fixed + marginal × records are reported too);
+- ``selectivity`` = Σ out / Σ in (the ratio estimator: exact when out = s × in).
+
+:meth:`ResourceLearner.refine` writes the estimates (and observed source rates)
+into a scenario for the next planning epoch. Pure: no clock, no engine.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from strata.dispatch import LinearCost
+from strata.model import Job, OperatorKind, Scenario, Template, pe_id
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """What the learner believes about one PE."""
+
+    pe: str
+    cost_per_record: float  # core-seconds per input record, per-unit overhead included
+    fixed_s: float  # per-unit overhead of the least-squares line
+    marginal_s: float  # per-record slope of the least-squares line
+    selectivity: float
+    samples: int
+
+
+class _Fit:
+    __slots__ = ("busy", "line", "n", "records_in", "records_out")
+
+    def __init__(self, decay: float) -> None:
+        self.line = LinearCost(decay)
+        self.busy = self.records_in = self.records_out = 0.0
+        self.n = 0
+
+
+class ResourceLearner:
+    """Per-PE estimates from (records in, records out, busy core-seconds) observations."""
+
+    def __init__(self, decay: float = 0.9, min_samples: int = 3) -> None:
+        if not 0.0 < decay <= 1.0:
+            raise ValueError(f"decay must be in (0, 1]; got {decay}")
+        self.decay = decay
+        self.min_samples = min_samples
+        self._fits: dict[str, _Fit] = {}
+
+    def observe(self, pe: str, records_in: float, records_out: float, busy_s: float) -> None:
+        """One unit of work at ``pe``; units with no input carry no information and are skipped."""
+        if records_in < 0 or records_out < 0 or busy_s < 0:
+            raise ValueError(f"{pe}: negative observation (in {records_in}, out {records_out}, busy {busy_s})")
+        if records_in == 0:
+            return
+        fit = self._fits.setdefault(pe, _Fit(self.decay))
+        d = self.decay
+        fit.busy = d * fit.busy + busy_s
+        fit.records_in = d * fit.records_in + records_in
+        fit.records_out = d * fit.records_out + records_out
+        fit.line.observe(records_in, busy_s)
+        fit.n += 1
+
+    def estimate(self, pe: str) -> Estimate | None:
+        """The PE's estimate, or None before ``min_samples`` observations."""
+        fit = self._fits.get(pe)
+        if fit is None or fit.n < self.min_samples:
+            return None
+        fixed, marginal = fit.line.coefficients()
+        return Estimate(pe, fit.busy / fit.records_in, fixed, marginal, fit.records_out / fit.records_in, fit.n)
+
+    def estimates(self) -> dict[str, Estimate]:
+        return {pe: e for pe in self._fits if (e := self.estimate(pe)) is not None}
+
+    def refine(self, scenario: Scenario, ingest: Mapping[str, float] | None = None) -> Scenario:
+        """``scenario`` with fitted costs and selectivities, and source rates set to observed ingest.
+
+        ``ingest``: source PE → offered records/s (what arrived, not what was
+        admitted). Operators without an estimate keep their priors; an operator
+        of the same name in several templates of a job shares one estimate.
+        """
+        est = self.estimates()
+        offered = ingest or {}
+        jobs = [_refine_job(job, est, offered) for job in scenario.jobs]
+        # built anew, not model_copy'd: copies would keep the cached ``job`` / ``operator`` lookups
+        return Scenario(name=scenario.name, description=scenario.description, cluster=scenario.cluster, jobs=jobs)
+
+
+def _refine_job(job: Job, est: Mapping[str, Estimate], offered: Mapping[str, float]) -> Job:
+    templates = []
+    for tpl in job.templates:
+        ops = []
+        for op in tpl.operators:
+            pe = pe_id(job.id, op.name)
+            update: dict = {}
+            e = est.get(pe)
+            if e is not None:
+                update["cost_per_record"] = e.cost_per_record
+                if op.kind not in (OperatorKind.SOURCE, OperatorKind.SINK):
+                    update["selectivity"] = e.selectivity
+            if op.kind is OperatorKind.SOURCE and offered.get(pe, 0) > 0:
+                update["source"] = op.source.model_copy(update={"rate": offered[pe]})
+            ops.append(op.model_copy(update=update) if update else op)
+        templates.append(Template(name=tpl.name, operators=ops, streams=tpl.streams))
+    return job.model_copy(update={"templates": templates})
+
+
+def attribute(job: str, template: Template, records_in: float, records_out: float, busy_s: float,
+              ) -> list[tuple[str, float, float, float]]:
+    """Split one observation of a whole chain (a Spark micro-batch) into per-PE observations.
+
+    An engine that runs a template as one unit (Spark runs the chain in one
+    query) sees records in at the source, records out at the sink and the
+    unit's busy time. Records flow through the chain with the priors'
+    selectivities, except that the last operator before the sink is scaled so
+    the chain's output matches ``records_out``; busy time is split in
+    proportion to each PE's prior cost × records in. Returns (PE, in, out, busy).
+    """
+    order = _chain(template)
+    flows: list[tuple[str, float, float]] = []
+    rate = records_in
+    for k, op in enumerate(order):
+        out = rate if op.kind in (OperatorKind.SOURCE, OperatorKind.SINK) else rate * op.selectivity
+        if k == len(order) - 2 and op.kind is not OperatorKind.SOURCE:
+            out = records_out
+        flows.append((op.name, rate, out))
+        rate = out
+    weights = [template.operator[name].cost_per_record * r_in for name, r_in, _ in flows]
+    total = sum(weights) or 1.0
+    return [(pe_id(job, name), r_in, r_out, busy_s * w / total)
+            for (name, r_in, r_out), w in zip(flows, weights, strict=True)]
+
+
+def _chain(template: Template) -> list:
+    nxt = {st.src: st.dst for st in template.streams}
+    src = [op for op in template.operators if op.kind is OperatorKind.SOURCE]
+    if len(src) != 1 or len(nxt) != len(template.operators) - 1:
+        raise ValueError(f"template {template.name!r} is not a chain source → … → sink")
+    order = [src[0]]
+    while order[-1].name in nxt:
+        order.append(template.operator[nxt[order[-1].name]])
+    return order
