@@ -165,3 +165,19 @@ def test_bad_moves_are_rejected_with_their_location():
         sim.apply(Move("c.op1", 0, 0))
     with pytest.raises(ValueError, match="rate_limits"):
         sim.apply(Actions(rate_limits={"c.op1": 5.0}))
+
+
+def test_runtime_placement_relocates_instances_exactly_once():
+    sim = Simulation(_keyed(nodes=3, state_bytes=5e7), seed=8, record_inputs=True, network_latency=0.002)
+    before = [i.node.name for i in sim.pes["c.op2"].instances]
+    target = ["n2", "n2", "n1"]
+    sim.apply(Actions(placement={"c.op2": target, "c.op1": "n0"}), at=3.0)
+    sim.run(8.0, drain=10.0)
+    _exact(sim)
+    assert [i.node.name for i in sim.pes["c.op2"].instances] == target
+    moved = [r for r in sim.migrations.relocations if r.pe == "c.op2"]
+    assert [(r.instance, r.src, r.dst) for r in moved] == [
+        (i, before[i], target[i]) for i in range(3) if before[i] != target[i]]
+    assert all(r.installed - r.shipped >= r.bytes / 1.25e8 for r in moved)
+    with pytest.raises(ValueError, match="keeps the 3 instances"):
+        sim.apply(Actions(placement={"c.op2": ["n0"]}))

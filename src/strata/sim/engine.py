@@ -160,17 +160,18 @@ class Simulation:
                     node_pes[node].append(pe)
                 if share is not None:
                     node_share[node][pe] = node_share[node].get(pe, 0.0) + share
+        # Every PE and job, not only the node's: instances may be relocated here later.
         downstream = {pe: tuple(graph.successors(pe)) for pe in order}
+        costs = {pe: self.pes[pe].cost for pe in order}
+        targets = {j.id: j.target_latency_s for j in scenario.jobs if any(self.pes[p].job == j.id for p in order)}
         self.nodes: list[NodeRt] = []
         self.node_by_name: dict[str, NodeRt] = {}
         for k, n in enumerate(cluster_nodes):
-            jobs = {self.pes[pe].job for pe in node_pes[n.name]}
             view = NodeView(
                 name=n.name, cores=max(1, round(n.cores)), pes=tuple(node_pes[n.name]),
-                target_latency={j: scenario.job[j].target_latency_s for j in sorted(jobs)},
-                weight={j: 1.0 for j in sorted(jobs)},
-                downstream={pe: d for pe, d in downstream.items() if self.pes[pe].job in jobs},
-                cost_per_record={pe: self.pes[pe].cost for pe in order if self.pes[pe].job in jobs},
+                target_latency=targets, weight=dict.fromkeys(targets, 1.0),
+                downstream=downstream,
+                cost_per_record=costs,
                 share=node_share[n.name],
             )
             rt = NodeRt(n.name, k, view.cores, n.nic, view, self.factory(view))
@@ -269,7 +270,7 @@ class Simulation:
             elif code == _CONTROL:
                 self._control(a, t)
             elif code == _STATE:
-                self.migrations.on_state(a, t)
+                self.migrations.arrived(a, t)
             elif code == _FAIL:
                 self._fail(a, t)
             elif code == _RECOVER:
@@ -313,11 +314,14 @@ class Simulation:
             if inst.gone and msg.key_group in inst.gone:
                 self.migrations.redirect(inst, msg, now)
                 continue
-            if pe.paused:
+            if inst.paused:
                 inst.held.append(msg)
+                if inst.moving is not None:
+                    self.migrations.check_relocation(inst, now)
                 continue
             node.idle -= 1
             pe.running += 1
+            inst.running += 1
             node.running[msg.seq] = (inst, msg, now)
             self._seq += 1
             heapq.heappush(self._heap, (now + msg.cost, self._seq, _DONE, inst, msg))
@@ -422,8 +426,8 @@ class Simulation:
     def _deliver(self, inst: InstanceRt, msg: Message, now: float) -> None:
         node = inst.node
         pe = inst.pe
-        if msg.kind is Kind.DATA:
-            if msg.upstream == -1 and pe.wm_deferred and msg.created < now:
+        if msg.kind is _DATA:
+            if pe.wm_deferred and msg.upstream == -1 and msg.created < now:
                 pe.wm_deferred.popleft()
             pe.arrived += msg.records
             if not node.up:
@@ -433,13 +437,13 @@ class Simulation:
             ch = inst.chans.get(msg.upstream)
             if ch is None:
                 ch = inst.chans[msg.upstream] = Channel()
-            ep = ch.epoch
-            msg.epoch = ep
-            ch.counts[ep] = ch.counts.get(ep, 0) + 1
+            ep = msg.epoch = ch.epoch
+            counts = ch.counts
+            counts[ep] = counts.get(ep, 0) + 1
             if inst.gone and msg.key_group in inst.gone:
                 self.migrations.redirect(inst, msg, now)
                 return
-            if pe.paused:
+            if inst.paused:
                 inst.held.append(msg)
                 return
             if inst.incoming and msg.key_group in inst.incoming:
@@ -455,7 +459,7 @@ class Simulation:
         ch = inst.chans.get(msg.upstream)
         if ch is None:
             ch = inst.chans[msg.upstream] = Channel()
-        if ch.ctrl or pe.paused or ch.counts.get(ch.epoch, 0):
+        if ch.ctrl or inst.paused or ch.counts.get(ch.epoch, 0):
             msg.epoch = ch.epoch
             ch.ctrl.append(msg)
             ch.epoch += 1
@@ -465,7 +469,7 @@ class Simulation:
     def release(self, inst: InstanceRt, ch: Channel, now: float) -> None:
         """Handle the control messages of ``ch`` whose earlier data have all been processed."""
         counts = ch.counts
-        while ch.ctrl and not inst.pe.paused and not counts.get(ch.ctrl[0].epoch, 0):
+        while ch.ctrl and not inst.paused and not counts.get(ch.ctrl[0].epoch, 0):
             msg = ch.ctrl.popleft()
             counts.pop(msg.epoch, None)
             self._control_message(inst, msg, now)
@@ -500,6 +504,7 @@ class Simulation:
         node.idle += 1
         pe = inst.pe
         pe.running -= 1
+        inst.running -= 1
         service = msg.cost
         records = msg.records
         node.policy.completed(msg, service, now)
@@ -568,8 +573,11 @@ class Simulation:
             del counts[msg.epoch]
             if ch.ctrl:
                 self.release(inst, ch, now)
-        if pe.paused and not pe.running:
-            self.migrations.on_drained(pe, now)
+        if inst.paused:
+            if pe.paused and not pe.running:
+                self.migrations.on_drained(pe, now)
+            if inst.moving is not None:
+                self.migrations.check_relocation(inst, now)
         self._offer(node, now)
 
     def emit(self, inst: InstanceRt, now: float, key: int, value: float, records: int, uid: int,
@@ -646,6 +654,7 @@ class Simulation:
                 pe.dropped["failure"] = pe.dropped.get("failure", 0) + lost
         for inst, msg, _ in node.running.values():
             inst.pe.running -= 1
+            inst.running -= 1
             inst.pe.dropped["failure"] = inst.pe.dropped.get("failure", 0) + msg.records
         node.running.clear()
         node.policy = self.factory(node.view)
@@ -738,6 +747,8 @@ class Simulation:
             pe.limit_drop = actions.limit_mode == "drop"
         if actions.moves:
             self.migrations.request(actions.moves, self.now)
+        if actions.placement is not None:
+            self.migrations.relocate(actions.placement, self.now)
 
 
 def _stats(lat: np.ndarray, n: np.ndarray, target: float) -> LatencyStats:

@@ -36,10 +36,12 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from strata.sim.hooks import Kind, Message, Move
+from strata.sim.placement import resolve_placement
 from strata.sim.runtime import WINDOW, Channel, InstanceRt, PeRt
 
 if TYPE_CHECKING:
@@ -67,6 +69,20 @@ class Migration:
     state: dict | None = field(default=None, repr=False)
 
 
+@dataclass(eq=False)
+class Relocation:
+    """One operator instance moving to another node (a new placement applied at runtime)."""
+
+    pe: str
+    instance: int
+    src: str
+    dst: str
+    requested: float
+    shipped: float = math.nan
+    installed: float = math.nan
+    bytes: float = 0.0
+
+
 class Migrations:
     """Carries out moves for one simulation; decides nothing."""
 
@@ -79,6 +95,8 @@ class Migrations:
         self.stop_shipped: set[str] = set()
         self.log: list[Migration] = []
         self.redirected = 0  # records that reached a stop-moved group's old owner and were passed on
+        self.relocations: list[Relocation] = []
+        self.pending_relocations: list[tuple[InstanceRt, str]] = []
 
     # -------------------------------------------------------------- requests
 
@@ -167,6 +185,13 @@ class Migrations:
         arrive = self.sim.transfer_time(h.node, c.node, mig.bytes, now)
         self.sim.state_arrives(arrive, mig)
 
+    def arrived(self, item: Migration | Relocation, now: float) -> None:
+        """Shipped state reached its destination."""
+        if isinstance(item, Relocation):
+            self._relocated(item, now)
+        else:
+            self.on_state(item, now)
+
     def on_state(self, mig: Migration, now: float) -> None:
         sim = self.sim
         pe = sim.pes[mig.pe]
@@ -186,7 +211,9 @@ class Migrations:
         if pe.code == WINDOW:
             sim.fire(c, now)
         buffered = c.incoming.pop(g, [])
-        if not c.node.up:
+        if c.paused:
+            c.held.extend(buffered)
+        elif not c.node.up:
             pe.dropped["failure"] = pe.dropped.get("failure", 0) + sum(m.records for m in buffered)
         else:
             policy = c.node.policy
@@ -217,6 +244,8 @@ class Migrations:
         if not batch:
             return
         pe.paused = True
+        for inst in pe.instances:
+            inst.paused += 1
         self.stop_active[pe.name] = batch
         if not pe.running:
             self.on_drained(pe, now)
@@ -246,8 +275,11 @@ class Migrations:
                     keep.append(msg)
             inst.held = keep
         for inst in pe.instances:
-            held = moved[inst.index] + inst.held
-            inst.held = []
+            inst.paused -= 1
+            inst.held = moved[inst.index] + inst.held
+            if inst.paused:  # still relocating: it takes its held messages along
+                continue
+            held, inst.held = inst.held, []
             if inst.node.up:
                 for msg in held:
                     inst.queued += msg.records
@@ -290,7 +322,7 @@ class Migrations:
         ch = self._rechannel(inst, dst, msg)
         self.sim.release(inst, ch, now)
         self.redirected += msg.records
-        if pe.paused:
+        if dst.paused:
             dst.held.append(msg)
         elif msg.key_group in dst.incoming:
             dst.incoming[msg.key_group].append(msg)
@@ -298,6 +330,92 @@ class Migrations:
             dst.queued += msg.records
             dst.node.policy.push(msg, now)
             self.sim._offer(dst.node, now)
+
+    # -------------------------------------------------------------- relocation
+
+    def relocate(self, placement: Mapping, now: float) -> None:
+        """Apply a new placement to the PEs it names, keeping their instance counts.
+
+        An instance whose node changes pauses (arrivals and whatever dispatch
+        pops are held), and once nothing of it is running or queued at its old
+        node, its whole state ships to the new node (bytes / bandwidth +
+        latency); there it resumes with everything held, in arrival order.
+        A new destination for an instance still moving replaces the old one if
+        its state has not shipped yet, else it takes effect after the move.
+        """
+        sim = self.sim
+        named = {_pe_of(key) for key in placement}
+        counts = {name: len(pe.instances) for name, pe in sim.pes.items()}
+        assign = resolve_placement(placement, sim.order, counts, [n.name for n in sim.nodes])
+        for name in sorted(named):
+            pe = sim.pes[name]
+            if len(assign[name]) != counts[name]:
+                raise ValueError(f"placement[{name!r}]: a runtime placement keeps the {counts[name]} instances; "
+                                 f"found {len(assign[name])}")
+            for inst, (node, share) in zip(pe.instances, assign[name], strict=True):
+                inst.share = share
+                rel = inst.moving
+                if rel is not None and math.isnan(rel.shipped):
+                    rel.dst = node
+                    continue
+                if rel is not None:
+                    self.pending_relocations.append((inst, node))
+                    continue
+                if node != inst.node.name:
+                    self._start_relocation(inst, node, now)
+
+    def _start_relocation(self, inst: InstanceRt, node: str, now: float) -> None:
+        rel = Relocation(inst.pe.name, inst.index, inst.node.name, node, now)
+        self.relocations.append(rel)
+        inst.moving = rel
+        inst.paused += 1
+        self.check_relocation(inst, now)
+
+    def check_relocation(self, inst: InstanceRt, now: float) -> None:
+        """Ship a relocating instance's state once nothing of it runs or waits at its old node."""
+        rel: Relocation = inst.moving
+        if not math.isnan(rel.shipped) or inst.running or inst.queued:
+            return
+        if rel.dst == inst.node.name:  # redirected back home before anything shipped
+            self._relocated(rel, now)
+            return
+        pe = inst.pe
+        entries = sum(_entries(pe, st) for st in inst.state.values())
+        if pe.op.state_bytes > 0:
+            total = sum(_entries(pe, st) for i in pe.instances for st in i.state.values()) or 1
+            rel.bytes = pe.op.state_bytes * entries / total
+        else:
+            rel.bytes = ENTRY_BYTES * entries
+        rel.shipped = now
+        sim = self.sim
+        sim.state_arrives(sim.transfer_time(inst.node, sim.node_by_name[rel.dst], rel.bytes, now), rel)
+
+    def _relocated(self, rel: Relocation, now: float) -> None:
+        sim = self.sim
+        pe = sim.pes[rel.pe]
+        inst = pe.instances[rel.instance]
+        inst.node = sim.node_by_name[rel.dst]
+        rel.installed = now
+        if math.isnan(rel.shipped):
+            rel.shipped = now
+        inst.moving = None
+        inst.paused -= 1
+        if not inst.paused:
+            held, inst.held = inst.held, []
+            if inst.node.up:
+                for msg in held:
+                    inst.queued += msg.records
+                    inst.node.policy.push(msg, now)
+            else:
+                pe.dropped["failure"] = pe.dropped.get("failure", 0) + sum(m.records for m in held)
+            for ch in list(inst.chans.values()):
+                sim.release(inst, ch, now)
+            sim._offer(inst.node, now)
+        for waiting in [w for w in self.pending_relocations if w[0] is inst]:
+            self.pending_relocations.remove(waiting)
+            if waiting[1] != inst.node.name:
+                self._start_relocation(inst, waiting[1], now)
+                break
 
     # -------------------------------------------------------------- sizes
 
@@ -320,6 +438,12 @@ class Migrations:
             total = sum(entries) or 1
             return [pe.op.state_bytes * e / total for e in entries]
         return [ENTRY_BYTES * e for e in entries]
+
+
+def _pe_of(key: object) -> str:
+    if isinstance(key, tuple):
+        return key[0]
+    return key.rsplit("#", 1)[0] if isinstance(key, str) and "#" in key else key
 
 
 def _entries(pe: PeRt, state: dict) -> int:

@@ -65,9 +65,13 @@ class Actions:
     ``rate_limits``: source PE → records/s (None lifts the limit); over-limit
     records are dropped (``limit_mode='drop'``, counted as ``shed``) or deferred
     (``'defer'``: admitted later at the limited rate, keeping their event time,
-    counted as ``deferred``).
+    counted as ``deferred``). ``placement``: a new placement for the PEs it
+    names, in any form :mod:`strata.sim.placement` accepts, keeping their
+    instance counts; moved instances pause, ship their state and resume on
+    their new node (:meth:`strata.sim.migration.Migrations.relocate`).
     """
 
     moves: list[Move] = field(default_factory=list)
+    placement: Mapping | None = None
     rate_limits: Mapping[str, float | None] = field(default_factory=dict)
     limit_mode: str = "drop"

@@ -154,8 +154,8 @@ class PeRt:
 class InstanceRt:
     """One instance of a PE on a node: its channels, keyed state, watermark and buffers."""
 
-    __slots__ = ("busy", "chans", "gid", "gone", "held", "incoming", "index", "last_arrival", "node", "pe",
-                 "queued", "records", "rr", "share", "state", "win_starts", "wm", "wm_in")
+    __slots__ = ("busy", "chans", "gid", "gone", "held", "incoming", "index", "last_arrival", "moving", "node",
+                 "paused", "pe", "queued", "records", "rr", "running", "share", "state", "win_starts", "wm", "wm_in")
 
     def __init__(self, gid: int, pe: PeRt, index: int, node: NodeRt, share: float | None) -> None:
         self.gid = gid
@@ -168,7 +168,10 @@ class InstanceRt:
         self.win_starts: set[int] = set()
         self.wm = float("-inf")
         self.wm_in: dict[int, float] = {}
-        self.held: list[Message] = []  # arrivals while the PE is paused (stop-the-world)
+        self.paused = 0  # reasons to take no message (a stop-the-world move, a relocation)
+        self.running = 0
+        self.moving: object = None  # the relocation in progress, if any
+        self.held: list[Message] = []  # arrivals, and whatever dispatch pops, while paused
         self.incoming: dict[int, list[Message]] = {}  # key group → records buffered until its state arrives
         self.gone: set[int] = set()  # key groups shipped away by a stop-the-world move
         self.rr: list[int] = []

@@ -1,0 +1,79 @@
+"""Simulator speed (issue 4): events per second, and the lsd scenario for 10 simulated minutes.
+
+1. ``synthetic``: 100 operators in 10 chains on 20 four-core nodes at ~50%
+   load (``strata.sim.scenarios.synthetic``), every record its own message.
+   Figures: heap events (a generation, delivery, completion, watermark or
+   control message each) and records processed (one message run by one
+   operator instance) per second of wall time and of cpu time.
+2. ``lsd``: the lsd generator (737 PEs, 104 jobs, ~115k records/s at the
+   sources) for ``--lsd-duration`` simulated seconds at nominal rates, with
+   ``--batch`` records per source message (message-level simulation of every
+   record does not fit the wall-time target in CPython: see the JSON).
+
+The machine is shared: wall figures are noisy; cpu time (``time.process_time``)
+is the better estimate of one core's speed.
+
+Run: .venv/bin/python benchmarks/bench_sim_speed.py [--synthetic-duration 30] [--lsd-duration 600] [--batch 32]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from strata.generators import GENERATORS
+from strata.model import Scenario
+from strata.sim import Simulation
+from strata.sim.scenarios import synthetic
+
+
+def measure(name: str, scenario: Scenario, duration: float, batch: int) -> dict:
+    sim = Simulation(scenario, seed=1, batch=batch)
+    w0, c0 = time.perf_counter(), time.process_time()
+    sim.run(duration)
+    wall, cpu = time.perf_counter() - w0, time.process_time() - c0
+    processed = sum(pe.done for pe in sim.pes.values())
+    messages = sum(i.records for i in sim.instances) // max(batch, 1)
+    s = sim.metrics.summary()
+    return {"scenario": name, "pes": len(sim.pes), "nodes": len(sim.nodes), "batch": batch,
+            "sim_seconds": duration, "wall_s": wall, "cpu_s": cpu, "events": sim.events,
+            "events_per_wall_s": sim.events / wall, "events_per_cpu_s": sim.events / cpu,
+            "records_processed": processed, "records_per_cpu_s": processed / cpu,
+            "messages_processed_approx": messages,
+            "generated_per_s": s["generated"] / duration, "node_utilisation_mean": s["node_utilisation_mean"],
+            "delivered": s["delivered"]}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--synthetic-duration", type=float, default=30.0)
+    ap.add_argument("--lsd-duration", type=float, default=600.0)
+    ap.add_argument("--batch", type=int, default=32)
+    args = ap.parse_args()
+    console = Console()
+    rows = [measure("synthetic 100 ops / 20 nodes", synthetic(), args.synthetic_duration, 1)]
+    console.print(f"synthetic done: {rows[-1]['wall_s']:.1f} s wall")
+    lsd = Scenario.model_validate(GENERATORS["lsd"](seed=1))
+    rows.append(measure("lsd", lsd, args.lsd_duration, args.batch))
+    table = Table(title="strata.sim speed (shared 2-core machine: wall time noisy)")
+    for col in ("scenario", "PEs", "batch", "sim s", "wall s", "cpu s", "events/wall s", "events/cpu s",
+                "records/cpu s", "util"):
+        table.add_column(col, justify="right" if col != "scenario" else "left")
+    for r in rows:
+        table.add_row(r["scenario"], str(r["pes"]), str(r["batch"]), f"{r['sim_seconds']:g}", f"{r['wall_s']:.1f}",
+                      f"{r['cpu_s']:.1f}", f"{r['events_per_wall_s']:,.0f}", f"{r['events_per_cpu_s']:,.0f}",
+                      f"{r['records_per_cpu_s']:,.0f}", f"{r['node_utilisation_mean']:.0%}")
+    console.print(table)
+    out = Path(__file__).parent / "results" / "sim_speed.json"
+    out.write_text(json.dumps({"rows": rows, "targets": {"events_per_s": 300_000, "lsd_600s_wall_s": 120}},
+                              indent=2))
+    console.print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()
