@@ -191,3 +191,32 @@ def test_every_node_gets_its_own_policy_with_job_targets():
     assert [v.name for v in views] == ["n0", "n1"]
     assert all(v.target_latency == {"c": 3.0} for v in views)
     assert views[0].downstream["c.src"] == ("c.op1",)
+
+
+_RUN = """
+import hashlib
+from strata.sim import Move, Simulation
+from strata.sim.scenarios import chain
+sc = chain([{"kind": "map", "instances": 2}, {"kind": "window_aggregate", "window": {"size_s": 1},
+            "instances": 3, "key_groups": 8}], keys={"count": 50, "zipf_s": 1.0}, rate=500, nodes=3)
+sim = Simulation(sc, seed=9, service="exponential")
+sim.apply([Move("c.op2", g, (g + 1) % 3, "stop" if g % 2 else "live") for g in range(8)], at=2.0)
+sim.run(5.0)
+m = sim.metrics
+print(hashlib.sha256(m.latency().to_csv().encode() + m.nodes().to_csv().encode()
+                     + m.migrations().to_csv().encode()).hexdigest())
+"""
+
+
+@pytest.mark.slow
+def test_determinism_does_not_depend_on_python_hash_seed():
+    import os
+    import subprocess
+    import sys
+
+    digests = set()
+    for hash_seed in ("1", "2"):
+        env = {**os.environ, "PYTHONHASHSEED": hash_seed}
+        out = subprocess.run([sys.executable, "-c", _RUN], capture_output=True, text=True, env=env, check=True)
+        digests.add(out.stdout.strip())
+    assert len(digests) == 1

@@ -110,7 +110,7 @@ class Migrations:
                 self.waiting.setdefault((move.pe, move.key_group), deque()).append(move)
         for pe, batch in stop.items():
             self.stop_waiting.setdefault(pe, deque()).append(batch)
-        for pe in {m.pe for m in moves}:
+        for pe in dict.fromkeys(m.pe for m in moves):  # request order: same seed, same run
             self._kick(self.sim.pes[pe], now)
 
     def _validate(self, move: Move) -> None:
@@ -291,7 +291,7 @@ class Migrations:
                 sim.release(inst, ch, now)
             if pe.code == WINDOW:
                 sim.fire(inst, now)
-        for node in {i.node for i in pe.instances}:
+        for node in dict.fromkeys(i.node for i in pe.instances):
             sim._offer(node, now)
         self._kick(pe, now)
 
