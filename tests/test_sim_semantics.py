@@ -171,6 +171,8 @@ def test_placement_forms_and_errors():
     assert [i.node.name for i in sim.pes["c.op1"].instances] == ["n2", "n0"]
     assert sim.node_by_name["n2"].view.share == {"c.op1": 1.5}
     assert sim.pes["c.src"].instances[0].node.name == "n1"
+    sim = Simulation(scenario, placement={"c.op1": {"n1": 0.7, "n0": 0.0, "n2": 1.2}})
+    assert [(i.node.name, i.share) for i in sim.pes["c.op1"].instances] == [("n1", 0.7), ("n2", 1.2)]
     with pytest.raises(ValueError, match=r"placement\['c.op1'\]: expected a node"):
         Simulation(scenario, placement={"c.op1": "nowhere"})
     with pytest.raises(ValueError, match="expected a PE"):

@@ -2,8 +2,10 @@
 
 Accepted forms (PE names are ``"job.operator"``), so a planner's Plan applies directly:
 
-- ``{pe: [(node, share), ...]}`` — one instance per entry, on ``node`` with a cpu
-  share in cores (SODA's fractional assignment of a PE to its candidate nodes);
+- ``{pe: [(node, share), ...]}`` or ``{pe: {node: share, ...}}`` — one instance
+  per entry, on ``node`` with a cpu share in cores (SODA's fractional
+  assignment; a planner ``Plan.assignment`` applies as it is, entries of share
+  0 create no instance);
 - ``{pe: [node, ...]}`` — one instance per entry, no share;
 - ``{pe: node}`` — every instance of the PE (``Operator.instances``) on ``node``;
 - ``{(pe, i): node}`` or ``{"pe#i": node}`` — instance ``i`` of the PE on ``node``.
@@ -49,6 +51,8 @@ def resolve_placement(placement: Mapping | None, pes: Sequence[str], instances: 
         if isinstance(value, str):
             out[raw_key] = [(node_of(repr(raw_key), value), None)] * instances[raw_key]
             continue
+        if isinstance(value, Mapping):
+            value = [(node, share) for node, share in value.items() if share != 0]
         entries: list[tuple[str, float | None]] = []
         for j, item in enumerate(value):
             where = f"{raw_key!r}][{j}"
