@@ -18,6 +18,7 @@ once: per-key sink aggregates against the offline reference, and conservation.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,7 +30,7 @@ from strata.balance.loads import imbalance, window_loads
 from strata.balance.lpt import best_imbalance_bounds
 from strata.generators import skewed
 from strata.model import Scenario
-from strata.sim import Observation, Simulation
+from strata.sim import Move, Observation, Simulation
 from strata.sim.reference import sink_totals
 from strata.sim.semantics import key_group
 
@@ -167,11 +168,12 @@ class Run:
 
 def run(policy: str, scenario: Scenario, placement: dict[str, Any], duration: float, window_s: float = 2.0,
         config: BalanceConfig | None = None, smoothing: float = 1.0, seed: int = 1, drain: float = 120.0,
-        bin_s: float = 0.05) -> Run:
+        bin_s: float = 0.05, moves: Sequence[tuple[float, Move]] = ()) -> Run:
     """Simulate ``duration`` seconds under ``policy``, then drain and check exactly once.
 
     The balancer and the recorder act only while the sources run (the drain's
-    windows are not a workload). Output times are known to ``bin_s``.
+    windows are not a workload). ``moves``: extra (time, move) to force.
+    Output times are known to ``bin_s``.
     """
     if policy not in POLICIES:
         raise ValueError(f"policy: expected one of {POLICIES}; found {policy!r}")
@@ -182,6 +184,8 @@ def run(policy: str, scenario: Scenario, placement: dict[str, Any], duration: fl
         controllers.append((window_s, lambda obs: balancer(obs) if obs.now <= duration else None))
     sim = Simulation(scenario, seed=seed, placement=placement, controllers=controllers, record_inputs=True,
                      bin_s=bin_s)
+    for at, move in moves:
+        sim.apply(move, at=at)
     sim.run(duration, drain=drain)
     job = next(iter(sim.metrics.lat))
     latency = np.frombuffer(sim.metrics.lat[job], dtype=float).copy()
