@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import json
 
+import networkx as nx
 import pytest
 from typer.testing import CliRunner
 
 from strata.cli import app
 from strata.generators import lsd
 from strata.model import Scenario, joined_graph
-from strata.plan import Options, Plan, plan
+from strata.plan import Options, Plan, plan, replan
 from strata.plan.baselines import rand, rr
 from tests.test_plan_cases import chain, scenario
 
@@ -98,3 +99,22 @@ def test_cli_rejects_bad_input_with_exit_2(tmp_path):
     res = runner.invoke(app, ["plan", str(ok), "--previous", str(bad)])
     assert res.exit_code == 2
     assert "bad.json" in res.output
+
+
+def test_replan_touches_only_the_affected_component(small_plan):
+    # Double job0's source rate; re-plan its component only.
+    doc = SMALL.model_dump(by_alias=True)
+    src = next(op for op in doc["jobs"][0]["templates"][0]["operators"] if op["kind"] == "source")
+    src["source"]["rate"] *= 2
+    changed = Scenario.model_validate(doc)
+    out = replan(changed, small_plan, {"job0"})
+    graph = joined_graph(SMALL, small_plan.templates)
+    comp = next(c for c in nx.weakly_connected_components(graph) if "job0.src" in c)
+    touched_jobs = {pe.split(".")[0] for pe in comp}
+    for pe, parts in small_plan.assignment.items():
+        if pe.split(".")[0] not in touched_jobs:
+            assert out.assignment[pe] == parts
+    cores = {n.name: n.cores for n in SMALL.cluster.all_nodes}
+    for node, load in out.node_load().items():
+        assert load <= cores[node] + 1e-6
+    assert out.notes and "job0" in out.notes[0]

@@ -7,9 +7,9 @@ JSON-round-trippable :class:`Plan`. Baselines (RAND, RR, greedy) and the exact
 macroQ MILP live in :mod:`strata.plan.baselines` and :mod:`strata.plan.exact`.
 """
 
-from strata.plan.epoch import Options, plan
+from strata.plan.epoch import Options, plan, replan
 from strata.plan.metrics import Weights
 from strata.plan.micro_w import Limits
 from strata.plan.plan import Phase, Plan, PlanError
 
-__all__ = ["Limits", "Options", "Phase", "Plan", "PlanError", "Weights", "plan"]
+__all__ = ["Limits", "Options", "Phase", "Plan", "PlanError", "Weights", "plan", "replan"]

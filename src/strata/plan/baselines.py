@@ -12,6 +12,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import networkx as nx
 import numpy as np
 
@@ -22,11 +24,19 @@ from strata.plan.metrics import Weights
 from strata.plan.plan import Phase, Plan
 
 
-def _eligible(scenario: Scenario, graph: nx.DiGraph, pe: str) -> list[str]:
-    c = graph.nodes[pe]["op"].constraints
-    if c.fixed_node is not None:
-        return [c.fixed_node]
-    return [n.name for n in scenario.cluster.nodes_with(c.required_labels)]
+def _eligibility(scenario: Scenario, graph: nx.DiGraph) -> Callable[[str], list[str]]:
+    """PE → nodes it may use (labels, fixed node), cached per label set."""
+    by_labels: dict[frozenset[str], list[str]] = {}
+
+    def eligible(pe: str) -> list[str]:
+        c = graph.nodes[pe]["op"].constraints
+        if c.fixed_node is not None:
+            return [c.fixed_node]
+        if c.required_labels not in by_labels:
+            by_labels[c.required_labels] = [n.name for n in scenario.cluster.nodes_with(c.required_labels)]
+        return by_labels[c.required_labels]
+
+    return eligible
 
 
 def _equal_split(scenario: Scenario, graph: nx.DiGraph, node_of: dict[str, str]) -> dict[str, dict[str, float]]:
@@ -50,9 +60,10 @@ def _admit_all(scenario: Scenario, name: str, node_of: dict[str, str], graph: nx
 def rand(scenario: Scenario, seed: int = 0, weights: Weights | None = None) -> Plan:
     graph = joined_graph(scenario)
     rng = np.random.default_rng(seed)
+    eligible = _eligibility(scenario, graph)
     node_of = {}
     for pe in sorted(graph.nodes):
-        options = _eligible(scenario, graph, pe)
+        options = eligible(pe)
         node_of[pe] = options[int(rng.integers(len(options)))]
     return _admit_all(scenario, "RAND", node_of, graph, weights or Weights())
 
@@ -61,9 +72,10 @@ def rr(scenario: Scenario, weights: Weights | None = None) -> Plan:
     graph = joined_graph(scenario)
     count = {n.name: 0 for n in scenario.cluster.all_nodes}
     order = {n.name: i for i, n in enumerate(scenario.cluster.all_nodes)}
+    eligible = _eligibility(scenario, graph)
     node_of = {}
     for pe in sorted(graph.nodes):
-        n = min(_eligible(scenario, graph, pe), key=lambda m: (count[m], order[m]))
+        n = min(eligible(pe), key=lambda m: (count[m], order[m]))
         node_of[pe] = n
         count[n] += 1
     return _admit_all(scenario, "RR", node_of, graph, weights or Weights())
@@ -91,10 +103,11 @@ def greedy(scenario: Scenario, weights: Weights | None = None) -> Plan:
     scale = min(1.0, cap / total) if total > 0 else 1.0
     goals = {pe: d * scale for pe, d in demand.items()}
     room = {n.name: n.cores for n in scenario.cluster.all_nodes}
+    eligible = _eligibility(scenario, graph)
     assignment: dict[str, dict[str, float]] = {}
     for pe in topological_order(graph):
         need = goals[pe]
-        options = _eligible(scenario, graph, pe)
+        options = eligible(pe)
         ups = sorted(graph.predecessors(pe), key=lambda u: -rates[u] * graph.edges[u, pe]["stream"].bytes_per_record)
         home = [n for u in ups[:1] for n in assignment.get(u, {}) if n in options]
         parts: dict[str, float] = {}

@@ -13,6 +13,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import networkx as nx
+
 from strata.model import Cluster, Scenario, importance, joined_graph, propagate
 from strata.model.job import OperatorKind
 from strata.plan.macro_q import macro_q
@@ -28,7 +30,7 @@ class Options:
     """Knobs of one epoch; every default is documented in docs/plan.md."""
 
     budget_s: float = 30.0
-    shares: tuple[float, float, float, float] = (0.2, 0.5, 0.15, 0.15)  # macroQ, macroW, microQ, microW
+    shares: tuple[float, float, float, float] = (0.3, 0.4, 0.15, 0.15)  # macroQ, macroW, microQ, microW
     weights: Weights = field(default_factory=Weights)
     max_candidates: int = 4
     max_pes_per_node: int | None = None
@@ -129,3 +131,60 @@ def finish(scenario: Scenario, planner: str, admitted: list[str], rejected: dict
                 cpu_goal=goals, candidates=candidates, assignment=assignment, importance=value, ingest=ingest,
                 metrics=metrics, affinity=metrics["affinity"], phases=phases, planner=planner,
                 notes=notes or [])
+
+
+def replan(scenario: Scenario, previous: Plan, jobs: set[str], options: Options | None = None,
+           clock: Callable[[], float] = time.perf_counter) -> Plan:
+    """Re-plan only the weak components that hold ``jobs``; everything else keeps its previous plan.
+
+    For the hierarchy's "signals up": a component that reports a hotspot or a
+    shortfall is re-planned inside the cpu and memory the rest of the fleet
+    leaves free, without moving anyone else. The affected components are taken
+    whole (from the previous plan's joined graph, plus ``jobs`` themselves), so
+    no stream crosses between the re-planned and the kept part. Admission is
+    re-decided among the affected jobs only.
+    """
+    opt = options or Options()
+    old = joined_graph(scenario, {j: t for j, t in previous.templates.items() if j in scenario.job})
+    affected = set(jobs) & set(scenario.job)
+    for comp in nx.weakly_connected_components(old):
+        comp_jobs = {old.nodes[p]["job"] for p in comp}
+        if comp_jobs & affected:
+            affected |= comp_jobs
+    kept = [j for j in previous.admitted if j not in affected and j in scenario.job]
+    kept_pes = {pe for pe in previous.assignment if pe.split(".", 1)[0] in kept}
+    used: dict[str, float] = {}
+    mem: dict[str, float] = {}
+    for pe in kept_pes:
+        op = old.nodes[pe]["op"]
+        for node, c in previous.assignment[pe].items():
+            used[node] = used.get(node, 0.0) + c
+            mem[node] = mem.get(node, 0.0) + op.memory + op.state_bytes / max(1, len(previous.assignment[pe]))
+    residual = Cluster(nodes=[n.model_copy(update={"cores": max(1e-9, n.cores - used.get(n.name, 0.0)),
+                                                   "memory": max(1.0, n.memory - mem.get(n.name, 0.0))})
+                              for n in scenario.cluster.all_nodes], racks=list(scenario.cluster.racks))
+    sub = Scenario(name=scenario.name, cluster=residual, jobs=[scenario.job[j] for j in sorted(affected)])
+    part = plan(sub, _restrict(previous, affected), opt, clock)
+    templates = {**{j: previous.templates[j] for j in kept}, **part.templates}
+    admitted = sorted(templates, key=lambda j: (scenario.job[j].rank, j))
+    rejected = {j: why for j, why in previous.rejected.items() if j not in affected and j in scenario.job}
+    rejected.update(part.rejected)
+    def pick(d: dict, new: dict) -> dict:
+        return {**{pe: d[pe] for pe in kept_pes if pe in d}, **new}
+
+    notes = [f"re-planned components of {', '.join(sorted(affected))}; {len(kept)} jobs kept as planned"]
+    return finish(scenario, "soda", admitted, rejected, templates, pick(previous.cpu_goal, part.cpu_goal),
+                  pick(previous.candidates, part.candidates), pick(previous.assignment, part.assignment),
+                  part.phases, opt.weights, notes)
+
+
+def _restrict(previous: Plan, jobs: set[str]) -> Plan:
+    """The previous plan's entries for ``jobs`` only (the re-planned part's incremental baseline)."""
+    mine = {pe for pe in previous.assignment if pe.split(".", 1)[0] in jobs}
+    return Plan(scenario=previous.scenario, admitted=[j for j in previous.admitted if j in jobs],
+                rejected={j: r for j, r in previous.rejected.items() if j in jobs},
+                templates={j: t for j, t in previous.templates.items() if j in jobs},
+                cpu_goal={pe: previous.cpu_goal[pe] for pe in mine if pe in previous.cpu_goal},
+                candidates={pe: previous.candidates[pe] for pe in mine},
+                assignment={pe: previous.assignment[pe] for pe in mine},
+                importance=0.0, ingest=0.0, metrics={}, affinity=0.0)

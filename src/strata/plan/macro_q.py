@@ -93,12 +93,22 @@ class _Evaluator:
         self.points = GRID_POINTS[0]
         self.evaluations = 0
         self.timed_out = False
-        self.last = 0.0  # seconds the last evaluation took
+        self.last = 0.0  # seconds the last full evaluation took
+        self.last_step = 0.0  # seconds the last one-job (incremental) evaluation took
+        self.reserve = 0.0  # seconds kept for the final bookkeeping (a share of a full evaluation)
         self.needs = {(j.id, t.name): (t.cpu_min, t.memory) for j in scenario.jobs for t in j.templates}
+        self.producers: dict[tuple[str, str], set[str]] = {}
+        self.consumers: dict[str, set[str]] = {}
+        for j in scenario.jobs:
+            for t in j.templates:
+                src = {st.src.split(".", 1)[0] for st in t.streams if st.is_external}
+                self.producers[(j.id, t.name)] = src
+                for other in src:
+                    self.consumers.setdefault(other, set()).add(j.id)
 
-    def left(self) -> float:
-        """Seconds left, less what one more evaluation is expected to take."""
-        return self.deadline - self.clock() - self.last
+    def left(self, step: bool = False) -> float:
+        """Seconds left, less one more evaluation (a full one, or a one-job ``step``) and the bookkeeping."""
+        return self.deadline - self.clock() - (self.last_step if step else self.last) - self.reserve
 
     def feasible(self, templates: Mapping[str, str]) -> str | None:
         """None if the minimum cpu and memory fit, else the binding constraint."""
@@ -125,21 +135,54 @@ class _Evaluator:
             self.cache[key] = curve
         return curve
 
-    def allocate(self, templates: Mapping[str, str]) -> Allocation | None:
+    def allocate(self, templates: Mapping[str, str], base: Allocation | None = None,
+                 changed: str | None = None) -> Allocation | None:
+        """The RAP answer for ``templates``; None if their minimum cpu or memory does not fit.
+
+        With ``base`` (an answer for the same jobs) and the one job whose template ``changed``,
+        only the components that job touches are rebuilt; the other curves are reused.
+        """
         if self.feasible(templates) is not None:
             return None
         self.evaluations += 1
         began = self.clock()
-        graph = joined_graph(self.scenario, dict(templates))
-        comps = sorted(tuple(sorted(c)) for c in nx.weakly_connected_components(graph))
-        curves = [self.curve(graph, c, templates) for c in comps]
+        if base is None or changed is None:
+            graph = joined_graph(self.scenario, dict(templates))
+            comps = sorted(tuple(sorted(c)) for c in nx.weakly_connected_components(graph))
+            curves = [self.curve(graph, c, templates) for c in comps]
+        else:
+            comps, curves = self._rebuild(templates, base, changed)
         concave = all(c.concave for c in curves)
         if concave:
             budgets = rap.greedy(curves, self.capacity)
         else:
             budgets = rap.dynamic(curves, self.capacity, self.step(curves))
-        self.last = self.clock() - began
+        took = self.clock() - began
+        if base is None:
+            self.last = took
+            self.reserve = max(self.reserve, 0.3 * took)
+        else:
+            self.last_step = took
         return Allocation(dict(templates), rap.total(curves, budgets), comps, curves, budgets, concave)
+
+    def _rebuild(self, templates: Mapping[str, str], base: Allocation, changed: str
+                 ) -> tuple[list[tuple[str, ...]], list[Curve]]:
+        job_of = {}
+        for k, comp in enumerate(base.components):
+            for pe in comp:
+                job_of[pe.split(".", 1)[0]] = k
+        # Jobs linked to the changed one through a shared stream, in either template, either direction.
+        linked = {changed} | self.consumers.get(changed, set())
+        for name in (base.templates[changed], templates[changed]):
+            linked |= self.producers[(changed, name)]
+        hit = {job_of[j] for j in linked if j in job_of}
+        jobs = {pe.split(".", 1)[0] for k in hit for pe in base.components[k]} | {changed}
+        graph = joined_graph(self.scenario, {j: templates[j] for j in sorted(jobs) if j in templates})
+        fresh = [tuple(sorted(c)) for c in nx.weakly_connected_components(graph)]
+        keep = [(c, cv) for k, (c, cv) in enumerate(zip(base.components, base.curves, strict=True)) if k not in hit]
+        new = [(c, self.curve(graph, c, templates)) for c in fresh]
+        merged = sorted(keep + new, key=lambda cc: cc[0])
+        return [c for c, _ in merged], [cv for _, cv in merged]
 
     def step(self, curves: list[Curve]) -> float:
         spare = self.capacity - sum(c.minimum for c in curves)
@@ -167,16 +210,16 @@ def _template_choices(ev: _Evaluator, admitted: list[Job], start: Mapping[str, s
         cheapest = {j.id: min(j.templates, key=lambda t: t.cpu_min).name for j in admitted}
         current = ev.allocate(cheapest)
     improved = current is not None
-    while improved and ev.left() > 0:
+    while improved and ev.left(step=True) > 0:
         improved = False
         for job in multi:
             for tpl in job.templates:
                 if tpl.name == current.templates[job.id]:
                     continue
-                a = ev.allocate({**current.templates, job.id: tpl.name})
+                a = ev.allocate({**current.templates, job.id: tpl.name}, base=current, changed=job.id)
                 if a is not None and a.value > current.value + 1e-9 * max(1.0, abs(current.value)):
                     current, improved = a, True
-                if ev.left() <= 0:
+                if ev.left(step=True) <= 0:
                     ev.timed_out = True
                     return current, False
     return current, False
