@@ -315,40 +315,39 @@ def _targets(st: State, g: int) -> list[int]:
 
 
 def _improve(st: State, order: list[int], deadline: float, clock: Callable[[], float]) -> tuple[bool, int]:
-    """One pass of 1-opt, pull-together, 2-opt and node swaps; first improvement per shard."""
+    """One pass of 1-opt moves and 2-opt swaps (first improvement per shard), then pulls and node swaps."""
     improved, moves = False, 0
     cur = st.objective()
+    groups = st.p.groups
     for i, g in enumerate(order):
         if i % 8 == 0 and clock() >= deadline:
             break
+        size = groups[g].goal / max(1, len(st.where[g]))
         for src in list(st.where[g]):
-            best = (cur, None)
             for dst in _targets(st, g):
                 if st.can_host(g, dst, leaving=src):
                     st.relocate(g, src, dst)
                     val = st.objective()
+                    if val < cur - 1e-12:
+                        cur, improved, moves = val, True, moves + 1
+                        break
                     st.relocate(g, dst, src)
-                    if val < best[0] - 1e-12:
-                        best = (val, ("move", dst))
-                for h in list(st.occ[dst])[:4]:
-                    if h == g or src in st.where[h] or len(st.where[h]) == 0:
-                        continue
+                # Swap partners: the two PEs on dst closest in size, so loads barely change.
+                partners = sorted((h for h in st.occ[dst] if h != g and src not in st.where[h]),
+                                  key=lambda h: (abs(groups[h].goal / len(st.where[h]) - size), h))[:2]
+                done = False
+                for h in partners:
                     if st.can_host(g, dst, swap_out=h) and st.can_host(h, src, swap_out=g):
                         st.relocate(g, src, dst)
                         st.relocate(h, dst, src)
                         val = st.objective()
+                        if val < cur - 1e-12:
+                            cur, improved, moves, done = val, True, moves + 1, True
+                            break
                         st.relocate(h, src, dst)
                         st.relocate(g, dst, src)
-                        if val < best[0] - 1e-12:
-                            best = (val, ("swap", dst, h))
-            if best[1] is not None:
-                if best[1][0] == "move":
-                    st.relocate(g, src, best[1][1])
-                else:
-                    _, dst, h = best[1]
-                    st.relocate(g, src, dst)
-                    st.relocate(h, dst, src)
-                cur, improved, moves = best[0], True, moves + 1
+                if done:
+                    break
     if clock() < deadline:
         gained, n = _pull_together(st, cur, deadline, clock)
         improved |= gained
