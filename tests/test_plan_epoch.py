@@ -118,3 +118,18 @@ def test_replan_touches_only_the_affected_component(small_plan):
     for node, load in out.node_load().items():
         assert load <= cores[node] + 1e-6
     assert out.notes and "job0" in out.notes[0]
+
+
+def test_replanning_after_node_loss_moves_work_off_the_lost_node(small_plan):
+    doc = SMALL.model_dump(by_alias=True)
+    group = doc["cluster"]["node_groups"][0]
+    group["count"] -= 1  # the last node (n3) is gone
+    smaller = Scenario.model_validate(doc)
+    lost = f"{group['prefix']}{group['count']}"
+    assert any(lost in parts for parts in small_plan.assignment.values())
+    again = plan(smaller, previous=small_plan, options=FAST)
+    assert all(lost not in parts for parts in again.assignment.values())
+    assert all(lost not in c for c in again.candidates.values())
+    cores = {n.name: n.cores for n in smaller.cluster.all_nodes}
+    for node, load in again.node_load().items():
+        assert load <= cores[node] + 1e-6

@@ -250,7 +250,9 @@ def macro_q(scenario: Scenario, deadline_s: float, previous_templates: Mapping[s
     memory = scenario.cluster.total_memory
     check_required(scenario, cap, memory)
     ev = _Evaluator(scenario, cap, memory, start + deadline_s, clock)
-    prev = dict(previous_templates or {})
+    # Only previous choices that still exist (jobs and templates may have changed since).
+    prev = {j: t for j, t in (previous_templates or {}).items()
+            if j in scenario.job and any(tp.name == t for tp in scenario.job[j].templates)}
     free = all(_cheapest(j)[0] == 0 for j in scenario.jobs)
     best: Allocation | None = None
     best_cut: int | None = None

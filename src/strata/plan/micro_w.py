@@ -87,7 +87,9 @@ def micro_w(cluster: Cluster, goals: Mapping[str, float], candidates: Mapping[st
             limits: Limits, time_limit: float) -> MicroW:
     """Assign goals to candidate nodes, changing as little as possible from ``previous`` (or ``reference``)."""
     cores = {n.name: n.cores for n in cluster.all_nodes}
-    ref = {pe: dict(parts) for pe, parts in (previous or reference).items() if pe in goals}
+    # Nodes that have left the cluster are dropped from the reference: their cpu must move.
+    ref = {pe: {n: c for n, c in parts.items() if n in cores}
+           for pe, parts in (previous or reference).items() if pe in goals}
     active = limits if previous is not None else Limits()
     sol, z = _flow(goals, candidates, cores, ref, active, set(), time_limit)
     detail = "min-cost flow LP"
