@@ -1,0 +1,439 @@
+"""The Spark engine adapter: Spark as a :class:`strata.hierarchy.protocol.Engine` (DESIGN.md, rules 1–2).
+
+:class:`SparkEngine` only observes and enforces; nothing here decides.
+
+Enforcement of :class:`~strata.hierarchy.protocol.Decisions`:
+
+- ``admitted`` (L0 admission, template): a job that is not running starts its
+  chosen template's query; a running job absent from it is stopped; a job whose
+  template changes is **switched at a batch boundary**: its source is paused
+  through the rate-cap channel (no new batch is planned), the batch in flight
+  finishes and commits, the query stops, and the new variant starts from the
+  next record (``PipelineOptions.start_row``) with its own checkpoint and sink
+  (``<run>/jobs/<job>/<segment>-<template>``). Nothing is read twice or skipped.
+- ``cpu_share`` (L0 cpu): job → cores, turned into the job's FAIR pool (weights
+  1, 2, 4, 8 ∝ share relative to the smallest); the gate puts each batch in that
+  pool unless the batch is urgent (:mod:`strata.spark.gate`).
+- ``rate_limits`` (L0 microQ pacing): source PE → records/s, written to the
+  source's control file as rows per micro-batch (rate × the query's trigger
+  interval); None lifts the cap.
+- ``moves`` (L1): key-group moves on a managed keyed operator's routing table;
+  they take effect at the next micro-batch and state moves with the key group.
+- ``dispatch`` (meta): the gate's strategy for the next batches.
+
+Observation (``observe()``): per window, the micro-batches each query finished
+(rows in from the query's progress, rows out, duration) split over the chain's
+PEs (:func:`strata.learning.attribute`) as ``instances`` and ``rates``; per key
+group and partition rows of managed keyed operators; per-job latency estimated
+from the batches' sink-side percentiles; ``ingest`` = records the source
+*offered* in the window (the generator's workload is a function of time), so a
+capped source still reports its demand. Busy time is a batch's wall time from
+release to commit: an approximation of core-seconds (a batch's tasks may use
+both cores, and share them with other queries' batches).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import numpy as np
+
+from strata.dispatch import strategy as dispatch_strategy
+from strata.hierarchy.protocol import (
+    Decisions,
+    InstanceLoad,
+    KeyGroupLoad,
+    LatencyStats,
+    Observation,
+    WindowStats,
+)
+from strata.learning import attribute
+from strata.model import Scenario, pe_id
+from strata.spark.gate import URGENT_POOL, Gate
+from strata.spark.pipelines import AGGREGATIONS, Pipeline, PipelineOptions
+from strata.spark.workload import Timeline
+
+SHARE_POOLS: dict[str, int] = {"w1": 1, "w2": 2, "w4": 4, "w8": 8}
+"""Pools that carry L0's cpu share; FAIR weight ∝ the pool's number."""
+
+POOLS: dict[str, int] = {URGENT_POOL: 32, **SHARE_POOLS}
+"""Every pool the session declares (Spark reads the allocation file once, at session start)."""
+
+
+def share_pools(cpu_share: dict[str, float]) -> dict[str, str]:
+    """Job → FAIR pool whose weight is ∝ its cpu share (powers of two, relative to the smallest share)."""
+    positive = [c for c in cpu_share.values() if c > 0]
+    if not positive:
+        return {job: "w1" for job in cpu_share}
+    least = min(positive)
+    out = {}
+    for job, cores in cpu_share.items():
+        ratio = max(cores, least) / least
+        weight = min(8, 2 ** round(float(np.log2(ratio))))
+        out[job] = f"w{weight}"
+    return out
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    """How the engine runs each query: clock epoch, triggers, partitions, sink."""
+
+    epoch: float
+    tick_s: float = 0.1
+    triggers: dict[str, float] = field(default_factory=dict)  # job → processing-time trigger s (absent: ASAP)
+    input_partitions: int = 2
+    state_partitions: int = 2
+    managed: frozenset[str] | None = None  # keyed operators in Strata's movable store (None: keyed_stateful ones)
+    sink: str = "parquet"
+    pause_timeout_s: float = 30.0  # longest wait for the batch in flight when switching a template
+
+
+@dataclass
+class Segment:
+    """One query that ran for a job: a template from a start row, with its own run directory."""
+
+    job: str
+    template: str
+    index: int
+    start_row: int
+    run_dir: Path
+    pipeline: Pipeline
+    started_at: float
+    stopped_at: float | None = None
+    end_row: int | None = None
+
+
+class SparkEngine:
+    """Spark under the hierarchy's control (observe / apply), one query per admitted job."""
+
+    def __init__(self, spark, scenario: Scenario, run_dir: Path, config: EngineConfig, gate: Gate | None = None,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.spark = spark
+        self.scenario = scenario
+        self.run_dir = Path(run_dir)
+        self.config = config
+        self.gate = gate
+        self.clock = clock
+        self.segments: list[Segment] = []
+        self.running: dict[str, Segment] = {}
+        self.decisions: list[dict] = []  # one row per enforced change, for the report's timeline
+        self._seen: dict[tuple[str, int], int] = {}  # (job, segment) → batch records already observed
+        self._window_start = clock()
+        self._timelines: dict[str, Timeline] = {}
+        self._lock = threading.Lock()
+
+    # ------------------------------------------------------------------ apply
+
+    def apply(self, decisions: Decisions) -> None:
+        """Enforce ``decisions``; fields left None are unchanged. Raises ValueError naming a bad entry."""
+        if decisions.dispatch is not None and self.gate is not None:
+            dispatch_strategy(decisions.dispatch)
+            self.gate.config = replace(self.gate.config, strategy=decisions.dispatch)
+            self.gate.core.config = self.gate.config
+            self.gate.core.by = dispatch_strategy(decisions.dispatch)
+            self._log(decisions, "dispatch", "*", decisions.dispatch)
+        if decisions.admitted is not None:
+            self._admit(decisions)
+        if decisions.cpu_share is not None:
+            pools = share_pools(decisions.cpu_share)
+            for job, pool in pools.items():
+                if self.gate is not None and self.gate.base_pools.get(job) != pool:
+                    self.gate.base_pools[job] = pool
+                    self._log(decisions, "pool", job, f"{pool} ({decisions.cpu_share[job]:.2f} cores)")
+        if decisions.rate_limits is not None:
+            for pe, rate in decisions.rate_limits.items():
+                self._rate_limit(decisions, pe, rate)
+        if decisions.moves:
+            self._move(decisions)
+
+    def _log(self, decisions: Decisions, kind: str, job: str, detail: str) -> None:
+        self.decisions.append({"t": self.clock(), "epoch": decisions.epoch, "kind": kind, "job": job,
+                               "detail": detail, "reasons": ", ".join(decisions.reasons)})
+
+    def _admit(self, decisions: Decisions) -> None:
+        wanted = decisions.admitted
+        for job, template in wanted.items():
+            if job not in self.scenario.job:
+                raise ValueError(f"admitted: no job {job!r} in scenario {self.scenario.name!r}")
+            self.scenario.job[job].template(template)  # KeyError names the job and template
+        for job in [j for j in self.running if j not in wanted]:
+            self._stop(job)
+            self._log(decisions, "hold back", job, "query stopped")
+        for job in self.scenario.job:
+            if job not in wanted:
+                continue
+            template = wanted[job]
+            current = self.running.get(job)
+            if current is None:
+                start = self.segments_of(job)[-1].end_row if self.segments_of(job) else 0
+                self._start(job, template, start or 0)
+                self._log(decisions, "admit", job, f"template {template}")
+            elif current.template != template:
+                if any(op.kind in AGGREGATIONS for op in current.pipeline.chain):
+                    raise ValueError(f"admitted: {job!r} runs a stateful template ({current.template!r}); "
+                                     "switching it would drop its open windows, so only stateless jobs switch")
+                end = self._stop(job)
+                self._start(job, template, end)
+                self._log(decisions, "template", job, f"{current.template} → {template} at row {end}")
+
+    def _options(self, job: str, start_row: int) -> PipelineOptions:
+        c = self.config
+        return PipelineOptions(sink=c.sink, epoch=c.epoch, tick_s=c.tick_s, input_partitions=c.input_partitions,
+                               trigger_s=c.triggers.get(job), state_partitions=c.state_partitions,
+                               managed=c.managed, start_row=start_row)
+
+    def _start(self, job: str, template: str, start_row: int) -> Segment:
+        spec = self.scenario.job[job]
+        index = len(self.segments_of(job))
+        run_dir = self.run_dir / "jobs" / job / f"{index}-{template}"
+        t = next(i for i, tpl in enumerate(spec.templates) if tpl.name == template)
+        here = ("jobs", self.scenario.jobs.index(spec), "templates", t)
+        pipeline = Pipeline(self.spark, spec, spec.template(template), run_dir, self._options(job, start_row),
+                            here=here)
+        if self.gate is not None:
+            pipeline.hooks.append(self.gate)
+        segment = Segment(job, template, index, start_row, run_dir, pipeline, self.clock())
+        pipeline.start()
+        with self._lock:
+            self.segments.append(segment)
+            self.running[job] = segment
+        return segment
+
+    def _stop(self, job: str) -> int:
+        """Stop ``job`` at a batch boundary; the first record it did not read."""
+        segment = self.running.pop(job)
+        p = segment.pipeline
+        if p.rate_cap is not None and p.query.isActive:
+            p.rate_cap.set(0)  # no new batch is planned from here on
+            deadline = self.clock() + self.config.pause_timeout_s
+            while p.query.isActive and self.clock() < deadline:
+                status = p.query.status
+                if not status["isTriggerActive"] and not status["isDataAvailable"]:
+                    break
+                time.sleep(0.05)
+        if p.query.isActive:
+            p.query.stop()
+        if self.gate is not None:
+            self.gate.forget(job)
+        segment.stopped_at = self.clock()
+        segment.end_row = self.end_row(segment)
+        return segment.end_row
+
+    def end_row(self, segment: Segment) -> int:
+        """The first record the segment's query had not committed (from its last progress)."""
+        progress = segment.pipeline.query.recentProgress if segment.pipeline.query is not None else []
+        for p in reversed(progress):
+            if p["numInputRows"] is None:
+                continue
+            end = (p["sources"] or [{}])[0].get("endOffset")
+            end = json.loads(end) if isinstance(end, str) else end
+            if isinstance(end, dict) and "row" in end:
+                return int(end["row"])
+        return segment.start_row
+
+    def _rate_limit(self, decisions: Decisions, pe: str, rate: float | None) -> None:
+        job, _, op = pe.partition(".")
+        segment = self.running.get(job)
+        if segment is None:
+            return
+        source = segment.pipeline.chain[0]
+        if source.name != op:
+            raise ValueError(f"rate_limits: {pe!r} is not the source of job {job!r} (its source is {source.name!r})")
+        cap = segment.pipeline.rate_cap
+        if cap is None:
+            raise ValueError(f"rate_limits: {pe!r} reads files; only generated sources take a rate cap")
+        if rate is None:
+            if cap.get() is not None:
+                cap.set(None)
+                self._log(decisions, "rate cap", job, "lifted")
+            return
+        interval = self.config.triggers.get(job) or self._batch_interval(segment)
+        rows = max(1, int(rate * interval))
+        if cap.get() != rows:
+            cap.set(rows)
+            self._log(decisions, "rate cap", job, f"{rate:.0f} rec/s ({rows} rows/batch)")
+
+    def _batch_interval(self, segment: Segment) -> float:
+        """Mean seconds between the query's recent batch starts (1 s before it has two batches)."""
+        records = list(segment.pipeline.batch_records())[-10:]
+        if len(records) < 2:
+            return 1.0
+        return max(0.1, (records[-1]["started"] - records[0]["started"]) / (len(records) - 1))
+
+    def _move(self, decisions: Decisions) -> None:
+        by_pe: dict[str, dict[int, int]] = {}
+        for m in decisions.moves:
+            by_pe.setdefault(m.pe, {})[m.key_group] = m.dst
+        for pe, moves in by_pe.items():
+            store = self._store(pe)
+            table = list(store.routing)
+            for group, dst in moves.items():
+                if not 0 <= group < len(table):
+                    raise ValueError(f"moves: {pe!r} has key groups 0..{len(table) - 1}; got {group}")
+                table[group] = dst
+            store.route(table)
+            self._log(decisions, "moves", pe.partition(".")[0],
+                      ", ".join(f"kg{g}→p{d}" for g, d in sorted(moves.items())))
+
+    def _store(self, pe: str):
+        job, _, op = pe.partition(".")
+        segment = self.running.get(job)
+        if segment is None or segment.pipeline.store is None:
+            raise ValueError(f"moves: {pe!r} is not a running managed keyed operator")
+        keyed = next(o for o in segment.pipeline.chain if segment.pipeline.options.is_managed(o))
+        if keyed.name != op:
+            raise ValueError(f"moves: the managed keyed operator of {job!r} is {keyed.name!r}, not {op!r}")
+        return segment.pipeline.store
+
+    # ------------------------------------------------------------------ observe
+
+    def segments_of(self, job: str) -> list[Segment]:
+        with self._lock:
+            return [s for s in self.segments if s.job == job]
+
+    def observe(self) -> Observation:
+        """The window since the previous call: finished batches, loads, latency, rates, routing."""
+        now = self.clock()
+        start, self._window_start = self._window_start, now
+        span = max(now - start, 1e-6)
+        key_groups: list[KeyGroupLoad] = []
+        instances: list[InstanceLoad] = []
+        latency: dict[str, LatencyStats] = {}
+        rates: dict[str, float] = {}
+        ingest: dict[str, float] = {}
+        routing: dict[str, tuple[int, ...]] = {}
+        units, unit_rows = 0, 0
+        with self._lock:
+            running = dict(self.running)
+        for job, segment in running.items():
+            p = segment.pipeline
+            records = list(p.batch_records())
+            seen = self._seen.get((job, segment.index), 0)
+            fresh = records[seen:]
+            self._seen[(job, segment.index)] = len(records)
+            rows_in = self._rows_in(p, {r["batch_id"] for r in fresh})
+            rows_out = sum(r["rows_out"] for r in fresh)
+            busy = sum(r["finished"] - r["released"] for r in fresh)
+            units += len(fresh)
+            unit_rows += rows_in
+            source = p.chain[0]
+            ingest[pe_id(job, source.name)] = self._generated(segment, start, now) / span
+            parts = attribute(job, segment.pipeline.template, rows_in, rows_out, busy) if rows_in else []
+            keyed = next((o for o in p.chain if p.options.is_managed(o)), None) if p.store is not None else None
+            for pe, r_in, r_out, b in parts:
+                rates[pe] = r_out / span
+                if keyed is None or pe != pe_id(job, keyed.name):
+                    instances.append(InstanceLoad(pe, 0, "local", round(r_in), b, 0, 0))
+            stats = _latency(fresh, self.scenario.job[job].target_latency_s)
+            if stats is not None:
+                latency[job] = stats
+            if keyed is not None:
+                pe = pe_id(job, keyed.name)
+                table = p.store.routing
+                routing[pe] = table
+                group_rows: dict[int, int] = {}
+                part_rows = [0] * p.store.spec.partitions
+                for r in fresh:
+                    for g, n in (r.get("group_rows") or {}).items():
+                        group_rows[g] = group_rows.get(g, 0) + n
+                    for i, n in enumerate(r.get("partition_rows") or []):
+                        part_rows[i] += n
+                keyed_busy = next((b for q, _, _, b in parts if q == pe), 0.0)
+                total = max(1, sum(group_rows.values()))
+                key_groups += [KeyGroupLoad(pe, g, table[g], n, keyed_busy * n / total, 0.0)
+                               for g, n in sorted(group_rows.items())]
+                instances += [InstanceLoad(pe, i, "local", n, keyed_busy * n / total, 0, table.count(i))
+                              for i, n in enumerate(part_rows)]
+        window = WindowStats(now=now, start=start, key_groups=tuple(key_groups), instances=tuple(instances),
+                             node_utilisation={}, queue_lengths={}, latency=latency, rates=rates, ingest=ingest,
+                             routing=routing, placement={}, migrating=(), dropped={})
+        strategy = self.gate.config.strategy if self.gate is not None else None
+        return Observation(window, templates={j: s.template for j, s in running.items()}, dispatch=strategy,
+                           units=units, unit_records=unit_rows / units if units else 0.0)
+
+    def _generated(self, segment: Segment, start: float, now: float) -> int:
+        """Records the job's source generated (offered) in [start, now): its workload is a function of time."""
+        p = segment.pipeline
+        if p.rate_cap is None:
+            return 0
+        timeline = self._timelines.get(p.name)
+        if timeline is None or timeline.spec != p.chain[0].source:
+            timeline = self._timelines[p.name] = Timeline(p.chain[0].source, self.config.tick_s)
+        tick = self.config.tick_s
+        lo, hi = (max(0, int((t - self.config.epoch) / tick)) for t in (start, now))
+        return timeline.rows_before_tick(hi) - timeline.rows_before_tick(lo)
+
+    def _rows_in(self, pipeline: Pipeline, batch_ids: set[int]) -> int:
+        """Input rows of the given batches, from the query's progress reports."""
+        if pipeline.query is None or not batch_ids:
+            return 0
+        return sum(int(p["numInputRows"] or 0) for p in pipeline.query.recentProgress if p["batchId"] in batch_ids)
+
+    def batch_observations(self) -> list[dict]:
+        """Every finished batch of every segment with its input rows (for the learner and the report)."""
+        out = []
+        for s in list(self.segments):
+            progress = {p["batchId"]: p for p in (s.pipeline.query.recentProgress if s.pipeline.query else [])}
+            for r in s.pipeline.batch_records():
+                p = progress.get(r["batch_id"])
+                out.append({**{k: v for k, v in r.items() if k not in ("group_rows",)},
+                            "job": s.job, "template": s.template, "segment": s.index,
+                            "rows_in": None if p is None else int(p["numInputRows"])})
+        return out
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def failures(self) -> dict[str, str]:
+        """Job → cause, for queries that died."""
+        out = {}
+        for s in list(self.segments):
+            q = s.pipeline.query
+            if q is not None and not q.isActive and q.exception() is not None:
+                out[s.job] = str(q.exception()).strip().splitlines()[0][:300]
+        return out
+
+    def stop_all(self) -> None:
+        """Stop every query where it is (the runs are compared on what each committed)."""
+        for job in list(self.running):
+            segment = self.running.pop(job)
+            if segment.pipeline.query.isActive:
+                segment.pipeline.query.stop()
+            if self.gate is not None:
+                self.gate.forget(job)
+            segment.stopped_at = self.clock()
+            segment.end_row = self.end_row(segment)
+
+
+def _latency(records: list[dict], target: float) -> LatencyStats | None:
+    """A window's latency from its batches' sink-side percentiles (rows-weighted; misses estimated by batch)."""
+    rows = [r for r in records if r.get("latency_p50") is not None and r["rows_out"] > 0]
+    if not rows:
+        return None
+    weights = np.array([r["rows_out"] for r in rows], dtype=float)
+
+    def mean(key: str) -> float:
+        return float(np.average([r[key] for r in rows], weights=weights))
+
+    # a batch's records share its commit time, so "over target" is decided per batch from its percentiles
+    over = sum(w * _share_over(r, target) for r, w in zip(rows, weights, strict=True))
+    return LatencyStats(int(weights.sum()), mean("latency_p50"), mean("latency_p95"), mean("latency_p99"),
+                        max(r["latency_max"] for r in rows), float(over / weights.sum()))
+
+
+def _share_over(record: dict, target: float) -> float:
+    """Share of a batch's records over ``target``, interpolated on its latency percentiles."""
+    qs = [(0.5, record["latency_p50"]), (0.95, record["latency_p95"]), (0.99, record["latency_p99"]),
+          (1.0, record["latency_max"])]
+    if target >= record["latency_max"]:
+        return 0.0
+    below = 0.0
+    for q, v in qs:
+        if v <= target:
+            below = q
+    return 1.0 - below
+
