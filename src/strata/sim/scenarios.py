@@ -20,27 +20,26 @@ def _node(name: str, cores: float, nic: float = 1e15) -> dict[str, Any]:
 
 def single_queue(rate: float, cost: float, cores: int = 1, arrivals: str = "poisson", seed: int = 0,
                  keys: int = 1000) -> tuple[Scenario, dict[str, str]]:
-    """source → op → sink with the op alone on a ``cores``-core node: an M/·/c queue.
+    """A source whose own instance is an M/·/c queue: records arrive at it, wait, and take ``cost`` each.
 
-    The source and the sink cost nothing and sit on their own nodes, so with
-    ``network_latency=0`` a record's end-to-end latency is its sojourn at the
-    op. Returns the scenario and the placement that isolates the op.
+    The source instance sits alone on a ``cores``-core node and the free sink on
+    another, so with ``network_latency=0`` a record's end-to-end latency is its
+    sojourn in the queue. Returns the scenario and that placement.
     """
     doc = {
         "name": "single-queue",
-        "cluster": {"nodes": [_node("in", 1), _node("q", cores), _node("out", 1)]},
+        "cluster": {"nodes": [_node("q", cores), _node("out", 1)]},
         "jobs": [{
             "id": "q", "rank": 1, "target_latency_s": 10 * cost,
             "templates": [{"operators": [
-                {"name": "src", "kind": "source", "cost_per_record": 0.0,
+                {"name": "src", "kind": "source", "cost_per_record": cost,
                  "source": {"rate": rate, "arrivals": {"process": arrivals}, "seed": seed,
                             "keys": {"count": keys}}},
-                {"name": "op", "kind": "map", "cost_per_record": cost},
                 {"name": "sink", "kind": "sink", "cost_per_record": 0.0},
-            ], "streams": [{"from": "src", "to": "op"}, {"from": "op", "to": "sink"}]}],
+            ], "streams": [{"from": "src", "to": "sink"}]}],
         }],
     }
-    return Scenario.model_validate(doc), {"q.src": "in", "q.op": "q", "q.sink": "out"}
+    return Scenario.model_validate(doc), {"q.src": "q", "q.sink": "out"}
 
 
 def chain(kinds: list[dict[str, Any]], rate: float = 1000.0, nodes: int = 2, cores: float = 4,
