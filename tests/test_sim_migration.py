@@ -155,6 +155,10 @@ def test_controller_sees_key_group_loads_and_moves_them():
     assert sum(k.busy for k in kg) == pytest.approx(sum(i.busy for i in inst))
     assert first.now - first.start == pytest.approx(1.0)
     assert set(first.latency) == {"c"}
+    last = seen[-1].latency_so_far["c"]
+    lat = np.frombuffer(sim.metrics.lat["c"], dtype=float)[:last.records]
+    assert last.records == sum(s.latency["c"].records for s in seen if "c" in s.latency)
+    assert last.mean == pytest.approx(lat.mean()) and last.max == lat.max()
 
 
 def test_bad_moves_are_rejected_with_their_location():

@@ -57,9 +57,9 @@ channels), ``semantics`` (what each operator does to a record), ``workload``
 from strata.sim.engine import Simulation
 from strata.sim.fifo import FifoDispatch, fifo
 from strata.sim.hooks import DispatchFactory, DispatchPolicy, KeyGroupLoad, Kind, Message, Move, NodeView
-from strata.sim.observe import Actions, InstanceLoad, LatencyStats, Observation
+from strata.sim.observe import Actions, InstanceLoad, LatencySoFar, LatencyStats, Observation
 
 __all__ = [
     "Actions", "DispatchFactory", "DispatchPolicy", "FifoDispatch", "InstanceLoad", "KeyGroupLoad", "Kind",
-    "LatencyStats", "Message", "Move", "NodeView", "Observation", "Simulation", "fifo",
+    "LatencySoFar", "LatencyStats", "Message", "Move", "NodeView", "Observation", "Simulation", "fifo",
 ]

@@ -719,6 +719,7 @@ class Simulation:
             placement={pe.name: tuple(i.node.name for i in pe.instances) for pe in self.pes.values()},
             migrating=self.migrations.pending(),
             dropped=self.metrics.drop_totals(),
+            latency_so_far=self.metrics.latency_so_far(),
         )
 
     def _control(self, ctrl: dict, now: float) -> None:

@@ -29,6 +29,7 @@ import pandas as pd
 
 from strata.model import importance
 from strata.sim.hooks import Kind
+from strata.sim.observe import LatencySoFar
 from strata.sim.runtime import EV_DELIVER, SINK
 
 if TYPE_CHECKING:
@@ -50,6 +51,7 @@ class Metrics:
         self.local: list[float] = []
         self.remote: list[float] = []
         self.deferred = 0
+        self._so_far: dict[str, list[float]] = {j: [0, 0, 0.0, 0.0, 0] for j in jobs}  # cursor, n, Σ, max, misses
         self.failures: list[tuple[str, float, float | None]] = []
 
     def extend(self, end: float) -> None:
@@ -169,6 +171,22 @@ class Metrics:
         k = self._bins()
         return pd.DataFrame({"t": [b * self.bin_s for b in range(k)], "local_bytes": self.local[:k],
                              "remote_bytes": self.remote[:k]})
+
+    def latency_so_far(self) -> dict[str, LatencySoFar]:
+        """Per job since the start: records, mean, max, miss rate (folded in incrementally)."""
+        out = {}
+        for job, acc in self._so_far.items():
+            lat = np.frombuffer(self.lat[job], dtype=float)[int(acc[0]):]
+            n = np.frombuffer(self.lat_n[job], dtype=np.int64)[int(acc[0]):]
+            if len(lat):
+                acc[0] += len(lat)
+                acc[1] += int(n.sum())
+                acc[2] += float((lat * n).sum())
+                acc[3] = max(acc[3], float(lat.max()))
+                acc[4] += int(n[lat > self.sim.scenario.job[job].target_latency_s].sum())
+            if acc[1]:
+                out[job] = LatencySoFar(int(acc[1]), acc[2] / acc[1], acc[3], acc[4] / acc[1])
+        return out
 
     def drop_totals(self) -> dict[str, int]:
         out: dict[str, int] = {}

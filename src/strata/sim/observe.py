@@ -40,6 +40,16 @@ class LatencyStats:
 
 
 @dataclass(frozen=True, slots=True)
+class LatencySoFar:
+    """End-to-end latency of one job's sink outputs since the start of the run (records-weighted)."""
+
+    records: int
+    mean: float
+    max: float
+    miss_rate: float
+
+
+@dataclass(frozen=True, slots=True)
 class Observation:
     """The world over ``[start, now)`` as engines expose it; plain data only."""
 
@@ -56,6 +66,7 @@ class Observation:
     placement: Mapping[str, tuple[str, ...]]  # PE → node of each instance
     migrating: tuple[tuple[str, int], ...]  # (PE, key group) moves in progress or queued
     dropped: Mapping[str, int]  # reason → records dropped so far
+    latency_so_far: Mapping[str, LatencySoFar] = field(default_factory=dict)  # job → since t = 0
 
 
 @dataclass
