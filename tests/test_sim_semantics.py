@@ -222,3 +222,26 @@ def test_determinism_does_not_depend_on_python_hash_seed():
         out = subprocess.run([sys.executable, "-c", _RUN], capture_output=True, text=True, env=env, check=True)
         digests.add(out.stdout.strip())
     assert len(digests) == 1
+
+
+def test_frontier_is_event_time_or_the_window_due_time():
+    from strata.sim import FifoDispatch
+
+    seen = []
+
+    class Recorder(FifoDispatch):
+        def push(self, msg, now):
+            seen.append((msg.pe, msg.event_time, msg.frontier, msg.created))
+            super().push(msg, now)
+
+    scenario = chain([{"kind": "map"}, {"kind": "window_aggregate", "window": {"size_s": 2, "watermark_s": 0.5}}],
+                     rate=100)
+    Simulation(scenario, seed=1, dispatch=Recorder).run(5.0)
+    into_window = [(et, f) for pe, et, f, _ in seen if pe == "c.op2"]
+    regular = [(et, f) for pe, et, f, _ in seen if pe == "c.op1"]
+    assert into_window and regular
+    assert all(f == math.floor(et / 2) * 2 + 2 + 0.5 for et, f in into_window)
+    assert all(f == et for et, f in regular)
+    # A window result, carrying its newest input's event time, leaves only once the window is due.
+    results = [(et, created) for pe, et, _, created in seen if pe == "c.sink"]
+    assert results and all(created >= math.floor(et / 2) * 2 + 2.5 for et, created in results)
