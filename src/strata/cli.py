@@ -175,9 +175,12 @@ def simulate(
     out: Annotated[Path | None, typer.Option(help="Write the metrics tables (Parquet) and summary.json here.")]
     = None,
     batch: Annotated[int, typer.Option(help="Records per source message (1 = exact; more = faster, coarser).")] = 1,
+    plan: Annotated[Path | None, typer.Option(help="Run a plan from 'strata plan --json': its admitted jobs, "
+                                                   "templates and placement.")] = None,
 ) -> None:
-    """Simulate the scenario on its cluster message by message (FIFO dispatch, default placement)."""
+    """Simulate the scenario on its cluster message by message (FIFO dispatch; round-robin placement or --plan)."""
     from strata.sim import Simulation
+    from strata.sim.placement import plan_file
     from strata.sim.report import run_with_progress, summary_tables
 
     scenario = load(spec)
@@ -185,7 +188,9 @@ def simulate(
         errors.print(f"[bold red]error[/] --duration: expected seconds > 0; found {duration:g}")
         raise typer.Exit(code=2)
     try:
-        sim = Simulation(scenario, seed=seed, batch=batch, base_dir=spec[0].parent)
+        templates, placement = plan_file(plan) if plan is not None else (None, None)
+        sim = Simulation(scenario, seed=seed, batch=batch, base_dir=spec[0].parent, templates=templates,
+                         placement=placement)
     except ValueError as err:
         errors.print(f"[bold red]error[/] {err}", highlight=False, soft_wrap=True)
         raise typer.Exit(code=2) from None
@@ -196,3 +201,55 @@ def simulate(
         sim.metrics.write(out)
         console.print(f"wrote {out}/ (latency, timeseries, importance, nodes, instances, imbalance, network, "
                       "drops, migrations, conservation; summary.json)")
+
+
+@app.command()
+def demo(
+    spec: Annotated[Path, typer.Argument(help="Scenario spec (YAML).")] = Path("examples/demo.yaml"),
+    duration: Annotated[float, typer.Option(help="Seconds of input measured per mode.")] = 40.0,
+    seed: Annotated[int, typer.Option(help="Added to every source's seed: same seed, same input.")] = 0,
+    out: Annotated[Path, typer.Option(help="Run directory: sinks, state, metrics, report.html.")] = Path("runs/demo"),
+    warmup: Annotated[bool, typer.Option(help="Warm the Python workers up before the measured runs.")] = True,
+) -> None:
+    """Plain Spark vs Strata on embedded Spark, same seeded input: side-by-side table and an HTML report."""
+    from strata.report import write_report
+    from strata.report.console import side_by_side, verification_line
+    from strata.spark.demo import DemoConfig, run_demo
+
+    if duration <= 0:
+        errors.print(f"[bold red]error[/] --duration: expected seconds > 0; found {duration:g}")
+        raise typer.Exit(code=2)
+    scenario = load([spec])
+    console.print(f"[bold]strata demo[/] {scenario.name}: {len(scenario.jobs)} jobs, "
+                  f"{scenario.cluster.total_cores:g} cores; plain Spark first, then Strata ({duration:g} s each)")
+
+    def tick(mode: str, t: float, row: dict) -> None:
+        p99 = "  ".join(f"{k[4:]} p99 {v:.1f}s" for k, v in row.items() if k.startswith("p99:") and v is not None)
+        console.print(f"  [dim]{mode:8s} t={t:5.1f}s[/]  {p99}", highlight=False)
+
+    try:
+        result = run_demo(scenario, out, DemoConfig(duration_s=duration, seed=seed, warmup=warmup), on_tick=tick,
+                          on_phase=lambda text: console.print(f"[cyan]▸[/] {text}"))
+    except ValueError as err:
+        errors.print(f"[bold red]error[/] {err}", highlight=False, soft_wrap=True)
+        raise typer.Exit(code=2) from None
+    console.print(side_by_side(result.summary, result.decisions, f"{scenario.name}: plain Spark vs Strata"))
+    console.print(verification_line(result.checks))
+    console.print(f"report: {write_report(out)}  (timings: "
+                  + ", ".join(f"{k} {v:.0f} s" for k, v in result.timings.items()) + ")")
+    bad = result.checks[["missing", "duplicated", "wrong"]].to_numpy().sum() if not result.checks.empty else 0
+    raise typer.Exit(code=1 if bad else 0)
+
+
+@app.command()
+def report(run_dir: Annotated[Path, typer.Argument(help="A run directory written by `strata demo`.")]) -> None:
+    """Rebuild RUN_DIR/report.html (self-contained: opens in a browser with no server) from its metrics."""
+    from strata.report import write_report
+    from strata.report.tables import ReportError
+
+    try:
+        path = write_report(run_dir)
+    except ReportError as err:
+        errors.print(f"[bold red]error[/] {err}", highlight=False, soft_wrap=True)
+        raise typer.Exit(code=2) from None
+    console.print(f"wrote {path}")

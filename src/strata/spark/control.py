@@ -56,7 +56,7 @@ from strata.learning import attribute
 from strata.model import Scenario, pe_id
 from strata.spark.gate import URGENT_POOL, Gate
 from strata.spark.pipelines import AGGREGATIONS, Pipeline, PipelineOptions
-from strata.spark.workload import Timeline
+from strata.spark.workload import Timeline, Workload
 
 SHARE_POOLS: dict[str, int] = {"w1": 1, "w2": 2, "w4": 4, "w8": 8}
 """Pools that carry L0's cpu share; FAIR weight ∝ the pool's number."""
@@ -361,9 +361,10 @@ class SparkEngine:
         p = segment.pipeline
         if p.rate_cap is None:
             return 0
+        workload = Workload.of(p.chain[0].source)
         timeline = self._timelines.get(p.name)
-        if timeline is None or timeline.spec != p.chain[0].source:
-            timeline = self._timelines[p.name] = Timeline(p.chain[0].source, self.config.tick_s)
+        if timeline is None or timeline.spec != workload:
+            timeline = self._timelines[p.name] = Timeline(workload, self.config.tick_s)
         tick = self.config.tick_s
         lo, hi = (max(0, int((t - self.config.epoch) / tick)) for t in (start, now))
         return timeline.rows_before_tick(hi) - timeline.rows_before_tick(lo)

@@ -40,7 +40,7 @@ from strata.spark.control import POOLS, EngineConfig, Segment, SparkEngine
 from strata.spark.gate import Gate, GateConfig
 from strata.spark.interim import InterimConfig, InterimController
 from strata.spark.pipelines import AGGREGATIONS
-from strata.spark.workload import Timeline, generate
+from strata.spark.workload import Timeline, Workload, generate
 
 MODES = ("baseline", "strata")
 US = 1_000_000
@@ -145,12 +145,14 @@ def warm_up(spark, scenario: Scenario, out: Path) -> float:
     started = time.time()
     options = PipelineOptions(sink="memory", clock="virtual", end_s=2.0, epoch=started, available_now=True,
                               managed=keyed_operators(scenario))
-    pipelines = [Pipeline(spark, job, tpl, out / "warmup" / f"{job.id}-{tpl.name}", options)
-                 for job in scenario.jobs for tpl in job.templates]
-    for p in pipelines:
-        p.start()
-    for p in pipelines:
-        p.query.awaitTermination()
+    rounds = max(len(job.templates) for job in scenario.jobs)
+    for k in range(rounds):  # a job's templates share its query name, so one template per job at a time
+        pipelines = [Pipeline(spark, job, job.templates[k], out / "warmup" / f"{job.id}-{k}", options)
+                     for job in scenario.jobs if k < len(job.templates)]
+        for p in pipelines:
+            p.start()
+        for p in pipelines:
+            p.query.awaitTermination()
     shutil.rmtree(out / "warmup", ignore_errors=True)
     return time.time() - started
 
@@ -160,7 +162,7 @@ def warm_up(spark, scenario: Scenario, out: Path) -> float:
 
 def segment_input(segment: Segment, epoch: float, tick_s: float) -> pd.DataFrame:
     """The generated records the segment's query read: rows [start_row, end_row)."""
-    spec = segment.pipeline.chain[0].source
+    spec = Workload.of(segment.pipeline.chain[0].source)
     timeline = Timeline(spec, tick_s)
     lo, hi = segment.start_row, segment.end_row or segment.start_row
     cols = generate(spec, tick_s, timeline.segments(lo, hi), lo, hi)
@@ -285,8 +287,7 @@ def undelivered(run: ModeRun, scenario: Scenario, tick_s: float, horizon_s: floa
         if not segments:
             continue
         last = segments[-1]
-        spec = last.pipeline.chain[0].source
-        timeline = Timeline(spec, tick_s)
+        timeline = Timeline(Workload.of(last.pipeline.chain[0].source), tick_s)
         hi = timeline.rows_before_tick(round(horizon_s / tick_s))
         lo = last.end_row or last.start_row
         if hi <= lo:

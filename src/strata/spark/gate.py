@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 
 from strata.dispatch import LinearCost, Strategy, WorkUnit, next_due, strategy
 from strata.model import Job, OperatorKind
-from strata.spark.workload import Timeline
+from strata.spark.workload import Timeline, Workload
 
 URGENT_POOL = "urgent"
 
@@ -147,10 +147,10 @@ class Gate:
     def track(self, pipeline) -> _QueryTrack:
         """The query's record (created on its first batch; a restarted template starts from its start row)."""
         t = self._tracks.get(pipeline.name)
-        if t is None or t.timeline.spec != pipeline.chain[0].source:
+        workload = Workload.of(pipeline.chain[0].source)
+        if t is None or t.timeline.spec != workload:
             o = pipeline.options
-            t = _QueryTrack(Timeline(pipeline.chain[0].source, o.tick_s), float(o.epoch), o.tick_s,
-                            start_row=getattr(o, "start_row", 0))
+            t = _QueryTrack(Timeline(workload, o.tick_s), float(o.epoch), o.tick_s, start_row=o.start_row)
             self._tracks[pipeline.name] = t
         return t
 

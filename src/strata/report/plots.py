@@ -1,0 +1,121 @@
+"""The demo's figures (matplotlib, Agg backend): each function takes tables, returns a Figure."""
+
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure
+
+COLORS = {"baseline": "#c0392b", "strata": "#2471a3"}
+
+
+def _jobs(latency: pd.DataFrame) -> list[str]:
+    return list(dict.fromkeys(latency["job"])) if not latency.empty else []
+
+
+def latency_over_time(latency: pd.DataFrame, targets: dict[str, float], horizon_s: float) -> Figure:
+    """Per job: each output record's latency against its event time, both modes; the target dashed."""
+    jobs = _jobs(latency)
+    fig, axes = plt.subplots(len(jobs), 1, figsize=(9, 2.6 * max(1, len(jobs))), squeeze=False)
+    for ax, job in zip(axes[:, 0], jobs, strict=True):
+        for mode, color in COLORS.items():
+            d = latency[(latency["job"] == job) & (latency["mode"] == mode)]
+            done, late = d[d["delivered"]], d[~d["delivered"]]
+            ax.scatter(done["event_s"], done["latency_s"], s=3, color=color, alpha=0.5, label=mode)
+            if not late.empty:
+                ax.scatter(late["event_s"], late["latency_s"], s=6, marker="x", color=color, alpha=0.7,
+                           label=f"{mode}: not delivered (≥)")
+        ax.axhline(targets.get(job, np.nan), color="black", linestyle="--", linewidth=1, label="target")
+        ax.set_xlim(0, horizon_s)
+        ax.set_yscale("log")
+        ax.set_title(f"{job}: latency by event time", fontsize=10)
+        ax.set_ylabel("latency s")
+        ax.legend(fontsize=7, loc="upper left", markerscale=3)
+    axes[-1, 0].set_xlabel("event time s (since the run's start)")
+    fig.tight_layout()
+    return fig
+
+
+def latency_cdf(latency: pd.DataFrame, targets: dict[str, float]) -> Figure:
+    """Per job: the CDF of output-record latency, both modes (undelivered records at their lower bound)."""
+    jobs = _jobs(latency)
+    fig, axes = plt.subplots(1, len(jobs), figsize=(3.3 * max(1, len(jobs)), 3), squeeze=False)
+    for ax, job in zip(axes[0], jobs, strict=True):
+        for mode, color in COLORS.items():
+            v = np.sort(latency[(latency["job"] == job) & (latency["mode"] == mode)]["latency_s"].to_numpy())
+            if v.size:
+                ax.step(v, np.arange(1, v.size + 1) / v.size, where="post", color=color, label=mode)
+        ax.axvline(targets.get(job, np.nan), color="black", linestyle="--", linewidth=1)
+        ax.set_xscale("log")
+        ax.set_title(f"{job}", fontsize=10)
+        ax.set_xlabel("latency s")
+        ax.set_ylim(0, 1.01)
+        ax.grid(alpha=0.3)
+    axes[0, 0].set_ylabel("share of outputs")
+    axes[0, 0].legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def partition_load(partitions: pd.DataFrame) -> Figure | None:
+    """Managed keyed operators: per batch, max/mean rows over partitions; and rows per partition in all."""
+    if partitions.empty:
+        return None
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3))
+    width = 0.4
+    for k, (mode, color) in enumerate(COLORS.items()):
+        d = partitions[partitions["mode"] == mode]
+        if d.empty:
+            continue
+        per_batch = d.groupby(["job", "batch_id"]).agg(t=("t", "first"), mx=("rows", "max"), mean=("rows", "mean"))
+        per_batch = per_batch[per_batch["mean"] > 0]
+        left.plot(per_batch["t"], per_batch["mx"] / per_batch["mean"], marker="o", markersize=3, color=color,
+                  label=mode)
+        totals = d.groupby("partition")["rows"].sum()
+        right.bar(totals.index + (k - 0.5) * width, totals.to_numpy(), width=width, color=color, label=mode)
+    left.axhline(1.2, color="black", linestyle="--", linewidth=1, label="1.2")
+    left.set_title("imbalance per batch (max / mean rows)", fontsize=10)
+    left.set_xlabel("time s")
+    left.legend(fontsize=8)
+    right.set_title("rows per partition, whole run", fontsize=10)
+    right.set_xlabel("partition")
+    right.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def decisions_timeline(decisions: pd.DataFrame, gate: pd.DataFrame, horizon_s: float) -> Figure | None:
+    """Strata's decisions over time (one lane per kind), and each gated batch's pool and wait."""
+    d = decisions[decisions["mode"] == "strata"] if not decisions.empty else decisions
+    if d.empty and gate.empty:
+        return None
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(9, 4.5), sharex=True,
+                                      gridspec_kw={"height_ratios": [1.2, 1]})
+    kinds = list(dict.fromkeys(d["kind"])) if not d.empty else []
+    for lane, kind in enumerate(kinds):
+        rows = d[d["kind"] == kind]
+        top.scatter(rows["t"], [lane] * len(rows), marker="|", s=200)
+        for _, r in rows.head(6).iterrows():
+            top.annotate(f"{r['job']}: {str(r['detail'])[:28]}", (r["t"], lane), fontsize=6,
+                         xytext=(2, 4), textcoords="offset points")
+    top.set_yticks(range(len(kinds)), kinds, fontsize=8)
+    top.set_title("Strata's decisions (L0 admission / template / pool / cap, L1 moves, L2 strategy)", fontsize=10)
+    if not gate.empty:
+        g = gate[gate["mode"] == "strata"]
+        for job in dict.fromkeys(g["query"]):
+            rows = g[g["query"] == job]
+            bottom.scatter(rows["t"], rows["wait_s"], s=8, label=job)
+        urgent = g[g["pool"] == "urgent"]
+        bottom.scatter(urgent["t"], urgent["wait_s"], s=30, facecolors="none", edgecolors="black",
+                       label="urgent pool")
+        bottom.legend(fontsize=7, ncol=4)
+    bottom.set_ylabel("wait at gate s")
+    bottom.set_xlabel("time s")
+    bottom.set_xlim(-2, horizon_s + 5)
+    fig.tight_layout()
+    return fig
