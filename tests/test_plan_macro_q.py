@@ -145,3 +145,13 @@ def test_step_values_use_the_dp_and_match_the_exact_milp():
     assert "DP" in q.detail
     assert q.importance == pytest.approx(10.0)
     assert exact_macro_q(s).value == pytest.approx(10.0)
+
+
+def test_linear_value_with_negative_intercept_is_handled_exactly():
+    # a is worth 2r − 60 once r > 30 (0 below), b is worth r; 0.8 cores at 0.01 core·s per record.
+    # Splitting x rec/s to a and 80 − x to b is worth x + 20 for x ≥ 30: all 80 to a → 100.
+    val = {"kind": "linear", "slope": 2.0, "intercept": -60.0}
+    s = scenario([chain("a", 100, [0.0, 0.01], value=val), chain("b", 100, [0.0, 0.01])], nodes=1, cores=0.8)
+    q = macro_q(s, deadline_s=10)
+    assert q.importance == pytest.approx(100.0, rel=1e-6)
+    assert q.goals["a.p1"] == pytest.approx(0.8, rel=1e-6)

@@ -60,16 +60,14 @@ def needs_integers(op: Operator) -> bool:
 
 
 def value_needs_integers(value: object) -> bool:
-    if isinstance(value, IdentityValue | LinearValue):
+    """Whether a value function is non-concave on [0, ∞) and so needs the λ-formulation."""
+    if isinstance(value, IdentityValue):
         return False
+    if isinstance(value, LinearValue):
+        return value.intercept < 0 and value.slope > 0  # max(0, line) bends upwards at its root
     if isinstance(value, PiecewiseLinearValue):
-        return not (value.concave and value.points[0][0] <= 0 and _nondecreasing_start(value.points))
+        return not (value.concave and value.points[0][0] <= 0)
     return True
-
-
-def _nondecreasing_start(points: Sequence[tuple[float, float]]) -> bool:
-    # Flat-then-rising at the left end would be convex there; the λ form handles that case.
-    return len(points) < 2 or points[1][1] >= points[0][1] or points[0][0] <= 0
 
 
 def output_bound(op: Operator, offered: float) -> float:
@@ -148,6 +146,11 @@ def _capacity(prog: Program, op: Operator, x: int, c: int, top: float) -> None:
 def _value(prog: Program, value: object, out: dict[int, float], v: int, top: float) -> None:
     if isinstance(value, IdentityValue):
         prog.row({v: 1.0, **{k: -a for k, a in out.items()}}, upper=0.0)
+    elif isinstance(value, LinearValue) and value_needs_integers(value):
+        root = -value.intercept / value.slope
+        end = max(top, root) + 1.0
+        _lambda_form(prog, [(0.0, 0.0), (root, 0.0), (end, value.slope * end + value.intercept)], out, {v: 1.0},
+                     hi_x=end)
     elif isinstance(value, LinearValue):
         prog.row({v: 1.0, **{k: -a * value.slope for k, a in out.items()}}, upper=max(0.0, value.intercept))
     elif isinstance(value, PiecewiseLinearValue) and not value_needs_integers(value):
