@@ -10,7 +10,7 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
 from strata.model import SourceSpec
 from strata.spark.sources import GeneratorStreamReader, RateCap, expected_rows, generator_options
-from strata.spark.workload import Timeline, generate, zipf_cdf
+from strata.spark.workload import Timeline, Workload, generate, zipf_cdf
 
 EPOCH = 1_700_000_000.0
 
@@ -26,7 +26,7 @@ def rows_of(r: GeneratorStreamReader, start: dict, end: dict) -> dict[str, np.nd
 
 def test_constant_arrivals_follow_the_rate_curve_exactly():
     spec = SourceSpec(rate=100, rate_curve=[(0, 100), (10, 300)], arrivals={"process": "constant"})
-    tl = Timeline(spec, tick_s=0.1)
+    tl = Timeline(Workload.of(spec), tick_s=0.1)
     # ∫0^10 (100 + 20 t) dt = 2000 records, and 300/s afterwards
     assert tl.rows_before_tick(100) == 2000
     assert tl.rows_before_tick(110) - tl.rows_before_tick(100) == 300
@@ -34,7 +34,7 @@ def test_constant_arrivals_follow_the_rate_curve_exactly():
 
 def test_onoff_bursts_multiply_the_rate_during_on_phases():
     spec = SourceSpec(rate=1000, arrivals={"process": "onoff", "period_s": 10, "on_s": 2, "burst_factor": 4}, seed=3)
-    tl = Timeline(spec, tick_s=0.1)
+    tl = Timeline(Workload.of(spec), tick_s=0.1)
     on = tl.rows_before_tick(20)
     off = tl.rows_before_tick(100) - on
     assert on == pytest.approx(2 * 4000, rel=0.05)
@@ -71,6 +71,7 @@ def test_keys_are_zipf_and_drift_moves_the_hot_key():
 
 def test_values_are_uniform_and_event_times_inside_their_tick():
     spec = SourceSpec(rate=5000, seed=2)
+    spec = Workload.of(spec)
     tl = Timeline(spec, 0.1)
     hi = tl.rows_before_tick(10)
     cols = generate(spec, 0.1, tl.segments(0, hi), 0, hi)
@@ -119,4 +120,4 @@ def test_bad_options_are_refused():
     with pytest.raises(ValueError, match="clock"):
         reader(spec, clock="sundial")
     with pytest.raises(ValueError, match="cannot be generated"):
-        Timeline(SourceSpec(rate=10, arrivals={"process": "trace", "path": "x.csv"}))
+        Timeline(Workload.of(SourceSpec(rate=10, arrivals={"process": "trace", "path": "x.csv"})))

@@ -17,14 +17,14 @@ import pandas as pd
 from pyspark.sql.streaming import StreamingQueryListener
 
 
-def _row_offset(text: str | None) -> int | None:
-    """The ``row`` of a generator offset (JSON), or None for other sources."""
-    if not text:
-        return None
-    try:
-        value = json.loads(text)
-    except (TypeError, ValueError):
-        return None
+def _row_offset(offset: str | dict | None) -> int | None:
+    """The ``row`` of a generator offset (a dict or its JSON text), or None for other sources."""
+    value = offset
+    if isinstance(offset, str):
+        try:
+            value = json.loads(offset)
+        except ValueError:
+            return None
     return int(value["row"]) if isinstance(value, dict) and "row" in value else None
 
 
@@ -60,13 +60,14 @@ class ProgressListener(StreamingQueryListener):
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
+        self._ended = threading.Condition(self._lock)
         self.rows: list[dict] = []
         self.terminated: dict[str, str | None] = {}
         self.names: dict[str, str] = {}
 
     def onQueryStarted(self, event) -> None:
         with self._lock:
-            self.names[str(event.id)] = event.name
+            self.names[str(event.runId)] = event.name
 
     def onQueryProgress(self, event) -> None:
         row = progress_row(json.loads(event.progress.json))
@@ -77,8 +78,15 @@ class ProgressListener(StreamingQueryListener):
         """Idle triggers carry no batch."""
 
     def onQueryTerminated(self, event) -> None:
-        with self._lock:
-            self.terminated[self.names.get(str(event.id), str(event.id))] = event.exception
+        """Keyed by run id: a query restarted from its checkpoint keeps its id but gets a new run id."""
+        with self._ended:
+            self.terminated[str(event.runId)] = event.exception
+            self._ended.notify_all()
+
+    def wait_terminated(self, run_id: str, timeout_s: float = 30.0) -> bool:
+        """Wait until the listener bus delivered a run's termination (so all its progress events too)."""
+        with self._ended:
+            return self._ended.wait_for(lambda: str(run_id) in self.terminated, timeout_s)
 
     def snapshot(self) -> list[dict]:
         with self._lock:

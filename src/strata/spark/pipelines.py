@@ -37,8 +37,9 @@ from strata.spark.sinks import ConsoleSink, MemorySink, ParquetSink, Sink
 from strata.spark.sources import NAME as GENERATOR
 from strata.spark.sources import RateCap, generator_options, register
 from strata.spark.state import KeyedSpec, KeyedStateStore
-from strata.spark.workload import SUPPORTED_ARRIVALS, static_dimension
+from strata.spark.workload import GENERATED_PROCESSES, static_dimension
 
+START_ATTEMPTS = 5
 AGGREGATIONS = (OperatorKind.WINDOW_AGGREGATE, OperatorKind.KEYED_STATEFUL)
 ROW_WISE = (OperatorKind.FILTER, OperatorKind.MAP, OperatorKind.JOIN)
 
@@ -120,7 +121,8 @@ def check_template(job: Job, template: Template, here: DocPath) -> list[Problem]
         if ins.get(op.name, 0) > 1 or outs.get(op.name, 0) > 1:
             problems.append(Problem(at, "a chain source → … → sink (one input and one output per operator on Spark)",
                                     f"{op.name!r} with {ins.get(op.name, 0)} inputs, {outs.get(op.name, 0)} outputs"))
-        if op.kind is OperatorKind.SOURCE and not isinstance(op.source.arrivals, SUPPORTED_ARRIVALS):
+        if (op.kind is OperatorKind.SOURCE and op.source.path is None
+                and op.source.arrivals.process not in GENERATED_PROCESSES):
             problems.append(Problem((*at, "source", "arrivals", "process"),
                                     "constant, poisson, onoff or diurnal arrivals (trace replay does not run on Spark)",
                                     repr(op.source.arrivals.process)))
@@ -261,7 +263,7 @@ class Pipeline:
         if spec.path is None:
             import pandas as pd
 
-            return self.spark.createDataFrame(pd.DataFrame(static_dimension(spec.rows, seed=len(op.name))))
+            return self.spark.createDataFrame(pd.DataFrame(static_dimension(spec.rows)))
         fmt = Path(spec.path).suffix.lstrip(".") or "parquet"
         reader = self.spark.read.format(fmt)
         if fmt == "csv":
@@ -330,15 +332,28 @@ class Pipeline:
             return "update"
         return "append"
 
-    def start(self):
-        """Start the query (resuming from its checkpoint if there is one)."""
+    def start(self, ready_timeout_s: float = 120.0):
+        """Start the query (resuming from its checkpoint if there is one) and wait until its sources are up.
+
+        Waiting matters: each Python source starts a planner process that must
+        connect back to the JVM within Spark's fixed 10 s, and several starting
+        at once on a busy machine miss it. A query that died of exactly that
+        before reading anything is started again (up to ``START_ATTEMPTS``).
+        """
         writer = (self.stream.writeStream.queryName(self.name).outputMode(self.output_mode())
                   .option("checkpointLocation", str(self.checkpoint)).foreachBatch(self._batch))
         if self.options.available_now:
             writer = writer.trigger(availableNow=True)
         elif self.options.trigger_s:
             writer = writer.trigger(processingTime=_duration(self.options.trigger_s))
-        self.query = writer.start()
+        for _attempt in range(START_ATTEMPTS):
+            self.query = writer.start()
+            deadline = time.time() + ready_timeout_s
+            while (self.query.isActive and time.time() < deadline
+                   and self.query.status["message"].startswith("Initializing")):
+                time.sleep(0.1)
+            if self.query.isActive or not _missed_connect_back(self.query):
+                break
         return self.query
 
     def _batch(self, df, batch_id: int) -> None:
@@ -348,14 +363,17 @@ class Pipeline:
         for hook in self.hooks:
             hook.before(self, batch_id)
         released = time.time()
-        plan = None
+        plan = cached = None
         if self.store is not None:
-            df, plan = self.store.prepare(df, batch_id)
+            # the store reads the batch twice (load per key group, then the fold): read the source once
+            cached = df.persist()
+            df, plan = self.store.prepare(cached, batch_id)
         for op in self.in_batch:
             df = self._apply(df, op)
         times = self.sink.write(df, batch_id)
         if plan is not None:
             self.store.commit(plan)
+            cached.unpersist()
         done = time.time()
         record = {"query": self.name, "batch_id": batch_id, "started": started, "released": released,
                   "finished": done, "rows_out": int(times.size), "pool": self.pool,
@@ -376,6 +394,12 @@ class Pipeline:
     def batch_records(self) -> Iterator[dict]:
         with self._lock:
             return iter(list(self.records))
+
+
+def _missed_connect_back(query) -> bool:
+    """The query died while starting because a Python planner process did not connect back in time."""
+    error = query.exception()
+    return error is not None and "failed to connect back" in str(error) and "INITIALIZING" in str(error)
 
 
 def latency_percentiles(now: float, event_micros: np.ndarray) -> dict[str, float | None]:

@@ -24,8 +24,9 @@ class Sink(Protocol):
         """Everything written so far, with a ``batch_id`` column."""
 
 
-def _event_micros(values) -> np.ndarray:
-    series = pd.Series(values)
+def event_micros(values) -> np.ndarray:
+    """Timestamps (naive ones are UTC, the session's time zone) as µs since the Unix epoch."""
+    series = pd.to_datetime(pd.Series(values))
     if series.empty:
         return np.zeros(0, np.int64)
     if series.dt.tz is None:
@@ -47,7 +48,7 @@ class ParquetSink:
             return np.zeros(0, np.int64)
         times = pq.read_table(files, columns=["event_time"]) if len(files) == 1 else ds.dataset(
             [str(f) for f in files]).to_table(columns=["event_time"])
-        return _event_micros(times.column("event_time").to_pandas())
+        return event_micros(times.column("event_time").to_pandas())
 
     def read(self) -> pd.DataFrame:
         if not self.directory.exists() or not any(self.directory.glob("batch_id=*/*.parquet")):
@@ -69,7 +70,7 @@ class MemorySink:
     def write(self, df, batch_id: int) -> np.ndarray:
         frame = df.toPandas()
         self.batches[batch_id] = frame
-        return _event_micros(frame["event_time"]) if "event_time" in frame else np.zeros(0, np.int64)
+        return event_micros(frame["event_time"]) if "event_time" in frame else np.zeros(0, np.int64)
 
     def read(self) -> pd.DataFrame:
         if not self.batches:

@@ -39,8 +39,7 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
 
-from strata.model import SourceSpec
-from strata.spark.workload import Timeline, generate
+from strata.spark.workload import Timeline, Workload, generate
 
 NAME = "strata-generator"
 SCHEMA = "id LONG, event_time TIMESTAMP, key LONG, value DOUBLE"
@@ -106,7 +105,7 @@ class GeneratorStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
     """Plans row ranges in Spark's Python planner process; reads them in executors."""
 
     def __init__(self, options: dict[str, str]):
-        self.spec = SourceSpec.model_validate_json(options["spec"])
+        self.spec = Workload.of(json.loads(options["spec"]))
         self.tick_s = float(options.get("tick_s", 0.1))
         self.clock = options.get("clock", "wall")
         self.end_s = float(options["end_s"]) if options.get("end_s") else None
@@ -186,11 +185,11 @@ def register(spark) -> None:
     spark.dataSource.register(GeneratorSource)
 
 
-def generator_options(spec: SourceSpec, *, clock: str = "wall", end_s: float | None = None,
+def generator_options(spec, *, clock: str = "wall", end_s: float | None = None,
                       epoch: float | None = None, tick_s: float = 0.1, partitions: int = 2,
                       max_rows_per_batch: int | None = None, control_file: str | Path | None = None,
                       start_row: int = 0) -> dict[str, str]:
-    """The reader options for one generated source, as strings."""
+    """The reader options for one generated source (a SourceSpec), as strings."""
     opts = {"spec": spec.model_dump_json(), "clock": clock, "tick_s": str(tick_s), "partitions": str(partitions)}
     for key, value in (("end_s", end_s), ("epoch", epoch), ("max_rows_per_batch", max_rows_per_batch),
                        ("control_file", control_file), ("start_row", start_row or None)):
@@ -199,8 +198,9 @@ def generator_options(spec: SourceSpec, *, clock: str = "wall", end_s: float | N
     return opts
 
 
-def expected_rows(spec: SourceSpec, end_s: float, epoch: float, tick_s: float = 0.1) -> dict[str, np.ndarray]:
-    """Every record a finite source emits, computed offline (the reference side of the tests)."""
+def expected_rows(spec, end_s: float, epoch: float, tick_s: float = 0.1) -> dict[str, np.ndarray]:
+    """Every record a finite source (a SourceSpec) emits, computed offline (the reference side of the tests)."""
+    spec = Workload.of(spec)
     timeline = Timeline(spec, tick_s)
     hi = timeline.rows_before_tick(round(end_s / tick_s))
     cols = generate(spec, tick_s, timeline.segments(0, hi), 0, hi)

@@ -85,12 +85,14 @@ class BatchPlan:
     batch_id: int
     watermark_us: int
     routing: tuple[int, ...]
+    partitions: int
     group_rows: dict[int, int]
     previous: dict | None
 
     @property
     def partition_rows(self) -> list[int]:
-        load = [0] * (max(self.routing) + 1 if self.routing else 0)
+        """Rows of the batch per partition under its routing table (the load the balancer evens out)."""
+        load = [0] * self.partitions
         for g, n in self.group_rows.items():
             load[self.routing[g]] += n
         return load
@@ -181,7 +183,7 @@ class KeyedStateStore:
         if newest is not None and spec.window is not None:
             newest_us = round(newest.timestamp() * US)
             watermark = max(watermark, newest_us - round(spec.window.watermark_s * US))
-        plan = BatchPlan(batch_id, watermark, routing, group_rows, previous)
+        plan = BatchPlan(batch_id, watermark, routing, spec.partitions, group_rows, previous)
         slot_of_group = F.array(*[F.lit(slots[p]) for p in routing])
         rows = keyed.withColumn("slot", F.element_at(slot_of_group, F.col("kg") + 1)).withColumn("marker", F.lit(False))
         markers = df.sparkSession.createDataFrame(

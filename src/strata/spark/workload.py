@@ -19,11 +19,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import lru_cache
+from typing import Any
 
 import numpy as np
-
-from strata.model import SourceSpec
-from strata.model.job import ConstantArrivals, DiurnalArrivals, OnOffArrivals, PoissonArrivals
 
 CHUNK = 1024  # ticks per seeded Poisson draw: a chunk is the unit of random access
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
@@ -54,7 +52,44 @@ def zipf_cdf(count: int, s: float) -> np.ndarray:
     return cdf / cdf[-1]
 
 
-def rate_factor(spec: SourceSpec, t: np.ndarray) -> np.ndarray:
+GENERATED_PROCESSES = ("constant", "poisson", "onoff", "diurnal")
+
+
+@dataclass(frozen=True)
+class Workload:
+    """A source spec as plain data (``SourceSpec.model_dump()``): what the generator reads.
+
+    Kept free of the model classes so Spark's Python planner and worker
+    processes, which must start within Spark's connect-back timeout, import
+    only numpy and pyarrow.
+    """
+
+    rate: float
+    rate_curve: tuple[tuple[float, float], ...] | None
+    arrivals: dict[str, Any]
+    key_count: int
+    zipf_s: float
+    drift_period_s: float | None
+    drift_step: int
+    seed: int
+
+    @classmethod
+    def of(cls, spec: Any) -> Workload:
+        """From a SourceSpec or its dumped dict."""
+        d = spec if isinstance(spec, dict) else spec.model_dump(mode="json")
+        keys = d.get("keys") or {}
+        curve = d.get("rate_curve")
+        return cls(float(d["rate"]), tuple((float(t), float(r)) for t, r in curve) if curve else None,
+                   dict(d.get("arrivals") or {"process": "poisson"}), int(keys.get("count", 1000)),
+                   float(keys.get("zipf_s", 0.0)), keys.get("drift_period_s"), int(keys.get("drift_step", 1)),
+                   int(d.get("seed", 0)))
+
+    @property
+    def process(self) -> str:
+        return self.arrivals.get("process", "poisson")
+
+
+def rate_factor(spec: Workload, t: np.ndarray) -> np.ndarray:
     """Rate in records/s at times ``t`` (seconds since the source's epoch)."""
     if spec.rate_curve:
         xs, ys = zip(*spec.rate_curve, strict=True)
@@ -62,14 +97,11 @@ def rate_factor(spec: SourceSpec, t: np.ndarray) -> np.ndarray:
     else:
         base = np.full_like(t, spec.rate, dtype=np.float64)
     a = spec.arrivals
-    if isinstance(a, OnOffArrivals):
-        base = np.where(np.mod(t, a.period_s) < a.on_s, base * a.burst_factor, base)
-    elif isinstance(a, DiurnalArrivals):
-        base = base * (1.0 + a.amplitude * np.sin(2 * np.pi * t / a.period_s))
+    if spec.process == "onoff":
+        base = np.where(np.mod(t, a["period_s"]) < a["on_s"], base * a["burst_factor"], base)
+    elif spec.process == "diurnal":
+        base = base * (1.0 + a["amplitude"] * np.sin(2 * np.pi * t / a["period_s"]))
     return np.maximum(base, 0.0)
-
-
-SUPPORTED_ARRIVALS = (ConstantArrivals, PoissonArrivals, OnOffArrivals, DiurnalArrivals)
 
 
 @dataclass
@@ -80,15 +112,15 @@ class Timeline:
     records ``starts[k] .. starts[k+1]-1``.
     """
 
-    spec: SourceSpec
+    spec: Workload
     tick_s: float = 0.1
     _counts: list[np.ndarray] = field(default_factory=list)
     _starts: np.ndarray = field(default_factory=lambda: np.zeros(1, dtype=np.int64))
     _expected_total: float = 0.0
 
     def __post_init__(self) -> None:
-        if not isinstance(self.spec.arrivals, SUPPORTED_ARRIVALS):
-            raise ValueError(f"arrivals {self.spec.arrivals.process!r} cannot be generated")
+        if self.spec.process not in GENERATED_PROCESSES:
+            raise ValueError(f"arrivals {self.spec.process!r} cannot be generated")
 
     @property
     def ticks(self) -> int:
@@ -98,7 +130,7 @@ class Timeline:
         c = len(self._counts)
         k = np.arange(c * CHUNK, (c + 1) * CHUNK, dtype=np.float64)
         lam = rate_factor(self.spec, (k + 0.5) * self.tick_s) * self.tick_s
-        if not isinstance(self.spec.arrivals, ConstantArrivals):
+        if self.spec.process != "constant":
             counts = np.random.default_rng([self.spec.seed, c]).poisson(lam).astype(np.int64)
         else:
             cum = self._expected_total + np.cumsum(lam)
@@ -133,7 +165,7 @@ class Timeline:
         return [(k, int(s[k]), int(s[k + 1] - s[k])) for k in range(k0, k1 + 1) if s[k + 1] > s[k]]
 
 
-def generate(spec: SourceSpec, tick_s: float, segments: list[tuple[int, int, int]], lo: int, hi: int,
+def generate(spec: Workload, tick_s: float, segments: list[tuple[int, int, int]], lo: int, hi: int,
              ) -> dict[str, np.ndarray]:
     """Columns of records [lo, hi): id, t (seconds since epoch, float), key, value."""
     if hi <= lo:
@@ -144,12 +176,12 @@ def generate(spec: SourceSpec, tick_s: float, segments: list[tuple[int, int, int
     ns = np.array([n for _, _, n in segments], dtype=np.int64)
     seg = np.searchsorted(firsts, ids, side="right") - 1
     t = (ks[seg] + (ids - firsts[seg] + 0.5) / ns[seg]) * tick_s
-    keys = spec.keys
-    rank = np.searchsorted(zipf_cdf(keys.count, keys.zipf_s), uniform(spec.seed, 1, ids), side="right")
-    rank = np.minimum(rank, keys.count - 1)
-    if keys.drift_period_s:
-        rank = rank + keys.drift_step * np.floor(t / keys.drift_period_s).astype(np.int64)
-    return {"id": ids, "t": t, "key": np.mod(rank, keys.count).astype(np.int64), "value": uniform(spec.seed, 2, ids)}
+    rank = np.searchsorted(zipf_cdf(spec.key_count, spec.zipf_s), uniform(spec.seed, 1, ids), side="right")
+    rank = np.minimum(rank, spec.key_count - 1)
+    if spec.drift_period_s:
+        rank = rank + spec.drift_step * np.floor(t / spec.drift_period_s).astype(np.int64)
+    key = np.mod(rank, spec.key_count).astype(np.int64)
+    return {"id": ids, "t": t, "key": key, "value": uniform(spec.seed, 2, ids)}
 
 
 def static_dimension(rows: int, seed: int = 0) -> dict[str, np.ndarray]:
