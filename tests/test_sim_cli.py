@@ -34,3 +34,21 @@ def test_simulate_rejects_bad_input_with_exit_2(tmp_path):
     assert runner.invoke(app, ["simulate", str(bad)]).exit_code == 2
     result = runner.invoke(app, ["simulate", str(EXAMPLES / "pipeline.yaml"), "--batch", "0"])
     assert result.exit_code == 2
+
+
+def test_simulate_runs_a_plan_file(tmp_path):
+    plan = {"admitted": ["alerts"], "templates": {"alerts": "default", "counts": "exact"},
+            "assignment": {"alerts.events": {"n1": 0.5}, "alerts.threshold": {"n0": 0.2, "n1": 0.3},
+                           "alerts.out": {"n1": 0.0}}}
+    path = tmp_path / "plan.json"
+    path.write_text(json.dumps(plan))
+    out = tmp_path / "m"
+    result = runner.invoke(app, ["simulate", str(EXAMPLES / "pipeline.yaml"), "--duration", "3", "--plan", str(path),
+                                 "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    inst = pd.read_parquet(out / "instances.parquet")
+    assert set(inst.pe) == {"alerts.events", "alerts.threshold", "alerts.out"}
+    assert list(inst[inst.pe == "alerts.threshold"].node) == ["n0", "n1"]
+    path.write_text("{}")
+    result = runner.invoke(app, ["simulate", str(EXAMPLES / "pipeline.yaml"), "--plan", str(path)])
+    assert result.exit_code == 2

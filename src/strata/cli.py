@@ -175,9 +175,12 @@ def simulate(
     out: Annotated[Path | None, typer.Option(help="Write the metrics tables (Parquet) and summary.json here.")]
     = None,
     batch: Annotated[int, typer.Option(help="Records per source message (1 = exact; more = faster, coarser).")] = 1,
+    plan: Annotated[Path | None, typer.Option(help="Run a plan from 'strata plan --json': its admitted jobs, "
+                                                   "templates and placement.")] = None,
 ) -> None:
-    """Simulate the scenario on its cluster message by message (FIFO dispatch, default placement)."""
+    """Simulate the scenario on its cluster message by message (FIFO dispatch; round-robin placement or --plan)."""
     from strata.sim import Simulation
+    from strata.sim.placement import plan_file
     from strata.sim.report import run_with_progress, summary_tables
 
     scenario = load(spec)
@@ -185,7 +188,9 @@ def simulate(
         errors.print(f"[bold red]error[/] --duration: expected seconds > 0; found {duration:g}")
         raise typer.Exit(code=2)
     try:
-        sim = Simulation(scenario, seed=seed, batch=batch, base_dir=spec[0].parent)
+        templates, placement = plan_file(plan) if plan is not None else (None, None)
+        sim = Simulation(scenario, seed=seed, batch=batch, base_dir=spec[0].parent, templates=templates,
+                         placement=placement)
     except ValueError as err:
         errors.print(f"[bold red]error[/] {err}", highlight=False, soft_wrap=True)
         raise typer.Exit(code=2) from None

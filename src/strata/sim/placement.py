@@ -5,7 +5,7 @@ Accepted forms (PE names are ``"job.operator"``), so a planner's Plan applies di
 - ``{pe: [(node, share), ...]}`` or ``{pe: {node: share, ...}}`` — one instance
   per entry, on ``node`` with a cpu share in cores (SODA's fractional
   assignment; a planner ``Plan.assignment`` applies as it is, entries of share
-  0 create no instance);
+  0 create no instance unless all are 0: then one instance, no share, on the first);
 - ``{pe: [node, ...]}`` — one instance per entry, no share;
 - ``{pe: node}`` — every instance of the PE (``Operator.instances``) on ``node``;
 - ``{(pe, i): node}`` or ``{"pe#i": node}`` — instance ``i`` of the PE on ``node``.
@@ -17,7 +17,9 @@ order. Unknown PEs or nodes raise a ValueError naming the entry.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 
 Assignment = dict[str, list[tuple[str, float | None]]]
 
@@ -52,7 +54,8 @@ def resolve_placement(placement: Mapping | None, pes: Sequence[str], instances: 
             out[raw_key] = [(node_of(repr(raw_key), value), None)] * instances[raw_key]
             continue
         if isinstance(value, Mapping):
-            value = [(node, share) for node, share in value.items() if share != 0]
+            # A PE planned with no cpu (e.g. a sink) still runs: one instance, no share, on its first node.
+            value = [(node, share) for node, share in value.items() if share != 0] or list(value)[:1]
         entries: list[tuple[str, float | None]] = []
         for j, item in enumerate(value):
             where = f"{raw_key!r}][{j}"
@@ -80,3 +83,18 @@ def resolve_placement(placement: Mapping | None, pes: Sequence[str], instances: 
             out[pe] = [(nodes[(turn + i) % len(nodes)], None) for i in range(instances[pe])]
             turn += instances[pe]
     return out
+
+
+def plan_file(path: Path) -> tuple[dict[str, str], dict[str, dict[str, float]]]:
+    """(templates, assignment) of a plan written by ``strata plan --json``, for ``Simulation``.
+
+    Only the admitted jobs' templates are returned, so only they run.
+    """
+    try:
+        data = json.loads(path.read_text())
+        admitted = set(data["admitted"])
+        templates = {job: name for job, name in data["templates"].items() if job in admitted}
+        assignment = {pe: dict(parts) for pe, parts in data["assignment"].items()}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
+        raise ValueError(f"{path}: expected a plan written by 'strata plan --json'; {e!r}") from None
+    return templates, assignment
