@@ -24,6 +24,20 @@ def test_tandem_with_selectivity_delivers_expected_rate():
     steady = ts[(ts.t >= 5) & (ts.t < 59)]
     assert steady.ingest.mean() == pytest.approx(2000, rel=0.001)
     assert steady.throughput.mean() == pytest.approx(2000 * 0.3 * 0.5, rel=0.03)
+    # Importance = weight 1 × identity value of the stream into the sink = the rate the last op emits.
+    imp = sim.metrics.importance()
+    assert imp[(imp.t >= 5) & (imp.t < 59)].importance.mean() == pytest.approx(2000 * 0.3 * 0.5, rel=0.03)
+
+
+def test_network_bytes_and_stream_affinity():
+    scenario = chain([{"kind": "map"}], rate=500, arrivals="constant", nodes=2)
+    together = Simulation(scenario, placement={"c.src": "n0", "c.op1": "n0", "c.sink": "n0"}).run(10.0)
+    assert together.metrics.summary()["stream_affinity"] == 1.0
+    apart = Simulation(scenario, placement={"c.src": "n0", "c.op1": "n1", "c.sink": "n1"}).run(10.0)
+    net = apart.metrics.network()
+    # Two streams of 100-byte records at 500/s: one crosses nodes, one stays.
+    assert net.remote_bytes.sum() == pytest.approx(500 * 10 * 100, rel=0.01)
+    assert apart.metrics.summary()["stream_affinity"] == pytest.approx(0.5, abs=0.01)
 
 
 def test_windowed_count_equals_offline_count():
