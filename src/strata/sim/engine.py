@@ -281,7 +281,8 @@ class Simulation:
                 progress(t)
                 next_report = t + 1.0
         self.events += events
-        self.now = end if drain is None or (heap and heap[0][0] <= end) else max(self.now, until)
+        # A drained run ends when its last record does (or at until + drain).
+        self.now = end if drain is None else max(self.now, until)
         if progress is not None:
             progress(self.now)
         return self
