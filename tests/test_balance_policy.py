@@ -22,7 +22,8 @@ from strata.balance import (
     optimal_makespan,
     window_loads,
 )
-from strata.sim.hooks import KeyGroupLoad
+from strata.balance.controller import AutoFlow
+from strata.sim.hooks import KeyGroupLoad, Move
 
 # ------------------------------------------------------------------ load windows
 
@@ -249,3 +250,47 @@ def test_optimum_of_fractional_loads_is_scaled_yet_feasible():
     best = optimal_makespan(loads, 2)
     assert best.makespan == pytest.approx(0.51)
     assert sorted(best.table) == [0, 1, 2, 3]
+
+
+def test_optimum_under_a_tiny_time_limit_falls_back_to_a_feasible_table_no_worse_than_lpt():
+    rng = random.Random(3)
+    loads = {g: rng.randint(1, 1000) for g in range(60)}
+    found = optimal_makespan(loads, 7, time_limit_s=1e-9)
+    assert not found.optimal
+    assert found.makespan <= lpt(loads, 7).makespan
+    assert sorted(found.table) == sorted(loads)
+
+
+# ------------------------------------------------------------------ the controller's rounds
+
+
+def _records(pe: str, loads: dict[int, float], table: dict[int, int], state: dict[int, float]) -> list[KeyGroupLoad]:
+    return [KeyGroupLoad(pe, g, table[g], records=int(10 * load), busy=load, state_bytes=state.get(g, 0.0))
+            for g, load in loads.items()]
+
+
+def test_controller_moves_the_cheaper_group_in_its_mode_and_never_replans_a_migrating_one():
+    pe = "j.agg"
+    af = AutoFlow(BalanceConfig(cooldown_s=10.0), mode="stop")
+    table = {0: 0, 1: 0}
+    loads = {0: 4.0, 1: 4.0}
+    moves = af.rebalance(2.0, _records(pe, loads, table, {0: 10.0, 1: 5.0}), {pe: table}, {pe: 2})
+    assert moves == [Move(pe, 1, 1, "stop")]
+    assert (af.rounds[-1].imbalance, af.rounds[-1].planned, af.rounds[-1].moved_bytes) == (2.0, 1.0, 5.0)
+    # Long after the cooldown, the same picture again, but group 1 is still migrating: only group 0 may go.
+    moves = af.rebalance(100.0, _records(pe, loads, table, {}), {pe: table}, {pe: 2}, migrating={pe: [1]})
+    assert moves == [Move(pe, 0, 1, "stop")]
+    # Within group 0's cooldown and with group 1 migrating, nothing may move.
+    assert af.rebalance(105.0, _records(pe, loads, table, {}), {pe: table}, {pe: 2}, migrating={pe: [1]}) == []
+    assert af.rounds[-1].stop == "stuck"
+
+
+def test_controller_reports_irreducible_hotspots_per_operator_and_skips_other_operators():
+    af = AutoFlow(pes={"j.agg"})
+    table = {0: 0, 1: 1, 2: 1}
+    records = _records("j.agg", {0: 9.0, 1: 1.0, 2: 1.0}, table, {})
+    records += _records("j.other", {0: 5.0, 1: 0.0}, {0: 0, 1: 0}, {})
+    moves = af.rebalance(2.0, records, {"j.agg": table, "j.other": {0: 0, 1: 0}}, {"j.agg": 2, "j.other": 2})
+    assert moves == []
+    assert [(h.key_group, h.instance) for h in af.hotspots["j.agg"]] == [(0, 0)]
+    assert "j.other" not in af.hotspots
