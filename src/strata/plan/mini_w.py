@@ -15,6 +15,7 @@ weighted sum of SODA's six metrics, kept up to date incrementally.
 
 from __future__ import annotations
 
+import heapq
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -180,8 +181,10 @@ def _by_key(elig: np.ndarray, key: np.ndarray, first: int, full: bool):
     yield from sorted(elig.tolist(), key=lambda n: (key[n], n))
 
 
-def _greedy_start(p: Problem) -> list[list[int]]:
-    """Heaviest streams first; both ends on the node with the most room that can take them."""
+def _greedy_start(p: Problem, clusters: bool) -> list[list[int]]:
+    """Streams by decreasing traffic — in one global order, or (``clusters``) growing each placed
+    cluster along its heaviest streams first. Each group goes to the node that holds most of its
+    placed neighbours' traffic and has room for it, else to the node with the most room."""
     st = State(p, [[] for _ in p.groups])
     placed = [False] * len(p.groups)
 
@@ -208,11 +211,38 @@ def _greedy_start(p: Problem) -> list[list[int]]:
             st._occupy(g, n, +1)
         placed[g] = True
 
-    for a, b, _ in sorted(p.streams, key=lambda s: -s[2]):
-        if not placed[a]:
-            place(a, [n for n in st.where[b] if placed[b] and room(n) >= p.groups[a].goal / p.groups[a].shards])
-        if not placed[b]:
-            place(b, [n for n in st.where[a] if room(n) >= p.groups[b].goal / p.groups[b].shards])
+    def near(g: int) -> list[int]:
+        """Nodes holding g's placed neighbours, by the traffic g would keep there, if they have room."""
+        score: dict[int, float] = {}
+        for h, t in p.neighbours[g]:
+            if placed[h]:
+                for n in st.where[h]:
+                    score[n] = score.get(n, 0.0) + t / len(st.where[h])
+        size = p.groups[g].goal / p.groups[g].shards
+        return [n for n in sorted(score, key=lambda n: (-score[n], n)) if room(n) >= size]
+
+    if clusters:
+        # Grow placed clusters along their heaviest streams (Prim-like); start a new cluster from the
+        # heaviest stream left when the frontier runs dry.
+        frontier: list[tuple[float, int, int]] = []
+        pending = sorted(range(len(p.streams)), key=lambda e: (-p.streams[e][2], e), reverse=True)
+        while pending or frontier:
+            if frontier:
+                _, g, _ = heapq.heappop(frontier)
+                todo = [] if placed[g] else [g]
+            else:
+                a, b, _ = p.streams[pending.pop()]
+                todo = [x for x in (a, b) if not placed[x]]
+            for g in todo:
+                place(g, near(g))
+                for h, t in p.neighbours[g]:
+                    if not placed[h]:
+                        heapq.heappush(frontier, (-t, h, g))
+    else:
+        for a, b, _ in sorted(p.streams, key=lambda s: -s[2]):
+            for g in (a, b):
+                if not placed[g]:
+                    place(g, near(g))
     for g in sorted(range(len(p.groups)), key=lambda g: -p.groups[g].goal):
         if not placed[g]:
             place(g, [])
@@ -269,7 +299,8 @@ def search(p: Problem, deadline: float, clock: Callable[[], float] = time.perf_c
     if not p.groups:
         return Result([], 0.0, "empty", 0, 0, True)
     candidates = dict(starts or {})
-    candidates["greedy-by-traffic"] = _greedy_start(p)
+    candidates["greedy-by-traffic"] = _greedy_start(p, clusters=False)
+    candidates["greedy-by-traffic-clusters"] = _greedy_start(p, clusters=True)
     candidates["round-robin-with-previous"] = _round_robin_start(p)
     scored = sorted(((State(p, w).objective(), name, w) for name, w in candidates.items()), key=lambda s: s[:2])
     _obj, start, where = scored[0]
