@@ -39,7 +39,7 @@ from dataclasses import dataclass, field, replace
 
 import networkx as nx
 
-from strata.balance import BalanceConfig
+from strata.adapt.blocks import BALANCING, PLACEMENT
 from strata.balance.controller import AutoFlow
 from strata.balance.loads import window_loads
 from strata.hierarchy.budgets import L1Budget, l1_budget, pools
@@ -53,13 +53,6 @@ from strata.plan import Options, Plan, PlanError, plan
 from strata.plan.baselines import greedy, rr
 from strata.plan.epoch import finish
 from strata.plan.plan import Phase
-
-BALANCING = {
-    "off": None,
-    "threshold": BalanceConfig(threshold=1.15, max_moves=4, cooldown_s=20.0, min_gain=0.05),
-    "aggressive": BalanceConfig(threshold=1.02, max_moves=32, cooldown_s=0.0, min_gain=0.0),
-}
-PLACEMENT = ("planner", "greedy", "round-robin")
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,65 @@
+"""Building blocks per level and the schedulers composed from them (emergent scheduling, Dean & Porter).
+
+An emergent scheduler does not pick one policy; it composes one from
+building blocks at runtime. Strata's blocks, one choice per level:
+
+- dispatch (L2, ``strata.dispatch``): least laxity (``llf``, Cameo), ``edf``,
+  ``sjf``, ``fifo``, proportional ``fair`` share;
+- balancing (L1, ``strata.balance``): ``off``; ``threshold`` (act above a
+  max/mean of 1.15, few moves, long cooldown); ``aggressive`` (act above 1.02,
+  many moves, no cooldown);
+- placement (L0, ``strata.plan``): ``planner`` (SODA + the multi-resource
+  balancer), ``greedy``, ``round-robin`` (SODA's baselines).
+
+A :class:`Composition` picks one block per level; a list of them is the
+learner's arm set. The controller enforces a composition safely: dispatch
+changes between units of work, balancing at the next window, placement at
+the next (re)plan.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+
+from strata.balance import BalanceConfig
+
+DISPATCH = ("llf", "edf", "sjf", "fifo", "fair")
+BALANCING: dict[str, BalanceConfig | None] = {
+    "off": None,
+    "threshold": BalanceConfig(threshold=1.15, max_moves=4, cooldown_s=20.0, min_gain=0.05),
+    "aggressive": BalanceConfig(threshold=1.02, max_moves=32, cooldown_s=0.0, min_gain=0.0),
+}
+PLACEMENT = ("planner", "greedy", "round-robin")
+
+
+@dataclass(frozen=True, slots=True)
+class Composition:
+    """One scheduler: a block per level."""
+
+    dispatch: str = "llf"
+    balancing: str = "threshold"
+    placement: str = "planner"
+
+    def __post_init__(self) -> None:
+        if self.dispatch not in DISPATCH:
+            raise ValueError(f"dispatch: expected one of {DISPATCH}; found {self.dispatch!r}")
+        if self.balancing not in BALANCING:
+            raise ValueError(f"balancing: expected one of {tuple(BALANCING)}; found {self.balancing!r}")
+        if self.placement not in PLACEMENT:
+            raise ValueError(f"placement: expected one of {PLACEMENT}; found {self.placement!r}")
+
+    @property
+    def name(self) -> str:
+        return f"{self.dispatch}/{self.balancing}/{self.placement}"
+
+    @classmethod
+    def parse(cls, name: str) -> Composition:
+        """``"llf/threshold/planner"`` → Composition; missing parts take the defaults."""
+        return cls(*name.split("/"))
+
+
+def compositions(dispatch: tuple[str, ...] = DISPATCH, balancing: tuple[str, ...] = tuple(BALANCING),
+                 placement: tuple[str, ...] = PLACEMENT) -> list[Composition]:
+    """Every composition of the given blocks (the full space is 5 × 3 × 3 = 45)."""
+    return [Composition(d, b, p) for d, b, p in itertools.product(dispatch, balancing, placement)]

@@ -1,0 +1,204 @@
+"""The controller: budgets down, signals up, component re-plans, hysteresis, no two levels moving one thing."""
+
+import pytest
+
+from strata.hierarchy.controller import Controller, HierarchyConfig
+from strata.hierarchy.protocol import (
+    Decisions,
+    Engine,
+    InstanceLoad,
+    LatencyStats,
+    Observation,
+    WindowStats,
+)
+from strata.hierarchy.scaling import Scaler, consolidate, ds2_parallelism
+from strata.hierarchy.signals import Debounce, miss_pressure, shortfall
+from strata.hierarchy.sim_engine import SimEngine
+from strata.model import Scenario
+
+
+def two_jobs(nodes=4, cores=4):
+    doc = {
+        "name": "two",
+        "cluster": {"nodes": [{"name": f"n{i}", "cores": cores} for i in range(nodes)]},
+        "jobs": [
+            {"id": "lat", "rank": 1, "target_latency_s": 0.5, "templates": [{"operators": [
+                {"name": "src", "kind": "source", "cost_per_record": 0.0, "source": {"rate": 200, "seed": 1}},
+                {"name": "f", "kind": "map", "cost_per_record": 0.004, "instances": 2},
+                {"name": "sink", "kind": "sink", "cost_per_record": 0.0}],
+                "streams": [{"from": "src", "to": "f"}, {"from": "f", "to": "sink"}]}]},
+            {"id": "agg", "rank": 2, "target_latency_s": 5.0, "templates": [{"operators": [
+                {"name": "src", "kind": "source", "cost_per_record": 0.0,
+                 "source": {"rate": 300, "seed": 2, "keys": {"count": 500, "zipf_s": 1.1}}},
+                {"name": "kv", "kind": "keyed_stateful", "cost_per_record": 0.006, "instances": 4, "key_groups": 16},
+                {"name": "sink", "kind": "sink", "cost_per_record": 0.0}],
+                "streams": [{"from": "src", "to": "kv"}, {"from": "kv", "to": "sink"}]}]},
+        ]}
+    return Scenario.model_validate(doc)
+
+
+def window(now, *, placement, routing=None, latency=None, instances=(), ingest=None, key_groups=()):
+    return WindowStats(now=now, start=now - 5.0, key_groups=tuple(key_groups), instances=tuple(instances),
+                       node_utilisation={}, queue_lengths={}, latency=latency or {}, rates={},
+                       ingest=ingest or {}, routing=routing or {},
+                       placement={pe: tuple(n for n, _ in insts) for pe, insts in placement.items()},
+                       migrating=(), dropped={})
+
+
+# ------------------------------------------------------------------ pure pieces, hand-computed
+
+
+def test_debounce_raises_after_two_windows_and_clears_after_two_quiet_ones():
+    d = Debounce(raise_after=2, clear_after=2)
+    key = ("miss", "a")
+    assert d.update([key], [key]) == set()
+    assert d.update([key], [key]) == {key}
+    assert d.update([], [key]) == {key}  # one quiet window does not clear it
+    assert d.update([], [key]) == set()
+    assert d.update([key], [key]) == set()  # a single noisy window does not raise it
+    d.update([key], [key])
+    d.reset(key)
+    assert d.update([key], [key]) == set()
+
+
+def test_miss_pressure_and_shortfall_known_answers():
+    stats = {"a": LatencyStats(100, 0.1, 0.2, 0.3, 0.4, 0.08), "b": LatencyStats(100, 0.1, 0.2, 0.3, 0.4, 0.01)}
+    obs = Observation(window(10.0, placement={}, latency=stats))
+    assert miss_pressure(obs, 0.05) == {"a": 0.08}
+    # Job a: 300 records queued; ingest 100 rec/s × target 2 s = 200 per latency → backlog 1.5 latencies.
+    inst = [InstanceLoad("a.op", 0, "n0", 0, 0.0, 300, 0), InstanceLoad("b.op", 0, "n0", 0, 0.0, 10, 0)]
+    obs = Observation(window(10.0, placement={}, instances=inst, ingest={"a.src": 100.0, "b.src": 100.0}))
+    got = shortfall(obs, {"a": 2.0, "b": 2.0}, {"a.op": "a", "b.op": "b"}, {"a.src": "a", "b.src": "b"}, 1.0)
+    assert got == {"a": pytest.approx(1.5)}
+
+
+def test_ds2_parallelism_consolidation_and_scaler_hysteresis():
+    # 500 records in 2.5 busy core-seconds: 200 rec per core-second; 1000 rec/s × 1.2 / (200 × 1 core) = 6.
+    assert ds2_parallelism(1000.0, 500, 2.5, 1.0, ceiling=8, headroom=0.2) == 6
+    assert ds2_parallelism(1000.0, 500, 2.5, 1.0, ceiling=4, headroom=0.2) == 4
+    assert ds2_parallelism(100.0, 500, 2.5, 1.0, ceiling=4, headroom=0.0) == 1
+    assert ds2_parallelism(100.0, 0, 0.0, 1.0, ceiling=4) is None
+    # Groups 4 (load 5) and 5 (load 1) leave instance 2; instance 0 holds 3, instance 1 holds 2.
+    table = {0: 0, 1: 1, 2: 0, 3: 1, 4: 2, 5: 2}
+    loads = {0: 2.0, 1: 1.0, 2: 1.0, 3: 1.0, 4: 5.0, 5: 1.0}
+    assert consolidate(loads, table, 2) == {4: 1, 5: 0}
+    s = Scaler(stable=2)
+    assert s.update("p", 2, ceiling=4, current=4) == 4
+    assert s.update("p", 2, ceiling=4, current=4) == 2
+    assert s.update("p", 3, ceiling=4, current=2) == 2
+    assert s.update("p", 2, ceiling=4, current=2) == 2
+
+
+# ------------------------------------------------------------------ the controller on synthetic observations
+
+
+def started(**kw):
+    ctl = Controller(two_jobs(), HierarchyConfig(epoch_s=1000.0, window_s=5.0, **kw))
+    return ctl, ctl.start(0.0)
+
+
+def test_start_places_every_instance_on_its_candidates():
+    ctl, d = started()
+    assert d.admitted == {"lat": "default", "agg": "default"}
+    assert len(d.placement["agg.kv"]) == 4 and len(d.placement["lat.f"]) == 2
+    for pe, insts in d.placement.items():
+        assert {n for n, _ in insts} <= set(ctl.plan.candidates[pe])
+        assert sum(c for _, c in insts) == pytest.approx(ctl.plan.cpu()[pe])
+    assert sum(d.cpu_share.values()) == pytest.approx(sum(ctl.plan.cpu().values()))
+    assert d.dispatch == "llf"
+
+
+def test_node_loss_replans_only_the_affected_component_within_the_same_step():
+    ctl, d = started()
+    lost = d.placement["agg.kv"][0][0]
+    before = {pe: list(v) for pe, v in ctl.placement.items()}
+    obs = Observation(window(5.0, placement=ctl.placement, routing={"agg.kv": tuple(g % 4 for g in range(16))}),
+                      nodes_down=frozenset({lost}))
+    out = ctl.step(obs)
+    affected = {ctl._job_of[pe] for pe, insts in before.items() if any(n == lost for n, _ in insts)}
+    assert set(out.replan) == affected
+    assert out.placement is not None
+    for pe, insts in ctl.placement.items():
+        assert lost not in {n for n, _ in insts}
+        if ctl._job_of[pe] not in affected:
+            assert insts == before[pe]  # other components keep their decisions
+    assert all(m.pe not in out.placement for m in out.moves)  # L1 leaves PEs L0 is moving alone
+
+
+def test_miss_pressure_needs_two_windows_then_replans_then_cools_down():
+    ctl, _ = started(replan_cooldown_s=20.0)
+    bad = {"lat": LatencyStats(100, 0.4, 0.9, 1.0, 1.2, 0.3)}
+    rates = {"lat.src": 200.0, "agg.src": 300.0}
+    steps = []
+    for t in (5.0, 10.0, 15.0, 20.0, 25.0, 30.0):
+        steps.append(ctl.step(Observation(window(t, placement=ctl.placement, latency=bad, ingest=rates))))
+    assert steps[0].replan == ()
+    assert steps[1].replan == ("lat",) and "miss:lat" in steps[1].reasons[0]
+    # Acting resets the signal: it must persist two windows again (15, 20), then waits out the cooldown (until 30).
+    assert [s.replan for s in steps[2:5]] == [(), (), ()]
+    assert all("cooldown until 30.0" in ctl.log[i].skipped[0] for i in (4, 5))
+    assert steps[5].replan == ("lat",)
+
+
+def test_uncoordinated_mode_acts_on_the_first_window():
+    ctl, _ = started(coordinated=False)
+    bad = {"lat": LatencyStats(100, 0.4, 0.9, 1.0, 1.2, 0.3)}
+    out = ctl.step(Observation(window(5.0, placement=ctl.placement, latency=bad)))
+    assert out.replan == ("lat",)
+
+
+def test_step_before_start_and_bad_config_are_refused():
+    with pytest.raises(RuntimeError):
+        Controller(two_jobs()).step(Observation(window(5.0, placement={})))
+    with pytest.raises(ValueError, match="balancing"):
+        HierarchyConfig(balancing="sometimes")
+
+
+# ------------------------------------------------------------------ in the simulator
+
+
+def test_sim_engine_is_an_engine_and_node_loss_is_replanned_within_one_window_without_later_loss():
+    sc = two_jobs(nodes=3, cores=4)
+    ctl = Controller(sc, HierarchyConfig(epoch_s=1000.0, window_s=1.0))
+    first = ctl.start(0.0)
+    lost = first.placement["agg.kv"][0][0]
+    eng = SimEngine(sc, first, seed=3, failures=[(lost, 4.5, None)])
+    assert isinstance(eng, Engine)
+    eng.drive(ctl, 1.0)
+    eng.sim.run(5.0)
+    lost_at_failure = eng.sim.metrics.drop_totals().get("failure", 0)
+    assert any(s.startswith("node-loss") for s in ctl.log[-1].signals)
+    assert all(lost not in {n for n, _ in insts} for insts in ctl.placement.values())
+    assert all(inst.node.up for inst in eng.sim.instances)
+    eng.sim.run(10.0)
+    # Records lost are those on the node when it failed and those sent to it in the half window before the
+    # re-plan; after the re-placement, nothing more is lost.
+    assert eng.sim.metrics.drop_totals().get("failure", 0) == lost_at_failure
+    assert eng.sim.metrics.latency().set_index("job").loc["lat", "records"] > 0
+
+
+def test_dispatch_switches_every_window_lose_and_duplicate_nothing():
+    from strata.sim.reference import sink_totals
+
+    sc = two_jobs(nodes=2, cores=2)
+    ctl = Controller(sc, HierarchyConfig(epoch_s=1000.0, window_s=0.5))
+    first = ctl.start(0.0)
+    eng = SimEngine(sc, first, seed=5, record_inputs=True)
+    names = ["fifo", "llf", "sjf", "fair", "edf"]
+
+    def flip(window_stats):
+        eng._window = window_stats
+        d = ctl.step(eng.observe())
+        d.dispatch = names[len(eng.switches) % len(names)]
+        eng.apply(d)
+
+    eng.sim.every(0.5, flip)
+    eng.sim.run(6.0, drain=60.0)
+    assert len(eng.switches) >= 8
+    assert eng.sim.metrics.drop_totals() == {}
+    assert eng.sim.metrics.sink_totals() == sink_totals(eng.sim)
+
+
+def test_decisions_empty_means_no_change():
+    assert Decisions(epoch=3).empty()
+    assert not Decisions(epoch=3, dispatch="edf").empty()
