@@ -1,0 +1,94 @@
+"""Features, the window score and the selector on synthetic windows with known answers."""
+
+import pytest
+
+from strata.adapt import (
+    Composition,
+    ContextConfig,
+    Features,
+    FeatureTracker,
+    Fixed,
+    Selector,
+    context,
+    window_score,
+    yields,
+)
+from strata.hierarchy.protocol import InstanceLoad, KeyGroupLoad, LatencyStats, Observation, WindowStats
+from strata.model import Scenario
+
+
+def scenario(selectivity=1.0):
+    return Scenario.model_validate({
+        "name": "s", "cluster": {"nodes": [{"name": "n0", "cores": 2}]},
+        "jobs": [{"id": jid, "rank": 1, "target_latency_s": 1.0, "templates": [{"operators": [
+            {"name": "src", "kind": "source", "source": {"rate": 100}},
+            {"name": "f", "kind": "filter", "selectivity": selectivity},
+            {"name": "sink", "kind": "sink"}],
+            "streams": [{"from": "src", "to": "f"}, {"from": "f", "to": "sink"}]}]} for jid in ("a", "b")]})
+
+
+def obs(now, *, ingest=None, latency=None, instances=(), key_groups=()):
+    w = WindowStats(now=now, start=now - 5.0, key_groups=tuple(key_groups), instances=tuple(instances),
+                    node_utilisation={}, queue_lengths={}, latency=latency or {}, rates={}, ingest=ingest or {},
+                    routing={}, placement={}, migrating=(), dropped={})
+    return Observation(w)
+
+
+def test_window_score_counts_late_and_missing_outputs():
+    # a: 100 rec/s × 5 s = 500 expected, 400 out of which 25% late → 300 on time → 0.6.
+    # b: 500 expected, nothing out at all → 0. Mean 0.3.
+    o = obs(5.0, ingest={"a.src": 100.0, "b.src": 100.0},
+            latency={"a": LatencyStats(400, 0.1, 0.5, 0.9, 1.5, 0.25)})
+    sources = {"a.src": "a", "b.src": "b"}
+    assert window_score(o, {"a": 1.0, "b": 1.0}, sources) == pytest.approx(0.3)
+    assert window_score(obs(5.0, ingest={"a.src": 0.0}), {"a": 1.0}, sources) is None
+    assert yields(scenario(0.5)) == {"a": pytest.approx(0.5), "b": pytest.approx(0.5)}
+
+
+def test_features_known_answers_and_contexts():
+    tr = FeatureTracker(history=2)
+    inst = [InstanceLoad("a.f", 0, "n0", 100, 0.5, 0, 0), InstanceLoad("a.f", 1, "n0", 300, 1.5, 0, 0)]
+    kgs = [KeyGroupLoad("a.k", g, 0, 10, b, 0.0) for g, b in enumerate([4.0, 1.0, 1.0, 1.0, 1.0])]
+    tr.update(obs(5.0, ingest={"a.src": 100.0}))
+    f = tr.update(obs(10.0, ingest={"a.src": 300.0}, instances=inst, key_groups=kgs))
+    assert f.unit_s == pytest.approx(2.0 / 400)
+    assert f.burstiness == pytest.approx(0.5)  # std 100 / mean 200
+    assert f.skew == pytest.approx(4.0 / 1.6)
+    cfg = ContextConfig(unit_s=0.004, burstiness=0.25, skew=3.0)
+    assert context(f, cfg) == ("coarse", "bursty", "flat")
+    assert context(Features(0.001, 0.1, 5.0), cfg) == ("fine", "steady", "skewed")
+
+
+def test_selector_finds_each_phase_best_composition_and_remembers_a_returning_phase():
+    sc = scenario()
+    good = {"fine": Composition("llf"), "coarse": Composition("fair")}
+    cands = [Composition("llf"), Composition("fair"), Composition("fifo")]
+    sel = Selector(sc, cands, gamma=0.95, c=0.3, contexts=ContextConfig(unit_s=0.01), seed=1)
+    picks = {"fine": [], "coarse": []}
+    chosen = None
+    for step, phase in enumerate(["fine"] * 40 + ["coarse"] * 40 + ["fine"] * 40):
+        unit = 0.001 if phase == "fine" else 0.1
+        # The window that just ended ran the composition chosen a step ago: on time iff it suited that phase.
+        miss = 0.0 if chosen == good[phase] else 0.8
+        o = obs(5.0 * (step + 1), ingest={"a.src": 100.0},
+                latency={"a": LatencyStats(500, 0.1, 0.2, 0.3, 0.4, miss)},
+                instances=[InstanceLoad("a.f", 0, "n0", 100, 100 * unit, 0, 0)])
+        chosen = sel.select(o)
+        picks[phase].append(chosen)
+    assert sum(c == good["fine"] for c in picks["fine"][5:40]) >= 30
+    assert sum(c == good["coarse"] for c in picks["coarse"][5:]) >= 30
+    # Back in the first context the learner already knows the answer: it starts on it (D-UCB still
+    # re-explores now and then, as its discounted counts of the other arms fade).
+    assert all(c == good["fine"] for c in picks["fine"][40:50])
+    assert sum(c == good["fine"] for c in picks["fine"][40:]) >= 36
+    rewards = [c.reward for c in sel.choices if c.reward is not None]
+    assert len(rewards) == 119 and all(r == pytest.approx(1.0) or r == pytest.approx(0.2) for r in rewards)
+
+
+def test_fixed_scores_the_same_way():
+    sc = scenario()
+    f = Fixed(sc, Composition("edf"))
+    for step in range(3):
+        o = obs(5.0 * (step + 1), ingest={"a.src": 100.0}, latency={"a": LatencyStats(500, 0.1, 0.2, 0.3, 0.4, 0.5)})
+        assert f.select(o) == Composition("edf")
+    assert [c.reward for c in f.choices] == [0.5, 0.5, None]
