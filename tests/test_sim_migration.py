@@ -119,10 +119,10 @@ def test_state_transfer_takes_bytes_over_bandwidth_plus_latency():
 def test_stop_the_world_pauses_the_operator_live_does_not():
     def delayed(mode):
         sim = Simulation(_keyed(state_bytes=1.5e9), seed=5, network_latency=0.001)
-        sim.apply([Move("c.op2", g, (g + 1) % 3, mode) for g in (0, 4, 8)], at=5.0)
-        sim.run(12.0)
+        sim.apply([Move("c.op2", g, (g + 1) % 3, mode) for g in (0, 4, 8)], at=3.0)
+        sim.run(7.0)
         log = sim.metrics.migrations()
-        pause = log.installed.max() - 5.0
+        pause = log.installed.max() - 3.0
         lat = np.frombuffer(sim.metrics.lat["c"], dtype=float)
         return pause, int((lat > 0.2).sum())
 
