@@ -175,7 +175,7 @@ def macro_w(cluster: Cluster, graph: nx.DiGraph, goals: Mapping[str, float], rat
     except Exception as e:  # a solver crash must not cost the epoch its plan
         status, shares, why = "failed", None, f"MILP raised {type(e).__name__}: {e}"
     # Scoring the answers after the search takes a moment; leave it inside the phase deadline.
-    deadline = start + 0.95 * deadline_s
+    deadline = start + 0.92 * deadline_s
     starts = {"MILP": [sorted(sh) for sh in shares]} if shares is not None else None
     found = mini_w.search(p, deadline, clock, seed=seed, rounds=rounds, starts=starts)
     mini = assignment_of(p, found.where, goals)

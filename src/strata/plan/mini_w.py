@@ -351,7 +351,7 @@ def _improve(st: State, order: list[int], deadline: float, clock: Callable[[], f
     cur = st.objective()
     groups = st.p.groups
     for i, g in enumerate(order):
-        if i % 8 == 0 and clock() >= deadline:
+        if i % 4 == 0 and clock() >= deadline:
             break
         size = groups[g].goal / max(1, len(st.where[g]))
         for src in list(st.where[g]):
