@@ -184,7 +184,8 @@ class KeyedStateStore:
             newest_us = round(newest.timestamp() * US)
             watermark = max(watermark, newest_us - round(spec.window.watermark_s * US))
         plan = BatchPlan(batch_id, watermark, routing, spec.partitions, group_rows, previous)
-        slot_of_group = F.array(*[F.lit(slots[p]) for p in routing])
+        # long, as in _slot_values: an int literal hashes differently and lands rows on the wrong task
+        slot_of_group = F.array(*[F.lit(slots[p]).cast("long") for p in routing])
         rows = keyed.withColumn("slot", F.element_at(slot_of_group, F.col("kg") + 1)).withColumn("marker", F.lit(False))
         markers = df.sparkSession.createDataFrame(
             [(-1, 0, None, None, slots[p], True) for p in range(spec.partitions)], rows.schema)
