@@ -259,3 +259,16 @@ def test_frontier_is_event_time_or_the_window_due_time():
     # A window result, carrying its newest input's event time, leaves only once the window is due.
     results = [(et, created) for pe, et, _, created in seen if pe == "c.sink"]
     assert results and all(created >= math.floor(et / 2) * 2 + 2.5 for et, created in results)
+
+
+def test_enforced_cpu_share_caps_an_instance():
+    scenario = chain([{"kind": "map", "cost_per_record": 8e-4}], rate=1000, arrivals="constant", nodes=2)
+    placement = {"c.src": "n0", "c.op1": [("n1", 0.4)], "c.sink": "n0"}
+    capped = Simulation(scenario, placement=placement, enforce_shares=True).run(20.0)
+    free = Simulation(scenario, placement=placement).run(20.0)
+    busy = capped.metrics.instances().set_index("pe").loc["c.op1", "busy"]
+    # Offered 0.8 cores; the share allows 0.4 cores (plus a 10 ms burst), the free run uses 0.8.
+    assert busy / 20.0 == pytest.approx(0.4, rel=0.01)
+    assert free.metrics.instances().set_index("pe").loc["c.op1", "busy"] / 20.0 == pytest.approx(0.8, rel=0.01)
+    assert capped.metrics.conservation().balanced.all()
+    assert capped.metrics.latency().iloc[0].p99 > 5.0 > free.metrics.latency().iloc[0].p99

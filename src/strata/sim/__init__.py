@@ -22,6 +22,7 @@ decide, the engine only observes and enforces). Public API (stable):
         bin_s=1.0,                # width of time-series bins
         failures=[("n3", 60.0, 90.0)],  # node down at 60 s, up at 90 s (None: stays down)
         record_inputs=False,      # keep every generated record (for reference checks)
+        enforce_shares=False,     # True: an instance placed with a cpu share never uses more (cgroup-like)
     )
     sim.every(10.0, balancer)     # more controllers, any time
     sim.apply(Actions(moves=[Move("job.agg", 7, dst=2, mode="live")]), at=30.0)

@@ -50,6 +50,7 @@ from strata.sim.runtime import (
     EV_GEN,
     EV_RECOVER,
     EV_STATE,
+    EV_THROTTLE,
     EV_TICK,
     KEYED,
     PASS,
@@ -72,8 +73,9 @@ from strata.sim.semantics import (
 )
 from strata.sim.workload import SourceStream
 
-_GEN, _DELIVER, _DONE, _TICK, _CONTROL, _STATE, _FAIL, _RECOVER, _ACTION = (
-    EV_GEN, EV_DELIVER, EV_DONE, EV_TICK, EV_CONTROL, EV_STATE, EV_FAIL, EV_RECOVER, EV_ACTION)
+_GEN, _DELIVER, _DONE, _TICK, _CONTROL, _STATE, _FAIL, _RECOVER, _ACTION, _THROTTLE = (
+    EV_GEN, EV_DELIVER, EV_DONE, EV_TICK, EV_CONTROL, EV_STATE, EV_FAIL, EV_RECOVER, EV_ACTION, EV_THROTTLE)
+SHARE_BURST = 0.01  # seconds of cpu an instance may run ahead of its share
 _CODES = {OperatorKind.SOURCE: SOURCE, OperatorKind.FILTER: PASS, OperatorKind.MAP: PASS,
           OperatorKind.JOIN: KEYED, OperatorKind.KEYED_STATEFUL: KEYED,
           OperatorKind.WINDOW_AGGREGATE: WINDOW, OperatorKind.SINK: SINK}
@@ -104,6 +106,7 @@ class Simulation:
         failures: Iterable[tuple[str, float, float | None]] = (),
         record_inputs: bool = False,
         base_dir: Path | None = None,
+        enforce_shares: bool = False,
     ) -> None:
         if batch < 1:
             raise ValueError(f"batch: expected records per source message ≥ 1; found {batch}")
@@ -117,6 +120,7 @@ class Simulation:
         self.bin_s = bin_s
         self._inv_bin = 1.0 / bin_s
         self.record_inputs = record_inputs
+        self.enforce_shares = enforce_shares
         self.factory: DispatchFactory = dispatch or fifo
         self.graph = graph = joined_graph(scenario, templates)
         self.order = order = topological_order(graph)
@@ -277,6 +281,8 @@ class Simulation:
                 self._recover(a, t)
             elif code == _ACTION:
                 self._apply(a)
+            elif code == _THROTTLE:
+                self._unthrottle(a, t)
             if progress is not None and t >= next_report:
                 progress(t)
                 next_report = t + 1.0
@@ -320,12 +326,40 @@ class Simulation:
                 if inst.moving is not None:
                     self.migrations.check_relocation(inst, now)
                 continue
+            if inst.share is not None and self.enforce_shares:
+                if inst.vtime > now + SHARE_BURST:
+                    if not inst.throttled:
+                        self._push(inst.vtime - SHARE_BURST, _THROTTLE, inst, None)
+                    inst.throttled.append(msg)
+                    continue
+                inst.vtime = (inst.vtime if inst.vtime > now else now) + msg.cost / inst.share
             node.idle -= 1
             pe.running += 1
             inst.running += 1
             node.running[msg.seq] = (inst, msg, now)
             self._seq += 1
             heapq.heappush(self._heap, (now + msg.cost, self._seq, _DONE, inst, msg))
+
+    def _unthrottle(self, inst: InstanceRt, now: float) -> None:
+        """An instance's cpu share has caught up: as many of its throttled messages as the share
+        pays for go back to dispatch, in arrival order; the rest wait for the next release."""
+        waiting = inst.throttled
+        if inst.paused:
+            inst.held.extend(waiting)
+            waiting.clear()
+            return
+        if not waiting or not inst.node.up:
+            return  # a failure already counted them as lost
+        v = inst.vtime if inst.vtime > now else now
+        policy = inst.node.policy
+        while waiting and v <= now + SHARE_BURST:
+            msg = waiting.popleft()
+            v += msg.cost / inst.share
+            inst.queued += msg.records
+            policy.push(msg, now)
+        if waiting:
+            self._push(v - SHARE_BURST, _THROTTLE, inst, None)
+        self._offer(inst.node, now)
 
     def send(self, src: InstanceRt, dst: InstanceRt, msg: Message, nbytes: float, now: float) -> None:
         """Put ``msg`` on the channel src → dst: at once on one node, else through src's NIC."""
@@ -449,6 +483,9 @@ class Simulation:
                 return
             if inst.incoming and msg.key_group in inst.incoming:
                 inst.incoming[msg.key_group].append(msg)
+                return
+            if inst.throttled:  # over its cpu share: wait behind the throttled ones
+                inst.throttled.append(msg)
                 return
             inst.queued += msg.records
             node.policy.push(msg, now)
@@ -645,7 +682,8 @@ class Simulation:
             if inst.node is not node:
                 continue
             pe = inst.pe
-            lost = inst.queued + sum(m.records for m in inst.held)
+            lost = inst.queued + sum(m.records for m in inst.held) + sum(m.records for m in inst.throttled)
+            inst.throttled.clear()
             lost += sum(m.records for buf in inst.incoming.values() for m in buf)
             inst.queued = 0
             inst.held.clear()
@@ -697,7 +735,7 @@ class Simulation:
         loads = []
         for inst, (b0, r0) in zip(self.instances, since["inst"], strict=False):
             pe = inst.pe
-            waiting = inst.queued + sum(m.records for m in inst.held)
+            waiting = inst.queued + sum(m.records for m in inst.held) + sum(m.records for m in inst.throttled)
             waiting += sum(m.records for buf in inst.incoming.values() for m in buf)
             groups = sum(1 for r in pe.route if r == inst.index) if pe.keyed else 0
             loads.append(InstanceLoad(pe.name, inst.index, inst.node.name, inst.records - r0, inst.busy - b0,

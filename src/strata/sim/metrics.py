@@ -218,7 +218,7 @@ class Metrics:
                 flight[msg.pe] = flight.get(msg.pe, 0) + msg.records
         waiting: dict[str, int] = {}
         for inst in sim.instances:
-            n = inst.queued + sum(m.records for m in inst.held)
+            n = inst.queued + sum(m.records for m in inst.held) + sum(m.records for m in inst.throttled)
             n += sum(m.records for buf in inst.incoming.values() for m in buf)
             waiting[inst.pe.name] = waiting.get(inst.pe.name, 0) + n
         for node in sim.nodes:

@@ -14,7 +14,7 @@ from strata.sim.hooks import DispatchPolicy, Message, NodeView
 # Operator behaviour codes (strata.sim.semantics describes each).
 SOURCE, PASS, KEYED, WINDOW, SINK = range(5)
 # Event codes of the engine's heap.
-EV_GEN, EV_DELIVER, EV_DONE, EV_TICK, EV_CONTROL, EV_STATE, EV_FAIL, EV_RECOVER, EV_ACTION = range(9)
+EV_GEN, EV_DELIVER, EV_DONE, EV_TICK, EV_CONTROL, EV_STATE, EV_FAIL, EV_RECOVER, EV_ACTION, EV_THROTTLE = range(10)
 
 
 class NodeRt:
@@ -155,7 +155,8 @@ class InstanceRt:
     """One instance of a PE on a node: its channels, keyed state, watermark and buffers."""
 
     __slots__ = ("busy", "chans", "gid", "gone", "held", "incoming", "index", "last_arrival", "moving", "node",
-                 "paused", "pe", "queued", "records", "rr", "running", "share", "state", "win_starts", "wm", "wm_in")
+                 "paused", "pe", "queued", "records", "rr", "running", "share", "state", "throttled", "vtime",
+                 "win_starts", "wm", "wm_in")
 
     def __init__(self, gid: int, pe: PeRt, index: int, node: NodeRt, share: float | None) -> None:
         self.gid = gid
@@ -172,6 +173,8 @@ class InstanceRt:
         self.running = 0
         self.moving: object = None  # the relocation in progress, if any
         self.held: list[Message] = []  # arrivals, and whatever dispatch pops, while paused
+        self.vtime = 0.0  # cpu-share accounting: when the instance's share has paid for its past work
+        self.throttled: deque[Message] = deque()  # over its cpu share: back to dispatch as the share allows
         self.incoming: dict[int, list[Message]] = {}  # key group → records buffered until its state arrives
         self.gone: set[int] = set()  # key groups shipped away by a stop-the-world move
         self.rr: list[int] = []
