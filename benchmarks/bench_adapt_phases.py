@@ -118,7 +118,7 @@ def main() -> None:
     sc = scenario(args.phase)
     duration = 3 * args.phase
     cands = CANDIDATES[:3] if args.quick else CANDIDATES
-    console = Console()
+    console = Console(width=200)
     results = {}
     for comp in cands:
         t0 = time.perf_counter()

@@ -2,7 +2,7 @@
 
 Three runs of the same seeded workload (4 nodes × 4 cores; two skewed keyed
 jobs — Zipf 1.2 over 300 keys, 16 key groups on 4 instances — and a
-latency-bound stateless job; about 75% load):
+latency-bound stateless job; about 76% of the cluster's cpu):
 
 - ``planner only``: L0 (SODA + multi-resource placement) and dispatch; no key-group balancing;
 - ``co-operative``: the hierarchy as designed — budgets down, signals up,
@@ -55,8 +55,8 @@ def scenario() -> Scenario:
 
     doc = {"name": "cooperation", "cluster": {"nodes": [{"name": f"n{i}", "cores": 4} for i in range(4)]},
            "jobs": [
-               keyed("clicks", 300, 11, 2.0),
-               keyed("orders", 250, 12, 2.0),
+               keyed("clicks", 450, 11, 2.0),
+               keyed("orders", 400, 12, 2.0),
                {"id": "alerts", "rank": 1, "target_latency_s": 0.3, "templates": [{"operators": [
                    {"name": "src", "kind": "source", "cost_per_record": 0.0, "source": {"rate": 400, "seed": 13}},
                    {"name": "check", "kind": "map", "cost_per_record": 0.005, "instances": 2},
@@ -165,7 +165,7 @@ def main() -> None:
     ap.add_argument("--duration", type=float, default=300.0)
     ap.add_argument("--seed", type=int, default=1)
     args = ap.parse_args()
-    console = Console()
+    console = Console(width=240)
     runs = [run(mode, args.duration, args.seed) for mode in ("planner only", "co-operative", "uncoordinated")]
     table = Table(title=f"Experiment 2: balancer under the planner ({args.duration:.0f} s, epoch {EPOCH_S:.0f} s, "
                         f"window {WINDOW_S:.0f} s, seed {args.seed})")

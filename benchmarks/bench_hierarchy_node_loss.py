@@ -95,7 +95,7 @@ def main() -> None:
     ap.add_argument("--duration", type=float, default=120.0)
     ap.add_argument("--seed", type=int, default=1)
     args = ap.parse_args()
-    console = Console()
+    console = Console(width=240)
     runs = [run(mode, args.duration, args.seed) for mode in ("hierarchy", "static")]
     t = Table(title=f"Experiment 3: node loss at {args.duration / 2:.0f} s (window {WINDOW_S:.0f} s, seed {args.seed})")
     for col in ("mode", "node", "new plan after", "plan wall", "instances moved", "lost at failure",

@@ -49,10 +49,8 @@ from strata.hierarchy.scaling import Scaler, consolidate, ds2_parallelism
 from strata.hierarchy.signals import Debounce, Signal, SignalConfig, lost_nodes, miss_pressure, shortfall
 from strata.model import Cluster, Scenario, joined_graph
 from strata.model.job import OperatorKind
-from strata.plan import Options, Plan, PlanError, plan
+from strata.plan import Options, Plan, PlanError, plan, replan
 from strata.plan.baselines import greedy, rr
-from strata.plan.epoch import finish
-from strata.plan.plan import Phase
 
 
 @dataclass(frozen=True)
@@ -123,6 +121,7 @@ class Controller:
         self._margin: dict[str, float] = {}  # job → rate multiplier its last re-plan used
         self._rates: dict[str, float] = {}  # source PE → smoothed observed ingest
         self._costs: dict[str, float] = {}  # PE → smoothed observed core-seconds per record
+        self._load: dict[tuple[str, int], float] = {}  # (PE, instance) → cores it used in the last window
         graph = joined_graph(scenario)
         self._job_of = {pe: graph.nodes[pe]["job"] for pe in graph}
         self._sources = {pe: j for pe, j in self._job_of.items() if graph.nodes[pe]["op"].kind is OperatorKind.SOURCE}
@@ -216,6 +215,8 @@ class Controller:
             self._rates[pe] = r if old is None else 0.5 * r + 0.5 * old
         busy: dict[str, float] = {}
         recs: dict[str, int] = {}
+        span = max(w.now - w.start, 1e-9)
+        self._load = {(inst.pe, inst.instance): inst.busy / span for inst in w.instances}
         for inst in w.instances:
             busy[inst.pe] = busy.get(inst.pe, 0.0) + inst.busy
             recs[inst.pe] = recs.get(inst.pe, 0) + inst.records
@@ -298,18 +299,20 @@ class Controller:
         return plan(scenario, previous, self.config.plan)
 
     def _restrict(self, previous: Plan | None, jobs: set[str], nodes: set[str]) -> Plan | None:
-        """``previous`` cut down to ``jobs`` and live ``nodes``: the incremental-movement reference of a re-plan."""
+        """``previous`` cut down to ``jobs`` and live ``nodes``: the incremental-movement reference of a re-plan.
+
+        A PE that lost every candidate node is left out: it has no incremental reference.
+        """
         if previous is None:
             return None
-        pes = {pe for pe in previous.assignment if self._job_of.get(pe) in jobs}
-        cand = {pe: [n for n in previous.candidates.get(pe, []) if n in nodes] for pe in pes}
-        if any(not c for c in cand.values()):
-            return None  # a PE lost every candidate: no incremental reference for it
+        cand = {pe: [n for n in c if n in nodes] for pe, c in previous.candidates.items() if self._job_of[pe] in jobs}
+        pes = {pe for pe, c in cand.items() if c and pe in previous.assignment}
         data = previous.to_dict()
         data.update(admitted=[j for j in previous.admitted if j in jobs],
                     rejected={j: r for j, r in previous.rejected.items() if j in jobs},
                     templates={j: t for j, t in previous.templates.items() if j in jobs},
-                    cpu_goal={pe: c for pe, c in previous.cpu_goal.items() if pe in pes}, candidates=cand,
+                    cpu_goal={pe: c for pe, c in previous.cpu_goal.items() if pe in pes},
+                    candidates={pe: cand[pe] for pe in pes},
                     assignment={pe: {n: c for n, c in previous.assignment[pe].items() if n in nodes} for pe in pes})
         return Plan.from_dict(data)
 
@@ -337,55 +340,37 @@ class Controller:
         return time.perf_counter() - t0
 
     def _component_plan(self, now: float, jobs: set[str], signals: list[Signal]) -> float:
-        """Re-plan only ``jobs`` on the capacity the other jobs leave; keep the others' decisions as they are."""
+        """Re-plan only ``jobs``' components (``strata.plan.replan``) on the live nodes, with observed rates and costs.
+
+        The other components keep their plan; the re-planned ones get the cpu and
+        memory the rest leaves free. Then only their instances are re-placed.
+        """
         import time
 
         t0 = time.perf_counter()
-        cur = self.plan
-        keep = {pe: parts for pe, parts in cur.assignment.items() if self._job_of[pe] not in jobs}
-        reserved: dict[str, float] = {}
-        for pe, insts in self.placement.items():
-            if self._job_of[pe] not in jobs:
-                for node, cpu in insts:
-                    reserved[node] = reserved.get(node, 0.0) + cpu
-        cluster = self._live_cluster(reserved)
         for s in signals:
             if s.job in jobs and s.kind in ("miss", "shortfall", "hotspot"):
                 self._margin[s.job] = min(self._margin.get(s.job, 1.0) * (1.0 + self.config.headroom), 3.0)
-        running = {j for j in jobs if j in cur.templates}
-        if cluster is None or not running:
-            self._note(f"re-plan of {sorted(jobs)} at {now:.1f}: no free capacity or nothing running")
+        cluster = self._live_cluster()
+        if cluster is None:
+            self._note(f"re-plan of {sorted(jobs)} at {now:.1f}: no live node")
             return time.perf_counter() - t0
-        sub = Scenario(name=self.scenario.name, cluster=cluster, jobs=self._observed(running, self._margin))
-        previous = self._restrict(cur, running, {n.name for n in cluster.all_nodes})
+        observed = Scenario(name=self.scenario.name, cluster=cluster,
+                            jobs=self._observed(set(self.scenario.job), self._margin))
+        previous = self._restrict(self.plan, set(self.plan.templates), {n.name for n in cluster.all_nodes})
         try:
-            part = self._run_planner(sub, previous)
+            if self.placer == "planner":
+                new = replan(observed, previous, jobs, self.config.plan)
+            else:
+                new = self._run_planner(observed, previous)
         except PlanError as e:
-            self._note(f"re-plan of {sorted(running)} at {now:.1f} failed ({e}); their plan kept")
+            self._note(f"re-plan of {sorted(jobs)} at {now:.1f} failed ({e}); their plan kept")
             return time.perf_counter() - t0
-        # A component re-plan never stops a running job (admission changes only at full epochs): a job the
-        # sub-plan rejects keeps its previous decisions, restricted to live nodes.
-        assignment = dict(keep)
-        goals = {pe: g for pe, g in cur.cpu_goal.items() if self._job_of[pe] not in jobs}
-        cand = {pe: c for pe, c in cur.candidates.items() if self._job_of[pe] not in jobs}
-        for pe in part.assignment:
-            assignment[pe] = part.assignment[pe]
-            goals[pe] = part.cpu_goal.get(pe, 0.0)
-            cand[pe] = part.candidates[pe]
-        for pe in cur.assignment:
-            if pe not in assignment:
-                live = [n for n in cur.candidates[pe] if n not in self.down] or [n.name for n in cluster.all_nodes]
-                assignment[pe] = {n: c for n, c in cur.assignment[pe].items() if n in live} or {live[0]: 0.0}
-                goals[pe] = cur.cpu_goal.get(pe, 0.0)
-                cand[pe] = live
-        templates = {**cur.templates, **{j: t for j, t in part.templates.items() if j in running}}
-        phases = [Phase(p.name, p.seconds, p.deadline, p.status, f"component {sorted(running)}: {p.detail}")
-                  for p in part.phases]
-        self.plan = finish(self.scenario, cur.planner, list(cur.admitted), dict(cur.rejected), templates, goals,
-                           cand, assignment, phases, self.config.plan.weights, list(cur.notes))
+        self.plan = new
         for j in jobs:
             self._cooldown[j] = now + self.config.replan_cooldown_s
-        self._place({pe for pe in self.plan.assignment if self._job_of[pe] in jobs}, budgeted=True)
+        self._place({pe for pe in set(new.assignment) | set(self.placement) if self._job_of[pe] in jobs},
+                    budgeted=True)
         return time.perf_counter() - t0
 
     def _place(self, pes: set[str], budgeted: bool) -> None:
@@ -401,12 +386,15 @@ class Controller:
             if pe in pes:
                 cand = tuple(n for n in self.plan.candidates.get(pe, ()) if n not in self.down)
                 for i in range(count):
-                    items.append(Item(f"{pe}#{i}", cpu.get(pe, 0.0) / count, (op.memory + op.state_bytes) / count,
-                                      cand, current[i][0] if current else None))
+                    # The plan's share, or what the instance was measured to use if more (a hot key group).
+                    need = max(cpu.get(pe, 0.0) / count, self._load.get((pe, i), 0.0))
+                    items.append(Item(f"{pe}#{i}", need, (op.memory + op.state_bytes) / count, cand,
+                                      current[i][0] if current else None))
             elif current:
                 for i, (node, c) in enumerate(current):
                     if node not in self.down:
-                        items.append(Item(f"{pe}#{i}", c, (op.memory + op.state_bytes) / count, (node,), node))
+                        need = max(c, self._load.get((pe, i), 0.0))
+                        items.append(Item(f"{pe}#{i}", need, (op.memory + op.state_bytes) / count, (node,), node))
         mb = self.config.placement
         if not budgeted or not self.config.coordinated:
             mb = replace(mb, max_moves=None)
