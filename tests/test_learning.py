@@ -90,3 +90,14 @@ def test_refine_writes_estimates_and_ingest_into_the_scenario():
     assert ops["f"].cost_per_record == 1e-4  # no estimate: prior kept
     assert ops["src"].source.rate == 321.0
     assert SCENARIO.job["j"].templates[0].operator["m"].cost_per_record == 3e-4  # the input is not changed
+
+
+def test_mean_offered_rate_of_onoff_bursts():
+    from strata.learning import mean_offered_rates
+
+    bursty = SCENARIO.model_dump(by_alias=True)
+    bursty["jobs"][0]["templates"][0]["operators"][0]["source"]["arrivals"] = {
+        "process": "onoff", "period_s": 20, "on_s": 5, "burst_factor": 3}
+    # 100 rec/s, tripled a quarter of the time: 100 × (1 + 2 × 5/20) = 150
+    assert mean_offered_rates(Scenario.model_validate(bursty)) == {"j.src": pytest.approx(150.0)}
+    assert mean_offered_rates(SCENARIO) == {"j.src": 100.0}

@@ -25,10 +25,10 @@ def test_least_laxity_releases_the_batch_with_the_least_slack_first():
     core.arrive(unit("other", 105.0, 10.0, 0.0, 2))
     order = []
     while core.waiting:
-        job = core.next_release()
+        job = core.next_release(0.0)
         core.release(job)
         order.append(job)
-        assert core.next_release() is None  # the bound: one at a time
+        assert core.next_release(0.0) is None  # the bound: one at a time
         core.finish(job)
     assert order == ["alerts", "other", "bulk"]
 
@@ -40,7 +40,7 @@ def test_fifo_and_edf_orders_differ_from_least_laxity():
         core = GateCore(GateConfig(strategy=name, max_running=1))
         for u in units:
             core.arrive(u)
-        orders[name] = core.next_release()
+        orders[name] = core.next_release(0.0)
     # laxity a: 0 + 10 − 9 = 1 < b: 6;  EDF a: 10 > b: 6;  FIFO by arrival: b (1.0) before a (3.0)
     assert orders == {"cameo": "a", "edf": "b", "fifo": "b"}
 
@@ -49,11 +49,13 @@ def test_bound_counts_running_batches_of_all_queries():
     core = GateCore(GateConfig(max_running=2))
     for i, job in enumerate("xyz"):
         core.arrive(unit(job, float(i), 1.0, 0.0, i))
-    core.release(core.next_release())
-    core.release(core.next_release())
-    assert core.next_release() is None
+    core.release(core.next_release(0.0))
+    core.release(core.next_release(0.0))
+    assert core.next_release(0.0) is None
     core.finish("x")
-    assert core.next_release() == "z"
+    assert core.next_release(0.0) == "z"
+    core.arrive(unit("late", -10.0, 1.0, 0.0, 3))  # already past its deadline: released over the bound
+    assert core.next_release(0.0) == "late"
     with pytest.raises(ValueError, match="already has a batch"):
         core.arrive(unit("y", 0.0, 1.0, 0.0, 9))
 
@@ -121,7 +123,7 @@ def _job(jid: str, target: float) -> Job:
 
 def test_gate_blocks_the_second_query_until_a_slot_frees_then_releases_by_laxity():
     spark = _Spark()
-    gate = Gate(GateConfig(max_running=1), clock=lambda: 1000.0)
+    gate = Gate(GateConfig(max_running=1), clock=lambda: 0.0)  # at the epoch: nobody is urgent yet
     slow, urgent, relaxed = (_Pipeline(_job(j, t), spark) for j, t in (("slow", 30), ("urgent", 2), ("relaxed", 60)))
     released: list[str] = []
     gate.on_release = lambda row: released.append(row["query"])

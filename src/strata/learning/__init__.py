@@ -6,6 +6,6 @@ measured, and writes them back into a :class:`~strata.model.Scenario` so the
 next epoch plans with observed numbers instead of the spec's priors.
 """
 
-from strata.learning.resource import Estimate, ResourceLearner, attribute
+from strata.learning.resource import Estimate, ResourceLearner, attribute, mean_offered_rates
 
-__all__ = ["Estimate", "ResourceLearner", "attribute"]
+__all__ = ["Estimate", "ResourceLearner", "attribute", "mean_offered_rates"]

@@ -116,6 +116,24 @@ def _refine_job(job: Job, est: Mapping[str, Estimate], offered: Mapping[str, flo
     return job.model_copy(update={"templates": templates})
 
 
+def mean_offered_rates(scenario: Scenario) -> dict[str, float]:
+    """Source PE → its arrival process's long-run mean rate (records/s): the prior before any observation.
+
+    On/off bursts raise the mean above the nominal rate: rate × (1 + (burst − 1) × on / period).
+    """
+    out = {}
+    for job in scenario.jobs:
+        for tpl in job.templates:
+            for op in tpl.operators:
+                if op.kind is OperatorKind.SOURCE:
+                    a = op.source.arrivals
+                    factor = 1.0
+                    if a.process == "onoff":
+                        factor += (a.burst_factor - 1.0) * min(a.on_s, a.period_s) / a.period_s
+                    out[pe_id(job.id, op.name)] = op.source.rate * factor
+    return out
+
+
 def attribute(job: str, template: Template, records_in: float, records_out: float, busy_s: float,
               ) -> list[tuple[str, float, float, float]]:
     """Split one observation of a whole chain (a Spark micro-batch) into per-PE observations.

@@ -56,6 +56,7 @@ from strata.learning import attribute
 from strata.model import Scenario, pe_id
 from strata.spark.gate import URGENT_POOL, Gate
 from strata.spark.pipelines import AGGREGATIONS, Pipeline, PipelineOptions
+from strata.spark.runner import _cause as cause
 from strata.spark.workload import Timeline, Workload
 
 SHARE_POOLS: dict[str, int] = {"w1": 1, "w2": 2, "w4": 4, "w8": 8}
@@ -325,10 +326,13 @@ class SparkEngine:
             ingest[pe_id(job, source.name)] = self._generated(segment, start, now) / span
             parts = attribute(job, segment.pipeline.template, rows_in, rows_out, busy) if rows_in else []
             keyed = next((o for o in p.chain if p.options.is_managed(o)), None) if p.store is not None else None
-            for pe, r_in, r_out, b in parts:
+            src_pe = pe_id(job, source.name)
+            backlog = self._backlog(segment, now)
+            for pe, r_in, r_out, b in parts or [(src_pe, 0, 0, 0.0)]:
                 rates[pe] = r_out / span
                 if keyed is None or pe != pe_id(job, keyed.name):
-                    instances.append(InstanceLoad(pe, 0, "local", round(r_in), b, 0, 0))
+                    # the source's queue is what it offered and the query has not read yet
+                    instances.append(InstanceLoad(pe, 0, "local", round(r_in), b, backlog if pe == src_pe else 0, 0))
             stats = _latency(fresh, self.scenario.job[job].target_latency_s)
             if stats is not None:
                 latency[job] = stats
@@ -356,18 +360,30 @@ class SparkEngine:
         return Observation(window, templates={j: s.template for j, s in running.items()}, dispatch=strategy,
                            units=units, unit_records=unit_rows / units if units else 0.0)
 
-    def _generated(self, segment: Segment, start: float, now: float) -> int:
-        """Records the job's source generated (offered) in [start, now): its workload is a function of time."""
+    def _timeline(self, segment: Segment) -> Timeline:
         p = segment.pipeline
-        if p.rate_cap is None:
-            return 0
         workload = Workload.of(p.chain[0].source)
         timeline = self._timelines.get(p.name)
         if timeline is None or timeline.spec != workload:
             timeline = self._timelines[p.name] = Timeline(workload, self.config.tick_s)
+        return timeline
+
+    def _generated(self, segment: Segment, start: float, now: float) -> int:
+        """Records the job's source generated (offered) in [start, now): its workload is a function of time."""
+        if segment.pipeline.rate_cap is None:
+            return 0
+        timeline = self._timeline(segment)
         tick = self.config.tick_s
         lo, hi = (max(0, int((t - self.config.epoch) / tick)) for t in (start, now))
         return timeline.rows_before_tick(hi) - timeline.rows_before_tick(lo)
+
+    def _backlog(self, segment: Segment, now: float) -> int:
+        """Records the source has offered up to ``now`` that the query has not committed yet."""
+        if segment.pipeline.rate_cap is None:
+            return 0
+        timeline = self._timeline(segment)
+        offered = timeline.rows_before_tick(max(0, int((now - self.config.epoch) / self.config.tick_s)))
+        return max(0, offered - self.end_row(segment))
 
     def _rows_in(self, pipeline: Pipeline, batch_ids: set[int]) -> int:
         """Input rows of the given batches, from the query's progress reports."""
@@ -395,7 +411,7 @@ class SparkEngine:
         for s in list(self.segments):
             q = s.pipeline.query
             if q is not None and not q.isActive and q.exception() is not None:
-                out[s.job] = str(q.exception()).strip().splitlines()[0][:300]
+                out[s.job] = cause(q.exception())
         return out
 
     def stop_all(self) -> None:

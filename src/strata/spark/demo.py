@@ -28,17 +28,19 @@ import shutil
 import time
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from strata.hierarchy.controller import Controller, HierarchyConfig
 from strata.hierarchy.protocol import Decisions
+from strata.learning import ResourceLearner, mean_offered_rates
 from strata.model import OperatorKind, Scenario
+from strata.plan import Options
 from strata.spark.control import POOLS, EngineConfig, Segment, SparkEngine
 from strata.spark.gate import Gate, GateConfig
-from strata.spark.interim import InterimConfig, InterimController
 from strata.spark.pipelines import AGGREGATIONS
 from strata.spark.workload import Timeline, Workload, generate
 
@@ -59,7 +61,9 @@ class DemoConfig:
     state_partitions: int = 4
     warmup: bool = True
     gate: GateConfig = field(default_factory=GateConfig)
-    control: InterimConfig = field(default_factory=InterimConfig)
+    # Spark runs a keyed operator on a fixed number of partitions: no DS2 scaling of instances
+    control: HierarchyConfig = field(default_factory=lambda: HierarchyConfig(
+        epoch_s=20.0, window_s=2.0, plan=Options(budget_s=1.0), scaling=False, dispatch="llf"))
 
 
 def triggers(scenario: Scenario) -> dict[str, float]:
@@ -100,6 +104,7 @@ class ModeRun:
     observations: list[dict] = field(default_factory=list)
     gate_rows: list[dict] = field(default_factory=list)
     controller_log: list[dict] = field(default_factory=list)
+    late_s: float = 0.0
 
 
 def run_mode(spark, scenario: Scenario, mode: str, out: Path, config: DemoConfig,
@@ -114,10 +119,13 @@ def run_mode(spark, scenario: Scenario, mode: str, out: Path, config: DemoConfig
     run = ModeRun(mode, epoch, epoch + config.duration_s + config.drain_s, engine, gate_rows=gate_rows)
     controller = None
     if mode == "strata":
-        controller = InterimController(scenario, config.control)
+        # the planner's prior of the offered load: each arrival process's long-run mean, not its nominal rate
+        prior = ResourceLearner().refine(scenario, mean_offered_rates(scenario))
+        controller = Controller(prior, config.control)
         engine.apply(controller.start(now=time.time()))
     else:
         engine.apply(Decisions(0, admitted={j.id: j.templates[0].name for j in scenario.jobs}))
+    run.late_s = max(0.0, time.time() - epoch)  # > 0: queries were still starting when input began
     while time.time() < run.stop:
         time.sleep(max(0.0, min(config.window_s, run.stop - time.time())))
         obs = engine.observe()
@@ -134,27 +142,33 @@ def run_mode(spark, scenario: Scenario, mode: str, out: Path, config: DemoConfig
     engine.stop_all()
     run.stop = time.time()
     if controller is not None:
-        run.controller_log = controller.log
+        run.controller_log = [asdict(entry) for entry in controller.log]
     return run
 
 
-def warm_up(spark, scenario: Scenario, out: Path) -> float:
-    """Run every template once on a few seconds of input, so both modes start with warm Python workers."""
+def warm_up(spark, scenario: Scenario, out: Path) -> tuple[float, float]:
+    """Run every template once on a few seconds of input, so both modes start with warm Python workers.
+
+    Returns the warm-up's seconds and how long starting the first round of queries took (the lead a
+    measured run needs before its sources' epoch)."""
     from strata.spark.pipelines import Pipeline, PipelineOptions
 
     started = time.time()
+    start_s = 0.0
     options = PipelineOptions(sink="memory", clock="virtual", end_s=2.0, epoch=started, available_now=True,
                               managed=keyed_operators(scenario))
     rounds = max(len(job.templates) for job in scenario.jobs)
     for k in range(rounds):  # a job's templates share its query name, so one template per job at a time
         pipelines = [Pipeline(spark, job, job.templates[k], out / "warmup" / f"{job.id}-{k}", options)
                      for job in scenario.jobs if k < len(job.templates)]
+        t = time.time()
         for p in pipelines:
             p.start()
+        start_s = max(start_s, time.time() - t)
         for p in pipelines:
             p.query.awaitTermination()
     shutil.rmtree(out / "warmup", ignore_errors=True)
-    return time.time() - started
+    return time.time() - started, start_s
 
 
 # ---------------------------------------------------------------------- verification
@@ -412,15 +426,19 @@ def run_demo(scenario: Scenario, out: Path, config: DemoConfig | None = None,
     spark.sparkContext.setLogLevel("FATAL")
     timings["session_s"] = time.time() - t0
     try:
+        lead = config.lead_s
         if config.warmup:
             say(f"session up in {timings['session_s']:.0f} s; warming up the Python workers")
-            timings["warmup_s"] = warm_up(spark, scenario, out)
+            timings["warmup_s"], timings["query_start_s"] = warm_up(spark, scenario, out)
+            # the sources' epoch comes after every query is up, so no mode starts with a backlog
+            lead = max(lead, 1.5 * timings["query_start_s"])
         runs = []
         for mode in MODES:
             say(f"{mode}: running {config.duration_s:.0f} s of input (+{config.drain_s:.0f} s drain)")
             t = time.time()
-            runs.append(run_mode(spark, scenario, mode, out / mode, config, on_tick))
+            runs.append(run_mode(spark, scenario, mode, out / mode, replace(config, lead_s=lead), on_tick))
             timings[f"{mode}_s"] = time.time() - t
+            timings[f"{mode}_late_s"] = runs[-1].late_s
         say("verifying every sink against the reference and measuring")
         t = time.time()
         result = collect(runs, scenario, config, spark, out, timings)

@@ -4,7 +4,10 @@ Every streaming query runs its micro-batches one after another on its own
 thread; the gate sits at the top of each query's ``foreachBatch`` (a
 :class:`~strata.spark.pipelines.BatchHook`), where a batch is planned but none
 of its Spark jobs has run yet. Pending batches of all queries wait there and are
-released in the dispatch strategy's order, at most ``max_running`` at once.
+released in the dispatch strategy's order, at most ``max_running`` at once —
+except that an urgent batch (below ``urgent_laxity_s`` of slack) never waits
+for a slot: batches cannot be preempted, so it goes over the bound into the
+urgent pool, whose tasks take the next free cores.
 
 A batch is priced as Cameo prices a message (docs/dispatch.md, "Micro-batches"):
 
@@ -81,11 +84,24 @@ class GateCore:
             raise ValueError(f"query {unit.job!r} already has a batch at the gate")
         self.waiting[unit.job] = Pending(unit, self.by.key(unit))
 
-    def next_release(self) -> str | None:
-        """The job whose batch goes now, or None (no slot free, or nobody waiting)."""
-        if len(self.running) >= self.config.max_running or not self.waiting:
+    def next_release(self, now: float) -> str | None:
+        """The job whose batch goes now, or None (nobody waiting, or no slot free and nothing urgent).
+
+        A batch is not preemptible, so an urgent batch (laxity below ``urgent_laxity_s``) does not wait
+        for a slot: it is released over the bound, into the urgent pool, whose tasks then take the next
+        free cores ahead of the running batches' remaining tasks.
+        """
+        if not self.waiting:
             return None
-        return min(self.waiting.values(), key=lambda p: (p.key, p.unit.seq)).unit.job
+        best = min(self.waiting.values(), key=lambda p: (p.key, p.unit.seq))
+        if len(self.running) < self.config.max_running or self.laxity(best.unit, now) < self.config.urgent_laxity_s:
+            return best.unit.job
+        return None
+
+    @staticmethod
+    def laxity(unit: WorkUnit, now: float) -> float:
+        """Slack left: the latest start that meets the target (t_MF + L − C_OM − C_path), minus now."""
+        return unit.frontier + unit.target_latency - unit.own_cost - unit.path_cost - now
 
     def release(self, job: str) -> Pending:
         pending = self.waiting.pop(job)
@@ -98,8 +114,7 @@ class GateCore:
 
     def pool(self, unit: WorkUnit, base_pool: str | None, now: float) -> str | None:
         """The FAIR pool of a released batch: urgent when its laxity is short, else its job's pool."""
-        laxity = unit.frontier + unit.target_latency - unit.own_cost - unit.path_cost - now
-        return URGENT_POOL if laxity < self.config.urgent_laxity_s else base_pool
+        return URGENT_POOL if self.laxity(unit, now) < self.config.urgent_laxity_s else base_pool
 
 
 def batch_frontier(job: Job, template_name: str, oldest_event_time: float) -> float:
@@ -192,7 +207,7 @@ class Gate:
         unit = self.unit(pipeline, now)
         with self._cond:
             self.core.arrive(unit)
-            while self.core.next_release() != pipeline.name:
+            while self.core.next_release(self.clock()) != pipeline.name:
                 self._cond.wait(timeout=0.05)
             pending = self.core.release(pipeline.name)
         released = self.clock()
