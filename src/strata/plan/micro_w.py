@@ -106,8 +106,8 @@ def micro_w(cluster: Cluster, goals: Mapping[str, float], candidates: Mapping[st
             assign, sol = _read(sol2.x, z2), sol2
             touched = _touched(assign, ref)
             detail += f"; re-solved with {len(frozen)} nodes frozen (node-touch limit {active.nodes})"
-    change = sum(abs(assign.get(pe, {}).get(n, 0.0) - ref.get(pe, {}).get(n, 0.0))
-                 for pe in goals for n in set(assign.get(pe, {})) | set(ref.get(pe, {})))
+    change = sum(d for pe in goals for n in set(assign.get(pe, {})) | set(ref.get(pe, {}))
+                 if (d := abs(assign.get(pe, {}).get(n, 0.0) - ref.get(pe, {}).get(n, 0.0))) > 1e-9)
     short = sum(abs(goals[pe] - sum(assign[pe].values())) for pe in goals)
     status = "optimal" if sol.status == "optimal" else "time-limit"
     if short > 1e-6:

@@ -21,13 +21,17 @@ def parse_budget(text: str) -> float:
 
 def tables(plan: Plan) -> list[Table]:
     head = Table(title=f"{plan.scenario}: {plan.planner} plan")
-    for col in ("importance", "ingest rec/s", "affinity", "max cpu", "avg cpu", "max nic", "objective",
-                "admitted", "rejected"):
-        head.add_column(col, justify="right")
+    head.add_column("measure")
+    head.add_column("value", justify="right")
     m = plan.metrics
-    head.add_row(f"{plan.importance:,.6g}", f"{plan.ingest:,.6g}", f"{plan.affinity:.3f}", f"{m['max_cpu']:.3f}",
-                 f"{m['avg_cpu']:.3f}", f"{m['max_nic']:.3f}", f"{m['objective']:.4g}", str(len(plan.admitted)),
-                 str(len(plan.rejected)))
+    for name, value in (
+        ("projected importance", f"{plan.importance:,.6g}"), ("projected ingest, records/s", f"{plan.ingest:,.6g}"),
+        ("stream affinity", f"{plan.affinity:.3f}"), ("max node cpu utilisation", f"{m['max_cpu']:.3f}"),
+        ("avg node cpu utilisation", f"{m['avg_cpu']:.3f}"), ("max NIC utilisation", f"{m['max_nic']:.3f}"),
+        ("max link utilisation", f"{m['max_link']:.3f}"), ("weighted objective", f"{m['objective']:.4g}"),
+        ("jobs admitted / rejected", f"{len(plan.admitted)} / {len(plan.rejected)}"),
+    ):
+        head.add_row(name, value)
     phases = Table(title="phases")
     for col in ("phase", "seconds", "deadline", "status", "detail"):
         phases.add_column(col)
