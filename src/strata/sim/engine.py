@@ -200,6 +200,7 @@ class Simulation:
                 ups = [-1] if rt.code == SOURCE else [i.gid for i in rt.upstream]
                 for inst in rt.instances:
                     inst.wm_in = dict.fromkeys(ups, -_INF)
+        self._instances_of = {name: pe.instances for name, pe in self.pes.items()}
         self.metrics = Metrics(self)
         self.migrations = Migrations(self)
         self._controllers: list[dict] = []
@@ -310,12 +311,12 @@ class Simulation:
     def _offer(self, node: NodeRt, now: float) -> None:
         """Give every idle core of ``node`` the policy's next message."""
         policy = node.policy
-        pes = self.pes
+        instances = self._instances_of
         while node.idle > 0:
             msg = policy.pop(now)
             if msg is None:
                 return
-            inst = pes[msg.pe].instances[msg.instance]
+            inst = instances[msg.pe][msg.instance]
             inst.queued -= msg.records
             pe = inst.pe
             if inst.gone and msg.key_group in inst.gone:
