@@ -15,7 +15,7 @@ $(STAMP): pyproject.toml
 	@touch $@
 
 demo: $(STAMP)
-	$(BIN)/strata validate examples/pipeline.yaml
+	$(BIN)/strata demo examples/demo.yaml
 
 test: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks
