@@ -247,6 +247,10 @@ class Simulation:
         ``drain`` more seconds or until nothing is left to do, so that every
         record reaches its end (exactly-once checks).
         """
+        if until < self.now:
+            raise ValueError(f"run: expected a time ≥ now ({self.now:g} s); found {until:g}")
+        if drain is not None and drain < 0:
+            raise ValueError(f"run: expected drain ≥ 0 seconds; found {drain:g}")
         end = until
         if drain is not None:
             self._gen_stop = until
