@@ -99,3 +99,19 @@ def test_solver_failure_falls_back_to_mini_w_and_still_plans(monkeypatch):
     assert all(load[n.name] <= n.cores + 1e-6 for n in s.cluster.all_nodes)
     assert set(result.assignment) == set(joined_graph(s, result.templates).nodes)
     assert result.importance > 0
+
+
+def test_micro_q_failure_keeps_a_feasible_plan(monkeypatch):
+    from strata.plan import epoch
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("microQ LP failed")
+
+    monkeypatch.setattr(epoch, "micro_q", broken)
+    s = two_pipelines()
+    result = plan(s, options=Options(budget_s=2))
+    phase = next(p for p in result.phases if p.name == "microQ")
+    assert phase.status == "feasible" and "scaled into node cores" in phase.detail
+    load = result.node_load()
+    assert all(load[n.name] <= n.cores + 1e-6 for n in s.cluster.all_nodes)
+    assert result.importance > 0

@@ -20,7 +20,7 @@ from strata.model.job import OperatorKind
 from strata.plan.macro_q import macro_q
 from strata.plan.macro_w import macro_w
 from strata.plan.metrics import Weights, evaluate, flows
-from strata.plan.micro_q import micro_q
+from strata.plan.micro_q import MicroQ, micro_q
 from strata.plan.micro_w import Limits, micro_w
 from strata.plan.plan import Phase, Plan
 
@@ -77,7 +77,10 @@ def plan(scenario: Scenario, previous: Plan | None = None, options: Options | No
     phases.append(Phase("macroW", clock() - t0, d, w.status, w.detail))
 
     t0, d = clock(), deadline(2)
-    mq = micro_q(cluster, q.curves, q.budgets, w.candidates, d, clock)
+    try:
+        mq = micro_q(cluster, q.curves, q.budgets, w.candidates, d, clock)
+    except RuntimeError as e:  # the LP failed: keep macroW's split, scaled into each node's cores
+        mq = scaled_into_cores(cluster, w.assignment, f"{e}; macroW's split scaled into node cores")
     phases.append(Phase("microQ", clock() - t0, d, mq.status, mq.detail))
 
     t0, d = clock(), deadline(3)
@@ -95,6 +98,19 @@ def plan(scenario: Scenario, previous: Plan | None = None, options: Options | No
     assignment = {pe: (parts or dict.fromkeys(w.candidates[pe], 0.0)) for pe, parts in mw.assignment.items()}
     return finish(scenario, "soda", q.admitted, q.rejected, q.templates, mq.goals, w.candidates, assignment,
                   phases, opt.weights)
+
+
+def scaled_into_cores(cluster: Cluster, split: dict[str, dict[str, float]], why: str) -> MicroQ:
+    """microQ's fallback: every overloaded node's PEs shrink in proportion until the node fits."""
+    load: dict[str, float] = {}
+    for parts in split.values():
+        for n, c in parts.items():
+            load[n] = load.get(n, 0.0) + c
+    cores = {n.name: n.cores for n in cluster.all_nodes}
+    factor = {n: min(1.0, cores[n] / used) if used > 0 else 1.0 for n, used in load.items()}
+    out = {pe: {n: c * factor[n] for n, c in parts.items()} for pe, parts in split.items()}
+    goals = {pe: sum(parts.values()) for pe, parts in out.items()}
+    return MicroQ(goals, out, [], 0.0, 0, "feasible", why)
 
 
 def finish(scenario: Scenario, planner: str, admitted: list[str], rejected: dict[str, str],

