@@ -132,8 +132,14 @@ def _solve_at(model: ComponentModel, budget: float, time_limit: float | None) ->
     return sol.objective, float(sol.row_dual[model.cols.budget_row]), _trim(model, sol.x), sol.status
 
 
-def lp_curve(model: ComponentModel, tol: float = 1e-7) -> Curve:
-    """The exact concave curve of an LP component by the sandwich method (see module doc)."""
+def lp_curve(model: ComponentModel, tol: float = 1e-7, deadline: float | None = None,
+             clock: Callable[[], float] | None = None) -> Curve:
+    """The exact concave curve of an LP component by the sandwich method (see module doc).
+
+    Anytime: past ``deadline`` (a ``clock`` value) refinement stops. The chords between
+    the points found are still achievable (a convex combination of optimal allocations is
+    feasible), so the curve is a valid lower bound, marked inexact.
+    """
     lo, hi = model.minimum, model.saturation
     pts: dict[float, tuple[float, float, dict]] = {}
     for b in {lo, hi}:
@@ -143,7 +149,11 @@ def lp_curve(model: ComponentModel, tol: float = 1e-7) -> Curve:
         pts[b] = (f, g, a)
     scale = max(1.0, abs(pts[hi][0]))
     stack = [(lo, hi)] if hi > lo + 1e-12 else []
+    exact = True
     while stack:
+        if deadline is not None and clock is not None and clock() > deadline:
+            exact = False
+            break
         a, b = stack.pop()
         fa, ga, _ = pts[a]
         fb, gb, _ = pts[b]
@@ -162,7 +172,7 @@ def lp_curve(model: ComponentModel, tol: float = 1e-7) -> Curve:
         stack += [(a, s), (s, b)]
     keys = sorted(pts)
     return Curve(tuple(model.ops), np.array(keys), np.array([pts[k][0] for k in keys]),
-                 [pts[k][2] for k in keys], exact=True)
+                 [pts[k][2] for k in keys], exact=exact, status="optimal" if exact else "time-limit")
 
 
 def grid_curve(model: ComponentModel, points: int, time_left: Callable[[], float]) -> Curve:

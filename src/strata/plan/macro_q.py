@@ -128,8 +128,9 @@ class _Evaluator:
             return hit
         model = component_model(graph, pes)
         if model.linear:
-            curve = lp_curve(model)
-            self.cache[(key[0], None)] = curve
+            curve = lp_curve(model, deadline=self.deadline, clock=self.clock)
+            if curve.exact:  # a curve cut short by the deadline is not kept for later evaluations
+                self.cache[(key[0], None)] = curve
         else:
             curve = grid_curve(model, self.points, self.left)
             self.cache[key] = curve
