@@ -75,3 +75,18 @@ def test_lost_host_forces_moves_outside_the_budget_and_unplaceable_items_are_nam
     assert got.assignment == {"p#0": "b"}
     with pytest.raises(ValueError, match="q#0"):
         balance([Item("q#0", 1.0, 0.0, ("a",), "a")], hosts)
+
+
+def test_min_gain_is_hysteresis_for_placed_instances():
+    # a holds 1.1 cores of 2 (0.55), b 0.9 (0.45): moving y to b gives 0.50 / 0.50, a gain of 0.05.
+    hosts = [Host("a", 2, GiB), Host("b", 2, GiB)]
+    items = [Item("x", 1.0, 0.0, ("a",), "a"), Item("y", 0.1, 0.0, ("a", "b"), "a"), Item("z", 0.9, 0.0, ("b",), "b")]
+    cpu_only = (1.0, 0.0, 0.0)
+    moved = balance(items, hosts, MultiBalanceConfig(weights=cpu_only, min_gain=0.02))
+    assert moved.assignment["y"] == "b" and moved.objective == pytest.approx(0.5)
+    kept = balance(items, hosts, MultiBalanceConfig(weights=cpu_only, min_gain=0.1))
+    assert kept.assignment["y"] == "a" and kept.moves == 0 and kept.objective == pytest.approx(0.55)
+    # A new instance (no current host) is placed freely whatever the hysteresis.
+    fresh = balance([*items[:1], Item("y", 0.1, 0.0, ("a", "b")), items[2]], hosts,
+                    MultiBalanceConfig(weights=cpu_only, min_gain=0.1))
+    assert fresh.assignment["y"] == "b"

@@ -60,7 +60,8 @@ class HierarchyConfig:
     epoch_s: float = 60.0  # L0 cadence: a full SODA epoch
     window_s: float = 5.0  # L1 cadence: one control step
     plan: Options = field(default_factory=lambda: Options(budget_s=2.0))
-    placement: MultiBalanceConfig = field(default_factory=lambda: MultiBalanceConfig(max_moves=4))
+    placement: MultiBalanceConfig = field(default_factory=lambda: MultiBalanceConfig(max_moves=4, min_gain=0.05))
+    instance_cooldown_s: float = 120.0  # a moved instance stays on its node this long (unless the node is lost)
     balancing: str = "threshold"  # off | threshold | aggressive (the meta level may change it)
     placer: str = "planner"  # planner | greedy | round-robin (takes effect at the next (re)plan)
     dispatch: str = "llf"
@@ -122,6 +123,7 @@ class Controller:
         self._rates: dict[str, float] = {}  # source PE → smoothed observed ingest
         self._costs: dict[str, float] = {}  # PE → smoothed observed core-seconds per record
         self._load: dict[tuple[str, int], float] = {}  # (PE, instance) → cores it used in the last window
+        self._moved: dict[tuple[str, int], float] = {}  # (PE, instance) → when L0 last moved it
         graph = joined_graph(scenario)
         self._job_of = {pe: graph.nodes[pe]["job"] for pe in graph}
         self._sources = {pe: j for pe, j in self._job_of.items() if graph.nodes[pe]["op"].kind is OperatorKind.SOURCE}
@@ -336,7 +338,7 @@ class Controller:
         had = bool(self.placement)
         self.plan = new
         self._last_full = now
-        self._place(set(new.assignment) | set(self.placement), budgeted=had)
+        self._place(set(new.assignment) | set(self.placement), budgeted=had, now=now)
         return time.perf_counter() - t0
 
     def _component_plan(self, now: float, jobs: set[str], signals: list[Signal]) -> float:
@@ -370,11 +372,17 @@ class Controller:
         for j in jobs:
             self._cooldown[j] = now + self.config.replan_cooldown_s
         self._place({pe for pe in set(new.assignment) | set(self.placement) if self._job_of[pe] in jobs},
-                    budgeted=True)
+                    budgeted=True, now=now)
         return time.perf_counter() - t0
 
-    def _place(self, pes: set[str], budgeted: bool) -> None:
-        """The multi-resource balancer under the plan: every instance of ``pes`` on one of its PE's candidates."""
+    def _place(self, pes: set[str], budgeted: bool, now: float) -> None:
+        """The multi-resource balancer under the plan: every instance of ``pes`` on one of its PE's candidates.
+
+        Hysteresis (co-operative mode): an instance L0 moved less than
+        ``instance_cooldown_s`` ago stays where it is unless its node is lost,
+        and a move must gain ``placement.min_gain`` of the objective.
+        """
+        cfg = self.config
         graph = joined_graph(self.scenario, self.plan.templates)
         hosts = [Host(n.name, n.cores, n.memory) for n in self.scenario.cluster.all_nodes if n.name not in self.down]
         cpu = self.plan.cpu()
@@ -388,23 +396,32 @@ class Controller:
                 for i in range(count):
                     # The plan's share, or what the instance was measured to use if more (a hot key group).
                     need = max(cpu.get(pe, 0.0) / count, self._load.get((pe, i), 0.0))
-                    items.append(Item(f"{pe}#{i}", need, (op.memory + op.state_bytes) / count, cand,
-                                      current[i][0] if current else None))
+                    where = current[i][0] if current else None
+                    pinned = (cfg.coordinated and where is not None and where not in self.down
+                              and self._moved.get((pe, i), -math.inf) + cfg.instance_cooldown_s > now)
+                    items.append(Item(f"{pe}#{i}", need, (op.memory + op.state_bytes) / count,
+                                      (where,) if pinned else cand, where))
             elif current:
                 for i, (node, c) in enumerate(current):
                     if node not in self.down:
                         need = max(c, self._load.get((pe, i), 0.0))
                         items.append(Item(f"{pe}#{i}", need, (op.memory + op.state_bytes) / count, (node,), node))
-        mb = self.config.placement
-        if not budgeted or not self.config.coordinated:
+        mb = cfg.placement
+        if not budgeted or not cfg.coordinated:
             mb = replace(mb, max_moves=None)
+        if not cfg.coordinated:
+            mb = replace(mb, min_gain=0.0)
         result = balance(items, hosts, mb)
         for pe in pes:
             if pe not in graph:
                 self.placement.pop(pe, None)
                 continue
-            count = len(self.placement[pe]) if pe in self.placement else graph.nodes[pe]["op"].instances
+            old = self.placement.get(pe)
+            count = len(old) if old else graph.nodes[pe]["op"].instances
             self.placement[pe] = [(result.assignment[f"{pe}#{i}"], cpu.get(pe, 0.0) / count) for i in range(count)]
+            for i in range(count):
+                if old and old[i][0] != self.placement[pe][i][0]:
+                    self._moved[pe, i] = now
         for d in result.detail:
             self._note(f"placement: {d}")
 

@@ -64,6 +64,7 @@ class MultiBalanceConfig:
     neighbourhood: int = 4  # hosts per exact solve
     rounds: int = 3  # exact solves at most
     time_limit_s: float = 1.0  # per exact solve
+    min_gain: float = 0.0  # hysteresis: moving a placed instance must lower the objective by more than this
     seed: int = 0
 
 
@@ -117,10 +118,11 @@ class _Loads:
         return sum(w * u for w, u in zip(self.w, self.util(host), strict=True))
 
 
-def _better(a: tuple[float, float], b: tuple[float, float]) -> bool:
-    if a[0] < b[0] - 1e-12:
+def _better(a: tuple[float, float], b: tuple[float, float], gain: float = 0.0) -> bool:
+    """``a`` beats ``b``: a lower objective (by more than ``gain``); with ``gain`` 0, ties go to the smoother spread."""
+    if a[0] < b[0] - max(gain, 1e-12):
         return True
-    return abs(a[0] - b[0]) <= 1e-12 and a[1] < b[1] - 1e-12
+    return gain <= 0 and abs(a[0] - b[0]) <= 1e-12 and a[1] < b[1] - 1e-12
 
 
 def balance(items: Sequence[Item], hosts: Sequence[Host], config: MultiBalanceConfig | None = None) -> Balanced:
@@ -158,7 +160,7 @@ def balance(items: Sequence[Item], hosts: Sequence[Host], config: MultiBalanceCo
         return sum(1 for it in items if it.name not in forced and it.current is not None
                    and assign[it.name] != it.current)
 
-    _local_search(items, allowed, assign, loads, budget, moved)
+    _local_search(items, allowed, assign, loads, budget, moved, cfg.min_gain)
     status = "local"
     for _ in range(cfg.rounds):
         before = loads.score()
@@ -166,7 +168,7 @@ def balance(items: Sequence[Item], hosts: Sequence[Host], config: MultiBalanceCo
         if solved is None:
             detail.append("exact solve: no solution within the time limit; local-search answer kept")
             break
-        _local_search(items, allowed, assign, loads, budget, moved)
+        _local_search(items, allowed, assign, loads, budget, moved, cfg.min_gain)
         if not _better(loads.score(), before):
             break
         status = "local+exact"
@@ -175,7 +177,7 @@ def balance(items: Sequence[Item], hosts: Sequence[Host], config: MultiBalanceCo
 
 
 def _local_search(items: Sequence[Item], allowed: Mapping[str, tuple[str, ...]], assign: dict[str, str],
-                  loads: _Loads, budget: float, moved) -> None:
+                  loads: _Loads, budget: float, moved, min_gain: float = 0.0) -> None:
     """Best improving single move of an instance off the hottest hosts, until none improves."""
     by_name = {it.name: it for it in items}
     for _ in range(10 * len(items) + 10):
@@ -198,7 +200,8 @@ def _local_search(items: Sequence[Item], allowed: Mapping[str, tuple[str, ...]],
                 s = loads.score()
                 loads.add(it, dst, -1.0)
                 loads.add(it, host)
-                if _better(s, current) and (best is None or _better(s, best[0])):
+                gain = min_gain if it.current is not None and host == it.current else 0.0
+                if _better(s, current, gain) and (best is None or _better(s, best[0])):
                     best = (s, name, dst)
         if best is None:
             return
@@ -264,7 +267,7 @@ def _exact_neighbourhood(items: Sequence[Item], allowed: Mapping[str, tuple[str,
         loads.add(it, assign[it.name], -1.0)
         loads.add(it, dst)
         assign[it.name] = dst
-    if not _better(loads.score(), before):
+    if not _better(loads.score(), before, cfg.min_gain if any(assign[n] != h for n, h in old.items()) else 0.0):
         for name, host in old.items():
             loads.add(by_name[name], assign[name], -1.0)
             loads.add(by_name[name], host)
