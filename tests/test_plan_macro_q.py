@@ -155,3 +155,16 @@ def test_linear_value_with_negative_intercept_is_handled_exactly():
     q = macro_q(s, deadline_s=10)
     assert q.importance == pytest.approx(100.0, rel=1e-6)
     assert q.goals["a.p1"] == pytest.approx(0.8, rel=1e-6)
+
+
+def test_a_curve_cut_short_is_a_lower_bound_of_the_exact_one():
+    knee = {"kind": "piecewise_linear", "points": [[0, 0], [40, 40], [400, 60]]}
+    s = scenario([chain("a", 100, [0.001, 0.01], weight=2.0, value=knee)], nodes=1, cores=5)
+    g = joined_graph(s)
+    exact = lp_curve(component_model(g, g.nodes))
+    cut = lp_curve(component_model(g, g.nodes), deadline=0.0, clock=lambda: 1.0)
+    assert not cut.exact and exact.exact
+    assert len(cut.budgets) == 2 < len(exact.budgets)
+    for b in np.linspace(exact.minimum, exact.saturation, 9):
+        assert cut.value_at(float(b)) <= exact.value_at(float(b)) + 1e-9
+    assert cut.value_at(cut.saturation) == pytest.approx(exact.value_at(exact.saturation))
