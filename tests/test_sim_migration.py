@@ -185,3 +185,12 @@ def test_runtime_placement_relocates_instances_exactly_once():
     assert all(r.installed - r.shipped >= r.bytes / 1.25e8 for r in moved)
     with pytest.raises(ValueError, match="keeps the 3 instances"):
         sim.apply(Actions(placement={"c.op2": ["n0"]}))
+
+
+def test_a_node_failure_during_migrations_loses_counted_records_only():
+    sim = Simulation(_keyed(), seed=9, network_latency=0.005, failures=[("n1", 2.02, 4.0)])
+    _random_moves(sim, "c.op2", 0.5, 6.0, "live", seed=3)
+    sim.apply([Move("c.op2", 1, 2, "stop")], at=2.0)
+    sim.run(6.0)
+    assert sim.metrics.conservation().balanced.all()
+    assert sim.metrics.drop_totals()["failure"] > 0
