@@ -28,8 +28,9 @@ group and partition rows of managed keyed operators; per-job latency estimated
 from the batches' sink-side percentiles; ``ingest`` = records the source
 *offered* in the window (the generator's workload is a function of time), so a
 capped source still reports its demand. Busy time is a batch's wall time from
-release to commit: an approximation of core-seconds (a batch's tasks may use
-both cores, and share them with other queries' batches).
+release to commit, scaled down when the window's batches together took more
+wall time than the cores could give (overlapping batches share the cores): an
+approximation of core-seconds.
 """
 
 from __future__ import annotations
@@ -311,15 +312,22 @@ class SparkEngine:
         units, unit_rows = 0, 0
         with self._lock:
             running = dict(self.running)
+        fresh_of: dict[str, list[dict]] = {}
+        for job, segment in running.items():
+            records = list(segment.pipeline.batch_records())
+            seen = self._seen.get((job, segment.index), 0)
+            fresh_of[job] = records[seen:]
+            self._seen[(job, segment.index)] = len(records)
+        # Batches that overlap share the cores: their wall times add up to more than the cores could give.
+        # Scale them down to the capacity of the window, so a learned cost is core-seconds, not waiting.
+        walls = sum(r["finished"] - r["released"] for fresh in fresh_of.values() for r in fresh)
+        share = min(1.0, self.scenario.cluster.total_cores * span / walls) if walls > 0 else 1.0
         for job, segment in running.items():
             p = segment.pipeline
-            records = list(p.batch_records())
-            seen = self._seen.get((job, segment.index), 0)
-            fresh = records[seen:]
-            self._seen[(job, segment.index)] = len(records)
+            fresh = fresh_of[job]
             rows_in = self._rows_in(p, {r["batch_id"] for r in fresh})
             rows_out = sum(r["rows_out"] for r in fresh)
-            busy = sum(r["finished"] - r["released"] for r in fresh)
+            busy = share * sum(r["finished"] - r["released"] for r in fresh)
             units += len(fresh)
             unit_rows += rows_in
             source = p.chain[0]

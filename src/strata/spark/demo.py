@@ -174,6 +174,11 @@ def warm_up(spark, scenario: Scenario, out: Path) -> tuple[float, float]:
 # ---------------------------------------------------------------------- verification
 
 
+def micros(values) -> np.ndarray:
+    """Timestamps (tz-aware, or naive meaning UTC, as Parquet hands them back) → µs since the Unix epoch."""
+    return pd.to_datetime(pd.Series(values), utc=True).astype("datetime64[us, UTC]").astype("int64").to_numpy()
+
+
 def segment_input(segment: Segment, epoch: float, tick_s: float) -> pd.DataFrame:
     """The generated records the segment's query read: rows [start_row, end_row)."""
     spec = Workload.of(segment.pipeline.chain[0].source)
@@ -185,8 +190,9 @@ def segment_input(segment: Segment, epoch: float, tick_s: float) -> pd.DataFrame
 
 
 def reference_output(spark, segment: Segment, rows: pd.DataFrame) -> pd.DataFrame:
-    """What the segment's template must have written for ``rows``: row-wise operators through Spark in
-    batch mode on the whole input; a window aggregation recomputed in pandas."""
+    """What the segment's template must have written for ``rows``: its filters through Spark in batch mode
+    on the whole input (maps write one row per row, so they do not change which records appear; records
+    are compared by id); a window aggregation recomputed in pandas."""
     from pyspark.sql import functions as F
 
     chain = segment.pipeline.chain[1:-1]
@@ -203,10 +209,7 @@ def reference_output(spark, segment: Segment, rows: pd.DataFrame) -> pd.DataFram
             for op in rowwise:
                 if op.kind is OperatorKind.FILTER:
                     df = df.filter(F.expr(op.predicate))
-                elif op.kind is OperatorKind.MAP:
-                    out = df.selectExpr(*op.expressions)
-                    df = out if "event_time" in out.columns else df.selectExpr(*op.expressions, "event_time")
-                else:
+                elif op.kind is not OperatorKind.MAP:  # a map is one row out per row in: which rows, not values
                     raise ValueError(f"the demo's reference does not cover {op.kind.value} operators")
             frame = df.toPandas()
     if window is None:
@@ -218,7 +221,7 @@ def window_reference(rows: pd.DataFrame, op) -> pd.DataFrame:
     """Aggregate per (window, key) like Spark's ``window()`` (epoch-aligned; sliding windows overlap)."""
     w, agg = op.window, op.aggregate
     size, slide = round(w.size_s * US), round((w.slide_s or w.size_s) * US)
-    et = rows["event_time"].astype("datetime64[us, UTC]").astype("int64").to_numpy()
+    et = micros(rows["event_time"])
     parts = []
     last = et - np.mod(et, slide)
     for j in range(-(-size // slide)):
@@ -255,7 +258,7 @@ def verify_segment(spark, segment: Segment, epoch: float, tick_s: float) -> dict
     due = expected[expected["window_end_us"] <= watermark]
     got = sink.copy()
     if not got.empty:
-        got["ws"] = got["window_start"].astype("datetime64[us, UTC]").astype("int64")
+        got["ws"] = micros(got["window_start"])
     keys = Counter(zip(got["ws"], got["key"], strict=True)) if not got.empty else Counter()
     duplicated = sum(n - 1 for n in keys.values() if n > 1)
     merged = due.merge(got[["ws", "key", fn]].drop_duplicates(["ws", "key"]) if not got.empty
@@ -285,8 +288,8 @@ def output_latency(run: ModeRun, tick_s: float, spark) -> tuple[pd.DataFrame, li
         finished = {r["batch_id"]: r["finished"] for r in segment.pipeline.batch_records()}
         if sink.empty:
             continue
-        et = sink["event_time"].astype("datetime64[us, UTC]").astype("int64").to_numpy() / US
-        commit = sink["batch_id"].map(finished).to_numpy(dtype=float)
+        et = micros(sink["event_time"]) / US
+        commit = sink["batch_id"].astype(int).map(finished).to_numpy(dtype=float)
         frames.append(pd.DataFrame({"mode": run.mode, "job": segment.job, "template": segment.template,
                                     "event_s": et - run.epoch, "latency_s": commit - et, "delivered": True}))
     return (pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()), checks
@@ -316,7 +319,7 @@ def undelivered(run: ModeRun, scenario: Scenario, tick_s: float, horizon_s: floa
             due = et + window.window.watermark_s <= run.epoch + horizon_s
             et = et[due]
         else:
-            et = expected["event_time"].astype("datetime64[us, UTC]").astype("int64").to_numpy() / US
+            et = micros(expected["event_time"]) / US
         rows.append(pd.DataFrame({"mode": run.mode, "job": job.id, "template": last.template,
                                   "event_s": et - run.epoch, "latency_s": run.stop - et, "delivered": False}))
     return pd.concat(rows, ignore_index=True) if rows else pd.DataFrame()
@@ -421,8 +424,10 @@ def run_demo(scenario: Scenario, out: Path, config: DemoConfig | None = None,
     say = on_phase or (lambda _: None)
     timings: dict[str, float] = {}
     t0 = time.time()
+    # every batch's progress is kept (Spark keeps 100 by default): the measurement joins them with the sinks
     spark = build_session(f"strata-demo-{scenario.name}", cores=config.cores, shuffle_partitions=config.cores,
-                          pools=POOLS, work_dir=out / "spark")
+                          pools=POOLS, work_dir=out / "spark",
+                          extra_conf=[("spark.sql.streaming.numRecentProgressUpdates", "100000")])
     spark.sparkContext.setLogLevel("FATAL")
     timings["session_s"] = time.time() - t0
     try:
