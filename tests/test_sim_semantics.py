@@ -272,3 +272,13 @@ def test_enforced_cpu_share_caps_an_instance():
     assert free.metrics.instances().set_index("pe").loc["c.op1", "busy"] / 20.0 == pytest.approx(0.8, rel=0.01)
     assert capped.metrics.conservation().balanced.all()
     assert capped.metrics.latency().iloc[0].p99 > 5.0 > free.metrics.latency().iloc[0].p99
+
+
+def test_imbalance_over_time_follows_a_hot_key():
+    # One key only: every record lands on one of the two instances of the keyed op.
+    scenario = chain([{"kind": "keyed_stateful", "instances": 2, "cost_per_record": 1e-4}],
+                     keys={"count": 1}, rate=1000, arrivals="constant")
+    sim = Simulation(scenario, seed=1).run(5.0)
+    imb = sim.metrics.imbalance_over_time()
+    busy = imb[(imb.pe == "c.op1") & (imb.t >= 1)]
+    assert len(busy) == 4 and (busy.imbalance == 2.0).all()

@@ -556,8 +556,10 @@ class Simulation:
         b1 = int(now * self._inv_bin)
         if int((now - service) * self._inv_bin) == b1:
             node.busy_bins[b1] += service
+            inst.busy_bins[b1] += service
         else:
-            self.metrics.split_busy(node, now - service, now)
+            self.metrics.split_busy(node.busy_bins, now - service, now)
+            self.metrics.split_busy(inst.busy_bins, now - service, now)
         pe.done += records
         inst.records += records
         g = msg.key_group

@@ -34,7 +34,7 @@ from strata.sim.runtime import EV_DELIVER, SINK
 
 if TYPE_CHECKING:
     from strata.sim.engine import Simulation
-    from strata.sim.runtime import NodeRt, PeRt
+    from strata.sim.runtime import PeRt
 
 
 class Metrics:
@@ -58,6 +58,7 @@ class Metrics:
         n = int(end / self.bin_s) + 2
         lists = [*self.ingest_bins.values(), *self.out_bins.values(), self.local, self.remote]
         lists += [node.busy_bins for node in self.sim.nodes]
+        lists += [inst.busy_bins for inst in self.sim.instances]
         lists += [pe.out_bins for pe in self.sim.pes.values()]
         for xs in lists:
             if len(xs) < n:
@@ -73,9 +74,8 @@ class Metrics:
         self.lat_n[pe.job].append(records)
         self.out_bins[pe.job][int(now / self.bin_s)] += records
 
-    def split_busy(self, node: NodeRt, start: float, end: float) -> None:
+    def split_busy(self, bins: list[float], start: float, end: float) -> None:
         """Spread a service spanning several bins over them."""
-        bins = node.busy_bins
         w = self.bin_s
         b0, b1 = int(start / w), int(end / w)
         bins[b0] += (b0 + 1) * w - start
@@ -165,6 +165,19 @@ class Metrics:
                 rows.append({"pe": pe.name, "instances": len(busy),
                              "imbalance": float(busy.max() / mean) if mean > 0 else np.nan})
         return pd.DataFrame(rows, columns=["pe", "instances", "imbalance"])
+
+    def imbalance_over_time(self) -> pd.DataFrame:
+        """Per PE with several instances and per bin: max / mean busy time of its instances (nan when idle)."""
+        rows = []
+        for pe in self.sim.pes.values():
+            if len(pe.instances) < 2:
+                continue
+            busy = np.array([i.busy_bins[:self._bins()] for i in pe.instances])
+            mean = busy.mean(axis=0)
+            with np.errstate(invalid="ignore", divide="ignore"):
+                ratio = np.where(mean > 0, busy.max(axis=0) / mean, np.nan)
+            rows.extend({"t": b * self.bin_s, "pe": pe.name, "imbalance": float(r)} for b, r in enumerate(ratio))
+        return pd.DataFrame(rows, columns=["t", "pe", "imbalance"])
 
     def network(self) -> pd.DataFrame:
         """Per bin: bytes that stayed on a node and bytes that crossed the network."""
@@ -265,8 +278,8 @@ class Metrics:
         """Every table as Parquet under ``out`` plus summary.json; returns the paths written."""
         out.mkdir(parents=True, exist_ok=True)
         paths = []
-        for name in ("latency", "timeseries", "importance", "nodes", "instances", "imbalance", "network", "drops",
-                     "migrations", "conservation"):
+        for name in ("latency", "timeseries", "importance", "nodes", "instances", "imbalance", "imbalance_over_time",
+                     "network", "drops", "migrations", "conservation"):
             path = out / f"{name}.parquet"
             getattr(self, name)().to_parquet(path, index=False)
             paths.append(path)

@@ -154,8 +154,8 @@ class PeRt:
 class InstanceRt:
     """One instance of a PE on a node: its channels, keyed state, watermark and buffers."""
 
-    __slots__ = ("busy", "chans", "gid", "gone", "held", "incoming", "index", "last_arrival", "moving", "node",
-                 "paused", "pe", "queued", "records", "rr", "running", "share", "state", "throttled", "vtime",
+    __slots__ = ("busy", "busy_bins", "chans", "gid", "gone", "held", "incoming", "index", "last_arrival", "moving",
+                 "node", "paused", "pe", "queued", "records", "rr", "running", "share", "state", "throttled", "vtime",
                  "win_starts", "wm", "wm_in")
 
     def __init__(self, gid: int, pe: PeRt, index: int, node: NodeRt, share: float | None) -> None:
@@ -181,6 +181,7 @@ class InstanceRt:
         self.last_arrival: dict[int, float] = {}  # destination gid → last arrival time (channel FIFO)
         self.queued = 0  # records pushed to the dispatch policy and not yet popped
         self.busy = 0.0
+        self.busy_bins: list[float] = []
         self.records = 0
 
     @property
