@@ -705,6 +705,9 @@ class Simulation:
         node.running.clear()
         node.policy = self.factory(node.view)
         node.idle = node.cores
+        for pe in self.pes.values():
+            if pe.paused and not pe.running:
+                self.migrations.on_drained(pe, now)
         self.metrics.failures.append((node.name, now, None))
 
     def _recover(self, node: NodeRt, now: float) -> None:
