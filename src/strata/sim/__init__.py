@@ -50,9 +50,11 @@ stop-the-world) and source rate limits (drop or defer).
 
 Module map: ``engine`` (event loop), ``runtime`` (nodes, PEs, instances,
 channels), ``semantics`` (what each operator does to a record), ``workload``
-(arrivals, keys), ``placement``, ``migration``, ``metrics``, ``observe``,
-``fifo`` (default dispatch), ``reference`` (offline recomputation), ``hooks``
-(the contract). Full description: docs/sim.md.
+(arrivals, keys), ``placement``, ``migration`` (key-group moves, instance
+relocation), ``metrics``, ``observe``, ``fifo`` (default dispatch),
+``reference`` (offline recomputation for exactly-once checks), ``scenarios``
+(known-answer and benchmark scenarios), ``report`` (progress bar, summary
+tables), ``hooks`` (the contract). Full description: docs/sim.md.
 """
 
 from strata.sim.engine import Simulation
