@@ -46,7 +46,8 @@ loads as :class:`~strata.sim.hooks.KeyGroupLoad`, per-instance loads, node
 utilisation, queue lengths, per-job latency in the window, rates, routing,
 placement, migrations pending) and return :class:`~strata.sim.observe.Actions`:
 key-group moves (:mod:`strata.sim.migration`, AutoFlow's live protocol or
-stop-the-world) and source rate limits (drop or defer).
+stop-the-world), a new placement (instances relocate with their state) and
+source rate limits (drop or defer).
 
 Module map: ``engine`` (event loop), ``runtime`` (nodes, PEs, instances,
 channels), ``semantics`` (what each operator does to a record), ``workload``
