@@ -29,18 +29,14 @@ def key_group(key: int, groups: int) -> int:
     return ((key * 0x9E3779B97F4A7C15) & _M64) % groups
 
 
-def unit_hash(uid: int, salt: int) -> float:
-    """A uniform number in [0, 1) determined by (record id, PE)."""
-    x = ((uid ^ salt) * 0xBF58476D1CE4E5B9) & _M64
-    x = ((x ^ (x >> 31)) * 0x94D049BB133111EB) & _M64
-    return (x >> 11) / 9007199254740992.0
-
-
 def outputs(records: int, selectivity: float, uid: int, salt: int) -> int:
-    """How many records a selective operator emits for ``records`` inputs of one record id."""
+    """How many records a selective operator emits for ``records`` inputs of one record id:
+    ``floor(records × selectivity + u)``, ``u`` uniform in [0, 1) from a hash of (record id, PE salt)."""
     if selectivity == 1.0:
         return records
-    return math.floor(records * selectivity + unit_hash(uid, salt))
+    x = ((uid ^ salt) * 0xBF58476D1CE4E5B9) & _M64
+    x = ((x ^ (x >> 31)) * 0x94D049BB133111EB) & _M64
+    return math.floor(records * selectivity + (x >> 11) / 9007199254740992.0)
 
 
 def window_starts(event_time: float, size: float, slide: float) -> range:
