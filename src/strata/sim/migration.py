@@ -101,9 +101,10 @@ class Migrations:
     # -------------------------------------------------------------- requests
 
     def request(self, moves: list[Move], now: float) -> None:
+        for move in moves:  # all or nothing
+            self._validate(move)
         stop: dict[str, list[Move]] = {}
         for move in moves:
-            self._validate(move)
             if move.mode == "stop":
                 stop.setdefault(move.pe, []).append(move)
             else:
