@@ -303,18 +303,19 @@ def fair(seeds: int = 3, gap: float = 300.0, window: float = 10.0) -> dict[str, 
             sim = Simulation(scenario, seed=seed, dispatch=make(scenario), controllers=[(window, observe)])
             sim.run(duration)
             runs.append({"seed": seed, "policy": name, "series": series,
-                         **share_stats(series, gap, weights)})
+                         **share_stats(series, gap, weights, demand=0.6 * 4, cores=4)})
     table = Table(title=f"(4) fair share: 3 identical dataflows started {gap:.0f} s apart, {seeds} seeds; "
                         f"cpu shares per {window:.0f} s window from t = {2.5 * gap:.0f} s")
     for col in ("policy", "mean share flow0/1/2", "expected", "max |share − expected| / expected",
-                "flow0 share, 2 running"):
+                "flow0 share, 2 running", "expected (weighted max-min)"):
         table.add_column(col, justify="right")
     for name in policies:
         rs = [r for r in runs if r["policy"] == name]
         shares = np.mean([r["mean_share"] for r in rs], axis=0)
         table.add_row(name, " / ".join(f"{x:.3f}" for x in shares), " / ".join(f"{x:.3f}" for x in rs[0]["expected"]),
                       f"{max(r['max_rel_dev'] for r in rs):.3f}",
-                      f"{statistics.fmean(r['two_running_share0'] for r in rs):.3f}")
+                      f"{statistics.fmean(r['two_running_share0'] for r in rs):.3f}",
+                      f"{rs[0]['two_running_expected0']:.3f}")
     console.print(table)
     doc = {"experiment": "fair", "gap_s": gap, "window_s": window, "seeds": seeds,
            "target": "shares within 5% of equal once all three run", "runs": runs}
@@ -322,20 +323,44 @@ def fair(seeds: int = 3, gap: float = 300.0, window: float = 10.0) -> dict[str, 
     return doc
 
 
-def share_stats(series: list[dict[str, float]], gap: float, weights: dict[str, float]) -> dict[str, Any]:
+def max_min(demand: list[float], weights: list[float], capacity: float) -> list[float]:
+    """Weighted max-min fair allocation (water-filling): what fair sharing should converge to."""
+    alloc = [0.0] * len(demand)
+    active = set(range(len(demand)))
+    left = capacity
+    while active and left > 1e-12:
+        unit = left / sum(weights[i] for i in active)
+        capped = {i for i in active if demand[i] - alloc[i] <= unit * weights[i]}
+        if not capped:
+            for i in active:
+                alloc[i] += unit * weights[i]
+            break
+        for i in capped:
+            left -= demand[i] - alloc[i]
+            alloc[i] = demand[i]
+        active -= capped
+    return alloc
+
+
+def share_stats(series: list[dict[str, float]], gap: float, weights: dict[str, float], demand: float,
+                cores: float) -> dict[str, Any]:
     """Per-window cpu shares once all three run (half a gap after the third start): mean and largest deviation.
 
-    Also flow0's share while only two run (second half of ``[gap, 2 gap)``).
+    Also flow0's share while only flow0 and flow1 run (second half of
+    ``[gap, 2 gap)``), against the weighted max-min share given each
+    dataflow's nominal demand (a dataflow cannot use more than it needs).
     """
     jobs = ["flow0", "flow1", "flow2"]
-    w = np.array([weights.get(j, 1.0) for j in jobs])
-    expected = w / w.sum()
+    w = [weights.get(j, 1.0) for j in jobs]
+    expected = np.array(max_min([demand] * 3, w, cores)) / cores
+    two_expected = max_min([demand] * 2, w[:2], cores)
     rows = np.array([[s.get(j, 0.0) for j in jobs] for s in series if s["t"] > 2.5 * gap])
     shares = rows / rows.sum(axis=1, keepdims=True)
     two = np.array([[s.get(j, 0.0) for j in jobs] for s in series if 1.5 * gap < s["t"] <= 2 * gap])
     return {"expected": expected.tolist(), "mean_share": shares.mean(axis=0).tolist(),
             "max_rel_dev": float(np.max(np.abs(shares - expected) / expected)),
-            "two_running_share0": float((two[:, 0] / two.sum(axis=1)).mean())}
+            "two_running_share0": float((two[:, 0] / two.sum(axis=1)).mean()),
+            "two_running_expected0": two_expected[0] / sum(two_expected)}
 
 
 @app.command(name="all")
