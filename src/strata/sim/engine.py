@@ -785,16 +785,17 @@ class Simulation:
             actions = Actions(moves=[actions])
         elif not isinstance(actions, Actions):
             actions = Actions(moves=list(actions))
-        for pe_name, limit in actions.rate_limits.items():
+        if actions.limit_mode not in ("drop", "defer"):
+            raise ValueError(f"limit_mode: expected 'drop' or 'defer'; found {actions.limit_mode!r}")
+        for pe_name, limit in actions.rate_limits.items():  # all or nothing
             pe = self.pes.get(pe_name)
             if pe is None or pe.stream is None:
                 raise ValueError(f"rate_limits[{pe_name!r}]: expected a source PE 'job.operator'")
             if limit is not None and limit < 0:
                 raise ValueError(f"rate_limits[{pe_name!r}]: expected records/s ≥ 0 or None; found {limit}")
-            if actions.limit_mode not in ("drop", "defer"):
-                raise ValueError(f"limit_mode: expected 'drop' or 'defer'; found {actions.limit_mode!r}")
-            pe.limit = limit
-            pe.limit_drop = actions.limit_mode == "drop"
+        for pe_name, limit in actions.rate_limits.items():
+            self.pes[pe_name].limit = limit
+            self.pes[pe_name].limit_drop = actions.limit_mode == "drop"
         if actions.moves:
             self.migrations.request(actions.moves, self.now)
         if actions.placement is not None:

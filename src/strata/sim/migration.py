@@ -348,11 +348,12 @@ class Migrations:
         named = {_pe_of(key) for key in placement}
         counts = {name: len(pe.instances) for name, pe in sim.pes.items()}
         assign = resolve_placement(placement, sim.order, counts, [n.name for n in sim.nodes])
-        for name in sorted(named):
-            pe = sim.pes[name]
+        for name in sorted(named):  # all or nothing
             if len(assign[name]) != counts[name]:
                 raise ValueError(f"placement[{name!r}]: a runtime placement keeps the {counts[name]} instances; "
                                  f"found {len(assign[name])}")
+        for name in sorted(named):
+            pe = sim.pes[name]
             for inst, (node, share) in zip(pe.instances, assign[name], strict=True):
                 inst.share = share
                 rel = inst.moving
