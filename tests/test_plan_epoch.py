@@ -13,6 +13,7 @@ from strata.generators import lsd
 from strata.model import Scenario, joined_graph
 from strata.plan import Options, Plan, plan, replan
 from strata.plan.baselines import rand, rr
+from strata.plan.plan import STATUSES
 from tests.test_plan_cases import chain, scenario
 
 SMALL = Scenario.model_validate(lsd(seed=3, nodes=4, jobs=8, pes=40, demand_cores=24))
@@ -35,6 +36,7 @@ def test_plan_is_feasible(small_plan):
         assert load <= cores[node] + 1e-6
     assert set(p.admitted) | set(p.rejected) == {j.id for j in SMALL.jobs}
     assert [ph.name for ph in p.phases] == ["macroQ", "macroW", "microQ", "microW"]
+    assert all(ph.status in STATUSES for ph in p.phases)
     assert 0.0 <= p.affinity <= 1.0
 
 

@@ -55,9 +55,6 @@ class Problem:
     move_limit: int | None = None
     neighbours: list[list[tuple[int, float]]] = field(default_factory=list)
 
-    def pes_in(self, g: int) -> int:
-        return len(self.groups[g].pes)
-
     @cached_property
     def eligible_sets(self) -> list[set[int]]:
         """Each group's eligible nodes as a set; groups with the same list share one object."""

@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-STATUSES = ("optimal", "feasible", "time-limit", "fallback-to-miniW", "skipped")
+STATUSES = ("optimal", "feasible", "time-limit", "fallback-to-miniW")
 
 
 class PlanError(ValueError):
