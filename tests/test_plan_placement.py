@@ -115,3 +115,13 @@ def test_micro_q_failure_keeps_a_feasible_plan(monkeypatch):
     load = result.node_load()
     assert all(load[n.name] <= n.cores + 1e-6 for n in s.cluster.all_nodes)
     assert result.importance > 0
+
+
+def test_max_pes_per_node_is_respected():
+    s = two_pipelines()  # 8 PEs on 3 nodes
+    result = plan(s, options=Options(budget_s=2, max_pes_per_node=3))
+    per_node: dict[str, int] = {}
+    for nodes in result.candidates.values():
+        for n in nodes:
+            per_node[n] = per_node.get(n, 0) + 1
+    assert max(per_node.values()) <= 3
