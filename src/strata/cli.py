@@ -206,7 +206,7 @@ def simulate(
 @app.command()
 def demo(
     spec: Annotated[Path, typer.Argument(help="Scenario spec (YAML).")] = Path("examples/demo.yaml"),
-    duration: Annotated[float, typer.Option(help="Seconds of input measured per mode.")] = 40.0,
+    duration: Annotated[float, typer.Option(help="Seconds of input measured per mode.")] = 30.0,
     seed: Annotated[int, typer.Option(help="Added to every source's seed: same seed, same input.")] = 0,
     out: Annotated[Path, typer.Option(help="Run directory: sinks, state, metrics, report.html.")] = Path("runs/demo"),
     warmup: Annotated[bool, typer.Option(help="Warm the Python workers up before the measured runs.")] = True,

@@ -12,6 +12,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 COLORS = {"baseline": "#c0392b", "strata": "#2471a3"}
+MAX_POINTS = 5000  # per job and mode in the scatter plots
 
 
 def _jobs(latency: pd.DataFrame) -> list[str]:
@@ -25,6 +26,8 @@ def latency_over_time(latency: pd.DataFrame, targets: dict[str, float], horizon_
     for ax, job in zip(axes[:, 0], jobs, strict=True):
         for mode, color in COLORS.items():
             d = latency[(latency["job"] == job) & (latency["mode"] == mode)]
+            if len(d) > MAX_POINTS:  # a random sample keeps the picture and the file small
+                d = d.sample(MAX_POINTS, random_state=0)
             done, late = d[d["delivered"]], d[~d["delivered"]]
             ax.scatter(done["event_s"], done["latency_s"], s=3, color=color, alpha=0.5, label=mode)
             if not late.empty:
