@@ -119,7 +119,7 @@ def test_same_seed_same_metrics_bit_for_bit():
                      keys={"count": 100, "zipf_s": 1.0}, rate=1000)
 
     def run(seed):
-        m = Simulation(scenario, seed=seed, service="exponential").run(20.0).metrics
+        m = Simulation(scenario, seed=seed, service="exponential").run(10.0).metrics
         return m.latency(), m.timeseries(), m.nodes(), m.instances()
 
     a, b, c = run(5), run(5), run(6)
