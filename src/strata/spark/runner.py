@@ -53,20 +53,26 @@ class Runner:
     cores: int | None = None
     shuffle_partitions: int = 2
     spark: object = None
+    owns_session: bool = True
     listener: ProgressListener | None = None
     pipelines: list[Pipeline] = field(default_factory=list)
     failures: dict[str, str] = field(default_factory=dict)
 
-    def build(self) -> None:
-        """Session, listener and every pipeline; raises :class:`PipelineProblems` before any query starts."""
+    def build(self, spark=None) -> None:
+        """Session, listener and every pipeline; raises :class:`PipelineProblems` before any query starts.
+
+        With ``spark`` given, that session is used and left running by :meth:`close`.
+        """
         from strata.spark.session import build_session
 
         problems = check_scenario(self.scenario)
         if problems:
             raise PipelineProblems(problems)
         self.out = Path(self.out)
-        self.spark = build_session(f"strata-run-{self.scenario.name}", master=self.master, cores=self.cores,
-                                   shuffle_partitions=self.shuffle_partitions, work_dir=self.out / "spark")
+        self.owns_session = spark is None
+        self.spark = spark or build_session(f"strata-run-{self.scenario.name}", master=self.master,
+                                            cores=self.cores, shuffle_partitions=self.shuffle_partitions,
+                                            work_dir=self.out / "spark")
         self.listener = ProgressListener()
         self.spark.streams.addListener(self.listener)
         problems = []
@@ -122,7 +128,8 @@ class Runner:
         if self.spark is not None:
             if self.listener is not None:
                 self.spark.streams.removeListener(self.listener)
-            self.spark.stop()
+            if self.owns_session:
+                self.spark.stop()
 
 
 def _cause(error) -> str:
