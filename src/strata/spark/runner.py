@@ -113,11 +113,27 @@ class Runner:
     def active(self) -> bool:
         return any(p.query is not None and p.query.isActive for p in self.pipelines)
 
-    def stop(self) -> None:
-        """Stop every query (each finishes its running batch), then record why any died."""
-        for p in self.pipelines:
-            if p.query is not None and p.query.isActive:
-                p.query.stop()
+    def stop(self, drain_timeout_s: float = 30.0) -> None:
+        """Stop every query between batches, then record why any died.
+
+        Generated sources are paused first (rate cap 0) and each query's
+        running batch is let finish, because ``query.stop()`` interrupts a
+        batch in flight. The caps in force before are restored afterwards, so
+        a restart from the same run directory is not left paused.
+        """
+        live = [p for p in self.pipelines if p.query is not None and p.query.isActive]
+        caps = {p.name: p.rate_cap.get() for p in live if p.rate_cap is not None}
+        for p in live:
+            if p.rate_cap is not None:
+                p.rate_cap.set(0)
+        deadline = time.time() + drain_timeout_s
+        for p in live:
+            while p.query.isActive and p.query.status["isTriggerActive"] and time.time() < deadline:
+                time.sleep(0.1)
+            p.query.stop()
+        for p in live:
+            if p.rate_cap is not None:
+                p.rate_cap.set(caps[p.name])
         self.status()
 
     def write_metrics(self) -> dict[str, Path]:
