@@ -61,3 +61,47 @@ def test_a_dead_query_is_reported_and_the_other_finishes(spark, tmp_path):
     batches = pd.read_csv(tables["batches"])
     assert (batches.loc[batches["query"] == "lives", "rows_out"].sum()) == len(out)
     assert not spark.sparkContext._jsc.sc().isStopped()  # the shared session was not the runner's to stop
+
+
+def file_job(path, fmt: str) -> Scenario:
+    return Scenario.model_validate({"cluster": {"nodes": [{"name": "n0", "cores": 2}]}, "jobs": [
+        {"id": "files", "rank": 1, "templates": [{"operators": [
+            {"name": "s", "kind": "source", "source": {"rate": 100, "path": str(path), "format": fmt}},
+            {"name": "k", "kind": "keyed_stateful", "aggregate": {"fn": "sum"}, "key_groups": 4},
+            {"name": "o", "kind": "sink"}],
+            "streams": [{"from": "s", "to": "k"}, {"from": "k", "to": "o"}]}]}]})
+
+
+def test_a_data_directory_streams_through_spark_file_source(spark, tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    frame = pd.DataFrame({"id": range(300), "key": [i % 7 for i in range(300)], "value": [i / 10 for i in range(300)],
+                          "event_time": pd.date_range("2026-01-01", periods=300, freq="10ms").strftime(
+                              "%Y-%m-%dT%H:%M:%S.%f")})
+    for part in range(3):  # three files: the file source may take them in one batch or several
+        frame.iloc[part * 100:(part + 1) * 100].to_json(data / f"part-{part}.json", orient="records", lines=True)
+    runner = Runner(file_job(data, "json"), tmp_path / "run", PipelineOptions(available_now=True))
+    runner.build(spark)
+    try:
+        runner.start()
+        runner.pipelines[0].query.awaitTermination(120)
+        assert runner.pipelines[0].query.exception() is None
+        out = runner.pipelines[0].result()
+    finally:
+        runner.close()
+    final = out.sort_values("batch_id").groupby("key").tail(1).set_index("key").sort_index()
+    ref = frame.groupby("key")["value"].sum().sort_index()
+    assert list(final.index) == list(ref.index)
+    assert final["sum"].to_numpy() == pytest.approx(ref.to_numpy())
+
+
+def test_a_missing_data_directory_is_located_before_any_query(spark, tmp_path):
+    from strata.spark.pipelines import PipelineProblems
+
+    runner = Runner(file_job(tmp_path / "nowhere", "parquet"), tmp_path / "run")
+    with pytest.raises(PipelineProblems) as err:
+        runner.build(spark)
+    runner.close()
+    (problem,) = err.value.problems
+    assert problem.path == ("jobs", 0, "templates", 0, "operators", 0, "source", "path")
+    assert "parquet files" in problem.expected and "nowhere" in problem.found
