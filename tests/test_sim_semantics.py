@@ -102,6 +102,15 @@ def test_conservation_with_a_failure_and_shedding():
     assert drops["shed"] == pytest.approx(2000 * 10, rel=0.05)
 
 
+def test_a_zero_rate_limit_stops_the_source():
+    scenario = chain([{"kind": "map"}], rate=1000, arrivals="constant")
+    sim = Simulation(scenario, seed=1)
+    sim.apply(Actions(rate_limits={"c.src": 0.0}, limit_mode="defer"), at=2.0)
+    sim.run(5.0)
+    src = sim.metrics.conservation().set_index("pe").loc["c.src"]
+    assert src.sent == 2000 and src.shed == src.generated - 2000 >= 2999
+
+
 def test_deferred_records_keep_their_event_time():
     scenario = chain([{"kind": "map"}], rate=1000, arrivals="constant")
     sim = Simulation(scenario, seed=1)

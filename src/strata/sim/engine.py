@@ -429,13 +429,14 @@ class Simulation:
         release = now
         if pe.limit is not None:
             tat = pe.tat if pe.tat > now else now
-            if tat - now > 0.1:  # GCRA with 0.1 s of burst tolerance
-                if pe.limit_drop:
+            # GCRA with 0.1 s of burst tolerance; a limit of 0 stops the source (sheds, even in defer mode)
+            if pe.limit == 0 or tat - now > 0.1:
+                if pe.limit_drop or pe.limit == 0:
                     pe.dropped["shed"] = pe.dropped.get("shed", 0) + records
                     return
                 release = tat - 0.1
                 self.metrics.deferred += records
-            pe.tat = tat + records / pe.limit if pe.limit > 0 else _INF
+            pe.tat = tat + records / pe.limit
         inst = pe.instances[pe.rr % len(pe.instances)]
         pe.rr += 1
         self._seq += 1
