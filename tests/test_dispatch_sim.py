@@ -57,3 +57,15 @@ def test_slots_cap_each_dataflow_at_its_cores(runs):
     # bulk needs 1.2 cores on average but owns one: it falls behind, where FIFO lends it the alert's idle core
     bulk = runs["slots"].metrics.latency().set_index("job").loc["bulk"]
     assert bulk["p99"] > 5 * runs["fifo"].metrics.latency().set_index("job").loc["bulk", "p99"]
+
+
+def test_profiled_costs_converge_from_wrong_priors_to_the_true_service_times():
+    """Deterministic service: moving averages reach cost_per_record, C_path the sum downstream."""
+    scenario = shared_node()
+    wrong = Priors.from_scenario(scenario)
+    wrong = Priors({pe: 10 * c for pe, c in wrong.cost.items()}, wrong.downstream, wrong.windows)
+    sim = Simulation(scenario, seed=3, dispatch=dispatcher("cameo", wrong)).run(5.0)
+    node = sim.nodes[0].policy
+    assert node.estimate("bulk.work")[0] == pytest.approx(2.4e-3)
+    assert node.estimate("bulk.work")[1] == pytest.approx(1e-5)           # the sink
+    assert node.estimate("alert.src") == pytest.approx((1e-5, 1e-3 + 1e-5))

@@ -97,6 +97,10 @@ class StrategyDispatch:
     def __len__(self) -> int:
         return len(self._queue)
 
+    def estimate(self, pe: str) -> tuple[float, float]:
+        """Current (C_OM per record, C_path) of ``pe`` as this node prices its messages."""
+        return self._profile[pe], self._replies.path(pe)
+
 
 def dispatcher(by: str | Callable[[], Strategy] = "cameo", priors: Priors | None = None,
                alpha: float = 0.2, weights: Mapping[str, float] | None = None) -> DispatchFactory:
