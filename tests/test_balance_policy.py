@@ -22,8 +22,10 @@ from strata.balance import (
     optimal_makespan,
     window_loads,
 )
-from strata.balance.controller import AutoFlow
+from strata.balance.controller import AutoFlow, fell_behind
+from strata.balance.loads import demand_factors, scale_by_instance
 from strata.sim.hooks import KeyGroupLoad, Move
+from strata.sim.observe import InstanceLoad, Observation
 
 # ------------------------------------------------------------------ load windows
 
@@ -55,6 +57,19 @@ def test_smoothed_loads_weigh_the_newest_window_by_alpha():
     assert s.update({0: 4.0}) == {0: 4.0}
     assert s.update({0: 2.0, 1: 2.0}) == {0: 3.0, 1: 2.0}
     assert s.update({}) == {0: 1.5, 1: 1.0}
+
+
+def test_demand_factors_add_the_queue_growth_to_what_was_processed():
+    # 100 processed, queue 10 → 60: 150 arrived; 50 processed while 20 of a backlog drained: 30 arrived;
+    # nothing processed: no mix to scale.
+    factors = demand_factors([100, 50, 0], [10, 20, 0], [60, 0, 5])
+    assert factors == [1.5, 0.6, 1.0]
+    assert scale_by_instance({0: 2.0, 1: 1.0, 2: 4.0, 9: 1.0}, {0: 0, 1: 1, 2: 2}, factors) == {
+        0: 3.0, 1: 0.6, 2: 4.0, 9: 1.0}
+
+
+def test_fell_behind_needs_a_saturated_node_and_a_growing_queue():
+    assert fell_behind([0.99, 0.99, 0.5, 0.96], [5, 9, 0, 0], [8, 9, 50, 1], saturation=0.95) == [0, 3]
 
 
 # ------------------------------------------------------------------ hotspot diminishing
@@ -127,6 +142,16 @@ def test_an_irreducible_hotspot_does_not_freeze_the_other_instances():
     assert [(t.key_group, t.src, t.dst) for t in plan.transfers] == [(1, 1, 2), (2, 1, 3)]
     assert instance_loads(loads, plan.table, 4) == [10.0, 2.0, 3.0, 3.0]
     assert [h.key_group for h in plan.irreducible] == [0]
+
+
+def test_only_the_given_sources_shed_load():
+    table = {0: 0, 1: 0, 2: 1, 3: 1, 4: 2}
+    loads = {0: 3.0, 1: 3.0, 2: 4.0, 3: 4.0, 4: 1.0}  # instances 6 | 8 | 1
+    first = diminish_hotspots(loads, table, 3).transfers[0]  # any instance may shed: the hottest, 1, does
+    assert (first.key_group, first.src, first.dst) == (2, 1, 2)
+    plan = diminish_hotspots(loads, table, 3, sources={0})  # only instance 0 fell behind: 3 | 8 | 4
+    assert [(t.key_group, t.src, t.dst) for t in plan.transfers] == [(0, 0, 2)]
+    assert plan.stop == "stuck"
 
 
 def test_moves_per_round_are_bounded():
@@ -294,3 +319,53 @@ def test_controller_reports_irreducible_hotspots_per_operator_and_skips_other_op
     assert moves == []
     assert [(h.key_group, h.instance) for h in af.hotspots["j.agg"]] == [(0, 0)]
     assert "j.other" not in af.hotspots
+
+
+def test_controller_plans_on_demand_so_an_overloaded_instance_is_not_underestimated():
+    # Instance 0 processed 100 records (busy 0.5 + 0.5, saturated) while its queue grew by 100: its demand is
+    # twice its busy time. On busy time alone, 1.0 | 0.9 is within θ = 1.1 and nothing moves.
+    pe = "j.agg"
+    table = {0: 0, 1: 0, 2: 1}
+    records = _records(pe, {0: 0.5, 1: 0.5, 2: 0.9}, table, {})
+    assert AutoFlow().rebalance(2.0, records, {pe: table}, {pe: 2}) == []
+    af = AutoFlow()
+    moves = af.rebalance(2.0, records, {pe: table}, {pe: 2}, demand={pe: demand_factors([100, 90], [0, 5], [100, 5])})
+    assert moves == [Move(pe, 0, 1, "live")]  # 2.0 | 0.9 → 1.0 | 1.9
+    assert af.rounds[-1].planned == pytest.approx(1.9 / 1.45)
+
+
+def _obs(now: float, start: float, busy: list[float], records: list[int], queued: list[int],
+         loads: dict[int, float], route: tuple[int, ...], migrating: tuple[tuple[str, int], ...] = ()) -> Observation:
+    pe = "j.agg"
+    nodes = tuple(f"n{i}" for i in range(len(busy)))
+    span = now - start
+    return Observation(
+        now=now, start=start,
+        key_groups=tuple(KeyGroupLoad(pe, g, route[g], 10, load, 0.0) for g, load in loads.items()),
+        instances=tuple(InstanceLoad(pe, i, nodes[i], records[i], busy[i], queued[i], route.count(i))
+                        for i in range(len(busy))),
+        node_utilisation={n: b / span for n, b in zip(nodes, busy, strict=True)}, queue_lengths={}, latency={},
+        rates={}, ingest={}, routing={pe: route}, placement={pe: nodes}, migrating=migrating, dropped={})
+
+
+def test_controller_rounds_every_window_or_early_when_an_instance_falls_behind():
+    af = AutoFlow(BalanceConfig(threshold=1.1, cooldown_s=0.0), window_s=2.0)
+    route = (0, 0, 1, 2)
+    even = {0: 0.1, 1: 0.1, 2: 0.2, 3: 0.2}
+    # A quiet tick: no round before the window is full.
+    assert af(_obs(0.5, 0.0, [0.2, 0.2, 0.2], [50, 50, 50], [1, 1, 1], even, route)) == []
+    assert af.rounds == []
+    # Instance 0 saturated and its queue grew, but a migration of the PE is in flight: wait.
+    hot = {0: 0.3, 1: 0.2, 2: 0.2, 3: 0.2}
+    busy_hot = [0.5, 0.2, 0.2]
+    assert af(_obs(1.0, 0.5, busy_hot, [50, 50, 50], [30, 1, 1], hot, route, (("j.agg", 3),))) == []
+    # The next tick, nothing in flight: an early round on this tick's loads, shedding from instance 0 only.
+    # Demand: queue 30 → 60 over 50 processed → ×1.6: groups 0, 1 = 0.48, 0.32; instances 0.8 | 0.2 | 0.2.
+    moves = af(_obs(1.5, 1.0, busy_hot, [50, 50, 50], [60, 1, 1], hot, route))
+    assert moves == [Move("j.agg", 1, 1, "live")]  # 0.8 | 0.2 → 0.48 | 0.52: the group nearest half the gap
+    assert [(r.time, r.trigger) for r in af.rounds] == [(1.5, "overload")]
+    # The window restarts after a round: the regular one comes 2 s later, over everything since.
+    moved = {0: 0.2, 1: 0.1, 2: 0.1, 3: 0.2}  # 0.2 | 0.2 | 0.2 on the new table
+    assert af(_obs(3.0, 1.5, [0.75] * 3, [150] * 3, [60, 1, 1], moved, (0, 1, 1, 2))) == []
+    assert af(_obs(3.5, 3.0, [0.25] * 3, [50] * 3, [60, 1, 1], moved, (0, 1, 1, 2))) == []
+    assert [(r.time, r.trigger) for r in af.rounds] == [(1.5, "overload"), (3.5, "window")]

@@ -168,20 +168,26 @@ class Run:
 
 def run(policy: str, scenario: Scenario, placement: dict[str, Any], duration: float, window_s: float = 2.0,
         config: BalanceConfig | None = None, smoothing: float = 1.0, seed: int = 1, drain: float = 120.0,
-        bin_s: float = 0.05, moves: Sequence[tuple[float, Move]] = ()) -> Run:
+        bin_s: float = 0.05, moves: Sequence[tuple[float, Move]] = (), tick_s: float | None = None,
+        demand: bool = True) -> Run:
     """Simulate ``duration`` seconds under ``policy``, then drain and check exactly once.
 
     The balancer and the recorder act only while the sources run (the drain's
-    windows are not a workload). ``moves``: extra (time, move) to force.
-    Output times are known to ``bin_s``.
+    windows are not a workload); the recorder's windows are ``window_s`` long.
+    ``tick_s``: observe the operator this often and let AutoFlow round early
+    on overload (None: one round per ``window_s``, nothing in between).
+    ``demand``: AutoFlow's load is demand (arrived records), not processed
+    work. ``moves``: extra (time, move) to force. Output times are known to ``bin_s``.
     """
     if policy not in POLICIES:
         raise ValueError(f"policy: expected one of {POLICIES}; found {policy!r}")
     recorder = Recorder(until=duration)
-    balancer = None if policy == "static" else AutoFlow(config or BalanceConfig(), mode=policy, smoothing=smoothing)
+    balancer = None if policy == "static" else AutoFlow(
+        config or BalanceConfig(), mode=policy, smoothing=smoothing, demand=demand,
+        window_s=None if tick_s is None else window_s)
     controllers: list[tuple[float, Any]] = [(window_s, recorder)]
     if balancer is not None:
-        controllers.append((window_s, lambda obs: balancer(obs) if obs.now <= duration else None))
+        controllers.append((tick_s or window_s, lambda obs: balancer(obs) if obs.now <= duration else None))
     sim = Simulation(scenario, seed=seed, placement=placement, controllers=controllers, record_inputs=True,
                      bin_s=bin_s)
     for at, move in moves:

@@ -27,7 +27,7 @@ new hotspot). Additions that make it safe to run every window:
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 
 from strata.balance.loads import imbalance, instance_loads
@@ -85,7 +85,7 @@ class Plan:
     irreducible: tuple[Hotspot, ...]
     imbalance_before: float
     imbalance_after: float  # if the window's loads repeat on the new table
-    stop: str  # balanced | max_moves | max_bytes | stuck (no admissible move left)
+    stop: str  # balanced | max_moves | max_bytes | stuck (no admissible move left, or only non-sources are hot)
     table: dict[int, int] = field(default_factory=dict)  # the table after the moves
 
     @property
@@ -95,13 +95,17 @@ class Plan:
 
 def diminish_hotspots(loads: Mapping[int, float], table: Mapping[int, int], instances: int,
                       state_bytes: Mapping[int, float] | None = None, config: BalanceConfig | None = None,
-                      moved_at: Mapping[int, float] | None = None, now: float = 0.0) -> Plan:
+                      moved_at: Mapping[int, float] | None = None, now: float = 0.0,
+                      sources: Collection[int] | None = None) -> Plan:
     """Plan one round of moves for one operator (AutoFlow's hotspot-diminishing algorithm).
 
     ``loads``: key group → load in the window (any additive unit); missing = 0.
     ``table``: key group → instance in 0..instances-1 (instances may own none).
     ``state_bytes``: key group → state size, the cost of moving it.
     ``moved_at``: key group → time of its last move, for the cooldown; ``now`` is the view's time.
+    ``sources``: the instances that may shed load this round (None: any) — a
+    round triggered by one instance falling behind relieves that instance
+    only, since a short window's loads are too noisy to rebalance the rest.
     """
     cfg = config or BalanceConfig()
     size = state_bytes or {}
@@ -131,13 +135,14 @@ def diminish_hotspots(loads: Mapping[int, float], table: Mapping[int, int], inst
     stuck: set[int] = set()
     stop = "balanced"
     while True:
-        free = [i for i in range(instances) if i not in stuck]
+        free = [i for i in range(instances) if i not in stuck and (sources is None or i in sources)]
         if not free:
             stop = "stuck"
             break
         h = max(free, key=lambda i: (per_inst[i], -i))
         if per_inst[h] <= cfg.threshold * mean:
-            stop = "stuck" if stuck else "balanced"
+            # "balanced" only if every instance is within θ, not just those allowed to shed load
+            stop = "stuck" if stuck or max(per_inst) > cfg.threshold * mean else "balanced"
             break
         if len(transfers) >= cfg.max_moves:
             stop = "max_moves"

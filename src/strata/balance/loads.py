@@ -10,7 +10,7 @@ same functions the simulator feeds key groups through.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
@@ -56,6 +56,36 @@ def window_loads(records: Iterable[LoadRecord], metric: Metric = "busy") -> dict
         g.load[r.key_group] = g.load.get(r.key_group, 0.0) + value
         g.state_bytes[r.key_group] = max(g.state_bytes.get(r.key_group, 0.0), r.state_bytes)
     return out
+
+
+def demand_factors(processed: Sequence[float], queued_before: Sequence[float], queued_after: Sequence[float],
+                   ) -> list[float]:
+    """Per instance: records that arrived in the window over records it processed (AutoFlow's load = demand).
+
+    What an instance processes is capped by its capacity: once it is
+    overloaded, busy time saturates at the window length and the excess piles
+    up in its queue, so processed work underestimates the load its key groups
+    bring. Arrivals are the processed records plus the growth of the queue
+    (negative while a backlog drains, which processed work overstates). The
+    factor scales the instance's processed key-group loads to demand; 1.0
+    where the instance processed nothing (no mix to scale).
+    """
+    out = []
+    for done, before, after in zip(processed, queued_before, queued_after, strict=True):
+        out.append(max(done + after - before, 0.0) / done if done > 0 else 1.0)
+    return out
+
+
+def scale_by_instance(loads: Mapping[int, float], table: Mapping[int, int], factors: Sequence[float],
+                      ) -> dict[int, float]:
+    """Each key group's load times its instance's factor (``demand_factors``); groups not in the table unscaled.
+
+    An instance's queue is not broken down by key group, so the excess is
+    spread over its key groups in proportion to what they were processed at:
+    exact when the queue holds the same mix, first-order otherwise (the next
+    window measures the groups where they went).
+    """
+    return {g: load * (factors[table[g]] if g in table else 1.0) for g, load in loads.items()}
 
 
 def instance_loads(loads: Mapping[int, float], table: Mapping[int, int], instances: int) -> list[float]:
