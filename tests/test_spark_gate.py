@@ -26,7 +26,7 @@ def test_least_laxity_releases_the_batch_with_the_least_slack_first():
     order = []
     while core.waiting:
         job = core.next_release(0.0)
-        core.release(job)
+        core.release(job, 0.0)
         order.append(job)
         assert core.next_release(0.0) is None  # the bound: one at a time
         core.finish(job)
@@ -49,8 +49,8 @@ def test_bound_counts_running_batches_of_all_queries():
     core = GateCore(GateConfig(max_running=2))
     for i, job in enumerate("xyz"):
         core.arrive(unit(job, float(i), 1.0, 0.0, i))
-    core.release(core.next_release(0.0))
-    core.release(core.next_release(0.0))
+    core.release(core.next_release(0.0), 0.0)
+    core.release(core.next_release(0.0), 0.0)
     assert core.next_release(0.0) is None
     core.finish("x")
     assert core.next_release(0.0) == "z"
@@ -140,3 +140,14 @@ def test_gate_blocks_the_second_query_until_a_slot_frees_then_releases_by_laxity
     for th in threads:
         th.join(timeout=5)
     assert released == ["slow", "urgent", "relaxed"]
+
+
+def test_a_batch_with_slack_waits_while_an_urgent_batch_runs_until_its_slack_shrinks():
+    core = GateCore(GateConfig(max_running=2, urgent_laxity_s=1.0, hold_laxity_s=5.0))
+    core.arrive(unit("alerts", 0.0, 2.0, 1.5, 0))  # slack 0.5 at t=0: urgent
+    core.release(core.next_release(0.0), 0.0)
+    core.arrive(unit("bulk", 0.0, 30.0, 2.0, 1))  # slack 28 at t=0
+    assert core.next_release(0.0) is None  # a slot is free, but the urgent batch runs
+    assert core.next_release(23.5) == "bulk"  # slack 4.5 < 5: it goes
+    core.finish("alerts")
+    assert core.next_release(0.0) == "bulk"  # no urgent batch running

@@ -7,7 +7,8 @@ of its Spark jobs has run yet. Pending batches of all queries wait there and are
 released in the dispatch strategy's order, at most ``max_running`` at once —
 except that an urgent batch (below ``urgent_laxity_s`` of slack) never waits
 for a slot: batches cannot be preempted, so it goes over the bound into the
-urgent pool, whose tasks take the next free cores.
+urgent pool, whose tasks take the next free cores; and a batch with plenty of
+slack (above ``hold_laxity_s``) does not start while an urgent batch runs.
 
 A batch is priced as Cameo prices a message (docs/dispatch.md, "Micro-batches"):
 
@@ -48,6 +49,7 @@ class GateConfig:
     strategy: str = "cameo"  # a strata.dispatch.STRATEGIES name
     max_running: int = 2  # batches of all queries running at once (Spark tasks still share the cores)
     urgent_laxity_s: float = 1.0  # a batch with less slack than this runs in the urgent pool
+    hold_laxity_s: float = 5.0  # a batch with more slack than this waits while an urgent batch runs (0: never)
     cost_decay: float = 0.9  # LinearCost's weight per older batch
 
     def __post_init__(self) -> None:
@@ -75,6 +77,7 @@ class GateCore:
     config: GateConfig = field(default_factory=GateConfig)
     waiting: dict[str, Pending] = field(default_factory=dict)
     running: set[str] = field(default_factory=set)
+    urgent_running: set[str] = field(default_factory=set)
 
     def __post_init__(self) -> None:
         self.by: Strategy = strategy(self.config.strategy)
@@ -89,28 +92,38 @@ class GateCore:
 
         A batch is not preemptible, so an urgent batch (laxity below ``urgent_laxity_s``) does not wait
         for a slot: it is released over the bound, into the urgent pool, whose tasks then take the next
-        free cores ahead of the running batches' remaining tasks.
+        free cores ahead of the running batches' remaining tasks. For the same reason a batch with slack
+        to spare (above ``hold_laxity_s``) is not started while an urgent batch runs: once started it
+        would hold cores the urgent batch's tasks need; it waits until then, or until its slack shrinks.
         """
         if not self.waiting:
             return None
         best = min(self.waiting.values(), key=lambda p: (p.key, p.unit.seq))
-        if len(self.running) < self.config.max_running or self.laxity(best.unit, now) < self.config.urgent_laxity_s:
+        slack = self.laxity(best.unit, now)
+        if slack < self.config.urgent_laxity_s:
             return best.unit.job
-        return None
+        if len(self.running) >= self.config.max_running:
+            return None
+        if self.config.hold_laxity_s and slack > self.config.hold_laxity_s and self.urgent_running:
+            return None
+        return best.unit.job
 
     @staticmethod
     def laxity(unit: WorkUnit, now: float) -> float:
         """Slack left: the latest start that meets the target (t_MF + L − C_OM − C_path), minus now."""
         return unit.frontier + unit.target_latency - unit.own_cost - unit.path_cost - now
 
-    def release(self, job: str) -> Pending:
+    def release(self, job: str, now: float) -> Pending:
         pending = self.waiting.pop(job)
         self.running.add(job)
+        if self.laxity(pending.unit, now) < self.config.urgent_laxity_s:
+            self.urgent_running.add(job)
         self.by.started(pending.unit, pending.key)
         return pending
 
     def finish(self, job: str) -> None:
         self.running.discard(job)
+        self.urgent_running.discard(job)
 
     def pool(self, unit: WorkUnit, base_pool: str | None, now: float) -> str | None:
         """The FAIR pool of a released batch: urgent when its laxity is short, else its job's pool."""
@@ -209,7 +222,7 @@ class Gate:
             self.core.arrive(unit)
             while self.core.next_release(self.clock()) != pipeline.name:
                 self._cond.wait(timeout=0.05)
-            pending = self.core.release(pipeline.name)
+            pending = self.core.release(pipeline.name, self.clock())
         released = self.clock()
         pool = self.core.pool(pending.unit, self.base_pools.get(pipeline.name), released)
         pipeline.spark.sparkContext.setLocalProperty("spark.scheduler.pool", pool)
