@@ -189,6 +189,25 @@ def test_runtime_placement_relocates_instances_exactly_once():
         sim.apply(Actions(placement={"c.op2": ["n0"]}))
 
 
+@pytest.mark.parametrize("action", [
+    [Move("c.op2", g, (g + 1) % 3, "live") for g in range(16)],
+    [Move("c.op2", g, (g + 1) % 3, "stop") for g in range(16)],
+    Actions(placement={"c.op2": ["n2", "n2", "n1"]}),
+])
+def test_actions_applied_before_the_first_run_are_enforced(action):
+    # Markers, state transfers and relocations at t = 0 are counted in the first time bin.
+    sim = Simulation(_keyed(nodes=3, state_bytes=1e6), seed=2, record_inputs=True, network_latency=0.002)
+    sim.apply(action)
+    sim.run(3.0, drain=10.0)
+    _exact(sim)
+    assert sim.metrics.network().remote_bytes.iloc[0] > 0
+    if isinstance(action, Actions):
+        assert [i.node.name for i in sim.pes["c.op2"].instances] == ["n2", "n2", "n1"]
+    else:
+        pe = sim.pes["c.op2"]
+        assert pe.route == [(g + 1) % 3 for g in range(16)]
+
+
 def test_a_node_failure_during_migrations_loses_counted_records_only():
     sim = Simulation(_keyed(), seed=9, network_latency=0.005, failures=[("n1", 2.02, 4.0)])
     _random_moves(sim, "c.op2", 0.5, 6.0, "live", seed=3)

@@ -53,8 +53,12 @@ class Metrics:
         self.deferred = 0
         self._so_far: dict[str, list[float]] = {j: [0, 0, 0.0, 0.0, 0] for j in jobs}  # cursor, n, Σ, max, misses
         self.failures: list[tuple[str, float, float | None]] = []
+        # Bins for the current time exist from the start, so actions applied before the first
+        # run (markers, state transfers, relocations at t = 0) can be counted.
+        self.extend(sim.now)
 
     def extend(self, end: float) -> None:
+        """Make every per-bin series long enough for sim times up to ``end``."""
         n = int(end / self.bin_s) + 2
         lists = [*self.ingest_bins.values(), *self.out_bins.values(), self.local, self.remote]
         lists += [node.busy_bins for node in self.sim.nodes]
