@@ -103,9 +103,10 @@ def decisions_timeline(decisions: pd.DataFrame, gate: pd.DataFrame, horizon_s: f
     for lane, kind in enumerate(kinds):
         rows = d[d["kind"] == kind]
         top.scatter(rows["t"], [lane] * len(rows), marker="|", s=200)
-        for _, r in rows.head(6).iterrows():
-            top.annotate(f"{r['job']}: {str(r['detail'])[:28]}", (r["t"], lane), fontsize=6,
-                         xytext=(2, 4), textcoords="offset points")
+        # decisions of one step share a time: one label per step, its decisions joined
+        for k, (t, step) in enumerate(list(rows.groupby(rows["t"].round(1)))[:8]):
+            text = "; ".join(f"{r['job']}: {str(r['detail'])[:24]}" for _, r in step.iterrows())
+            top.annotate(text[:90], (t, lane), fontsize=6, xytext=(2, 3 + 7 * (k % 3)), textcoords="offset points")
     top.set_yticks(range(len(kinds)), kinds, fontsize=8)
     top.set_title("Strata's decisions (L0 admission / template / pool / cap, L1 moves, L2 strategy)", fontsize=10)
     if not gate.empty:
@@ -119,6 +120,7 @@ def decisions_timeline(decisions: pd.DataFrame, gate: pd.DataFrame, horizon_s: f
         bottom.legend(fontsize=7, ncol=4)
     bottom.set_ylabel("wait at gate s")
     bottom.set_xlabel("time s")
-    bottom.set_xlim(-2, horizon_s + 5)
+    first = min([-2.0] + ([float(d["t"].min())] if not d.empty else []))
+    bottom.set_xlim(first - 1, horizon_s + 5)  # decisions before the input starts (admission) stay in view
     fig.tight_layout()
     return fig
