@@ -417,7 +417,9 @@ def collect(runs: list[ModeRun], scenario: Scenario, config: DemoConfig, spark, 
         latency, batches, partitions, scenario, run.mode, config.duration_s, run.stop - run.epoch)])
     tables = {"latency": latency, "batches": batches, "partitions": partitions, "summary": summary,
               "checks": pd.DataFrame(checks), "decisions": pd.DataFrame(decision_rows),
-              "gate": pd.DataFrame(gate_rows), "observations": pd.DataFrame(obs_rows)}
+              "gate": pd.DataFrame(gate_rows), "observations": pd.DataFrame(obs_rows),
+              "controller": pd.DataFrame([{"mode": run.mode, **row, "t": row["time"] - run.epoch}
+                                          for run in runs for row in run.controller_log])}
     metrics = out / "metrics"
     metrics.mkdir(parents=True, exist_ok=True)
     for name, frame in tables.items():
