@@ -315,14 +315,19 @@ class Simulation:
     def _offer(self, node: NodeRt, now: float) -> None:
         """Give every idle core of ``node`` the policy's next message."""
         policy = node.policy
+        fifo = node.fifo
         instances = self._instances_of
         while node.idle > 0:
-            msg = policy.pop(now)
-            if msg is None:
-                return
+            if fifo is not None:
+                if not fifo:
+                    return
+                msg = fifo.popleft()
+            else:
+                msg = policy.pop(now)
+                if msg is None:
+                    return
             inst = instances[msg.pe][msg.instance]
             inst.queued -= msg.records
-            pe = inst.pe
             if inst.gone and msg.key_group in inst.gone:
                 self.migrations.redirect(inst, msg, now)
                 continue
@@ -331,19 +336,23 @@ class Simulation:
                 if inst.moving is not None:
                     self.migrations.check_relocation(inst, now)
                 continue
-            if inst.share is not None and self.enforce_shares:
-                if inst.vtime > now + SHARE_BURST:
-                    if not inst.throttled:
-                        self._push(inst.vtime - SHARE_BURST, _THROTTLE, inst, None)
-                    inst.throttled.append(msg)
-                    continue
-                inst.vtime = (inst.vtime if inst.vtime > now else now) + msg.cost / inst.share
-            node.idle -= 1
-            pe.running += 1
-            inst.running += 1
-            node.running[msg.seq] = (inst, msg, now)
-            self._seq += 1
-            heapq.heappush(self._heap, (now + msg.cost, self._seq, _DONE, inst, msg))
+            self._start(node, inst, msg, now)
+
+    def _start(self, node: NodeRt, inst: InstanceRt, msg: Message, now: float) -> None:
+        """Run ``msg`` on an idle core of ``node``, unless ``inst`` is over its enforced cpu share."""
+        if inst.share is not None and self.enforce_shares:
+            if inst.vtime > now + SHARE_BURST:
+                if not inst.throttled:
+                    self._push(inst.vtime - SHARE_BURST, _THROTTLE, inst, None)
+                inst.throttled.append(msg)
+                return
+            inst.vtime = (inst.vtime if inst.vtime > now else now) + msg.cost / inst.share
+        node.idle -= 1
+        inst.pe.running += 1
+        inst.running += 1
+        node.running[msg.seq] = (inst, msg, now)
+        self._seq += 1
+        heapq.heappush(self._heap, (now + msg.cost, self._seq, _DONE, inst, msg))
 
     def _unthrottle(self, inst: InstanceRt, now: float) -> None:
         """An instance's cpu share has caught up: as many of its throttled messages as the share
@@ -420,12 +429,13 @@ class Simulation:
         uid = (pe.index << 40) | pe.uid
         pe.uid += 1
         pe.generated += records
-        self.metrics.ingest(pe, now, records)
+        self.metrics.ingest_bins[pe.job][int(now / self.bin_s)] += records
         if self.record_inputs:
             self.inputs.append((pe.name, uid, now, key, value, records))
         nxt = stream.next_time()
         if nxt is not None:
-            self._push(nxt, _GEN, pe, None)
+            self._seq += 1
+            heapq.heappush(self._heap, (nxt, self._seq, _GEN, pe, None))
         release = now
         if pe.limit is not None:
             tat = pe.tat if pe.tat > now else now
@@ -441,7 +451,8 @@ class Simulation:
         pe.rr += 1
         self._seq += 1
         msg = Message(self._seq, pe.job, pe.name, inst.index, -1, now, now, now, key, -1,
-                      self._service(pe, records), Kind.DATA, 0.0, None, records, uid, value)
+                      self._service(pe, records) if pe.exp else records * pe.cost, _DATA, 0.0, None, records, uid,
+                      value)
         pe.sent += records
         if release > now:
             if pe.needs_wm:
@@ -492,6 +503,11 @@ class Simulation:
                 return
             if inst.throttled:  # over its cpu share: wait behind the throttled ones
                 inst.throttled.append(msg)
+                return
+            fifo = node.fifo
+            if fifo is not None and node.idle and not fifo:
+                # FIFO with an idle core and nothing queued: the message runs now, as _offer would run it.
+                self._start(node, inst, msg, now)
                 return
             inst.queued += msg.records
             node.policy.push(msg, now)
@@ -551,11 +567,14 @@ class Simulation:
         inst.running -= 1
         service = msg.cost
         records = msg.records
-        node.policy.completed(msg, service, now)
+        fifo = node.fifo
+        if fifo is None:
+            node.policy.completed(msg, service, now)
         inst.busy += service
         node.busy += service
-        b1 = int(now * self._inv_bin)
-        if int((now - service) * self._inv_bin) == b1:
+        inv = self._inv_bin
+        b1 = int(now * inv)
+        if int((now - service) * inv) == b1:
             node.busy_bins[b1] += service
             inst.busy_bins[b1] += service
         else:
@@ -624,7 +643,8 @@ class Simulation:
                 self.migrations.on_drained(pe, now)
             if inst.moving is not None:
                 self.migrations.check_relocation(inst, now)
-        self._offer(node, now)
+        if fifo is None or fifo:
+            self._offer(node, now)
 
     def emit(self, inst: InstanceRt, now: float, key: int, value: float, records: int, uid: int,
              event_time: float) -> None:
@@ -648,11 +668,7 @@ class Simulation:
                 else:
                     dst = instances[rr[j] % n]
                     rr[j] += 1
-            cost = records * d.cost
-            if d.exp:
-                if not self._exp:
-                    self._exp = self._svc_rng.standard_exponential(4096).tolist()
-                cost *= self._exp.pop()
+            cost = self._service(d, records) if d.exp else records * d.cost
             self._seq += 1
             msg = Message(self._seq, d.job, d.name, dst.index, inst.gid, now, event_time,
                           window_due(event_time, d.size, d.slide, d.lateness) if windowed else event_time,

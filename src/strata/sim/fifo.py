@@ -8,24 +8,30 @@ from strata.sim.hooks import DispatchPolicy, Message, NodeView
 
 
 class FifoDispatch:
-    """Runs messages in the order they reached the node, across all its operator instances."""
+    """Runs messages in the order they reached the node, across all its operator instances.
 
-    __slots__ = ("_queue",)
+    ``queue`` is public because the engine appends to and pops from it directly
+    when a node runs this policy (the simulator's hot path; see
+    ``strata.sim.runtime.NodeRt.fifo``): the methods below are what every other
+    caller uses, and do exactly the same.
+    """
+
+    __slots__ = ("queue",)
 
     def __init__(self, view: NodeView | None = None) -> None:
-        self._queue: deque[Message] = deque()
+        self.queue: deque[Message] = deque()
 
     def push(self, msg: Message, now: float) -> None:
-        self._queue.append(msg)
+        self.queue.append(msg)
 
     def pop(self, now: float) -> Message | None:
-        return self._queue.popleft() if self._queue else None
+        return self.queue.popleft() if self.queue else None
 
     def completed(self, msg: Message, service: float, now: float) -> None:
         return None
 
     def __len__(self) -> int:
-        return len(self._queue)
+        return len(self.queue)
 
 
 def fifo(view: NodeView) -> DispatchPolicy:

@@ -70,9 +70,6 @@ class Metrics:
 
     # ---------------------------------------------------------------- feeding
 
-    def ingest(self, pe: PeRt, now: float, records: int) -> None:
-        self.ingest_bins[pe.job][int(now / self.bin_s)] += records
-
     def output(self, pe: PeRt, now: float, latency: float, records: int) -> None:
         self.lat[pe.job].append(latency)
         self.lat_n[pe.job].append(records)
@@ -86,9 +83,6 @@ class Metrics:
         for b in range(b0 + 1, b1):
             bins[b] += w
         bins[b1] += end - b1 * w
-
-    def local_bytes(self, now: float, nbytes: float) -> None:
-        self.local[int(now / self.bin_s)] += nbytes
 
     def remote_bytes(self, now: float, nbytes: float) -> None:
         self.remote[int(now / self.bin_s)] += nbytes

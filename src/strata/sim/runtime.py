@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections import deque
 
 from strata.model import Operator
+from strata.sim.fifo import FifoDispatch
 from strata.sim.hooks import DispatchPolicy, Message, NodeView
 
 # Operator behaviour codes (strata.sim.semantics describes each).
@@ -20,8 +21,8 @@ EV_GEN, EV_DELIVER, EV_DONE, EV_TICK, EV_CONTROL, EV_STATE, EV_FAIL, EV_RECOVER,
 class NodeRt:
     """A node: ``cores`` cores running one message each, a NIC, one dispatch policy."""
 
-    __slots__ = ("busy", "busy_bins", "cores", "failed_at", "idle", "index", "name", "nic", "nic_free", "policy",
-                 "running", "state_free", "up", "view")
+    __slots__ = ("_policy", "busy", "busy_bins", "cores", "failed_at", "fifo", "idle", "index", "name", "nic",
+                 "nic_free", "running", "state_free", "up", "view")
 
     def __init__(self, name: str, index: int, cores: int, nic: float, view: NodeView, policy: DispatchPolicy) -> None:
         self.name = name
@@ -38,6 +39,17 @@ class NodeRt:
         self.running: dict[int, tuple[InstanceRt, Message, float]] = {}  # seq → (instance, message, start)
         self.busy = 0.0
         self.busy_bins: list[float] = []
+
+    @property
+    def policy(self) -> DispatchPolicy:
+        return self._policy
+
+    @policy.setter
+    def policy(self, policy: DispatchPolicy) -> None:
+        self._policy = policy
+        # The built-in FIFO's queue, which the engine uses directly (no method calls, no no-op
+        # ``completed``); None for any other policy, which is called through the protocol.
+        self.fifo: deque[Message] | None = policy.queue if type(policy) is FifoDispatch else None
 
 
 class Channel:
