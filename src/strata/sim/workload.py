@@ -62,6 +62,7 @@ class SourceStream:
         self.rate_max = base_max * mod_max
         self.varies_periodically = isinstance(arr, OnOffArrivals | DiurnalArrivals)
         self.varies = spec.rate_curve is not None or mod_max != 1.0 or isinstance(arr, DiurnalArrivals)
+        self.thinning = not isinstance(arr, PoissonArrivals) or self.varies
         keys = spec.keys
         if keys.zipf_s > 0:
             weights = 1.0 / np.arange(1, keys.count + 1, dtype=float) ** keys.zipf_s
@@ -114,7 +115,7 @@ class SourceStream:
                     return None
                 need -= lam * 0.01
                 self.t += 0.01
-        if not isinstance(self.spec.arrivals, PoissonArrivals) or self.varies:
+        if self.thinning:
             # Thinning (Lewis & Shedler): candidate points at λmax, kept with probability λ(t)/λmax.
             lam_max = self.rate_max / b
             if lam_max <= 0:
