@@ -314,8 +314,8 @@ class Simulation:
 
     def _offer(self, node: NodeRt, now: float) -> None:
         """Give every idle core of ``node`` the policy's next message."""
-        policy = node.policy
         fifo = node.fifo
+        policy = node.policy if fifo is None else None
         instances = self._instances_of
         while node.idle > 0:
             if fifo is not None:
@@ -510,7 +510,10 @@ class Simulation:
                 self._start(node, inst, msg, now)
                 return
             inst.queued += msg.records
-            node.policy.push(msg, now)
+            if fifo is None:
+                node.policy.push(msg, now)
+            else:
+                fifo.append(msg)
             if node.idle:
                 self._offer(node, now)
             return
