@@ -68,3 +68,4 @@ def test_template_switch_at_a_batch_boundary_is_exactly_once_and_caps_hold(spark
         assert check["expected"] > 0
         assert (check["missing"], check["duplicated"]) == (0, 0), check
     assert [d["kind"] for d in engine.decisions][:2] == ["admit", "template"]
+    engine.close()

@@ -43,6 +43,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
+from pyspark.sql.streaming import StreamingQueryListener
 
 from strata.dispatch import strategy as dispatch_strategy
 from strata.hierarchy.protocol import (
@@ -56,6 +57,7 @@ from strata.hierarchy.protocol import (
 from strata.learning import attribute
 from strata.model import Scenario, pe_id
 from strata.spark.gate import URGENT_POOL, Gate
+from strata.spark.listener import progress_row
 from strata.spark.pipelines import AGGREGATIONS, Pipeline, PipelineOptions
 from strata.spark.runner import _cause as cause
 from strata.spark.workload import Timeline, Workload
@@ -79,6 +81,37 @@ def share_pools(cpu_share: dict[str, float]) -> dict[str, str]:
         weight = min(8, 2 ** round(float(np.log2(ratio))))
         out[job] = f"w{weight}"
     return out
+
+
+class BatchRows(StreamingQueryListener):
+    """Input rows of every committed batch, per query run, from Spark's progress events.
+
+    Events arrive once per batch on the listener bus; polling ``recentProgress`` instead costs one py4j
+    call per retained batch on every observation, in the driver the batches' callbacks also need.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._rows: dict[str, dict[int, int]] = {}
+
+    def onQueryStarted(self, event) -> None:
+        """Nothing to record before the first batch."""
+
+    def onQueryProgress(self, event) -> None:
+        p = json.loads(event.progress.json)
+        with self._lock:
+            self._rows.setdefault(str(p["id"]), {})[int(p["batchId"])] = int(p["numInputRows"] or 0)
+
+    def onQueryIdle(self, event) -> None:
+        """Idle triggers carry no batch."""
+
+    def onQueryTerminated(self, event) -> None:
+        """The rows stay for the measurement after the stop."""
+
+    def of(self, query) -> dict[int, int]:
+        """Batch id → input rows of the query run's committed batches so far."""
+        with self._lock:
+            return dict(self._rows.get(str(query.id), {}))
 
 
 @dataclass(frozen=True)
@@ -128,6 +161,8 @@ class SparkEngine:
         self._window_start = clock()
         self._timelines: dict[str, Timeline] = {}
         self._lock = threading.Lock()
+        self.progress = BatchRows()
+        spark.streams.addListener(self.progress)
 
     # ------------------------------------------------------------------ apply
 
@@ -227,16 +262,10 @@ class SparkEngine:
         return segment.end_row
 
     def end_row(self, segment: Segment) -> int:
-        """The first record the segment's query had not committed (from its last progress)."""
-        progress = segment.pipeline.query.recentProgress if segment.pipeline.query is not None else []
-        for p in reversed(progress):
-            if p["numInputRows"] is None:
-                continue
-            end = (p["sources"] or [{}])[0].get("endOffset")
-            end = json.loads(end) if isinstance(end, str) else end
-            if isinstance(end, dict) and "row" in end:
-                return int(end["row"])
-        return segment.start_row
+        """The first record the segment's query had not committed (its last progress is its last commit)."""
+        p = segment.pipeline.query.lastProgress if segment.pipeline.query is not None else None
+        end = progress_row(json.loads(p.json)).get("end_row") if p is not None else None
+        return segment.start_row if end is None else end
 
     def _rate_limit(self, decisions: Decisions, pe: str, rate: float | None) -> None:
         job, _, op = pe.partition(".")
@@ -394,22 +423,27 @@ class SparkEngine:
         return max(0, offered - self.end_row(segment))
 
     def _rows_in(self, pipeline: Pipeline, batch_ids: set[int]) -> int:
-        """Input rows of the given batches, from the query's progress reports."""
+        """Input rows of the given batches, from the query's progress events."""
         if pipeline.query is None or not batch_ids:
             return 0
-        return sum(int(p["numInputRows"] or 0) for p in pipeline.query.recentProgress if p["batchId"] in batch_ids)
+        rows = self.progress.of(pipeline.query)
+        return sum(rows[b] for b in batch_ids if b in rows)
 
     def batch_observations(self) -> list[dict]:
-        """Every finished batch of every segment with its input rows (for the learner and the report)."""
+        """Every finished batch of every segment with its input rows (for the learner and the report);
+        ``rows_in`` is None for a batch that never committed (no progress event)."""
         out = []
         for s in list(self.segments):
-            progress = {p["batchId"]: p for p in (s.pipeline.query.recentProgress if s.pipeline.query else [])}
+            rows = self.progress.of(s.pipeline.query) if s.pipeline.query is not None else {}
             for r in s.pipeline.batch_records():
-                p = progress.get(r["batch_id"])
                 out.append({**{k: v for k, v in r.items() if k not in ("group_rows",)},
                             "job": s.job, "template": s.template, "segment": s.index,
-                            "rows_in": None if p is None else int(p["numInputRows"])})
+                            "rows_in": rows.get(r["batch_id"])})
         return out
+
+    def close(self) -> None:
+        """Stop listening to the session's progress events."""
+        self.spark.streams.removeListener(self.progress)
 
     # ------------------------------------------------------------------ lifecycle
 

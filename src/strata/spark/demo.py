@@ -146,6 +146,8 @@ def run_mode(spark, scenario: Scenario, mode: str, out: Path, config: DemoConfig
             raise RuntimeError("; ".join(f"query {j} died: {c}" for j, c in failed.items()))
     engine.stop_all()
     run.stop = time.time()
+    time.sleep(0.5)  # the last batches' progress events are delivered asynchronously
+    engine.close()
     if controller is not None:
         run.controller_log = [asdict(entry) for entry in controller.log]
     return run
@@ -253,8 +255,8 @@ def committed_output(segment: Segment) -> pd.DataFrame:
 
 def last_committed(segment: Segment) -> int:
     """The id of the segment's last committed batch (Spark reports a batch's progress after its commit)."""
-    progress = segment.pipeline.query.recentProgress if segment.pipeline.query is not None else []
-    return max((p["batchId"] for p in progress if p["numInputRows"] is not None), default=-1)
+    progress = segment.pipeline.query.lastProgress if segment.pipeline.query is not None else None
+    return -1 if progress is None else int(progress["batchId"])
 
 
 def verify_segment(spark, segment: Segment, epoch: float, tick_s: float) -> dict:
@@ -447,10 +449,8 @@ def run_demo(scenario: Scenario, out: Path, config: DemoConfig | None = None,
     say = on_phase or (lambda _: None)
     timings: dict[str, float] = {}
     t0 = time.time()
-    # every batch's progress is kept (Spark keeps 100 by default): the measurement joins them with the sinks
     spark = build_session(f"strata-demo-{scenario.name}", cores=config.cores, shuffle_partitions=config.cores,
-                          pools=POOLS, work_dir=out / "spark",
-                          extra_conf=[("spark.sql.streaming.numRecentProgressUpdates", "100000")])
+                          pools=POOLS, work_dir=out / "spark")
     spark.sparkContext.setLogLevel("FATAL")
     timings["session_s"] = time.time() - t0
     try:
