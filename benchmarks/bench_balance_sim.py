@@ -18,6 +18,18 @@ conservation. Two experiments, each printing a table and writing
   against the best achievable for the window's key-group loads (LPT), rounds
   until within 10% of it, throughput, p50/p99 latency while converging, during
   migrations and steady after ``--warmup`` s, migration time, bytes moved.
+  AutoFlow rounds every 2 s window on demand (``--no-demand``: processed busy
+  time, the earlier behaviour); ``--tick T`` also looks every T s and rounds
+  early when an instance falls behind (off by default: see ``seeds``). Each
+  balancer run is replayed — the same moves at the same times, no balancer —
+  with negligible state (1 byte/key): the p99 of the same "during" intervals
+  in that replay is what the load change alone costs, so during / replay is
+  what the migrations add. Recovery: windows after each drift step until one
+  is within 10% of its LPT bound.
+- ``seeds``: the two drift cells that missed a target (s = 1.0, 1.2), live,
+  seeds 1–5, three variants — ``before`` (busy time, one round per window),
+  ``demand``, ``after`` (demand + early rounds every 0.25 s) — with recovery,
+  p99 during / steady and during / replay.
 - ``migration``: s = 1.0 at load 0.5 (hash routing already sustainable), no
   balancer; four forced moves of one key group (the 16th hottest, to the next
   instance) at 10, 20, 30, 40 s, live vs stop, state per key 1 KB … 1 MB:
@@ -46,7 +58,7 @@ from rich.console import Console
 from rich.table import Table
 
 from strata.balance import BalanceConfig, best_imbalance_bounds
-from strata.balance.experiment import PE, Run, actor_scenario, expected_group_loads, run
+from strata.balance.experiment import PE, Run, actor_scenario, expected_group_loads, replay, run
 from strata.sim import Move
 
 RESULTS = Path(__file__).parent / "results"
@@ -55,6 +67,8 @@ console = Console(width=200)
 CONFIG = BalanceConfig(threshold=1.08, max_moves=8, cooldown_s=10.0)
 SMOOTHING = 1.0  # no smoothing: under drift an EWMA lags (measured: p99 26 ms vs 14 ms at s=1, drift 15 s)
 WINDOW_S = 2.0
+TICK_S = 0.25  # "after" variant of `seeds`: AutoFlow looks this often for an instance falling behind
+FREE_STATE = 1  # bytes per key in the replay: the routing decisions without the state to ship
 SETTLE_S = 2.0  # forced moves: an output within 2 s after a move ends still counts as "during" (backlog drains)
 
 
@@ -77,36 +91,62 @@ def rounds_to_target(r: Run, within: float = 1.10) -> int | None:
     return None
 
 
+def recovery(r: Run, steps: list[float], within: float = 1.10) -> list[int | None]:
+    """Per drift step: windows ending after it until one is within ``within`` × its LPT bound (0: the first is)."""
+    out: list[int | None] = []
+    for step in steps:
+        after = [w for w in r.windows if w.time > step]
+        out.append(next((k for k, w in enumerate(after) if w.imbalance <= within * w.best_lpt), None))
+    return out
+
+
 @app.command()
 def grid(seconds: float = 60.0, rate: float = 4000.0, drift: float = 15.0, warmup: float = 10.0,
-         state_per_key: int = 32768, seed: int = 1) -> None:
-    """Zipf s × drift × {static, live, stop}."""
+         state_per_key: int = 32768, seed: int = 1, tick: float = 0.0, demand: bool = True,
+         zipf: str = "0.8,1.0,1.2,1.5", out: str = "grid") -> None:
+    """Zipf s × drift × {static, live, stop}; ``--zipf`` picks values of s, ``--out`` names the JSON."""
     rows = []
+    tick_s = tick or None
     table = Table(title=f"AutoFlow grid: {seconds:g} s at {rate:g} rec/s, 8 one-core instances, "
-                        f"{state_per_key // 1024} KB state/key, window {WINDOW_S:g} s; latency ms")
-    cols = ("s", "drift", "load", "policy", "imb", "LPT", "rounds→10%", "within 10%", "thr/s", "p50", "p99",
-            "p99 conv", "p99 migr", "p99 steady", "migr/steady", "moves", "migr ms p50/max", "MB", "exact",
-            "wall s")
+                        f"{state_per_key // 1024} KB state/key, window {WINDOW_S:g} s, tick {tick:g} s, "
+                        f"demand {demand}; latency ms")
+    cols = ("s", "drift", "load", "policy", "imb", "LPT", "rounds→10%", "recovery", "within 10%", "thr/s", "p50",
+            "p99", "p99 conv", "p99 migr", "p99 steady", "migr/steady", "replay migr", "migr/replay", "moves",
+            "early", "migr ms p50/max", "MB", "exact", "wall s")
     for col in cols:
         table.add_column(col, justify="right")
-    for s in (0.8, 1.0, 1.2, 1.5):
+    for s in (float(x) for x in zipf.split(",")):
         _, best = best_imbalance_bounds(expected_group_loads(s), 8)
         load = min(0.7, 0.9 / best)
         for drift_s in (None, drift):
             scenario, placement = actor_scenario(s, drift_s, rate=rate, load=load, state_bytes_per_key=state_per_key,
                                                  seed=seed)
+            free, _ = actor_scenario(s, drift_s, rate=rate, load=load, state_bytes_per_key=FREE_STATE, seed=seed)
+            steps = [k * drift_s for k in range(1, math.ceil(seconds / drift_s))] if drift_s else []
             for policy in ("static", "live", "stop"):
                 t0 = time.perf_counter()
                 r = run(policy, scenario, placement, seconds, window_s=WINDOW_S, config=CONFIG, smoothing=SMOOTHING,
-                        seed=seed)
-                wall = time.perf_counter() - t0
+                        seed=seed, tick_s=tick_s, demand=demand)
                 summ = r.summary(warmup)
                 after = [w for w in r.windows if w.time > warmup]
                 within = float(np.mean([w.imbalance <= 1.1 * w.best_lpt for w in after])) if after else math.nan
                 steady, during = summ["steady"]["p99"], summ["during_migration"]["p99"]
+                replayed = math.nan
+                if r.balancer is not None:
+                    f = replay(r, free, placement, window_s=WINDOW_S, seed=seed)
+                    t = f.output_time
+                    intervals = r.migration_intervals(1.0)  # the summary's "during": same intervals, same outputs
+                    replayed = f.percentiles((t >= warmup) & (t < seconds) & f.during(intervals))["p99"]
+                    assert f.exactly_once and f.conserved
+                wall = time.perf_counter() - t0
+                early = sum(1 for x in r.balancer.rounds if x.trigger == "overload") if r.balancer else 0
                 row = {"zipf_s": s, "drift_s": drift_s, "load": load, **summ, "rounds_to_10pct": rounds_to_target(r),
-                       "windows_within_10pct_after_warmup": within,
+                       "recovery_windows_per_drift_step": recovery(r, steps), "drift_steps": steps,
+                       "early_rounds": early, "windows_within_10pct_after_warmup": within,
                        "during_over_steady_p99": during / steady if steady and not math.isnan(during) else math.nan,
+                       "replay_free_state_during_p99": replayed,
+                       "during_over_replay_p99": during / replayed if replayed and not math.isnan(replayed)
+                       else math.nan,
                        "irreducible": max((len(x.irreducible) for x in r.balancer.rounds), default=0)
                        if r.balancer else None,
                        "series": [{"t": w.time, "imbalance": w.imbalance, "best_lpt": w.best_lpt,
@@ -116,18 +156,77 @@ def grid(seconds: float = 60.0, rate: float = 4000.0, drift: float = 15.0, warmu
                 table.add_row(
                     f"{s:g}", "yes" if drift_s else "no", f"{load:.2f}", policy,
                     f"{summ['imbalance_after_warmup']:.3f}", f"{summ['best_lpt_after_warmup']:.3f}",
-                    str(row["rounds_to_10pct"]), f"{within:.0%}", f"{summ['throughput']:.0f}",
+                    str(row["rounds_to_10pct"]), ",".join(map(str, row["recovery_windows_per_drift_step"])) or "—",
+                    f"{within:.0%}", f"{summ['throughput']:.0f}",
                     ms(summ["overall"]["p50"]), ms(summ["overall"]["p99"]), ms(summ["converging"]["p99"]),
                     ms(during), ms(steady), "—" if math.isnan(row["during_over_steady_p99"])
-                    else f"{row['during_over_steady_p99']:.2f}", str(summ["migrations"]),
+                    else f"{row['during_over_steady_p99']:.2f}", ms(replayed),
+                    "—" if math.isnan(row["during_over_replay_p99"]) else f"{row['during_over_replay_p99']:.2f}",
+                    str(summ["migrations"]), str(early),
                     f"{ms(summ['migration_s_p50'])}/{ms(summ['migration_s_max'])}", f"{summ['moved_bytes'] / 1e6:.0f}",
                     "yes" if summ["exactly_once"] and summ["conserved"] else "NO", f"{wall:.0f}")
                 console.print(f"  s={s:g} drift={drift_s} {policy}: done in {wall:.0f} s")
     console.print(table)
-    write("grid", {"seconds": seconds, "rate": rate, "drift_period_s": drift, "warmup_s": warmup,
-                   "state_bytes_per_key": state_per_key, "window_s": WINDOW_S, "smoothing": SMOOTHING,
-                   "config": {"threshold": CONFIG.threshold, "max_moves": CONFIG.max_moves,
-                              "cooldown_s": CONFIG.cooldown_s, "min_gain": CONFIG.min_gain}, "rows": rows})
+    write(out, {"seconds": seconds, "rate": rate, "drift_period_s": drift, "warmup_s": warmup,
+                "state_bytes_per_key": state_per_key, "window_s": WINDOW_S, "tick_s": tick_s, "demand": demand,
+                "replay_state_bytes_per_key": FREE_STATE, "smoothing": SMOOTHING,
+                "config": {"threshold": CONFIG.threshold, "max_moves": CONFIG.max_moves,
+                           "cooldown_s": CONFIG.cooldown_s, "min_gain": CONFIG.min_gain}, "rows": rows})
+
+
+@app.command()
+def seeds(seconds: float = 60.0, rate: float = 4000.0, drift: float = 15.0, warmup: float = 10.0,
+          state_per_key: int = 32768, n: int = 5, zipf: str = "1.0,1.2", variants: str = "before,demand,after",
+          out: str = "seeds") -> None:
+    """The two drift cells that missed a target (s = 1.0, 1.2), live, over ``n`` seeds: before vs after.
+
+    "before": one round per 2 s window on processed busy time (no tick, no
+    demand); "demand": the same rounds on demand; "after": demand and early
+    rounds every ``TICK_S``. Each run is replayed with negligible state (see ``grid``).
+    """
+    known = {"before": (None, False), "demand": (None, True), "after": (TICK_S, True)}
+    chosen = {name: known[name] for name in variants.split(",")}
+    rows = []
+    table = Table(title=f"drift every {drift:g} s, live, seeds 1..{n}; latency ms")
+    for col in ("s", "variant", "seed", "recovery", "imb", "LPT", "p99 migr", "p99 steady", "migr/steady",
+                "replay migr", "migr/replay", "moves", "early", "exact"):
+        table.add_column(col, justify="right")
+    steps = [k * drift for k in range(1, math.ceil(seconds / drift))]
+    for s in (float(x) for x in zipf.split(",")):
+        _, best = best_imbalance_bounds(expected_group_loads(s), 8)
+        load = min(0.7, 0.9 / best)
+        for seed in range(1, n + 1):
+            scenario, placement = actor_scenario(s, drift, rate=rate, load=load, state_bytes_per_key=state_per_key,
+                                                 seed=seed)
+            free, _ = actor_scenario(s, drift, rate=rate, load=load, state_bytes_per_key=FREE_STATE, seed=seed)
+            for name, (tick_s, demand) in chosen.items():
+                r = run("live", scenario, placement, seconds, window_s=WINDOW_S, config=CONFIG, smoothing=SMOOTHING,
+                        seed=seed, tick_s=tick_s, demand=demand)
+                summ = r.summary(warmup)
+                f = replay(r, free, placement, window_s=WINDOW_S, seed=seed)
+                t = f.output_time
+                replayed = f.percentiles((t >= warmup) & (t < seconds) & f.during(r.migration_intervals(1.0)))["p99"]
+                during, steady = summ["during_migration"]["p99"], summ["steady"]["p99"]
+                early = sum(1 for x in r.balancer.rounds if x.trigger == "overload")
+                row = {"zipf_s": s, "variant": name, "seed": seed, "tick_s": tick_s, "demand": demand, "load": load,
+                       "recovery_windows_per_drift_step": recovery(r, steps),
+                       "imbalance_after_warmup": summ["imbalance_after_warmup"],
+                       "best_lpt_after_warmup": summ["best_lpt_after_warmup"], "p99_during": during,
+                       "p99_steady": steady, "during_over_steady_p99": during / steady,
+                       "replay_free_state_during_p99": replayed, "during_over_replay_p99": during / replayed,
+                       "migrations": summ["migrations"], "early_rounds": early,
+                       "exactly_once": summ["exactly_once"] and summ["conserved"] and f.exactly_once and f.conserved}
+                rows.append(row)
+                table.add_row(f"{s:g}", name, str(seed), ",".join(map(str, row["recovery_windows_per_drift_step"])),
+                              f"{row['imbalance_after_warmup']:.3f}", f"{row['best_lpt_after_warmup']:.3f}",
+                              ms(during), ms(steady), f"{during / steady:.2f}", ms(replayed),
+                              f"{during / replayed:.2f}", str(row["migrations"]), str(early),
+                              "yes" if row["exactly_once"] else "NO")
+                console.print(f"  s={s:g} seed={seed} {name} done")
+    console.print(table)
+    write(out, {"seconds": seconds, "rate": rate, "drift_period_s": drift, "warmup_s": warmup,
+                    "state_bytes_per_key": state_per_key, "replay_state_bytes_per_key": FREE_STATE,
+                    "window_s": WINDOW_S, "rows": rows})
 
 
 @app.command()
@@ -171,6 +270,7 @@ def migration(seconds: float = 50.0, rate: float = 4000.0, seed: int = 1) -> Non
 def run_all() -> None:
     migration()
     grid()
+    seeds()
 
 
 if __name__ == "__main__":

@@ -118,6 +118,14 @@ class Run:
         mig = mig[mig.src != mig.dst]
         return [(float(r), float(i) + settle_s) for r, i in zip(mig.requested, mig.installed, strict=True)]
 
+    def during(self, intervals: Sequence[tuple[float, float]]) -> np.ndarray:
+        """Which outputs complete inside any of ``intervals``."""
+        t = self.output_time
+        mask = np.zeros(len(t), dtype=bool)
+        for a, b in intervals:
+            mask |= (t >= a) & (t <= b)
+        return mask
+
     def percentiles(self, mask: np.ndarray) -> dict[str, float]:
         """Records-weighted p50/p99 latency of the outputs selected by ``mask`` (nan when empty)."""
         lat, n = self.latency[mask], self.records[mask]
@@ -139,9 +147,7 @@ class Run:
         """
         t = self.output_time
         in_run = t < self.duration
-        during = np.zeros(len(t), dtype=bool)
-        for a, b in self.migration_intervals(settle_s):
-            during |= (t >= a) & (t <= b)
+        during = self.during(self.migration_intervals(settle_s))
         late = in_run & (t >= warmup)
         mig = self.sim.metrics.migrations()
         moved = mig[mig.src != mig.dst]
@@ -202,3 +208,19 @@ def run(policy: str, scenario: Scenario, placement: dict[str, Any], duration: fl
     conserved = bool(sim.metrics.conservation().balanced.all())
     return Run(policy, sim, recorder.windows, balancer, duration, output_time, latency, records,
                sink_totals(sim) == sim.metrics.sink_totals(), conserved)
+
+
+def replay(r: Run, scenario: Scenario, placement: dict[str, Any], window_s: float = 2.0, seed: int = 1,
+           drain: float = 120.0, bin_s: float = 0.05) -> Run:
+    """``r``'s moves again, each at the time it was requested, on ``scenario`` and without a balancer.
+
+    With the same input and a scenario whose state is negligible, this is the
+    counterfactual that separates what the migrations cost from the load
+    change that made them necessary: same routing decisions at the same
+    times, but (almost) nothing to ship, so a stop-the-world pause is only
+    the drain of running records and a live move only waits for its markers.
+    """
+    mig = r.sim.metrics.migrations()
+    moves = [(float(m.requested), Move(m.pe, int(m.key_group), int(m.dst), m.mode)) for m in mig.itertuples()]
+    return run("static", scenario, placement, r.duration, window_s=window_s, seed=seed, drain=drain, bin_s=bin_s,
+               moves=moves)
