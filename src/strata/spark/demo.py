@@ -63,8 +63,11 @@ class DemoConfig:
     gate: GateConfig = field(default_factory=GateConfig)
     # One full L0 epoch at the start (a demo run is shorter than an epoch); L0 re-plans components on
     # signals. Spark runs a keyed operator on a fixed number of partitions: no DS2 scaling of instances.
+    # Moving a key group costs nothing extra in the managed store (every batch reads state from the shared
+    # directory), so L1 balances without a cooldown ("aggressive").
     control: HierarchyConfig = field(default_factory=lambda: HierarchyConfig(
-        epoch_s=600.0, window_s=2.0, plan=Options(budget_s=1.0), scaling=False, dispatch="llf"))
+        epoch_s=600.0, window_s=2.0, plan=Options(budget_s=1.0), scaling=False, dispatch="llf",
+        balancing="aggressive"))
 
 
 def triggers(scenario: Scenario) -> dict[str, float]:
