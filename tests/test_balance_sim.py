@@ -156,3 +156,17 @@ def test_autoflow_under_hot_key_drift_is_exactly_once_and_balances(mode):
     assert balanced.summary(warmup=0.0)["migrations"] > 0
     mean = lambda r: sum(w.imbalance for w in r.windows[2:]) / len(r.windows[2:])  # noqa: E731
     assert mean(balanced) < mean(static)
+
+
+@pytest.mark.parametrize("mode", ["live", "stop"])
+def test_early_rounds_on_an_instance_falling_behind_stay_exactly_once(mode):
+    # At load 0.85 each drift step overloads an instance: AutoFlow, looking every 0.25 s, rounds early.
+    scenario, placement = actor_scenario(1.0, drift_period_s=4.0, instances=4, rate=1200.0, keys=2000,
+                                         key_groups=32, load=0.85)
+    static = run("static", scenario, placement, 12.0, window_s=1.0)
+    balanced = run(mode, scenario, placement, 12.0, window_s=1.0, config=BalanceConfig(threshold=1.08),
+                   smoothing=0.5, tick_s=0.25)
+    assert balanced.exactly_once and balanced.conserved
+    assert any(r.trigger == "overload" for r in balanced.balancer.rounds)
+    mean = lambda r: sum(w.imbalance for w in r.windows[2:]) / len(r.windows[2:])  # noqa: E731
+    assert mean(balanced) < mean(static)
