@@ -1,7 +1,8 @@
 """Experiment 1 (issue 9): emergent policy selection on a phase-changing workload, in the simulator.
 
-Three phases on one 2-node × 2-core cluster, each run by jobs whose sources
-are silent outside their phase (``rate_curve``):
+Three phases on two 4-core nodes, each run by jobs whose sources are
+silent outside their phase (``rate_curve``); the jobs of phases 1 and 2 may
+only run on node n0 (a label), so they contend for its cores:
 
 1. **fine, latency-bound**: ``urgent`` (25 ms records, target 0.5 s) shares
    the cores with ``bulk`` (5 ms records, target 10 s) at 87% load — the
@@ -9,8 +10,9 @@ are silent outside their phase (``rate_curve``):
 2. **coarse, bursty bulk**: ``small`` (40 ms, target 3 s) next to ``large``
    (250 ms records, on/off bursts 4× for 8 s of every 20 s) — bursts overload
    the cluster; deadline order makes both late, shortest-first/fair protect ``small``;
-3. **skewed**: ``sessions`` (keyed, Zipf 1.2 keys drifting, 16 key groups on
-   4 instances over both nodes) — needs key-group balancing.
+3. **skewed**: ``sessions`` (keyed, 40 ms records, Zipf 1.2 keys drifting, 16
+   key groups on 4 instances over both nodes, 6 cores of demand) — needs
+   key-group balancing.
 
 Every candidate composition runs the whole workload fixed; the adaptive run
 lets :class:`strata.adapt.Selector` (contextual discounted UCB) choose one per
@@ -37,6 +39,7 @@ from strata.adapt import Composition, ContextConfig, Fixed, Selector
 from strata.hierarchy.controller import Controller, HierarchyConfig
 from strata.hierarchy.sim_engine import SimEngine
 from strata.model import Scenario
+from strata.plan import Options
 
 CANDIDATES = [
     Composition("llf", "threshold", "planner"),
@@ -49,50 +52,72 @@ CANDIDATES = [
     Composition("edf", "threshold", "greedy"),
 ]
 WINDOW_S = 2.0
+IDLE = 0.02  # records/s of a source outside its phase
+EPOCH_S = 20.0  # full L0 epochs often enough to follow the phases with observed rates
 CONTEXTS = ContextConfig(unit_s=0.05, burstiness=0.25, skew=3.0)  # unit size cut between the phases' granularity
 
 
-def phase_curve(k: int, phase: float, rate: float) -> list[tuple[float, float]]:
-    """Rate ``rate`` during phase k (0-based), 0 elsewhere, with 0.5 s ramps."""
+def phase_curve(k: int, phase: float, rate: float, burst: tuple[float, float, float] | None = None,
+                ) -> list[tuple[float, float]]:
+    """Rate ``rate`` during phase k (0-based), ``IDLE`` elsewhere, with 0.5 s ramps.
+
+    ``burst`` = (period s, on s, factor): inside the phase, ``factor`` × rate for
+    ``on`` seconds of every ``period`` (a square wave written into the curve; the
+    simulator's on/off process is not used because its rate must stay positive). Outside
+    its phase a source trickles at ``IDLE`` records/s rather than 0: the simulator's
+    Poisson thinning never returns while λ stays 0 (reported), and a trickle below
+    the score's 5-record floor does not count.
+    """
     a, b = k * phase, (k + 1) * phase
-    pts = [(0.0, 0.0)] if a > 0 else []
-    pts += [(max(a, 0.0), rate if a == 0 else 0.0)]
-    if a > 0:
-        pts.append((a + 0.5, rate))
-    pts += [(b - 0.5, rate), (b, 0.0), (b + 1e6, 0.0)]
+    pts = [(0.0, IDLE), (a, IDLE)] if a > 0 else []
+    t = a
+    while t < b - 1e-9:
+        period, on, factor = burst or (b - a, b - a, 1.0)
+        for start, end, r in ((t, min(t + on, b), rate * factor), (t + on, min(t + period, b), rate)):
+            if end > start:
+                pts += [(start + 0.25, r), (end - 0.25, r)]
+        t += period
+    pts += [(b, IDLE), (b + 1e6, IDLE)]
     return pts
 
 
 def scenario(phase: float) -> Scenario:
     def job(jid: str, k: int, rate: float, cost: float, target: float, op_kind: str = "map", zipf: float = 0.0,
-            arrivals: dict | None = None, seed: int = 0, keys: int = 1000) -> dict:
-        src = {"rate": rate, "rate_curve": phase_curve(k, phase, rate), "seed": seed,
+            burst: tuple[float, float, float] | None = None, seed: int = 0, keys: int = 1000, weight: float = 1.0,
+            rank: int = 2) -> dict:
+        # The nominal (planning) rate is the job's mean over the run: the first plan sees the average demand.
+        curve = phase_curve(k, phase, rate, burst)
+        mean = np.trapezoid([r for _, r in curve if _ <= 3 * phase], [t for t, _ in curve if t <= 3 * phase])
+        src = {"rate": mean / (3 * phase), "rate_curve": curve, "seed": seed,
                "keys": {"count": keys, "zipf_s": zipf, **({"drift_period_s": 30.0, "drift_step": 7} if zipf else {})},
-               "arrivals": arrivals or {"process": "poisson"}}
+               "arrivals": {"process": "poisson"}}
         op = {"name": "work", "kind": op_kind, "cost_per_record": cost, "instances": 4 if op_kind != "map" else 2,
-              "cpu_max": 4.0}
+              "cpu_max": 8.0}
+        # Phases 1 and 2 share one 4-core node (their contention is what dispatch decides); phase 3 spans both.
+        shared = {"constraints": {"required_labels": ["shared"]}} if k < 2 else {}
+        op.update(shared)
         if op_kind != "map":
             op["key_groups"] = 16
-        return {"id": jid, "rank": 1, "target_latency_s": target, "templates": [{"operators": [
-            {"name": "src", "kind": "source", "cost_per_record": 0.0, "source": src}, op,
-            {"name": "sink", "kind": "sink", "cost_per_record": 0.0}],
-            "streams": [{"from": "src", "to": "work"}, {"from": "work", "to": "sink"}]}]}
+        return {"id": jid, "rank": rank, "target_latency_s": target, "templates": [{"operators": [
+            {"name": "src", "kind": "source", "cost_per_record": 0.0, "source": src, **shared}, op,
+            {"name": "sink", "kind": "sink", "cost_per_record": 0.0, **shared}],
+            "streams": [{"from": "src", "to": "work"}, {"from": "work", "to": "sink", "weight": weight}]}]}
 
-    doc = {"name": "phases", "cluster": {"nodes": [{"name": "n0", "cores": 2}, {"name": "n1", "cores": 2}]},
+    doc = {"name": "phases", "cluster": {"nodes": [{"name": "n0", "cores": 4, "labels": ["shared"]},
+                                                   {"name": "n1", "cores": 4}]},
            "jobs": [
-               job("urgent", 0, 80, 0.025, 0.5, seed=1),
+               job("urgent", 0, 80, 0.025, 0.5, seed=1, weight=20.0, rank=1),
                job("bulk", 0, 300, 0.005, 10.0, seed=2),
-               job("small", 1, 20, 0.040, 3.0, seed=3),
-               job("large", 1, 4, 0.250, 3.0, seed=4,
-                   arrivals={"process": "onoff", "period_s": 20.0, "on_s": 8.0, "burst_factor": 4.0}),
-               job("sessions", 2, 150, 0.020, 1.0, op_kind="keyed_stateful", zipf=1.2, seed=5, keys=400),
+               job("small", 1, 20, 0.040, 3.0, seed=3, weight=5.0),
+               job("large", 1, 4, 0.250, 3.0, seed=4, burst=(20.0, 8.0, 4.0)),
+               job("sessions", 2, 150, 0.040, 1.0, op_kind="keyed_stateful", zipf=1.2, seed=5, keys=400),
            ]}
     return Scenario.model_validate(doc)
 
 
 def run(sc: Scenario, chooser, first: Composition, duration: float, seed: int) -> list[tuple[float, float | None]]:
-    cfg = HierarchyConfig(window_s=WINDOW_S, epoch_s=60.0, dispatch=first.dispatch, balancing=first.balancing,
-                          placer=first.placement)
+    cfg = HierarchyConfig(window_s=WINDOW_S, epoch_s=EPOCH_S, dispatch=first.dispatch, balancing=first.balancing,
+                          placer=first.placement, plan=Options(budget_s=0.5))
     ctl = Controller(sc, cfg, selector=chooser)
     engine = SimEngine(sc, ctl.start(0.0), seed=seed)
     engine.drive(ctl, WINDOW_S)

@@ -244,9 +244,10 @@ class Controller:
                     upd = {}
                     if pe in self._costs:
                         upd["cost_per_record"] = self._costs[pe]
-                    if op.source is not None and self._rates.get(pe, 0) > 0:
-                        upd["source"] = op.source.model_copy(update={"rate": self._rates[pe] * margin.get(jid, 1.0),
-                                                                     "rate_curve": None})
+                    if op.source is not None and pe in self._rates:
+                        # A source observed silent is planned at a trickle (SODA needs a positive primal rate).
+                        rate = max(self._rates[pe] * margin.get(jid, 1.0), 1e-3)
+                        upd["source"] = op.source.model_copy(update={"rate": rate, "rate_curve": None})
                     ops.append(op.model_copy(update=upd) if upd else op)
                 tpls.append(t.model_copy(update={"operators": ops}))
             out.append(job.model_copy(update={"templates": tpls}))
