@@ -369,3 +369,14 @@ def test_controller_rounds_every_window_or_early_when_an_instance_falls_behind()
     assert af(_obs(3.0, 1.5, [0.75] * 3, [150] * 3, [60, 1, 1], moved, (0, 1, 1, 2))) == []
     assert af(_obs(3.5, 3.0, [0.25] * 3, [50] * 3, [60, 1, 1], moved, (0, 1, 1, 2))) == []
     assert [(r.time, r.trigger) for r in af.rounds] == [(1.5, "overload"), (3.5, "window")]
+
+
+def test_controller_starts_over_when_the_operator_gains_an_instance():
+    af = AutoFlow(BalanceConfig(threshold=1.1, cooldown_s=0.0), window_s=2.0)
+    even = {0: 0.1, 1: 0.1, 2: 0.2, 3: 0.2}
+    assert af(_obs(0.5, 0.0, [0.2, 0.2, 0.2], [50, 50, 50], [1, 1, 1], even, (0, 0, 1, 2))) == []
+    # A fourth (empty) instance appears: the three-instance window is dropped, not zipped against four.
+    assert af(_obs(1.0, 0.5, [0.2, 0.2, 0.2, 0.0], [50, 50, 50, 0], [1, 1, 1, 0], even, (0, 0, 1, 2))) == []
+    moves = af(_obs(3.0, 1.0, [0.8, 0.8, 0.8, 0.0], [200, 200, 200, 0], [1, 1, 1, 0], even, (0, 0, 1, 2)))
+    assert [m.dst for m in moves] == [3] * len(moves) and moves
+    assert [(r.time, r.trigger) for r in af.rounds] == [(3.0, "window")]

@@ -176,19 +176,23 @@ class AutoFlow:
             if pe not in obs.routing or (self.pes is not None and pe not in self.pes):
                 continue
             n = len(obs.placement[pe])
-            inst = sorted((i for i in obs.instances if i.pe == pe), key=lambda i: i.instance)
             done = [0.0] * n
             queued = [0.0] * n
-            for i in inst:
-                done[i.instance], queued[i.instance] = float(i.records), float(i.queued)
+            for i in obs.instances:
+                if i.pe == pe:
+                    done[i.instance], queued[i.instance] = float(i.records), float(i.queued)
             util = [obs.node_utilisation.get(node, 0.0) for node in obs.placement[pe]]
             before = self._queued.get(pe, [0.0] * n)
+            if len(before) != n:  # instances added or removed: no queue growth known, start a new window
+                before = queued
+                self._window.pop(pe, None)
             self._queued[pe] = queued
             acc = self._window.setdefault(pe, _Window(obs.start, list(before), [0.0] * n))
             acc.records.extend(records)
             acc.processed = [a + b for a, b in zip(acc.processed, done, strict=True)]
             table = {pe: dict(enumerate(obs.routing[pe]))}
             behind = [] if pe in migrating else fell_behind(util, before, queued, self.saturation)
+            # 1e-9: ticks add up in floating point, and a window of 8 × 0.25 s must count as 2 s
             if self.window_s is None or obs.now - acc.start >= self.window_s - 1e-9:
                 rnd, trigger, shed = acc.records, "window", None
                 factors = demand_factors(acc.processed, acc.queued, queued)
