@@ -4,7 +4,7 @@ Three phases on two 4-core nodes, each run by jobs whose sources are
 silent outside their phase (``rate_curve``); the jobs of phases 1 and 2 may
 only run on node n0 (a label), so they contend for its cores:
 
-1. **fine, latency-bound**: ``urgent`` (25 ms records, target 0.5 s) shares
+1. **fine, latency-bound**: ``urgent`` (25 ms records, target 0.1 s) shares
    the cores with ``bulk`` (5 ms records, target 10 s) at 87% load — the
    urgent job needs deadline-aware dispatch (shortest-first serves bulk first);
 2. **coarse, bursty bulk**: ``small`` (40 ms, target 3 s) next to ``large``
@@ -106,7 +106,7 @@ def scenario(phase: float) -> Scenario:
     doc = {"name": "phases", "cluster": {"nodes": [{"name": "n0", "cores": 4, "labels": ["shared"]},
                                                    {"name": "n1", "cores": 4}]},
            "jobs": [
-               job("urgent", 0, 80, 0.025, 0.5, seed=1, weight=20.0, rank=1),
+               job("urgent", 0, 80, 0.025, 0.1, seed=1, weight=20.0, rank=1),
                job("bulk", 0, 300, 0.005, 10.0, seed=2),
                job("small", 1, 20, 0.040, 3.0, seed=3, weight=5.0),
                job("large", 1, 4, 0.250, 3.0, seed=4, burst=(20.0, 8.0, 4.0)),

@@ -43,11 +43,12 @@ EPOCH_S = 30.0
 N_EPOCHS = 2  # an item moved back to where it was within this many epochs is an oscillation
 
 
-def scenario() -> Scenario:
+def scenario(scale: float = 1.0) -> Scenario:
+    """The workload; ``scale`` multiplies every source rate."""
     def keyed(jid: str, rate: float, seed: int, target: float) -> dict:
         return {"id": jid, "rank": 2, "target_latency_s": target, "templates": [{"operators": [
             {"name": "src", "kind": "source", "cost_per_record": 0.0,
-             "source": {"rate": rate, "seed": seed, "keys": {"count": 300, "zipf_s": 1.2}}},
+             "source": {"rate": rate * scale, "seed": seed, "keys": {"count": 300, "zipf_s": 1.2}}},
             {"name": "kv", "kind": "keyed_stateful", "cost_per_record": 0.012, "instances": 4, "key_groups": 16,
              "cpu_max": 8.0, "state_bytes": 64 * 2**20},
             {"name": "sink", "kind": "sink", "cost_per_record": 0.0}],
@@ -58,7 +59,8 @@ def scenario() -> Scenario:
                keyed("clicks", 450, 11, 2.0),
                keyed("orders", 400, 12, 2.0),
                {"id": "alerts", "rank": 1, "target_latency_s": 0.3, "templates": [{"operators": [
-                   {"name": "src", "kind": "source", "cost_per_record": 0.0, "source": {"rate": 400, "seed": 13}},
+                   {"name": "src", "kind": "source", "cost_per_record": 0.0,
+                    "source": {"rate": 400 * scale, "seed": 13}},
                    {"name": "check", "kind": "map", "cost_per_record": 0.005, "instances": 2},
                    {"name": "sink", "kind": "sink", "cost_per_record": 0.0}],
                    "streams": [{"from": "src", "to": "check"}, {"from": "check", "to": "sink"}]}]},

@@ -393,7 +393,11 @@ class Controller:
             current = self.placement.get(pe)
             count = len(current) if current else op.instances
             if pe in pes:
-                cand = tuple(n for n in self.plan.candidates.get(pe, ()) if n not in self.down)
+                # A planner that lists no candidates for a PE (a baseline, for a cpu-free PE) allows its assigned
+                # nodes, else every live node.
+                allowed = (self.plan.candidates.get(pe) or list(self.plan.assignment.get(pe, {}))
+                           or [h.name for h in hosts])
+                cand = tuple(n for n in allowed if n not in self.down)
                 for i in range(count):
                     # The plan's share, or what the instance was measured to use if more (a hot key group).
                     need = max(cpu.get(pe, 0.0) / count, self._load.get((pe, i), 0.0))
