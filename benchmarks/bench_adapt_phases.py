@@ -106,7 +106,7 @@ def scenario(phase: float) -> Scenario:
     doc = {"name": "phases", "cluster": {"nodes": [{"name": "n0", "cores": 4, "labels": ["shared"]},
                                                    {"name": "n1", "cores": 4}]},
            "jobs": [
-               job("urgent", 0, 80, 0.025, 0.1, seed=1, weight=20.0, rank=1),
+               job("urgent", 0, 96, 0.025, 0.1, seed=1, weight=20.0, rank=1),
                job("bulk", 0, 300, 0.005, 10.0, seed=2),
                job("small", 1, 20, 0.040, 3.0, seed=3, weight=5.0),
                job("large", 1, 4, 0.250, 3.0, seed=4, burst=(20.0, 8.0, 4.0)),

@@ -176,7 +176,8 @@ class Controller:
         elif signals:
             jobs: set[str] = set()
             for s in signals:
-                if cfg.coordinated and self._cooldown.get(s.job, -math.inf) > now:
+                # A lost node is never waited out: its instances must move now.
+                if cfg.coordinated and s.kind != "node-loss" and self._cooldown.get(s.job, -math.inf) > now:
                     skipped.append(f"{s} (cooldown until {self._cooldown[s.job]:.1f})")
                     continue
                 jobs |= set(nx.node_connected_component(self._jobs_graph, s.job))
