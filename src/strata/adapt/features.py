@@ -5,9 +5,9 @@ scheduler wins. The features here are measured from an engine's window,
 with no user-given goal or model:
 
 - **unit size**: mean service time of a unit of work (core-seconds per
-  record processed, Σ busy / Σ records over every instance);
+  record processed, Σ busy / Σ records over the instances that spent time);
 - **burstiness**: coefficient of variation of total ingest over the last
-  ``history`` windows;
+  ``history`` (10) windows;
 - **skew**: max / mean load over the key groups of keyed operators (1 =
   flat; independent of the routing, so balancing does not hide it).
 
@@ -50,13 +50,14 @@ class ContextConfig:
 class FeatureTracker:
     """Features of each window; keeps the ingest history burstiness needs."""
 
-    history: int = 6
+    history: int = 10
     _ingest: deque[float] = field(default_factory=deque)
 
     def update(self, obs: Observation) -> Features:
         w = obs.window
-        busy = sum(i.busy for i in w.instances)
-        records = sum(i.records for i in w.instances)
+        # Instances that spent no time (free sources and sinks) would dilute the size of the real units.
+        busy = sum(i.busy for i in w.instances if i.busy > 0)
+        records = sum(i.records for i in w.instances if i.busy > 0)
         self._ingest.append(sum(w.ingest.values()))
         while len(self._ingest) > self.history:
             self._ingest.popleft()

@@ -72,7 +72,7 @@ class Selector:
 
     scenario: Scenario
     candidates: Sequence[Composition]
-    gamma: float = 0.9
+    gamma: float = 0.97
     c: float = 0.3
     contextual: bool = True
     contexts: ContextConfig = field(default_factory=ContextConfig)
