@@ -59,8 +59,10 @@ def test_template_switch_at_a_batch_boundary_is_exactly_once_and_caps_hold(spark
     engine.stop_all()
 
     batches = engine.batch_observations()
+    # A batch the stop interrupted never committed, so it has no progress event (rows_in None).
     capped = [b for b in batches if b["segment"] == 1][before + 1:]
-    assert capped and all(b["rows_in"] <= 50 for b in capped)
+    committed = [b for b in capped if b["rows_in"] is not None]
+    assert committed and all(b["rows_in"] <= 50 for b in committed)
     assert obs.templates == {"j": "narrow"}
     assert obs.window.ingest["j.src"] == pytest.approx(300, rel=0.3)  # offered, not the capped read rate
     for segment in engine.segments:
