@@ -202,3 +202,15 @@ def test_dispatch_switches_every_window_lose_and_duplicate_nothing():
 def test_decisions_empty_means_no_change():
     assert Decisions(epoch=3).empty()
     assert not Decisions(epoch=3, dispatch="edf").empty()
+
+
+def test_node_loss_is_not_held_back_by_a_cooldown():
+    ctl, _ = started(replan_cooldown_s=60.0)
+    bad = {"lat": LatencyStats(100, 0.4, 0.9, 1.0, 1.2, 0.3)}
+    for t in (5.0, 10.0):
+        ctl.step(Observation(window(t, placement=ctl.placement, latency=bad)))
+    assert ctl.log[-1].replanned == ("lat",)  # lat now cools down until 70 s
+    lost = ctl.placement["lat.f"][0][0]
+    out = ctl.step(Observation(window(15.0, placement=ctl.placement), nodes_down=frozenset({lost})))
+    assert "lat" in out.replan
+    assert all(lost not in {n for n, _ in insts} for insts in ctl.placement.values())
