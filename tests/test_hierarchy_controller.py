@@ -214,3 +214,25 @@ def test_node_loss_is_not_held_back_by_a_cooldown():
     out = ctl.step(Observation(window(15.0, placement=ctl.placement), nodes_down=frozenset({lost})))
     assert "lat" in out.replan
     assert all(lost not in {n for n, _ in insts} for insts in ctl.placement.values())
+
+
+def test_rebinding_live_instances_to_other_nodes_loses_and_duplicates_nothing():
+    from strata.sim.reference import sink_totals
+
+    sc = two_jobs(nodes=3, cores=2)
+    ctl = Controller(sc, HierarchyConfig(epoch_s=1000.0, window_s=1.0))
+    first = ctl.start(0.0)
+    eng = SimEngine(sc, first, seed=7, record_inputs=True)
+    nodes = [n.name for n in sc.cluster.all_nodes]
+    moved = {}
+    for pe in ("lat.f", "agg.kv"):
+        insts = first.placement[pe]
+        moved[pe] = [(nodes[(nodes.index(n) + 1) % len(nodes)], c) for n, c in insts]
+    eng.sim.run(3.0)
+    eng.apply(Decisions(epoch=2, placement=moved))
+    assert {(pe, i.index): i.node.name for pe in moved for i in eng.sim.pes[pe].instances} == {
+        (pe, i): n for pe, insts in moved.items() for i, (n, _) in enumerate(insts)}
+    eng.sim.run(6.0, drain=60.0)
+    assert len(eng.rebinds) == 6  # every instance of both PEs moved one node on
+    assert eng.sim.metrics.drop_totals() == {}
+    assert eng.sim.metrics.sink_totals() == sink_totals(eng.sim)
