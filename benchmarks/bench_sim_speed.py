@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import time
 from pathlib import Path
 
@@ -38,9 +39,11 @@ from strata.sim.scenarios import synthetic
 
 def measure(name: str, scenario: Scenario, duration: float, batch: int) -> dict:
     sim = Simulation(scenario, seed=1, batch=batch)
+    load0 = os.getloadavg()[0]
     w0, c0 = time.perf_counter(), time.process_time()
     sim.run(duration)
     wall, cpu = time.perf_counter() - w0, time.process_time() - c0
+    load1 = os.getloadavg()[0]
     processed = sum(pe.done for pe in sim.pes.values())
     messages = sum(i.records for i in sim.instances) // max(batch, 1)
     s = sim.metrics.summary()
@@ -50,7 +53,9 @@ def measure(name: str, scenario: Scenario, duration: float, batch: int) -> dict:
             "records_processed": processed, "records_per_cpu_s": processed / cpu,
             "messages_processed_approx": messages,
             "generated_per_s": s["generated"] / duration, "node_utilisation_mean": s["node_utilisation_mean"],
-            "delivered": s["delivered"]}
+            "delivered": s["delivered"],
+            # 1-minute load average before and after: how contended the cores were (wall time is then inflated)
+            "load_avg_1min": [load0, load1], "cores": os.cpu_count()}
 
 
 def main() -> None:
