@@ -12,6 +12,7 @@ from strata.model import (
     Scenario,
     StepValue,
     joined_graph,
+    offered_rates,
     propagate,
     scenario_importance,
 )
@@ -90,3 +91,10 @@ def test_shared_stream_joins_jobs():
     assert scenario_importance(s) == pytest.approx(5 + 3 * 5)
     # Without the producer, the consumer sees nothing.
     assert scenario_importance(s, templates={"c": "default"}) == 0
+
+
+def test_offered_rates_are_what_each_pe_receives():
+    s = diamond({"kind": "identity"})
+    graph = joined_graph(s)
+    # src offers its primal 100/s; a and c receive 100; b receives a's 50; out receives 20 + 100.
+    assert offered_rates(graph) == pytest.approx({"j.src": 100, "j.a": 100, "j.b": 50, "j.c": 100, "j.out": 120})

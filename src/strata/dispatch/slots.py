@@ -14,7 +14,7 @@ from collections import deque
 from collections.abc import Mapping
 from math import floor
 
-from strata.model import OperatorKind, Scenario, joined_graph, propagate
+from strata.model import Scenario, joined_graph, offered_rates
 from strata.sim.hooks import DispatchFactory, Message, NodeView
 
 
@@ -104,10 +104,4 @@ def slot_dispatcher(pe_demand: Mapping[str, float] | None = None, per: str = "jo
 def model_demand(scenario: Scenario, templates: Mapping[str, str] | None = None) -> dict[str, float]:
     """Each PE's nominal cpu demand in cores: offered records/s × cost_per_record (the planner's view)."""
     graph = joined_graph(scenario, templates)
-    rates = propagate(graph)
-    demand = {}
-    for pe in graph:
-        op = graph.nodes[pe]["op"]
-        offered = op.source.rate if op.kind is OperatorKind.SOURCE else sum(rates[u] for u in graph.predecessors(pe))
-        demand[pe] = offered * op.cost_per_record
-    return demand
+    return {pe: rate * graph.nodes[pe]["op"].cost_per_record for pe, rate in offered_rates(graph).items()}

@@ -21,17 +21,12 @@ def scale_costs(jobs: list[dict[str, Any]], target_cores: float) -> float:
     Demand is computed on each job's first template with unlimited cpu, the way
     the planner sees it; returns the factor applied.
     """
-    from strata.model import Cluster, Job, Scenario, joined_graph, propagate
+    from strata.model import Cluster, Job, Scenario, joined_graph, offered_rates
 
     scenario = Scenario(cluster=Cluster(node_groups=[node_group(1, 1)]),
                         jobs=[Job.model_validate(j) for j in jobs])
     graph = joined_graph(scenario)
-    rates = propagate(graph)
-    demand = 0.0
-    for pe in graph:
-        op = graph.nodes[pe]["op"]
-        offered = op.source.rate if op.source else sum(rates[u] for u in graph.predecessors(pe))
-        demand += offered * op.cost_per_record
+    demand = sum(rate * graph.nodes[pe]["op"].cost_per_record for pe, rate in offered_rates(graph).items())
     factor = target_cores / demand if demand > 0 else 1.0
     for job in jobs:
         for tpl in job["templates"]:

@@ -14,6 +14,7 @@ from strata.model.importance import (
     chosen_templates,
     importance,
     joined_graph,
+    offered_rates,
     propagate,
     scenario_importance,
     topological_order,
@@ -40,6 +41,6 @@ __all__ = [
     "KeyDistribution", "LinearCapacity", "LinearValue", "Located", "Node", "NodeGroup", "Operator",
     "OperatorKind", "PiecewiseLinearCapacity", "PiecewiseLinearValue", "Problem", "Rack", "Scenario",
     "SourceSpec", "SpecError", "StepValue", "Stream", "Template", "WindowSpec", "chosen_templates",
-    "importance", "joined_graph", "load_scenario", "locate_problems", "pe_id", "propagate", "resolve",
+    "importance", "joined_graph", "load_scenario", "locate_problems", "offered_rates", "pe_id", "propagate", "resolve",
     "scenario_importance", "scenario_schema", "topological_order",
 ]

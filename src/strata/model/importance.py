@@ -78,6 +78,19 @@ def propagate(
     return rates
 
 
+def offered_rates(graph: nx.DiGraph, rates: Mapping[str, float] | None = None) -> dict[str, float]:
+    """Records/s offered to every PE: a source's primal rate, else Σ of its producers' output rates.
+
+    ``rates`` are output rates from :func:`propagate` (default: unlimited cpu).
+    """
+    rates = propagate(graph) if rates is None else rates
+    out: dict[str, float] = {}
+    for pe in graph:
+        op = graph.nodes[pe]["op"]
+        out[pe] = op.source.rate if op.kind is OperatorKind.SOURCE else sum(rates[u] for u in graph.predecessors(pe))
+    return out
+
+
 def importance(graph: nx.DiGraph, rates: Mapping[str, float]) -> float:
     """Σ over streams of weight × value(rate of the stream's producer)."""
     total = 0.0

@@ -17,8 +17,7 @@ from collections.abc import Callable
 import networkx as nx
 import numpy as np
 
-from strata.model import Scenario, joined_graph, propagate, topological_order
-from strata.model.job import OperatorKind
+from strata.model import Scenario, joined_graph, offered_rates, propagate, topological_order
 from strata.plan.epoch import finish
 from strata.plan.metrics import Weights
 from strata.plan.plan import Phase, Plan
@@ -95,9 +94,8 @@ def greedy(scenario: Scenario, weights: Weights | None = None) -> Plan:
     graph = joined_graph(scenario, templates)
     rates = propagate(graph)
     demand = {}
-    for pe in graph:
+    for pe, offered in offered_rates(graph, rates).items():
         op = graph.nodes[pe]["op"]
-        offered = op.source.rate if op.kind is OperatorKind.SOURCE else sum(rates[u] for u in graph.predecessors(pe))
         demand[pe] = max(op.cpu_min, min(op.cpu_max, op.resource.cpu_for(offered, op.cost_per_record)))
     total = sum(demand.values())
     scale = min(1.0, cap / total) if total > 0 else 1.0
