@@ -174,6 +174,22 @@ def test_trace_replay_and_rate_curve(tmp_path):
     assert len(times) == pytest.approx(100 * 200 / 2, rel=0.02)
 
 
+@pytest.mark.parametrize("process", ["poisson", "constant"])
+def test_a_rate_curve_that_ends_at_zero_ends_the_stream(process):
+    from strata.model.job import SourceSpec
+
+    # 100/s for 10 s, down to 0 at 11 s and 0 for ever after: about 1050 arrivals, then none (no spin).
+    spec = SourceSpec.model_validate({"rate": 100, "rate_curve": [[0, 100], [10, 100], [11, 0]],
+                                      "arrivals": {"process": process}})
+    stream = SourceStream(spec, seed=3, index=0)
+    times = []
+    while (t := stream.next_time()) is not None:
+        times.append(t)
+        assert len(times) < 5000
+    assert max(times) <= 11.0
+    assert len(times) == pytest.approx(1050, rel=0.08)
+
+
 def test_zipf_keys_and_drift():
     from strata.model.job import SourceSpec
 

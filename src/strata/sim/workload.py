@@ -120,10 +120,15 @@ class SourceStream:
             lam_max = self.rate_max / b
             if lam_max <= 0:
                 return None
+            curve = self.spec.rate_curve
             while True:
                 self.t += self._draw_exp() / lam_max
-                if self._draw_uni() * self.rate_max < self.rate(self.t):
+                lam = self.rate(self.t)
+                if self._draw_uni() * self.rate_max < lam:
                     return self.t
+                # Past the curve's last point the rate stays where it ended: at 0, no arrival ever comes.
+                if lam <= 0 and curve and self.t >= curve[-1][0] and not self.varies_periodically:
+                    return None
         self.t += self._draw_exp() * b / self.spec.rate
         return self.t
 
