@@ -342,7 +342,7 @@ class Controller:
         previous = self._restrict(self.plan, jobs, {n.name for n in cluster.all_nodes})
         try:
             new = self._run_planner(sub, previous)
-        except (PlanError, RuntimeError) as e:  # RuntimeError: miniW finding no feasible node (reported)
+        except (PlanError, RuntimeError) as e:  # RuntimeError: a solver failing beyond its fallbacks
             if self.plan is None:
                 raise
             self._note(f"full epoch at {now:.1f}: planner failed ({e}); previous plan kept")
@@ -377,7 +377,7 @@ class Controller:
                 new = replan(observed, previous, jobs, self.config.plan)
             else:
                 new = self._run_planner(observed, previous)
-        except (PlanError, RuntimeError) as e:  # RuntimeError: miniW finding no feasible node (reported)
+        except (PlanError, RuntimeError) as e:  # RuntimeError: a solver failing beyond its fallbacks
             self._note(f"re-plan of {sorted(jobs)} at {now:.1f} failed ({e}); their plan kept")
             return time.perf_counter() - t0
         self.plan = new

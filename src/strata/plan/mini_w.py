@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from strata.plan.placement import Problem
+from strata.plan.plan import PlanError
 
 
 @dataclass
@@ -171,6 +172,12 @@ class State:
             self._stream(e, +1)
 
 
+
+def _fits_nowhere(pe: str) -> PlanError:
+    """A PE no node can take beside those already placed (a PlanError, so callers report it, not crash)."""
+    return PlanError([f"PE {pe} fits no node next to the PEs already placed "
+                      "(binding: node memory, required labels, exlocation or PEs per node)"])
+
 def _by_key(elig: np.ndarray, key: np.ndarray, first: int, full: bool):
     """Eligible nodes in increasing ``key`` (ties by index): the ``first`` few, then (if ``full``) all."""
     if len(elig) > first:
@@ -205,7 +212,7 @@ def _greedy_start(p: Problem, clusters: bool) -> list[list[int]]:
             if len(chosen) == need:
                 break
         if not chosen:
-            raise RuntimeError(f"miniW: no feasible node for {grp.pes[0]}")
+            raise _fits_nowhere(grp.pes[0])
         st.where[g] = chosen
         for n in chosen:
             st._occupy(g, n, +1)
@@ -286,7 +293,7 @@ def _round_robin_start(p: Problem) -> list[list[int]]:
             if len(chosen) == grp.shards:
                 break
         if not chosen:
-            raise RuntimeError(f"miniW: no feasible node for {grp.pes[0]}")
+            raise _fits_nowhere(grp.pes[0])
         st.where[g] = chosen
         for n in chosen:
             st._occupy(g, n, +1)
