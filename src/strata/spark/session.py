@@ -64,7 +64,9 @@ def build_session(
         .config("spark.ui.enabled", "true" if ui else "false")
         .config("spark.sql.streaming.stopGracefullyOnShutdown", "true")
         .config("spark.sql.warehouse.dir", str(work / "warehouse"))
-        .config("spark.driver.extraJavaOptions", f"-Dderby.system.home={work}")
+        # A bigger thread stack: stopping a foreachBatch query makes Spark regex-match the Python
+        # traceback (StreamExecution.isInterruptionException), which overflows the default 1 MiB stack.
+        .config("spark.driver.extraJavaOptions", f"-Dderby.system.home={work} -Xss16m")
         .config("spark.python.worker.reuse", "true")
     )
     for key, value in extra_conf:
