@@ -280,13 +280,7 @@ class Migrations:
             inst.held = moved[inst.index] + inst.held
             if inst.paused:  # still relocating: it takes its held messages along
                 continue
-            held, inst.held = inst.held, []
-            if inst.node.up:
-                for msg in held:
-                    inst.queued += msg.records
-                    inst.node.policy.push(msg, now)
-            else:
-                pe.dropped["failure"] = pe.dropped.get("failure", 0) + sum(m.records for m in held)
+            self._requeue_held(pe, inst, now)
         for inst in pe.instances:
             for ch in list(inst.chans.values()):
                 sim.release(inst, ch, now)
@@ -295,6 +289,16 @@ class Migrations:
         for node in dict.fromkeys(i.node for i in pe.instances):
             sim._offer(node, now)
         self._kick(pe, now)
+
+    def _requeue_held(self, pe: PeRt, inst: InstanceRt, now: float) -> None:
+        """Hand a resumed instance's held messages to its node's dispatch, or count them lost if the node is down."""
+        held, inst.held = inst.held, []
+        if inst.node.up:
+            for msg in held:
+                inst.queued += msg.records
+                inst.node.policy.push(msg, now)
+        else:
+            pe.dropped["failure"] = pe.dropped.get("failure", 0) + sum(m.records for m in held)
 
     def _rechannel(self, src: InstanceRt, dst: InstanceRt, msg: Message) -> Channel:
         """Move a received record's channel accounting from ``src`` to ``dst``.
@@ -403,13 +407,7 @@ class Migrations:
         inst.moving = None
         inst.paused -= 1
         if not inst.paused:
-            held, inst.held = inst.held, []
-            if inst.node.up:
-                for msg in held:
-                    inst.queued += msg.records
-                    inst.node.policy.push(msg, now)
-            else:
-                pe.dropped["failure"] = pe.dropped.get("failure", 0) + sum(m.records for m in held)
+            self._requeue_held(pe, inst, now)
             for ch in list(inst.chans.values()):
                 sim.release(inst, ch, now)
             sim._offer(inst.node, now)
