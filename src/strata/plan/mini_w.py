@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import heapq
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 import numpy as np
@@ -178,6 +178,28 @@ def _fits_nowhere(pe: str) -> PlanError:
     return PlanError([f"PE {pe} fits no node next to the PEs already placed "
                       "(binding: node memory, required labels, exlocation or PEs per node)"])
 
+def _take(st: State, g: int, need: int, passes: Iterable[tuple[Iterable[int], bool]]) -> list[int]:
+    """Put group ``g`` on up to ``need`` nodes, trying each (candidates, ignore_cpu) pass until enough fit.
+
+    ``passes`` is consumed lazily, so a costlier candidate list is only built when earlier ones fall short.
+    """
+    chosen: list[int] = []
+    for candidates, ignore_cpu in passes:
+        for n in candidates:
+            if len(chosen) == need:
+                break
+            if n not in chosen and _fits_new(st, g, n, chosen, ignore_cpu=ignore_cpu):
+                chosen.append(n)
+        if len(chosen) == need:
+            break
+    if not chosen:
+        raise _fits_nowhere(st.p.groups[g].pes[0])
+    st.where[g] = chosen
+    for n in chosen:
+        st._occupy(g, n, +1)
+    return chosen
+
+
 def _by_key(elig: np.ndarray, key: np.ndarray, first: int, full: bool):
     """Eligible nodes in increasing ``key`` (ties by index): the ``first`` few, then (if ``full``) all."""
     if len(elig) > first:
@@ -201,21 +223,9 @@ def _greedy_start(p: Problem, clusters: bool) -> list[list[int]]:
     def place(g: int, prefer: list[int]) -> None:
         grp = p.groups[g]
         need = grp.shards
-        chosen: list[int] = []
         # Most room first, cpu fit required; then anything feasible; the full node list only as a last resort.
-        for strict, full in ((True, False), (False, False), (False, True)):
-            for n in [*prefer, *_by_key(st.elig_arr[g], st.load - p.cores, need + 8, full)]:
-                if len(chosen) == need:
-                    break
-                if n not in chosen and _fits_new(st, g, n, chosen, ignore_cpu=not strict):
-                    chosen.append(n)
-            if len(chosen) == need:
-                break
-        if not chosen:
-            raise _fits_nowhere(grp.pes[0])
-        st.where[g] = chosen
-        for n in chosen:
-            st._occupy(g, n, +1)
+        _take(st, g, need, (([*prefer, *_by_key(st.elig_arr[g], st.load - p.cores, need + 8, full)], not strict)
+                            for strict, full in ((True, False), (False, False), (False, True))))
         placed[g] = True
 
     def near(g: int) -> list[int]:
@@ -283,20 +293,8 @@ def _round_robin_start(p: Problem) -> list[list[int]]:
     for g, grp in enumerate(p.groups):
         if st.where[g]:
             continue
-        chosen: list[int] = []
-        for full in (False, True):
-            for n in _by_key(st.elig_arr[g], st.count.astype(float), grp.shards + 8, full):
-                if len(chosen) == grp.shards:
-                    break
-                if n not in chosen and _fits_new(st, g, n, chosen, ignore_cpu=True):
-                    chosen.append(n)
-            if len(chosen) == grp.shards:
-                break
-        if not chosen:
-            raise _fits_nowhere(grp.pes[0])
-        st.where[g] = chosen
-        for n in chosen:
-            st._occupy(g, n, +1)
+        _take(st, g, grp.shards, ((_by_key(st.elig_arr[g], st.count.astype(float), grp.shards + 8, full), True)
+                                  for full in (False, True)))
     return st.where
 
 
