@@ -57,8 +57,12 @@ EPOCH_S = 20.0  # full L0 epochs often enough to follow the phases with observed
 CONTEXTS = ContextConfig(unit_s=0.05, burstiness=0.25, skew=3.0)  # unit size cut between the phases' granularity
 
 
-def phase_curve(k: int, phase: float, rate: float, burst: tuple[float, float, float] | None = None,
-                ) -> list[tuple[float, float]]:
+def phase_curve(
+    k: int,
+    phase: float,
+    rate: float,
+    burst: tuple[float, float, float] | None = None,
+) -> list[tuple[float, float]]:
     """Rate ``rate`` during phase k (0-based), ``IDLE`` elsewhere, with 0.5 s ramps.
 
     ``burst`` = (period s, on s, factor): inside the phase, ``factor`` × rate for
@@ -82,42 +86,81 @@ def phase_curve(k: int, phase: float, rate: float, burst: tuple[float, float, fl
 
 
 def scenario(phase: float) -> Scenario:
-    def job(jid: str, k: int, rate: float, cost: float, target: float, op_kind: str = "map", zipf: float = 0.0,
-            burst: tuple[float, float, float] | None = None, seed: int = 0, keys: int = 1000, weight: float = 1.0,
-            rank: int = 2) -> dict:
+    def job(
+        jid: str,
+        k: int,
+        rate: float,
+        cost: float,
+        target: float,
+        op_kind: str = "map",
+        zipf: float = 0.0,
+        burst: tuple[float, float, float] | None = None,
+        seed: int = 0,
+        keys: int = 1000,
+        weight: float = 1.0,
+        rank: int = 2,
+    ) -> dict:
         # The nominal (planning) rate is the job's mean over the run: the first plan sees the average demand.
         curve = phase_curve(k, phase, rate, burst)
         mean = np.trapezoid([r for _, r in curve if _ <= 3 * phase], [t for t, _ in curve if t <= 3 * phase])
-        src = {"rate": mean / (3 * phase), "rate_curve": curve, "seed": seed,
-               "keys": {"count": keys, "zipf_s": zipf, **({"drift_period_s": 30.0, "drift_step": 7} if zipf else {})},
-               "arrivals": {"process": "poisson"}}
-        op = {"name": "work", "kind": op_kind, "cost_per_record": cost, "instances": 4 if op_kind != "map" else 2,
-              "cpu_max": 8.0}
+        src = {
+            "rate": mean / (3 * phase),
+            "rate_curve": curve,
+            "seed": seed,
+            "keys": {"count": keys, "zipf_s": zipf, **({"drift_period_s": 30.0, "drift_step": 7} if zipf else {})},
+            "arrivals": {"process": "poisson"},
+        }
+        op = {
+            "name": "work",
+            "kind": op_kind,
+            "cost_per_record": cost,
+            "instances": 4 if op_kind != "map" else 2,
+            "cpu_max": 8.0,
+        }
         # Phases 1 and 2 share one 4-core node (their contention is what dispatch decides); phase 3 spans both.
         shared = {"constraints": {"required_labels": ["shared"]}} if k < 2 else {}
         op.update(shared)
         if op_kind != "map":
             op["key_groups"] = 16
-        return {"id": jid, "rank": rank, "target_latency_s": target, "templates": [{"operators": [
-            {"name": "src", "kind": "source", "cost_per_record": 0.0, "source": src, **shared}, op,
-            {"name": "sink", "kind": "sink", "cost_per_record": 0.0, **shared}],
-            "streams": [{"from": "src", "to": "work"}, {"from": "work", "to": "sink", "weight": weight}]}]}
+        return {
+            "id": jid,
+            "rank": rank,
+            "target_latency_s": target,
+            "templates": [
+                {
+                    "operators": [
+                        {"name": "src", "kind": "source", "cost_per_record": 0.0, "source": src, **shared},
+                        op,
+                        {"name": "sink", "kind": "sink", "cost_per_record": 0.0, **shared},
+                    ],
+                    "streams": [{"from": "src", "to": "work"}, {"from": "work", "to": "sink", "weight": weight}],
+                }
+            ],
+        }
 
-    doc = {"name": "phases", "cluster": {"nodes": [{"name": "n0", "cores": 4, "labels": ["shared"]},
-                                                   {"name": "n1", "cores": 4}]},
-           "jobs": [
-               job("urgent", 0, 96, 0.025, 0.1, seed=1, weight=20.0, rank=1),
-               job("bulk", 0, 300, 0.005, 10.0, seed=2),
-               job("small", 1, 20, 0.040, 3.0, seed=3, weight=5.0),
-               job("large", 1, 4, 0.250, 3.0, seed=4, burst=(20.0, 8.0, 4.0)),
-               job("sessions", 2, 150, 0.040, 1.0, op_kind="keyed_stateful", zipf=1.2, seed=5, keys=400),
-           ]}
+    doc = {
+        "name": "phases",
+        "cluster": {"nodes": [{"name": "n0", "cores": 4, "labels": ["shared"]}, {"name": "n1", "cores": 4}]},
+        "jobs": [
+            job("urgent", 0, 96, 0.025, 0.1, seed=1, weight=20.0, rank=1),
+            job("bulk", 0, 300, 0.005, 10.0, seed=2),
+            job("small", 1, 20, 0.040, 3.0, seed=3, weight=5.0),
+            job("large", 1, 4, 0.250, 3.0, seed=4, burst=(20.0, 8.0, 4.0)),
+            job("sessions", 2, 150, 0.040, 1.0, op_kind="keyed_stateful", zipf=1.2, seed=5, keys=400),
+        ],
+    }
     return Scenario.model_validate(doc)
 
 
 def run(sc: Scenario, chooser, first: Composition, duration: float, seed: int) -> list[tuple[float, float | None]]:
-    cfg = HierarchyConfig(window_s=WINDOW_S, epoch_s=EPOCH_S, dispatch=first.dispatch, balancing=first.balancing,
-                          placer=first.placement, plan=Options(budget_s=0.5))
+    cfg = HierarchyConfig(
+        window_s=WINDOW_S,
+        epoch_s=EPOCH_S,
+        dispatch=first.dispatch,
+        balancing=first.balancing,
+        placer=first.placement,
+        plan=Options(budget_s=0.5),
+    )
     ctl = Controller(sc, cfg, selector=chooser)
     engine = SimEngine(sc, ctl.start(0.0), seed=seed)
     engine.drive(ctl, WINDOW_S)
@@ -153,8 +196,11 @@ def main() -> None:
     t0 = time.perf_counter()
     sel = Selector(sc, cands, seed=args.seed, contexts=CONTEXTS)
     scores = run(sc, sel, cands[0], duration, args.seed)
-    results["adaptive"] = {"scores": scores, "wall_s": time.perf_counter() - t0,
-                           "picks": [(c.time, str(c.context), cands[c.arm].name) for c in sel.choices]}
+    results["adaptive"] = {
+        "scores": scores,
+        "wall_s": time.perf_counter() - t0,
+        "picks": [(c.time, str(c.context), cands[c.arm].name) for c in sel.choices],
+    }
     console.print(f"adaptive: {per_phase(scores, args.phase, 3)}")
 
     phase_means = {name: per_phase(r["scores"], args.phase, 3) for name, r in results.items()}
@@ -171,12 +217,25 @@ def main() -> None:
     table.add_row("per-phase best", *(f"{b:.3f}" for b in best), f"{np.mean(best):.3f}", "")
     console.print(table)
     fixed_best = max(summary[c.name]["whole"] for c in cands)
-    console.print(f"adaptive whole-run score {summary['adaptive']['whole']:.3f}; best fixed {fixed_best:.3f}; "
-                  f"regret vs per-phase best {100 * summary['adaptive']['gap_to_per_phase_best']:.1f}%")
+    console.print(
+        f"adaptive whole-run score {summary['adaptive']['whole']:.3f}; best fixed {fixed_best:.3f}; "
+        f"regret vs per-phase best {100 * summary['adaptive']['gap_to_per_phase_best']:.1f}%"
+    )
     out = Path(__file__).parent / "results" / "adapt_phases.json"
-    out.write_text(json.dumps({"phase_s": args.phase, "seed": args.seed, "window_s": WINDOW_S,
-                               "candidates": [c.name for c in cands], "summary": summary,
-                               "per_phase_best": best, "runs": results}, indent=1))
+    out.write_text(
+        json.dumps(
+            {
+                "phase_s": args.phase,
+                "seed": args.seed,
+                "window_s": WINDOW_S,
+                "candidates": [c.name for c in cands],
+                "summary": summary,
+                "per_phase_best": best,
+                "runs": results,
+            },
+            indent=1,
+        )
+    )
 
 
 if __name__ == "__main__":

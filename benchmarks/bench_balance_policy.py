@@ -50,10 +50,20 @@ def write(name: str, doc: dict[str, Any]) -> None:
 def zipf(instances: int = 8, groups: int = 128, moves: int = 8, threshold: float = 1.05, rounds: int = 5) -> None:
     """Rounds of hotspot diminishing from hash routing vs LPT and the optimum."""
     rows = []
-    table = Table(title=f"Zipf keys, {groups} key groups on {instances} instances, "
-                        f"≤ {moves} moves/round, θ={threshold}")
-    for col in ("s", "hash", *(f"round {k}" for k in range(1, rounds + 1)), "LPT", "lower", "optimum", "proven",
-                "r3 / LPT", "irreducible"):
+    table = Table(
+        title=f"Zipf keys, {groups} key groups on {instances} instances, ≤ {moves} moves/round, θ={threshold}"
+    )
+    for col in (
+        "s",
+        "hash",
+        *(f"round {k}" for k in range(1, rounds + 1)),
+        "LPT",
+        "lower",
+        "optimum",
+        "proven",
+        "r3 / LPT",
+        "irreducible",
+    ):
         table.add_column(col, justify="right")
     for s in (0.8, 1.0, 1.2, 1.5):
         loads = expected_group_loads(s, groups=groups)
@@ -62,23 +72,39 @@ def zipf(instances: int = 8, groups: int = 128, moves: int = 8, threshold: float
         series = [imbalance(instance_loads(loads, route, instances))]
         irreducible = 0
         for k in range(rounds):
-            plan = diminish_hotspots(loads, route, instances, config=BalanceConfig(threshold, moves, cooldown_s=0.0),
-                                     now=float(k))
+            plan = diminish_hotspots(
+                loads, route, instances, config=BalanceConfig(threshold, moves, cooldown_s=0.0), now=float(k)
+            )
             route = plan.table
             series.append(plan.imbalance_after)
             irreducible = len(plan.irreducible)
         best = optimal_makespan(loads, instances, time_limit_s=10.0)
-        row = {"zipf_s": s, "imbalance": series, "lpt": lpt(loads, instances).makespan / mean,
-               "lower": lower_bound(loads, instances) / mean, "optimum": best.makespan / mean,
-               "proven": best.optimal, "irreducible": irreducible}
+        row = {
+            "zipf_s": s,
+            "imbalance": series,
+            "lpt": lpt(loads, instances).makespan / mean,
+            "lower": lower_bound(loads, instances) / mean,
+            "optimum": best.makespan / mean,
+            "proven": best.optimal,
+            "irreducible": irreducible,
+        }
         row["round3_over_lpt"] = series[min(3, rounds)] / row["lpt"]
         rows.append(row)
-        table.add_row(f"{s:g}", *(f"{x:.3f}" for x in series), f"{row['lpt']:.3f}", f"{row['lower']:.3f}",
-                      f"{row['optimum']:.3f}", "yes" if best.optimal else "no", f"{row['round3_over_lpt']:.3f}",
-                      str(irreducible))
+        table.add_row(
+            f"{s:g}",
+            *(f"{x:.3f}" for x in series),
+            f"{row['lpt']:.3f}",
+            f"{row['lower']:.3f}",
+            f"{row['optimum']:.3f}",
+            "yes" if best.optimal else "no",
+            f"{row['round3_over_lpt']:.3f}",
+            str(irreducible),
+        )
     console.print(table)
-    write("zipf", {"instances": instances, "groups": groups, "moves_per_round": moves, "threshold": threshold,
-                   "rows": rows})
+    write(
+        "zipf",
+        {"instances": instances, "groups": groups, "moves_per_round": moves, "threshold": threshold, "rows": rows},
+    )
 
 
 @app.command("random")
@@ -94,29 +120,46 @@ def random_cases(cases: int = 200, seed: int = 1) -> None:
         route = {g: rng.randrange(m) for g in range(n)}
         best = optimal_makespan(loads, m, time_limit_s=5.0)
         proven += best.optimal
-        plan = diminish_hotspots(loads, route, m, config=BalanceConfig(threshold=1.0, max_moves=10**6, min_gain=0.0,
-                                                                       cooldown_s=0.0))
+        plan = diminish_hotspots(
+            loads, route, m, config=BalanceConfig(threshold=1.0, max_moves=10**6, min_gain=0.0, cooldown_s=0.0)
+        )
         ours.append(max(instance_loads(loads, plan.table, m)) / best.makespan)
         graham.append(lpt(loads, m).makespan / best.makespan)
         worst_allowed.append(lpt_ratio(m))
 
     def stats(xs: list[float]) -> dict[str, float]:
-        return {"mean": statistics.fmean(xs), "p90": sorted(xs)[int(0.9 * len(xs))], "max": max(xs),
-                "within_10pct": sum(x <= 1.1 + 1e-9 for x in xs) / len(xs),
-                "optimal": sum(x <= 1 + 1e-9 for x in xs) / len(xs)}
+        return {
+            "mean": statistics.fmean(xs),
+            "p90": sorted(xs)[int(0.9 * len(xs))],
+            "max": max(xs),
+            "within_10pct": sum(x <= 1.1 + 1e-9 for x in xs) / len(xs),
+            "optimal": sum(x <= 1 + 1e-9 for x in xs) / len(xs),
+        }
 
-    doc = {"cases": cases, "proven_optimal": proven, "diminish_over_opt": stats(ours), "lpt_over_opt": stats(graham),
-           "lpt_guarantee_held": all(g <= w + 1e-9 for g, w in zip(graham, worst_allowed, strict=True))}
+    doc = {
+        "cases": cases,
+        "proven_optimal": proven,
+        "diminish_over_opt": stats(ours),
+        "lpt_over_opt": stats(graham),
+        "lpt_guarantee_held": all(g <= w + 1e-9 for g, w in zip(graham, worst_allowed, strict=True)),
+    }
     table = Table(title=f"{cases} random cases (10–14 key groups, 3–4 instances); makespan / optimum")
     for col in ("method", "mean", "p90", "max", "≤ 1.1×opt", "= opt"):
         table.add_column(col, justify="right")
     for name, key in (("hotspot diminishing", "diminish_over_opt"), ("LPT", "lpt_over_opt")):
         st = doc[key]
-        table.add_row(name, f"{st['mean']:.3f}", f"{st['p90']:.3f}", f"{st['max']:.3f}",
-                      f"{st['within_10pct']:.0%}", f"{st['optimal']:.0%}")
+        table.add_row(
+            name,
+            f"{st['mean']:.3f}",
+            f"{st['p90']:.3f}",
+            f"{st['max']:.3f}",
+            f"{st['within_10pct']:.0%}",
+            f"{st['optimal']:.0%}",
+        )
     console.print(table)
-    console.print(f"optimum proven in {proven}/{cases}; LPT within Graham's bound in every case: "
-                  f"{doc['lpt_guarantee_held']}")
+    console.print(
+        f"optimum proven in {proven}/{cases}; LPT within Graham's bound in every case: {doc['lpt_guarantee_held']}"
+    )
     write("random", doc)
 
 

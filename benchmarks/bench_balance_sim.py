@@ -101,32 +101,77 @@ def recovery(r: Run, steps: list[float], within: float = 1.10) -> list[int | Non
 
 
 @app.command()
-def grid(seconds: float = 60.0, rate: float = 4000.0, drift: float = 15.0, warmup: float = 10.0,
-         state_per_key: int = 32768, seed: int = 1, tick: float = 0.0, demand: bool = True,
-         zipf: str = "0.8,1.0,1.2,1.5", out: str = "grid") -> None:
+def grid(
+    seconds: float = 60.0,
+    rate: float = 4000.0,
+    drift: float = 15.0,
+    warmup: float = 10.0,
+    state_per_key: int = 32768,
+    seed: int = 1,
+    tick: float = 0.0,
+    demand: bool = True,
+    zipf: str = "0.8,1.0,1.2,1.5",
+    out: str = "grid",
+) -> None:
     """Zipf s × drift × {static, live, stop}; ``--zipf`` picks values of s, ``--out`` names the JSON."""
     rows = []
     tick_s = tick or None
-    table = Table(title=f"AutoFlow grid: {seconds:g} s at {rate:g} rec/s, 8 one-core instances, "
-                        f"{state_per_key // 1024} KB state/key, window {WINDOW_S:g} s, tick {tick:g} s, "
-                        f"demand {demand}; latency ms")
-    cols = ("s", "drift", "load", "policy", "imb", "LPT", "rounds→10%", "recovery", "within 10%", "thr/s", "p50",
-            "p99", "p99 conv", "p99 migr", "p99 steady", "migr/steady", "replay migr", "migr/replay", "moves",
-            "early", "migr ms p50/max", "MB", "exact", "wall s")
+    table = Table(
+        title=f"AutoFlow grid: {seconds:g} s at {rate:g} rec/s, 8 one-core instances, "
+        f"{state_per_key // 1024} KB state/key, window {WINDOW_S:g} s, tick {tick:g} s, "
+        f"demand {demand}; latency ms"
+    )
+    cols = (
+        "s",
+        "drift",
+        "load",
+        "policy",
+        "imb",
+        "LPT",
+        "rounds→10%",
+        "recovery",
+        "within 10%",
+        "thr/s",
+        "p50",
+        "p99",
+        "p99 conv",
+        "p99 migr",
+        "p99 steady",
+        "migr/steady",
+        "replay migr",
+        "migr/replay",
+        "moves",
+        "early",
+        "migr ms p50/max",
+        "MB",
+        "exact",
+        "wall s",
+    )
     for col in cols:
         table.add_column(col, justify="right")
     for s in (float(x) for x in zipf.split(",")):
         _, best = best_imbalance_bounds(expected_group_loads(s), 8)
         load = min(0.7, 0.9 / best)
         for drift_s in (None, drift):
-            scenario, placement = actor_scenario(s, drift_s, rate=rate, load=load, state_bytes_per_key=state_per_key,
-                                                 seed=seed)
+            scenario, placement = actor_scenario(
+                s, drift_s, rate=rate, load=load, state_bytes_per_key=state_per_key, seed=seed
+            )
             free, _ = actor_scenario(s, drift_s, rate=rate, load=load, state_bytes_per_key=FREE_STATE, seed=seed)
             steps = [k * drift_s for k in range(1, math.ceil(seconds / drift_s))] if drift_s else []
             for policy in ("static", "live", "stop"):
                 t0 = time.perf_counter()
-                r = run(policy, scenario, placement, seconds, window_s=WINDOW_S, config=CONFIG, smoothing=SMOOTHING,
-                        seed=seed, tick_s=tick_s, demand=demand)
+                r = run(
+                    policy,
+                    scenario,
+                    placement,
+                    seconds,
+                    window_s=WINDOW_S,
+                    config=CONFIG,
+                    smoothing=SMOOTHING,
+                    seed=seed,
+                    tick_s=tick_s,
+                    demand=demand,
+                )
                 summ = r.summary(warmup)
                 after = [w for w in r.windows if w.time > warmup]
                 within = float(np.mean([w.imbalance <= 1.1 * w.best_lpt for w in after])) if after else math.nan
@@ -140,44 +185,99 @@ def grid(seconds: float = 60.0, rate: float = 4000.0, drift: float = 15.0, warmu
                     assert f.exactly_once and f.conserved
                 wall = time.perf_counter() - t0
                 early = sum(1 for x in r.balancer.rounds if x.trigger == "overload") if r.balancer else 0
-                row = {"zipf_s": s, "drift_s": drift_s, "load": load, **summ, "rounds_to_10pct": rounds_to_target(r),
-                       "recovery_windows_per_drift_step": recovery(r, steps), "drift_steps": steps,
-                       "early_rounds": early, "windows_within_10pct_after_warmup": within,
-                       "during_over_steady_p99": during / steady if steady and not math.isnan(during) else math.nan,
-                       "replay_free_state_during_p99": replayed,
-                       "during_over_replay_p99": during / replayed if replayed and not math.isnan(replayed)
-                       else math.nan,
-                       "irreducible": max((len(x.irreducible) for x in r.balancer.rounds), default=0)
-                       if r.balancer else None,
-                       "series": [{"t": w.time, "imbalance": w.imbalance, "best_lpt": w.best_lpt,
-                                   "best_low": w.best_low, "migrating": w.migrating} for w in r.windows],
-                       "wall_s": wall}
+                row = {
+                    "zipf_s": s,
+                    "drift_s": drift_s,
+                    "load": load,
+                    **summ,
+                    "rounds_to_10pct": rounds_to_target(r),
+                    "recovery_windows_per_drift_step": recovery(r, steps),
+                    "drift_steps": steps,
+                    "early_rounds": early,
+                    "windows_within_10pct_after_warmup": within,
+                    "during_over_steady_p99": during / steady if steady and not math.isnan(during) else math.nan,
+                    "replay_free_state_during_p99": replayed,
+                    "during_over_replay_p99": during / replayed if replayed and not math.isnan(replayed) else math.nan,
+                    "irreducible": max((len(x.irreducible) for x in r.balancer.rounds), default=0)
+                    if r.balancer
+                    else None,
+                    "series": [
+                        {
+                            "t": w.time,
+                            "imbalance": w.imbalance,
+                            "best_lpt": w.best_lpt,
+                            "best_low": w.best_low,
+                            "migrating": w.migrating,
+                        }
+                        for w in r.windows
+                    ],
+                    "wall_s": wall,
+                }
                 rows.append(row)
                 table.add_row(
-                    f"{s:g}", "yes" if drift_s else "no", f"{load:.2f}", policy,
-                    f"{summ['imbalance_after_warmup']:.3f}", f"{summ['best_lpt_after_warmup']:.3f}",
-                    str(row["rounds_to_10pct"]), ",".join(map(str, row["recovery_windows_per_drift_step"])) or "—",
-                    f"{within:.0%}", f"{summ['throughput']:.0f}",
-                    ms(summ["overall"]["p50"]), ms(summ["overall"]["p99"]), ms(summ["converging"]["p99"]),
-                    ms(during), ms(steady), "—" if math.isnan(row["during_over_steady_p99"])
-                    else f"{row['during_over_steady_p99']:.2f}", ms(replayed),
+                    f"{s:g}",
+                    "yes" if drift_s else "no",
+                    f"{load:.2f}",
+                    policy,
+                    f"{summ['imbalance_after_warmup']:.3f}",
+                    f"{summ['best_lpt_after_warmup']:.3f}",
+                    str(row["rounds_to_10pct"]),
+                    ",".join(map(str, row["recovery_windows_per_drift_step"])) or "—",
+                    f"{within:.0%}",
+                    f"{summ['throughput']:.0f}",
+                    ms(summ["overall"]["p50"]),
+                    ms(summ["overall"]["p99"]),
+                    ms(summ["converging"]["p99"]),
+                    ms(during),
+                    ms(steady),
+                    "—" if math.isnan(row["during_over_steady_p99"]) else f"{row['during_over_steady_p99']:.2f}",
+                    ms(replayed),
                     "—" if math.isnan(row["during_over_replay_p99"]) else f"{row['during_over_replay_p99']:.2f}",
-                    str(summ["migrations"]), str(early),
-                    f"{ms(summ['migration_s_p50'])}/{ms(summ['migration_s_max'])}", f"{summ['moved_bytes'] / 1e6:.0f}",
-                    "yes" if summ["exactly_once"] and summ["conserved"] else "NO", f"{wall:.0f}")
+                    str(summ["migrations"]),
+                    str(early),
+                    f"{ms(summ['migration_s_p50'])}/{ms(summ['migration_s_max'])}",
+                    f"{summ['moved_bytes'] / 1e6:.0f}",
+                    "yes" if summ["exactly_once"] and summ["conserved"] else "NO",
+                    f"{wall:.0f}",
+                )
                 console.print(f"  s={s:g} drift={drift_s} {policy}: done in {wall:.0f} s")
     console.print(table)
-    write(out, {"seconds": seconds, "rate": rate, "drift_period_s": drift, "warmup_s": warmup,
-                "state_bytes_per_key": state_per_key, "window_s": WINDOW_S, "tick_s": tick_s, "demand": demand,
-                "replay_state_bytes_per_key": FREE_STATE, "smoothing": SMOOTHING,
-                "config": {"threshold": CONFIG.threshold, "max_moves": CONFIG.max_moves,
-                           "cooldown_s": CONFIG.cooldown_s, "min_gain": CONFIG.min_gain}, "rows": rows})
+    write(
+        out,
+        {
+            "seconds": seconds,
+            "rate": rate,
+            "drift_period_s": drift,
+            "warmup_s": warmup,
+            "state_bytes_per_key": state_per_key,
+            "window_s": WINDOW_S,
+            "tick_s": tick_s,
+            "demand": demand,
+            "replay_state_bytes_per_key": FREE_STATE,
+            "smoothing": SMOOTHING,
+            "config": {
+                "threshold": CONFIG.threshold,
+                "max_moves": CONFIG.max_moves,
+                "cooldown_s": CONFIG.cooldown_s,
+                "min_gain": CONFIG.min_gain,
+            },
+            "rows": rows,
+        },
+    )
 
 
 @app.command()
-def seeds(seconds: float = 60.0, rate: float = 4000.0, drift: float = 15.0, warmup: float = 10.0,
-          state_per_key: int = 32768, n: int = 5, zipf: str = "1.0,1.2", variants: str = "before,demand,after",
-          out: str = "seeds") -> None:
+def seeds(
+    seconds: float = 60.0,
+    rate: float = 4000.0,
+    drift: float = 15.0,
+    warmup: float = 10.0,
+    state_per_key: int = 32768,
+    n: int = 5,
+    zipf: str = "1.0,1.2",
+    variants: str = "before,demand,after",
+    out: str = "seeds",
+) -> None:
     """The two drift cells that missed a target (s = 1.0, 1.2), live, over ``n`` seeds: before vs after.
 
     "before": one round per 2 s window on processed busy time (no tick, no
@@ -188,45 +288,102 @@ def seeds(seconds: float = 60.0, rate: float = 4000.0, drift: float = 15.0, warm
     chosen = {name: known[name] for name in variants.split(",")}
     rows = []
     table = Table(title=f"drift every {drift:g} s, live, seeds 1..{n}; latency ms")
-    for col in ("s", "variant", "seed", "recovery", "imb", "LPT", "p99 migr", "p99 steady", "migr/steady",
-                "replay migr", "migr/replay", "moves", "early", "exact"):
+    for col in (
+        "s",
+        "variant",
+        "seed",
+        "recovery",
+        "imb",
+        "LPT",
+        "p99 migr",
+        "p99 steady",
+        "migr/steady",
+        "replay migr",
+        "migr/replay",
+        "moves",
+        "early",
+        "exact",
+    ):
         table.add_column(col, justify="right")
     steps = [k * drift for k in range(1, math.ceil(seconds / drift))]
     for s in (float(x) for x in zipf.split(",")):
         _, best = best_imbalance_bounds(expected_group_loads(s), 8)
         load = min(0.7, 0.9 / best)
         for seed in range(1, n + 1):
-            scenario, placement = actor_scenario(s, drift, rate=rate, load=load, state_bytes_per_key=state_per_key,
-                                                 seed=seed)
+            scenario, placement = actor_scenario(
+                s, drift, rate=rate, load=load, state_bytes_per_key=state_per_key, seed=seed
+            )
             free, _ = actor_scenario(s, drift, rate=rate, load=load, state_bytes_per_key=FREE_STATE, seed=seed)
             for name, (tick_s, demand) in chosen.items():
-                r = run("live", scenario, placement, seconds, window_s=WINDOW_S, config=CONFIG, smoothing=SMOOTHING,
-                        seed=seed, tick_s=tick_s, demand=demand)
+                r = run(
+                    "live",
+                    scenario,
+                    placement,
+                    seconds,
+                    window_s=WINDOW_S,
+                    config=CONFIG,
+                    smoothing=SMOOTHING,
+                    seed=seed,
+                    tick_s=tick_s,
+                    demand=demand,
+                )
                 summ = r.summary(warmup)
                 f = replay(r, free, placement, window_s=WINDOW_S, seed=seed)
                 t = f.output_time
                 replayed = f.percentiles((t >= warmup) & (t < seconds) & f.during(r.migration_intervals(1.0)))["p99"]
                 during, steady = summ["during_migration"]["p99"], summ["steady"]["p99"]
                 early = sum(1 for x in r.balancer.rounds if x.trigger == "overload")
-                row = {"zipf_s": s, "variant": name, "seed": seed, "tick_s": tick_s, "demand": demand, "load": load,
-                       "recovery_windows_per_drift_step": recovery(r, steps),
-                       "imbalance_after_warmup": summ["imbalance_after_warmup"],
-                       "best_lpt_after_warmup": summ["best_lpt_after_warmup"], "p99_during": during,
-                       "p99_steady": steady, "during_over_steady_p99": during / steady,
-                       "replay_free_state_during_p99": replayed, "during_over_replay_p99": during / replayed,
-                       "migrations": summ["migrations"], "early_rounds": early,
-                       "exactly_once": summ["exactly_once"] and summ["conserved"] and f.exactly_once and f.conserved}
+                row = {
+                    "zipf_s": s,
+                    "variant": name,
+                    "seed": seed,
+                    "tick_s": tick_s,
+                    "demand": demand,
+                    "load": load,
+                    "recovery_windows_per_drift_step": recovery(r, steps),
+                    "imbalance_after_warmup": summ["imbalance_after_warmup"],
+                    "best_lpt_after_warmup": summ["best_lpt_after_warmup"],
+                    "p99_during": during,
+                    "p99_steady": steady,
+                    "during_over_steady_p99": during / steady,
+                    "replay_free_state_during_p99": replayed,
+                    "during_over_replay_p99": during / replayed,
+                    "migrations": summ["migrations"],
+                    "early_rounds": early,
+                    "exactly_once": summ["exactly_once"] and summ["conserved"] and f.exactly_once and f.conserved,
+                }
                 rows.append(row)
-                table.add_row(f"{s:g}", name, str(seed), ",".join(map(str, row["recovery_windows_per_drift_step"])),
-                              f"{row['imbalance_after_warmup']:.3f}", f"{row['best_lpt_after_warmup']:.3f}",
-                              ms(during), ms(steady), f"{during / steady:.2f}", ms(replayed),
-                              f"{during / replayed:.2f}", str(row["migrations"]), str(early),
-                              "yes" if row["exactly_once"] else "NO")
+                table.add_row(
+                    f"{s:g}",
+                    name,
+                    str(seed),
+                    ",".join(map(str, row["recovery_windows_per_drift_step"])),
+                    f"{row['imbalance_after_warmup']:.3f}",
+                    f"{row['best_lpt_after_warmup']:.3f}",
+                    ms(during),
+                    ms(steady),
+                    f"{during / steady:.2f}",
+                    ms(replayed),
+                    f"{during / replayed:.2f}",
+                    str(row["migrations"]),
+                    str(early),
+                    "yes" if row["exactly_once"] else "NO",
+                )
                 console.print(f"  s={s:g} seed={seed} {name} done")
     console.print(table)
-    write(out, {"seconds": seconds, "rate": rate, "drift_period_s": drift, "warmup_s": warmup,
-                    "state_bytes_per_key": state_per_key, "replay_state_bytes_per_key": FREE_STATE,
-                    "window_s": WINDOW_S, "rows": rows})
+    write(
+        out,
+        {
+            "seconds": seconds,
+            "rate": rate,
+            "drift_period_s": drift,
+            "warmup_s": warmup,
+            "state_bytes_per_key": state_per_key,
+            "replay_state_bytes_per_key": FREE_STATE,
+            "window_s": WINDOW_S,
+            "rows": rows,
+        },
+    )
 
 
 @app.command()
@@ -236,8 +393,18 @@ def migration(seconds: float = 50.0, rate: float = 4000.0, seed: int = 1) -> Non
     group = sorted(loads, key=lambda g: -loads[g])[15]
     rows = []
     table = Table(title=f"forced moves of key group {group} at 10/20/30/40 s (s = 1.0, load 0.5); latency ms")
-    for col in ("KB/key", "mode", "group MB", "migration ms (mean)", "max", "p99 migr", "p99 steady",
-                "migr/steady", "max latency migr", "exact"):
+    for col in (
+        "KB/key",
+        "mode",
+        "group MB",
+        "migration ms (mean)",
+        "max",
+        "p99 migr",
+        "p99 steady",
+        "migr/steady",
+        "max latency migr",
+        "exact",
+    ):
         table.add_column(col, justify="right")
     for kb in (1, 16, 64, 256, 1024):
         scenario, placement = actor_scenario(1.0, rate=rate, load=0.5, state_bytes_per_key=kb * 1024, seed=seed)
@@ -253,17 +420,33 @@ def migration(seconds: float = 50.0, rate: float = 4000.0, seed: int = 1) -> Non
                 during |= (t >= a) & (t <= b)
             worst = float(r.latency[during].max()) if during.any() else math.nan
             steady, migr = summ["steady"]["p99"], summ["during_migration"]["p99"]
-            row = {"kb_per_key": kb, "mode": mode, "group_bytes": float(mig.bytes.mean()),
-                   "migration_s": took.tolist(), "p99_during": migr, "p99_steady": steady,
-                   "during_over_steady_p99": migr / steady, "max_latency_during": worst,
-                   "exactly_once": summ["exactly_once"], "conserved": summ["conserved"]}
+            row = {
+                "kb_per_key": kb,
+                "mode": mode,
+                "group_bytes": float(mig.bytes.mean()),
+                "migration_s": took.tolist(),
+                "p99_during": migr,
+                "p99_steady": steady,
+                "during_over_steady_p99": migr / steady,
+                "max_latency_during": worst,
+                "exactly_once": summ["exactly_once"],
+                "conserved": summ["conserved"],
+            }
             rows.append(row)
-            table.add_row(str(kb), mode, f"{row['group_bytes'] / 1e6:.2f}", ms(float(took.mean())),
-                          ms(float(took.max())), ms(migr), ms(steady), f"{migr / steady:.2f}", ms(worst),
-                          "yes" if row["exactly_once"] and row["conserved"] else "NO")
+            table.add_row(
+                str(kb),
+                mode,
+                f"{row['group_bytes'] / 1e6:.2f}",
+                ms(float(took.mean())),
+                ms(float(took.max())),
+                ms(migr),
+                ms(steady),
+                f"{migr / steady:.2f}",
+                ms(worst),
+                "yes" if row["exactly_once"] and row["conserved"] else "NO",
+            )
     console.print(table)
-    write("migration", {"seconds": seconds, "rate": rate, "zipf_s": 1.0, "load": 0.5, "group": group,
-                        "rows": rows})
+    write("migration", {"seconds": seconds, "rate": rate, "zipf_s": 1.0, "load": 0.5, "group": group, "rows": rows})
 
 
 @app.command("all")

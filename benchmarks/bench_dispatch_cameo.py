@@ -74,8 +74,16 @@ def ratio(a: float, b: float) -> float:
 
 def latency_rows(sim: Simulation) -> dict[str, dict[str, float]]:
     table = sim.metrics.latency()
-    return {r.job: {"records": int(r.records), "p50": float(r.p50), "p99": float(r.p99), "max": float(r.max),
-                    "miss_rate": float(r.miss_rate)} for r in table.itertuples()}
+    return {
+        r.job: {
+            "records": int(r.records),
+            "p50": float(r.p50),
+            "p99": float(r.p99),
+            "max": float(r.max),
+            "miss_rate": float(r.miss_rate),
+        }
+        for r in table.itertuples()
+    }
 
 
 def pooled(sim: Simulation, jobs: list[str]) -> dict[str, float]:
@@ -90,39 +98,62 @@ def pooled(sim: Simulation, jobs: list[str]) -> dict[str, float]:
     def q(p: float) -> float:
         return float(lat[order][np.searchsorted(cum, p * cum[-1], side="left")])
 
-    return {"records": int(cum[-1]), "p50": q(0.5), "p99": q(0.99), "max": float(lat.max()),
-            "miss_rate": float(n[over].sum() / cum[-1])}
+    return {
+        "records": int(cum[-1]),
+        "p50": q(0.5),
+        "p99": q(0.99),
+        "max": float(lat.max()),
+        "miss_rate": float(n[over].sum() / cum[-1]),
+    }
 
 
 # --------------------------------------------------------------------------- (1) single query
 
 
-def single_query(seed: int, bursty: bool, rate: float = 1000.0, cores: int = 4, load: float = 0.9,
-                 target: float = 1.0) -> Scenario:
+def single_query(
+    seed: int, bursty: bool, rate: float = 1000.0, cores: int = 4, load: float = 0.9, target: float = 1.0
+) -> Scenario:
     """source → parse → 1 s tumbling window, group by key, sum → sink; mean cpu demand = ``load`` × cores.
 
     Bursty input is on/off: 2 s at 3× every 10 s, i.e. 1.4× the nominal rate on
     average, so the nominal rate is scaled down to keep the mean load.
     """
     per_record = load * cores / rate / (1.4 if bursty else 1.0)
-    arrivals = ({"process": "onoff", "period_s": 10.0, "on_s": 2.0, "burst_factor": 3.0} if bursty
-                else {"process": "poisson"})
+    arrivals = (
+        {"process": "onoff", "period_s": 10.0, "on_s": 2.0, "burst_factor": 3.0} if bursty else {"process": "poisson"}
+    )
     ops = [
-        {"name": "events", "kind": "source", "cost_per_record": 0.1 * per_record,
-         "source": {"rate": rate, "seed": seed, "arrivals": arrivals, "keys": {"count": 100}}},
+        {
+            "name": "events",
+            "kind": "source",
+            "cost_per_record": 0.1 * per_record,
+            "source": {"rate": rate, "seed": seed, "arrivals": arrivals, "keys": {"count": 100}},
+        },
         {"name": "parse", "kind": "map", "cost_per_record": 0.55 * per_record},
-        {"name": "per_key", "kind": "window_aggregate", "window": {"size_s": 1.0, "watermark_s": 0.0},
-         "aggregate": {"fn": "sum", "column": "value"}, "cost_per_record": 0.3 * per_record},
+        {
+            "name": "per_key",
+            "kind": "window_aggregate",
+            "window": {"size_s": 1.0, "watermark_s": 0.0},
+            "aggregate": {"fn": "sum", "column": "value"},
+            "cost_per_record": 0.3 * per_record,
+        },
         {"name": "out", "kind": "sink", "cost_per_record": 0.5 * per_record},
     ]
-    streams = [{"from": "events", "to": "parse"}, {"from": "parse", "to": "per_key"},
-               {"from": "per_key", "to": "out"}]
-    return Scenario.model_validate({
-        "name": f"single-{'bursty' if bursty else 'steady'}-seed{seed}",
-        "cluster": {"nodes": [{"name": "n0", "cores": cores}]},
-        "jobs": [{"id": "q", "rank": 1, "target_latency_s": target,
-                  "templates": [{"operators": ops, "streams": streams}]}],
-    })
+    streams = [{"from": "events", "to": "parse"}, {"from": "parse", "to": "per_key"}, {"from": "per_key", "to": "out"}]
+    return Scenario.model_validate(
+        {
+            "name": f"single-{'bursty' if bursty else 'steady'}-seed{seed}",
+            "cluster": {"nodes": [{"name": "n0", "cores": cores}]},
+            "jobs": [
+                {
+                    "id": "q",
+                    "rank": 1,
+                    "target_latency_s": target,
+                    "templates": [{"operators": ops, "streams": streams}],
+                }
+            ],
+        }
+    )
 
 
 def staleness(sim: Simulation, size: float = 1.0) -> dict[str, float]:
@@ -141,8 +172,18 @@ def staleness(sim: Simulation, size: float = 1.0) -> dict[str, float]:
     return {"p50": float(np.median(age)), "mean": float(age.mean()), "p99": float(np.percentile(age, 99))}
 
 
-def parallel_query(seed: int, bursty: bool, stages: int = 2, nodes: int = 4, cores: int = 4, partitions: int = 4,
-                   keys: int = 1000, rate: float = 8000.0, load: float = 0.9, target: float = 1.0) -> Scenario:
+def parallel_query(
+    seed: int,
+    bursty: bool,
+    stages: int = 2,
+    nodes: int = 4,
+    cores: int = 4,
+    partitions: int = 4,
+    keys: int = 1000,
+    rate: float = 8000.0,
+    load: float = 0.9,
+    target: float = 1.0,
+) -> Scenario:
     """``.window(1000).groupBy(e.key).sum()`` partitioned over ``nodes`` workers, ``partitions`` per worker.
 
     source → parse → per_key (1 s tumbling window, per-key sums) → [sum] → sink,
@@ -161,26 +202,53 @@ def parallel_query(seed: int, bursty: bool, stages: int = 2, nodes: int = 4, cor
     # On/off input runs at 3× for 2 s of every 10 s, 1.4× its nominal rate on average: scale the nominal rate
     # down so that both inputs bring ``rate`` records/s on average, the same per-key density and demand.
     per_record = load * nodes * cores / (0.95 * rate + 0.5 * stages * keys)
-    arrivals = ({"process": "onoff", "period_s": 10.0, "on_s": 2.0, "burst_factor": 3.0} if bursty
-                else {"process": "poisson"})
+    arrivals = (
+        {"process": "onoff", "period_s": 10.0, "on_s": 2.0, "burst_factor": 3.0} if bursty else {"process": "poisson"}
+    )
     ops = [
-        {"name": "events", "kind": "source", "cost_per_record": 0.1 * per_record, "instances": n,
-         "source": {"rate": rate / (1.4 if bursty else 1.0), "seed": seed, "arrivals": arrivals,
-                    "keys": {"count": keys}}},
+        {
+            "name": "events",
+            "kind": "source",
+            "cost_per_record": 0.1 * per_record,
+            "instances": n,
+            "source": {
+                "rate": rate / (1.4 if bursty else 1.0),
+                "seed": seed,
+                "arrivals": arrivals,
+                "keys": {"count": keys},
+            },
+        },
         {"name": "parse", "kind": "map", "cost_per_record": 0.55 * per_record, "instances": n},
-        {"name": "per_key", "kind": "window_aggregate", "window": {"size_s": 1.0, "watermark_s": 0.0},
-         "aggregate": {"fn": "sum", "column": "value"}, "cost_per_record": 0.3 * per_record, "instances": n},
-        *([{"name": "sum", "kind": "keyed_stateful", "cost_per_record": 0.5 * per_record, "instances": n}]
-          if stages == 2 else []),
+        {
+            "name": "per_key",
+            "kind": "window_aggregate",
+            "window": {"size_s": 1.0, "watermark_s": 0.0},
+            "aggregate": {"fn": "sum", "column": "value"},
+            "cost_per_record": 0.3 * per_record,
+            "instances": n,
+        },
+        *(
+            [{"name": "sum", "kind": "keyed_stateful", "cost_per_record": 0.5 * per_record, "instances": n}]
+            if stages == 2
+            else []
+        ),
         {"name": "out", "kind": "sink", "cost_per_record": 0.5 * per_record, "instances": n},
     ]
     streams = [{"from": a, "to": b} for a, b in itertools.pairwise(op["name"] for op in ops)]
-    return Scenario.model_validate({
-        "name": f"single-parallel{stages}-{'bursty' if bursty else 'steady'}-seed{seed}",
-        "cluster": {"nodes": [{"name": f"w{i}", "cores": cores} for i in range(nodes)]},
-        "jobs": [{"id": "q", "rank": 1, "target_latency_s": target,
-                  "templates": [{"operators": ops, "streams": streams}]}],
-    })
+    return Scenario.model_validate(
+        {
+            "name": f"single-parallel{stages}-{'bursty' if bursty else 'steady'}-seed{seed}",
+            "cluster": {"nodes": [{"name": f"w{i}", "cores": cores} for i in range(nodes)]},
+            "jobs": [
+                {
+                    "id": "q",
+                    "rank": 1,
+                    "target_latency_s": target,
+                    "templates": [{"operators": ops, "streams": streams}],
+                }
+            ],
+        }
+    )
 
 
 @app.command()
@@ -201,21 +269,39 @@ def single(seeds: int = 3, duration: float = 180.0, watermark: float = 0.2) -> d
                 sim = Simulation(scenario, seed=seed, dispatch=make(scenario), watermark_interval=watermark)
                 sim.run(duration)
                 row = latency_rows(sim)["q"]
-                runs.append({"input": "bursty" if bursty else "steady", "seed": seed, "policy": name, **row,
-                             "utilisation": sim.metrics.summary()["node_utilisation_mean"],
-                             "wall_s": time.perf_counter() - t0})
-    summary = single_table(f"(1) single query, one 4-core node, watermark every {watermark:g} s, {seeds} seeds × "
-                           f"{duration:.0f} s: window-result latency (s), mean of seeds", runs)
-    doc = {"experiment": "single", "setting": "chain on one node", "watermark_interval_s": watermark,
-           "duration_s": duration, "seeds": seeds, "target": "median >= 2.7x lower than FIFO",
-           "runs": runs, "mean": summary}
+                runs.append(
+                    {
+                        "input": "bursty" if bursty else "steady",
+                        "seed": seed,
+                        "policy": name,
+                        **row,
+                        "utilisation": sim.metrics.summary()["node_utilisation_mean"],
+                        "wall_s": time.perf_counter() - t0,
+                    }
+                )
+    summary = single_table(
+        f"(1) single query, one 4-core node, watermark every {watermark:g} s, {seeds} seeds × "
+        f"{duration:.0f} s: window-result latency (s), mean of seeds",
+        runs,
+    )
+    doc = {
+        "experiment": "single",
+        "setting": "chain on one node",
+        "watermark_interval_s": watermark,
+        "duration_s": duration,
+        "seeds": seeds,
+        "target": "median >= 2.7x lower than FIFO",
+        "runs": runs,
+        "mean": summary,
+    }
     write("single" if watermark == 0.2 else f"single_wm{watermark:g}", doc)
     return doc
 
 
 @app.command(name="single-parallel")
-def single_parallel(seeds: int = 3, duration: float = 60.0, stages: int = 2, watermark: float = 0.25,
-                    inputs: str = "steady,bursty") -> dict[str, Any]:
+def single_parallel(
+    seeds: int = 3, duration: float = 60.0, stages: int = 2, watermark: float = 0.25, inputs: str = "steady,bursty"
+) -> dict[str, Any]:
     """(1) Single query as Cameo runs it: partitions sharing 4 workers' cores, 1,000 keys (``parallel_query``).
 
     Slots per dataflow give the one dataflow every core, i.e. FIFO (shown by
@@ -232,25 +318,50 @@ def single_parallel(seeds: int = 3, duration: float = 60.0, stages: int = 2, wat
             scenario = parallel_query(seed, bursty, stages)
             for name in ("fifo", "cameo"):
                 t0 = time.perf_counter()
-                sim = Simulation(scenario, seed=seed, dispatch=BASE[name](scenario), watermark_interval=watermark,
-                                 record_inputs=name == "fifo")
+                sim = Simulation(
+                    scenario,
+                    seed=seed,
+                    dispatch=BASE[name](scenario),
+                    watermark_interval=watermark,
+                    record_inputs=name == "fifo",
+                )
                 sim.run(duration)
                 row = latency_rows(sim)["q"]
-                runs.append({"input": "bursty" if bursty else "steady", "seed": seed, "policy": name, **row,
-                             **({"staleness": staleness(sim)} if name == "fifo" else {}),
-                             "utilisation": sim.metrics.summary()["node_utilisation_mean"],
-                             "wall_s": time.perf_counter() - t0})
+                runs.append(
+                    {
+                        "input": "bursty" if bursty else "steady",
+                        "seed": seed,
+                        "policy": name,
+                        **row,
+                        **({"staleness": staleness(sim)} if name == "fifo" else {}),
+                        "utilisation": sim.metrics.summary()["node_utilisation_mean"],
+                        "wall_s": time.perf_counter() - t0,
+                    }
+                )
                 console.print(f"{runs[-1]['input']} seed {seed} {name}: p50 {row['p50']:.4f} p99 {row['p99']:.4f}")
-    title = (f"(1) single query, 4 workers × 4 cores, 16 partitions per operator, 1,000 keys, {stages} stage(s) "
-             f"after the window, watermark every {watermark:g} s, {seeds} seeds × {duration:.0f} s: "
-             "window-result latency (s)")
+    title = (
+        f"(1) single query, 4 workers × 4 cores, 16 partitions per operator, 1,000 keys, {stages} stage(s) "
+        f"after the window, watermark every {watermark:g} s, {seeds} seeds × {duration:.0f} s: "
+        "window-result latency (s)"
+    )
     summary = single_table(title, runs)
-    stale = {inp: statistics.fmean(r["staleness"]["p50"] for r in runs if r["input"] == inp and "staleness" in r)
-             for inp in ("steady", "bursty") if inp in chosen}
+    stale = {
+        inp: statistics.fmean(r["staleness"]["p50"] for r in runs if r["input"] == inp and "staleness" in r)
+        for inp in ("steady", "bursty")
+        if inp in chosen
+    }
     console.print(f"p50 age of the keys' newest record at the window's end (in every result's latency): {stale}")
-    doc = {"experiment": "single", "setting": f"parallel, {stages} stage(s) after the window",
-           "watermark_interval_s": watermark, "duration_s": duration, "seeds": seeds,
-           "target": "median >= 2.7x lower than FIFO", "runs": runs, "mean": summary, "staleness_p50": stale}
+    doc = {
+        "experiment": "single",
+        "setting": f"parallel, {stages} stage(s) after the window",
+        "watermark_interval_s": watermark,
+        "duration_s": duration,
+        "seeds": seeds,
+        "target": "median >= 2.7x lower than FIFO",
+        "runs": runs,
+        "mean": summary,
+        "staleness_p50": stale,
+    }
     write(f"single_parallel{stages}" + ("" if len(chosen) == 2 else f"_{chosen[0]}"), doc)
     return doc
 
@@ -264,8 +375,15 @@ def single_table(title: str, runs: list[dict]) -> dict[str, dict[str, dict[str, 
     for (inp,), by_policy in summary.items():
         fifo = by_policy["fifo"]
         for name, m in by_policy.items():
-            table.add_row(inp, name, f"{m['p50']:.3f}", f"{m['p99']:.3f}", f"{m['miss_rate']:.3f}",
-                          f"{ratio(fifo['p50'], m['p50']):.2f}", f"{ratio(fifo['p99'], m['p99']):.2f}")
+            table.add_row(
+                inp,
+                name,
+                f"{m['p50']:.3f}",
+                f"{m['p99']:.3f}",
+                f"{m['miss_rate']:.3f}",
+                f"{ratio(fifo['p50'], m['p50']):.2f}",
+                f"{ratio(fifo['p99'], m['p99']):.2f}",
+            )
     console.print(table)
     return {k[0]: v for k, v in summary.items()}
 
@@ -296,8 +414,9 @@ def tenants(seed: int, spikes: bool, load: float = 0.8) -> Scenario:
     return Scenario.model_validate(doc)
 
 
-def spike_curve(rng: np.random.Generator, rate: float, horizon: float, every: float = 60.0
-                ) -> list[tuple[float, float]]:
+def spike_curve(
+    rng: np.random.Generator, rate: float, horizon: float, every: float = 60.0
+) -> list[tuple[float, float]]:
     """Base ``rate`` with spikes 1–5 s long at 2–5× starting about every ``every`` s (10 ms edges)."""
     points = [(0.0, rate)]
     t = float(rng.uniform(5.0, 30.0))
@@ -313,13 +432,24 @@ def tenant_run(scenario: Scenario, seed: int, name: str, make: Callable, duratio
     sim = Simulation(scenario, seed=seed, dispatch=make(scenario), batch=batch).run(duration)
     latency = [j.id for j in scenario.jobs if not j.id.startswith("bulk")]
     bulk = [j.id for j in scenario.jobs if j.id.startswith("bulk")]
-    windowed = {f"{j}.{op.name}" for j in bulk for op in scenario.job[j].templates[0].operators
-                if op.kind is OperatorKind.WINDOW_AGGREGATE}
+    windowed = {
+        f"{j}.{op.name}"
+        for j in bulk
+        for op in scenario.job[j].templates[0].operators
+        if op.kind is OperatorKind.WINDOW_AGGREGATE
+    }
     inst = sim.metrics.instances()
     windows = int(inst[inst.pe.isin(windowed)].records.sum())
-    return {"seed": seed, "policy": name, "jobs": latency_rows(sim), "latency_sensitive": pooled(sim, latency),
-            "bulk": pooled(sim, bulk), "bulk_throughput": windows / duration,
-            "utilisation": sim.metrics.summary()["node_utilisation_mean"], "wall_s": time.perf_counter() - t0}
+    return {
+        "seed": seed,
+        "policy": name,
+        "jobs": latency_rows(sim),
+        "latency_sensitive": pooled(sim, latency),
+        "bulk": pooled(sim, bulk),
+        "bulk_throughput": windows / duration,
+        "utilisation": sim.metrics.summary()["node_utilisation_mean"],
+        "wall_s": time.perf_counter() - t0,
+    }
 
 
 def tenant_table(title: str, runs: list[dict]) -> dict[str, dict[str, float]]:
@@ -333,16 +463,34 @@ def tenant_table(title: str, runs: list[dict]) -> dict[str, dict[str, float]]:
     mean = {p: {k: statistics.fmean(v) for k, v in m.items()} for p, m in by.items()}
     fifo = mean["fifo"]
     table = Table(title=title)
-    for col in ("policy", "LS p50", "LS p99", "LS miss", "FIFO/LS p50", "FIFO/LS p99", "bulk p50", "bulk p99",
-                "bulk miss", "bulk rec/s", "vs FIFO"):
+    for col in (
+        "policy",
+        "LS p50",
+        "LS p99",
+        "LS miss",
+        "FIFO/LS p50",
+        "FIFO/LS p99",
+        "bulk p50",
+        "bulk p99",
+        "bulk miss",
+        "bulk rec/s",
+        "vs FIFO",
+    ):
         table.add_column(col, justify="right")
     for p, m in mean.items():
-        table.add_row(p, f"{m['latency_sensitive.p50']:.4f}", f"{m['latency_sensitive.p99']:.4f}",
-                      f"{m['latency_sensitive.miss_rate']:.3f}",
-                      f"{ratio(fifo['latency_sensitive.p50'], m['latency_sensitive.p50']):.1f}",
-                      f"{ratio(fifo['latency_sensitive.p99'], m['latency_sensitive.p99']):.1f}",
-                      f"{m['bulk.p50']:.2f}", f"{m['bulk.p99']:.2f}", f"{m['bulk.miss_rate']:.3f}",
-                      f"{m['bulk_throughput']:.0f}", f"{m['bulk_throughput'] / fifo['bulk_throughput']:.3f}")
+        table.add_row(
+            p,
+            f"{m['latency_sensitive.p50']:.4f}",
+            f"{m['latency_sensitive.p99']:.4f}",
+            f"{m['latency_sensitive.miss_rate']:.3f}",
+            f"{ratio(fifo['latency_sensitive.p50'], m['latency_sensitive.p50']):.1f}",
+            f"{ratio(fifo['latency_sensitive.p99'], m['latency_sensitive.p99']):.1f}",
+            f"{m['bulk.p50']:.2f}",
+            f"{m['bulk.p99']:.2f}",
+            f"{m['bulk.miss_rate']:.3f}",
+            f"{m['bulk_throughput']:.0f}",
+            f"{m['bulk_throughput'] / fifo['bulk_throughput']:.3f}",
+        )
     console.print(table)
     return mean
 
@@ -350,12 +498,26 @@ def tenant_table(title: str, runs: list[dict]) -> dict[str, dict[str, float]]:
 @app.command()
 def multi(seeds: int = 3, duration: float = 120.0, batch: int = 4, load: float = 0.8) -> dict[str, Any]:
     """(2) Multi-tenant: per-tenant latency and miss rate, bulk throughput (generator default load 0.8)."""
-    runs = [tenant_run(tenants(seed, spikes=False, load=load), seed, name, make, duration, batch)
-            for seed in range(1, seeds + 1) for name, make in BASE.items()]
-    mean = tenant_table(f"(2) multi-tenant at nominal load {load}, {seeds} seeds × {duration:.0f} s, {batch} "
-                        "records/message (LS = latency-sensitive tenants pooled; latency s)", runs)
-    doc = {"experiment": "multi", "load": load, "duration_s": duration, "seeds": seeds, "batch": batch,
-           "target": "LS latency >= 4.6x lower than FIFO, bulk throughput >= 95% of FIFO", "runs": runs, "mean": mean}
+    runs = [
+        tenant_run(tenants(seed, spikes=False, load=load), seed, name, make, duration, batch)
+        for seed in range(1, seeds + 1)
+        for name, make in BASE.items()
+    ]
+    mean = tenant_table(
+        f"(2) multi-tenant at nominal load {load}, {seeds} seeds × {duration:.0f} s, {batch} "
+        "records/message (LS = latency-sensitive tenants pooled; latency s)",
+        runs,
+    )
+    doc = {
+        "experiment": "multi",
+        "load": load,
+        "duration_s": duration,
+        "seeds": seeds,
+        "batch": batch,
+        "target": "LS latency >= 4.6x lower than FIFO, bulk throughput >= 95% of FIFO",
+        "runs": runs,
+        "mean": mean,
+    }
     write("multi" if load == 0.8 else f"multi_load{load:g}", doc)
     return doc
 
@@ -363,12 +525,26 @@ def multi(seeds: int = 3, duration: float = 120.0, batch: int = 4, load: float =
 @app.command()
 def spikes(seeds: int = 3, duration: float = 180.0, batch: int = 4, load: float = 0.6) -> dict[str, Any]:
     """(3) Transient spikes on the bulk tenants over steady Poisson input: tail latency."""
-    runs = [tenant_run(tenants(seed, spikes=True, load=load), seed, name, make, duration, batch)
-            for seed in range(1, seeds + 1) for name, make in BASE.items()]
-    mean = tenant_table(f"(3) transient bulk spikes (1–5 s at 2–5×, one per ~60 s) at nominal load {load}, "
-                        f"{seeds} seeds × {duration:.0f} s, {batch} records/message (latency s)", runs)
-    doc = {"experiment": "spikes", "load": load, "duration_s": duration, "seeds": seeds, "batch": batch,
-           "target": "p99 >= 20x lower than FIFO", "runs": runs, "mean": mean}
+    runs = [
+        tenant_run(tenants(seed, spikes=True, load=load), seed, name, make, duration, batch)
+        for seed in range(1, seeds + 1)
+        for name, make in BASE.items()
+    ]
+    mean = tenant_table(
+        f"(3) transient bulk spikes (1–5 s at 2–5×, one per ~60 s) at nominal load {load}, "
+        f"{seeds} seeds × {duration:.0f} s, {batch} records/message (latency s)",
+        runs,
+    )
+    doc = {
+        "experiment": "spikes",
+        "load": load,
+        "duration_s": duration,
+        "seeds": seeds,
+        "batch": batch,
+        "target": "p99 >= 20x lower than FIFO",
+        "runs": runs,
+        "mean": mean,
+    }
     write("spikes", doc)
     return doc
 
@@ -383,17 +559,31 @@ def staggered(seed: int, gap: float = 300.0, cores: int = 4, rate: float = 100.0
     for i in range(3):
         start = i * gap
         curve = [(0.0, rate)] if start == 0 else [(0.0, 0.0), (start - 0.001, 0.0), (start, rate)]
-        jobs.append({"id": f"flow{i}", "rank": 1, "target_latency_s": 5.0, "templates": [{
-            "operators": [
-                {"name": "src", "kind": "source", "cost_per_record": 0.1 * per_record,
-                 "source": {"rate": rate, "rate_curve": curve, "seed": seed * 10 + i}},
-                {"name": "work", "kind": "map", "cost_per_record": 0.8 * per_record},
-                {"name": "out", "kind": "sink", "cost_per_record": 0.1 * per_record},
-            ],
-            "streams": [{"from": "src", "to": "work"}, {"from": "work", "to": "out"}],
-        }]})
-    return Scenario.model_validate({"name": f"fair-seed{seed}", "cluster": {"nodes": [{"name": "n0", "cores": cores}]},
-                                   "jobs": jobs})
+        jobs.append(
+            {
+                "id": f"flow{i}",
+                "rank": 1,
+                "target_latency_s": 5.0,
+                "templates": [
+                    {
+                        "operators": [
+                            {
+                                "name": "src",
+                                "kind": "source",
+                                "cost_per_record": 0.1 * per_record,
+                                "source": {"rate": rate, "rate_curve": curve, "seed": seed * 10 + i},
+                            },
+                            {"name": "work", "kind": "map", "cost_per_record": 0.8 * per_record},
+                            {"name": "out", "kind": "sink", "cost_per_record": 0.1 * per_record},
+                        ],
+                        "streams": [{"from": "src", "to": "work"}, {"from": "work", "to": "out"}],
+                    }
+                ],
+            }
+        )
+    return Scenario.model_validate(
+        {"name": f"fair-seed{seed}", "cluster": {"nodes": [{"name": "n0", "cores": cores}]}, "jobs": jobs}
+    )
 
 
 @app.command()
@@ -402,9 +592,10 @@ def fair(seeds: int = 3, gap: float = 300.0, window: float = 10.0) -> dict[str, 
     policies: dict[str, tuple[Callable[[Scenario], DispatchFactory | None], dict[str, float]]] = {
         "fifo": (lambda s: None, {}),
         "fair": (lambda s: dispatcher("fair", Priors.from_scenario(s)), {}),
-        "fair 1:2:3": (lambda s: dispatcher("fair", Priors.from_scenario(s),
-                                            weights={"flow0": 1.0, "flow1": 2.0, "flow2": 3.0}),
-                       {"flow0": 1.0, "flow1": 2.0, "flow2": 3.0}),
+        "fair 1:2:3": (
+            lambda s: dispatcher("fair", Priors.from_scenario(s), weights={"flow0": 1.0, "flow1": 2.0, "flow2": 3.0}),
+            {"flow0": 1.0, "flow1": 2.0, "flow2": 3.0},
+        ),
     }
     duration = 4 * gap
     runs = []
@@ -422,23 +613,47 @@ def fair(seeds: int = 3, gap: float = 300.0, window: float = 10.0) -> dict[str, 
 
             sim = Simulation(scenario, seed=seed, dispatch=make(scenario), controllers=[(window, observe)])
             sim.run(duration)
-            runs.append({"seed": seed, "policy": name, "series": series,
-                         **share_stats(series, gap, weights, demand=0.6 * 4, cores=4)})
-    table = Table(title=f"(4) fair share: 3 identical dataflows started {gap:.0f} s apart, {seeds} seeds; "
-                        f"cpu shares per {window:.0f} s window from t = {2.5 * gap:.0f} s")
-    for col in ("policy", "mean share flow0/1/2", "expected", "max |share − expected| / expected",
-                "flow0 share, 2 running", "expected (weighted max-min)"):
+            runs.append(
+                {
+                    "seed": seed,
+                    "policy": name,
+                    "series": series,
+                    **share_stats(series, gap, weights, demand=0.6 * 4, cores=4),
+                }
+            )
+    table = Table(
+        title=f"(4) fair share: 3 identical dataflows started {gap:.0f} s apart, {seeds} seeds; "
+        f"cpu shares per {window:.0f} s window from t = {2.5 * gap:.0f} s"
+    )
+    for col in (
+        "policy",
+        "mean share flow0/1/2",
+        "expected",
+        "max |share − expected| / expected",
+        "flow0 share, 2 running",
+        "expected (weighted max-min)",
+    ):
         table.add_column(col, justify="right")
     for name in policies:
         rs = [r for r in runs if r["policy"] == name]
         shares = np.mean([r["mean_share"] for r in rs], axis=0)
-        table.add_row(name, " / ".join(f"{x:.3f}" for x in shares), " / ".join(f"{x:.3f}" for x in rs[0]["expected"]),
-                      f"{max(r['max_rel_dev'] for r in rs):.3f}",
-                      f"{statistics.fmean(r['two_running_share0'] for r in rs):.3f}",
-                      f"{rs[0]['two_running_expected0']:.3f}")
+        table.add_row(
+            name,
+            " / ".join(f"{x:.3f}" for x in shares),
+            " / ".join(f"{x:.3f}" for x in rs[0]["expected"]),
+            f"{max(r['max_rel_dev'] for r in rs):.3f}",
+            f"{statistics.fmean(r['two_running_share0'] for r in rs):.3f}",
+            f"{rs[0]['two_running_expected0']:.3f}",
+        )
     console.print(table)
-    doc = {"experiment": "fair", "gap_s": gap, "window_s": window, "seeds": seeds,
-           "target": "shares within 5% of equal once all three run", "runs": runs}
+    doc = {
+        "experiment": "fair",
+        "gap_s": gap,
+        "window_s": window,
+        "seeds": seeds,
+        "target": "shares within 5% of equal once all three run",
+        "runs": runs,
+    }
     write("fair", doc)
     return doc
 
@@ -462,8 +677,9 @@ def max_min(demand: list[float], weights: list[float], capacity: float) -> list[
     return alloc
 
 
-def share_stats(series: list[dict[str, float]], gap: float, weights: dict[str, float], demand: float,
-                cores: float) -> dict[str, Any]:
+def share_stats(
+    series: list[dict[str, float]], gap: float, weights: dict[str, float], demand: float, cores: float
+) -> dict[str, Any]:
     """Per-window cpu shares once all three run (half a gap after the third start): mean and largest deviation.
 
     Also flow0's share while only flow0 and flow1 run (second half of
@@ -477,10 +693,13 @@ def share_stats(series: list[dict[str, float]], gap: float, weights: dict[str, f
     rows = np.array([[s.get(j, 0.0) for j in jobs] for s in series if s["t"] > 2.5 * gap])
     shares = rows / rows.sum(axis=1, keepdims=True)
     two = np.array([[s.get(j, 0.0) for j in jobs] for s in series if 1.5 * gap < s["t"] <= 2 * gap])
-    return {"expected": expected.tolist(), "mean_share": shares.mean(axis=0).tolist(),
-            "max_rel_dev": float(np.max(np.abs(shares - expected) / expected)),
-            "two_running_share0": float((two[:, 0] / two.sum(axis=1)).mean()),
-            "two_running_expected0": two_expected[0] / sum(two_expected)}
+    return {
+        "expected": expected.tolist(),
+        "mean_share": shares.mean(axis=0).tolist(),
+        "max_rel_dev": float(np.max(np.abs(shares - expected) / expected)),
+        "two_running_share0": float((two[:, 0] / two.sum(axis=1)).mean()),
+        "two_running_expected0": two_expected[0] / sum(two_expected),
+    }
 
 
 @app.command(name="all")

@@ -22,7 +22,7 @@ from rich.console import Console
 from rich.table import Table
 
 from strata.dispatch import dispatcher, slot_dispatcher
-from strata.sim.hooks import Message, NodeView
+from strata.protocol.units import Message, NodeView
 
 RESULTS = Path(__file__).parent / "results"
 TARGET_US = 10.0
@@ -35,8 +35,18 @@ def make_messages(count: int, operators: int, seed: int) -> list[Message]:
         op = rng.randrange(operators)
         job = f"j{op % 4}"
         t = seq * 1e-4
-        msgs.append(Message(seq=seq, job=job, pe=f"{job}.op{op}", instance=0, upstream=-1, created=t,
-                            event_time=t - rng.random(), frontier=t + rng.random()))
+        msgs.append(
+            Message(
+                seq=seq,
+                job=job,
+                pe=f"{job}.op{op}",
+                instance=0,
+                upstream=-1,
+                created=t,
+                event_time=t - rng.random(),
+                frontier=t + rng.random(),
+            )
+        )
     return msgs
 
 
@@ -57,8 +67,14 @@ def per_message_us(factory, view: NodeView, msgs: list[Message], depth: int) -> 
 def main(operators: int = 40, messages: int = 100_000, repeats: int = 5, seed: int = 1) -> None:
     pes = tuple(f"j{op % 4}.op{op}" for op in range(operators))
     down = {pe: () for pe in pes}
-    view = NodeView(name="n0", cores=8, pes=pes, target_latency={f"j{i}": 1.0 + i for i in range(4)},
-                    weight={f"j{i}": 1.0 + i for i in range(4)}, downstream=down)
+    view = NodeView(
+        name="n0",
+        cores=8,
+        pes=pes,
+        target_latency={f"j{i}": 1.0 + i for i in range(4)},
+        weight={f"j{i}": 1.0 + i for i in range(4)},
+        downstream=down,
+    )
     factories = {name: dispatcher(name) for name in ("cameo", "edf", "sjf", "fifo", "fair")}
     factories["slots"] = slot_dispatcher()
     rows = []
@@ -66,19 +82,36 @@ def main(operators: int = 40, messages: int = 100_000, repeats: int = 5, seed: i
         msgs = make_messages(messages + depth, operators, seed)
         for name, factory in factories.items():
             runs = [per_message_us(factory, view, msgs, depth) for _ in range(repeats)]
-            rows.append({"strategy": name, "queued": depth, "us_per_message": statistics.median(runs),
-                         "min_us": min(runs), "max_us": max(runs)})
+            rows.append(
+                {
+                    "strategy": name,
+                    "queued": depth,
+                    "us_per_message": statistics.median(runs),
+                    "min_us": min(runs),
+                    "max_us": max(runs),
+                }
+            )
     table = Table(title=f"dispatch overhead per message (push+pop+completed), {operators} operators")
     for col in ("strategy", "queued", "µs/msg (median)", "min", "max", f"≤ {TARGET_US} µs"):
         table.add_column(col, justify="right")
     for r in rows:
-        table.add_row(r["strategy"], f"{r['queued']:,}", f"{r['us_per_message']:.2f}", f"{r['min_us']:.2f}",
-                      f"{r['max_us']:.2f}", "met" if r["us_per_message"] <= TARGET_US else "NOT met")
+        table.add_row(
+            r["strategy"],
+            f"{r['queued']:,}",
+            f"{r['us_per_message']:.2f}",
+            f"{r['min_us']:.2f}",
+            f"{r['max_us']:.2f}",
+            "met" if r["us_per_message"] <= TARGET_US else "NOT met",
+        )
     Console().print(table)
     RESULTS.mkdir(exist_ok=True)
     out = RESULTS / "dispatch_overhead.json"
-    out.write_text(json.dumps({"target_us": TARGET_US, "operators": operators, "messages": messages,
-                               "repeats": repeats, "rows": rows}, indent=2))
+    out.write_text(
+        json.dumps(
+            {"target_us": TARGET_US, "operators": operators, "messages": messages, "repeats": repeats, "rows": rows},
+            indent=2,
+        )
+    )
     Console().print(f"wrote {out}")
 
 

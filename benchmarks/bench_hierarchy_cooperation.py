@@ -45,26 +45,65 @@ N_EPOCHS = 2  # an item moved back to where it was within this many epochs is an
 
 def scenario(scale: float = 1.0) -> Scenario:
     """The workload; ``scale`` multiplies every source rate."""
-    def keyed(jid: str, rate: float, seed: int, target: float) -> dict:
-        return {"id": jid, "rank": 2, "target_latency_s": target, "templates": [{"operators": [
-            {"name": "src", "kind": "source", "cost_per_record": 0.0,
-             "source": {"rate": rate * scale, "seed": seed, "keys": {"count": 300, "zipf_s": 1.2}}},
-            {"name": "kv", "kind": "keyed_stateful", "cost_per_record": 0.012, "instances": 4, "key_groups": 16,
-             "cpu_max": 8.0, "state_bytes": 64 * 2**20},
-            {"name": "sink", "kind": "sink", "cost_per_record": 0.0}],
-            "streams": [{"from": "src", "to": "kv"}, {"from": "kv", "to": "sink"}]}]}
 
-    doc = {"name": "cooperation", "cluster": {"nodes": [{"name": f"n{i}", "cores": 4} for i in range(4)]},
-           "jobs": [
-               keyed("clicks", 450, 11, 2.0),
-               keyed("orders", 400, 12, 2.0),
-               {"id": "alerts", "rank": 1, "target_latency_s": 0.3, "templates": [{"operators": [
-                   {"name": "src", "kind": "source", "cost_per_record": 0.0,
-                    "source": {"rate": 400 * scale, "seed": 13}},
-                   {"name": "check", "kind": "map", "cost_per_record": 0.005, "instances": 2},
-                   {"name": "sink", "kind": "sink", "cost_per_record": 0.0}],
-                   "streams": [{"from": "src", "to": "check"}, {"from": "check", "to": "sink"}]}]},
-           ]}
+    def keyed(jid: str, rate: float, seed: int, target: float) -> dict:
+        return {
+            "id": jid,
+            "rank": 2,
+            "target_latency_s": target,
+            "templates": [
+                {
+                    "operators": [
+                        {
+                            "name": "src",
+                            "kind": "source",
+                            "cost_per_record": 0.0,
+                            "source": {"rate": rate * scale, "seed": seed, "keys": {"count": 300, "zipf_s": 1.2}},
+                        },
+                        {
+                            "name": "kv",
+                            "kind": "keyed_stateful",
+                            "cost_per_record": 0.012,
+                            "instances": 4,
+                            "key_groups": 16,
+                            "cpu_max": 8.0,
+                            "state_bytes": 64 * 2**20,
+                        },
+                        {"name": "sink", "kind": "sink", "cost_per_record": 0.0},
+                    ],
+                    "streams": [{"from": "src", "to": "kv"}, {"from": "kv", "to": "sink"}],
+                }
+            ],
+        }
+
+    doc = {
+        "name": "cooperation",
+        "cluster": {"nodes": [{"name": f"n{i}", "cores": 4} for i in range(4)]},
+        "jobs": [
+            keyed("clicks", 450, 11, 2.0),
+            keyed("orders", 400, 12, 2.0),
+            {
+                "id": "alerts",
+                "rank": 1,
+                "target_latency_s": 0.3,
+                "templates": [
+                    {
+                        "operators": [
+                            {
+                                "name": "src",
+                                "kind": "source",
+                                "cost_per_record": 0.0,
+                                "source": {"rate": 400 * scale, "seed": 13},
+                            },
+                            {"name": "check", "kind": "map", "cost_per_record": 0.005, "instances": 2},
+                            {"name": "sink", "kind": "sink", "cost_per_record": 0.0},
+                        ],
+                        "streams": [{"from": "src", "to": "check"}, {"from": "check", "to": "sink"}],
+                    }
+                ],
+            },
+        ],
+    }
     return Scenario.model_validate(doc)
 
 
@@ -81,8 +120,11 @@ class Recorder:
     def _moved(self, item: tuple, now: float, origin: object, dst: object, kind: str) -> None:
         hist = self.history.setdefault(item, [(0.0, origin)])
         horizon = now - N_EPOCHS * EPOCH_S
-        back = any(where == dst and (hist[i + 1][0] if i + 1 < len(hist) else now) > horizon
-                   for i, (_, where) in enumerate(hist) if where != hist[-1][1])
+        back = any(
+            where == dst and (hist[i + 1][0] if i + 1 < len(hist) else now) > horizon
+            for i, (_, where) in enumerate(hist)
+            if where != hist[-1][1]
+        )
         hist.append((now, dst))
         self.moves.append((now, kind, back))
 
@@ -135,8 +177,12 @@ def final_objectives(rec: Recorder, since: float) -> dict:
 
 def run(mode: str, duration: float, seed: int) -> dict:
     sc = scenario()
-    cfg = HierarchyConfig(window_s=WINDOW_S, epoch_s=EPOCH_S, coordinated=mode != "uncoordinated",
-                          balancing="off" if mode == "planner only" else "threshold")
+    cfg = HierarchyConfig(
+        window_s=WINDOW_S,
+        epoch_s=EPOCH_S,
+        coordinated=mode != "uncoordinated",
+        balancing="off" if mode == "planner only" else "threshold",
+    )
     ctl = Controller(sc, cfg)
     t0 = time.perf_counter()
     rec = Recorder(ctl)
@@ -169,24 +215,52 @@ def main() -> None:
     args = ap.parse_args()
     console = Console(width=240)
     runs = [run(mode, args.duration, args.seed) for mode in ("planner only", "co-operative", "uncoordinated")]
-    table = Table(title=f"Experiment 2: balancer under the planner ({args.duration:.0f} s, epoch {EPOCH_S:.0f} s, "
-                        f"window {WINDOW_S:.0f} s, seed {args.seed})")
-    for col in ("mode", "kg moves/epoch", "inst moves/epoch", "oscillations", "component re-plans", "converged",
-                "imbalance (last epoch)", "max node util", "miss rate", "p99 (s)"):
+    table = Table(
+        title=f"Experiment 2: balancer under the planner ({args.duration:.0f} s, epoch {EPOCH_S:.0f} s, "
+        f"window {WINDOW_S:.0f} s, seed {args.seed})"
+    )
+    for col in (
+        "mode",
+        "kg moves/epoch",
+        "inst moves/epoch",
+        "oscillations",
+        "component re-plans",
+        "converged",
+        "imbalance (last epoch)",
+        "max node util",
+        "miss rate",
+        "p99 (s)",
+    ):
         table.add_column(col)
     for r in runs:
         f = r["final"]
         table.add_row(
-            r["mode"], f"{np.mean(r['moves_per_epoch']['key group']):.1f}",
-            f"{np.mean(r['moves_per_epoch']['instance']):.1f}", str(r["oscillations"]), str(r["replans"]),
+            r["mode"],
+            f"{np.mean(r['moves_per_epoch']['key group']):.1f}",
+            f"{np.mean(r['moves_per_epoch']['instance']):.1f}",
+            str(r["oscillations"]),
+            str(r["replans"]),
             f"at {r['last_move_s']:.0f} s" if r["converged"] else f"no (last move {r['last_move_s']:.0f} s)",
-            " ".join(f"{v:.2f}" for v in f["imbalance"].values()), f"{f['max_node_utilisation']:.2f}",
+            " ".join(f"{v:.2f}" for v in f["imbalance"].values()),
+            f"{f['max_node_utilisation']:.2f}",
             " ".join(f"{j}={v:.3f}" for j, v in sorted(f["miss_rate"].items())),
-            " ".join(f"{j}={v:.2f}" for j, v in sorted(f["p99_s"].items())))
+            " ".join(f"{j}={v:.2f}" for j, v in sorted(f["p99_s"].items())),
+        )
     console.print(table)
     out = Path(__file__).parent / "results" / "hierarchy_cooperation.json"
-    out.write_text(json.dumps({"duration_s": args.duration, "seed": args.seed, "window_s": WINDOW_S,
-                               "epoch_s": EPOCH_S, "oscillation_epochs": N_EPOCHS, "runs": runs}, indent=1))
+    out.write_text(
+        json.dumps(
+            {
+                "duration_s": args.duration,
+                "seed": args.seed,
+                "window_s": WINDOW_S,
+                "epoch_s": EPOCH_S,
+                "oscillation_epochs": N_EPOCHS,
+                "runs": runs,
+            },
+            indent=1,
+        )
+    )
 
 
 if __name__ == "__main__":

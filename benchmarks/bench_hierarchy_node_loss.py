@@ -51,8 +51,7 @@ def latency_between(windows: list[WindowStats], a: float, b: float) -> dict[str,
             j["records"] += s.records
             j["missed"] += s.records * s.miss_rate
             j["p99"] = max(j["p99"], s.p99)
-    return {job: {"miss_rate": v["missed"] / v["records"], "p99_s": v["p99"]} for job, v in out.items()
-            if v["records"]}
+    return {job: {"miss_rate": v["missed"] / v["records"], "p99_s": v["p99"]} for job, v in out.items() if v["records"]}
 
 
 def run(mode: str, duration: float, seed: int, node: str | None = None) -> dict:
@@ -94,7 +93,8 @@ def run(mode: str, duration: float, seed: int, node: str | None = None) -> dict:
         "lost_before_replan": (at_replan or engine.sim.metrics.drop_totals()).get("failure", 0)
         - lost_at_failure.get("failure", 0),
         "lost_after_replan": engine.sim.metrics.drop_totals().get("failure", 0) - at_replan.get("failure", 0)
-        if at_replan else None,
+        if at_replan
+        else None,
         "other_drops": {k: v for k, v in engine.sim.metrics.drop_totals().items() if k != "failure"},
         "before": latency_between(windows, 0.0 + EPOCH_S / 2, fail_at),
         "epoch_after": latency_between(windows, fail_at, fail_at + EPOCH_S),
@@ -110,27 +110,49 @@ def main() -> None:
     console = Console(width=240)
     first = run("hierarchy", args.duration, args.seed)
     runs = [first, run("static", args.duration, args.seed, first["failed_node"])]
-    t = Table(title=f"Experiment 3: node loss at {args.duration / 2 + WINDOW_S / 2:.1f} s "
-                    f"(window {WINDOW_S:.0f} s, rates × {SCALE}, seed {args.seed})")
-    for col in ("mode", "node", "new plan after", "plan wall", "instances moved", "lost at failure",
-                "lost until re-plan", "lost after re-plan", "miss before", "miss epoch after", "miss at end",
-                "p99 epoch after (s)"):
+    t = Table(
+        title=f"Experiment 3: node loss at {args.duration / 2 + WINDOW_S / 2:.1f} s "
+        f"(window {WINDOW_S:.0f} s, rates × {SCALE}, seed {args.seed})"
+    )
+    for col in (
+        "mode",
+        "node",
+        "new plan after",
+        "plan wall",
+        "instances moved",
+        "lost at failure",
+        "lost until re-plan",
+        "lost after re-plan",
+        "miss before",
+        "miss epoch after",
+        "miss at end",
+        "p99 epoch after (s)",
+    ):
         t.add_column(col)
 
     def fmt(d: dict, key: str) -> str:
         return " ".join(f"{j}={v[key]:.3f}" for j, v in sorted(d.items()))
 
     for r in runs:
-        t.add_row(r["mode"], r["failed_node"],
-                  f"{r['replanned_at_s'] - r['fail_at_s']:.2f} s sim" if r["replanned_at_s"] is not None else "never",
-                  f"{r['plan_wall_s']:.2f} s" if r["plan_wall_s"] is not None else "-", str(r["instances_moved"]),
-                  str(r["lost_at_failure"]), str(r["lost_before_replan"]),
-                  "-" if r["lost_after_replan"] is None else str(r["lost_after_replan"]), fmt(r["before"], "miss_rate"),
-                  fmt(r["epoch_after"], "miss_rate"), fmt(r["end"], "miss_rate"), fmt(r["epoch_after"], "p99_s"))
+        t.add_row(
+            r["mode"],
+            r["failed_node"],
+            f"{r['replanned_at_s'] - r['fail_at_s']:.2f} s sim" if r["replanned_at_s"] is not None else "never",
+            f"{r['plan_wall_s']:.2f} s" if r["plan_wall_s"] is not None else "-",
+            str(r["instances_moved"]),
+            str(r["lost_at_failure"]),
+            str(r["lost_before_replan"]),
+            "-" if r["lost_after_replan"] is None else str(r["lost_after_replan"]),
+            fmt(r["before"], "miss_rate"),
+            fmt(r["epoch_after"], "miss_rate"),
+            fmt(r["end"], "miss_rate"),
+            fmt(r["epoch_after"], "p99_s"),
+        )
     console.print(t)
     out = Path(__file__).parent / "results" / "hierarchy_node_loss.json"
-    out.write_text(json.dumps({"duration_s": args.duration, "seed": args.seed, "window_s": WINDOW_S, "runs": runs},
-                              indent=1))
+    out.write_text(
+        json.dumps({"duration_s": args.duration, "seed": args.seed, "window_s": WINDOW_S, "runs": runs}, indent=1)
+    )
 
 
 if __name__ == "__main__":

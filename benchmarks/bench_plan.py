@@ -52,9 +52,16 @@ def write(name: str, doc: dict[str, Any]) -> None:
 def row(p: Plan, seconds: float) -> dict[str, Any]:
     phases = {ph.name: {"seconds": ph.seconds, "deadline": ph.deadline, "status": ph.status} for ph in p.phases}
     return {
-        "planner": p.planner, "importance": p.importance, "ingest": p.ingest, "affinity": p.affinity,
-        "max_load": p.metrics["max_cpu"], "avg_load": p.metrics["avg_cpu"], "objective": p.metrics["objective"],
-        "admitted": len(p.admitted), "seconds": seconds, "phases": phases,
+        "planner": p.planner,
+        "importance": p.importance,
+        "ingest": p.ingest,
+        "affinity": p.affinity,
+        "max_load": p.metrics["max_cpu"],
+        "avg_load": p.metrics["avg_cpu"],
+        "objective": p.metrics["objective"],
+        "admitted": len(p.admitted),
+        "seconds": seconds,
+        "phases": phases,
         "within_deadlines": all(ph.seconds <= ph.deadline + 1e-3 for ph in p.phases if ph.deadline > 0),
     }
 
@@ -73,8 +80,12 @@ def apps(seeds: int = 3, budget: float = 5.0) -> None:
         for seed in range(1, seeds + 1):
             gen = lsd if name == "lsd" else dac
             s = Scenario.model_validate(gen(seed=seed, nodes=nodes))
-            base = {"app": name, "nodes": nodes, "seed": seed, "pes": sum(len(j.templates[0].operators)
-                                                                       for j in s.jobs)}
+            base = {
+                "app": name,
+                "nodes": nodes,
+                "seed": seed,
+                "pes": sum(len(j.templates[0].operators) for j in s.jobs),
+            }
             soda, t = timed(plan, s, options=Options(budget_s=budget))
             rows.append({**base, **row(soda, t)})
             for fn in (rand, rr, greedy):
@@ -85,33 +96,55 @@ def apps(seeds: int = 3, budget: float = 5.0) -> None:
             rows.append({**base, **row(matched, t), "planner": "SODA@RR-load"})
             console.print(f"{name} {nodes} nodes seed {seed}: done")
     table = Table(title=f"SODA vs baselines (mean of {seeds} seeds; SODA budget {budget:g} s)")
-    for col in ("app", "nodes", "planner", "importance", "ingest", "affinity", "max load", "seconds",
-                *[f"{ph} s" for ph in PHASES], "in deadlines"):
+    for col in (
+        "app",
+        "nodes",
+        "planner",
+        "importance",
+        "ingest",
+        "affinity",
+        "max load",
+        "seconds",
+        *[f"{ph} s" for ph in PHASES],
+        "in deadlines",
+    ):
         table.add_column(col, justify="right")
     summary = []
     planners = ("soda", "RAND", "RR", "greedy", "SODA@RR-load")
     for name, nodes in configs:
         for planner in planners:
             sel = [r for r in rows if r["app"] == name and r["nodes"] == nodes and r["planner"] == planner]
-            mean = {k: statistics.fmean(r[k] for r in sel)
-                    for k in ("importance", "ingest", "affinity", "max_load", "seconds")}
-            ph = {p: statistics.fmean(r["phases"][p]["seconds"] for r in sel) if p in sel[0]["phases"] else None
-                  for p in PHASES}
+            mean = {
+                k: statistics.fmean(r[k] for r in sel)
+                for k in ("importance", "ingest", "affinity", "max_load", "seconds")
+            }
+            ph = {
+                p: statistics.fmean(r["phases"][p]["seconds"] for r in sel) if p in sel[0]["phases"] else None
+                for p in PHASES
+            }
             ok = all(r["within_deadlines"] for r in sel)
-            summary.append({"app": name, "nodes": nodes, "planner": planner, **mean, "phase_seconds": ph,
-                            "within_deadlines": ok})
-            table.add_row(name, str(nodes), planner, f"{mean['importance']:,.0f}", f"{mean['ingest']:,.0f}",
-                          f"{mean['affinity']:.3f}", f"{mean['max_load']:.3f}", f"{mean['seconds']:.2f}",
-                          *[f"{ph[p]:.2f}" if ph[p] is not None else "" for p in PHASES],
-                          "yes" if ok else "NO")
+            summary.append(
+                {"app": name, "nodes": nodes, "planner": planner, **mean, "phase_seconds": ph, "within_deadlines": ok}
+            )
+            table.add_row(
+                name,
+                str(nodes),
+                planner,
+                f"{mean['importance']:,.0f}",
+                f"{mean['ingest']:,.0f}",
+                f"{mean['affinity']:.3f}",
+                f"{mean['max_load']:.3f}",
+                f"{mean['seconds']:.2f}",
+                *[f"{ph[p]:.2f}" if ph[p] is not None else "" for p in PHASES],
+                "yes" if ok else "NO",
+            )
     console.print(table)
     write("apps", {"budget_s": budget, "seeds": seeds, "summary": summary, "rows": rows})
 
 
 def small(seed: int) -> Scenario:
     """≤ 40 PEs, overloaded, cpu_min on every PE so admission and templates matter."""
-    doc = lsd(seed=seed, nodes=3, cores=2, jobs=6, pes=36, demand_cores=12, required=1, share=0.5,
-              two_templates=0.5)
+    doc = lsd(seed=seed, nodes=3, cores=2, jobs=6, pes=36, demand_cores=12, required=1, share=0.5, two_templates=0.5)
     for job in doc["jobs"]:
         for tpl in job["templates"]:
             for op in tpl["operators"]:
@@ -129,19 +162,52 @@ def gap(seeds: int = 10, budget: float = 5.0) -> None:
         q, tq = timed(macro_q, s, deadline_s=budget)
         p, tp = timed(plan, s, options=Options(budget_s=budget))
         pes = sum(len(j.templates[0].operators) for j in s.jobs)
-        rows.append({"seed": seed, "pes": pes, "exact_status": e.status, "exact": e.value, "exact_s": te,
-                     "macro_q": q.importance, "macro_q_s": tq, "macro_q_status": q.status,
-                     "plan": p.importance, "plan_s": tp, "admitted_exact": e.admitted, "admitted_soda": p.admitted,
-                     "templates_equal": e.templates == q.templates})
+        rows.append(
+            {
+                "seed": seed,
+                "pes": pes,
+                "exact_status": e.status,
+                "exact": e.value,
+                "exact_s": te,
+                "macro_q": q.importance,
+                "macro_q_s": tq,
+                "macro_q_status": q.status,
+                "plan": p.importance,
+                "plan_s": tp,
+                "admitted_exact": e.admitted,
+                "admitted_soda": p.admitted,
+                "templates_equal": e.templates == q.templates,
+            }
+        )
     table = Table(title="Optimality gap on small instances (exact = admission/template/cpu MILP, proven)")
-    for col in ("seed", "PEs", "exact", "status", "macroQ", "macroQ/exact", "plan", "plan/exact", "exact s",
-                "macroQ s", "plan s"):
+    for col in (
+        "seed",
+        "PEs",
+        "exact",
+        "status",
+        "macroQ",
+        "macroQ/exact",
+        "plan",
+        "plan/exact",
+        "exact s",
+        "macroQ s",
+        "plan s",
+    ):
         table.add_column(col, justify="right")
     for r in rows:
-        table.add_row(str(r["seed"]), str(r["pes"]), f"{r['exact']:,.2f}", r["exact_status"],
-                      f"{r['macro_q']:,.2f}", f"{r['macro_q'] / r['exact']:.6f}", f"{r['plan']:,.2f}",
-                      f"{r['plan'] / r['exact']:.4f}", f"{r['exact_s']:.2f}", f"{r['macro_q_s']:.2f}",
-                      f"{r['plan_s']:.2f}")
+        table.add_row(
+            str(r["seed"]),
+            str(r["pes"]),
+            f"{r['exact']:,.2f}",
+            r["exact_status"],
+            f"{r['macro_q']:,.2f}",
+            f"{r['macro_q'] / r['exact']:.6f}",
+            f"{r['plan']:,.2f}",
+            f"{r['plan'] / r['exact']:.4f}",
+            f"{r['exact_s']:.2f}",
+            f"{r['macro_q_s']:.2f}",
+            f"{r['plan_s']:.2f}",
+        )
     console.print(table)
     worst_q = min(r["macro_q"] / r["exact"] for r in rows)
     worst_p = min(r["plan"] / r["exact"] for r in rows)
@@ -164,15 +230,34 @@ def scale(budget: float = 60.0, seed: int = 1) -> None:
     for col in ("planner", "importance", "ingest", "affinity", "max load", "seconds", *PHASES):
         table.add_column(col, justify="right")
     for r in rows:
-        table.add_row(r["planner"], f"{r['importance']:,.0f}", f"{r['ingest']:,.0f}", f"{r['affinity']:.3f}",
-                      f"{r['max_load']:.3f}", f"{r['seconds']:.1f}",
-                      *[f"{r['phases'][p]['seconds']:.1f}/{r['phases'][p]['deadline']:.1f} "
-                        f"{r['phases'][p]['status']}" if p in r["phases"] else "" for p in PHASES])
+        table.add_row(
+            r["planner"],
+            f"{r['importance']:,.0f}",
+            f"{r['ingest']:,.0f}",
+            f"{r['affinity']:.3f}",
+            f"{r['max_load']:.3f}",
+            f"{r['seconds']:.1f}",
+            *[
+                f"{r['phases'][p]['seconds']:.1f}/{r['phases'][p]['deadline']:.1f} {r['phases'][p]['status']}"
+                if p in r["phases"]
+                else ""
+                for p in PHASES
+            ],
+        )
     console.print(table)
     for ph in soda.phases:
         console.print(f"  {ph.name}: {ph.detail}")
-    write("scale", {"budget_s": budget, "pes": n_pes, "nodes": len(s.cluster.all_nodes), "generate_s": gen_s,
-                    "rows": rows, "details": {ph.name: ph.detail for ph in soda.phases}})
+    write(
+        "scale",
+        {
+            "budget_s": budget,
+            "pes": n_pes,
+            "nodes": len(s.cluster.all_nodes),
+            "generate_s": gen_s,
+            "rows": rows,
+            "details": {ph.name: ph.detail for ph in soda.phases},
+        },
+    )
 
 
 @app.command(name="all")

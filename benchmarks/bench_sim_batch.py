@@ -45,18 +45,35 @@ def main() -> None:
         lat = np.concatenate([np.frombuffer(a, dtype=float) for a in m.lat.values()])
         n = np.concatenate([np.frombuffer(a, dtype=np.int64) for a in m.lat_n.values()])
         s = m.summary()
-        rows.append({"batch": batch, "cpu_s": cpu, "events": sim.events, "utilisation": s["node_utilisation_mean"],
-                     "throughput": s["delivered"] / args.duration, "p50": weighted_quantile(lat, n, 0.5),
-                     "p99": weighted_quantile(lat, n, 0.99)})
+        rows.append(
+            {
+                "batch": batch,
+                "cpu_s": cpu,
+                "events": sim.events,
+                "utilisation": s["node_utilisation_mean"],
+                "throughput": s["delivered"] / args.duration,
+                "p50": weighted_quantile(lat, n, 0.5),
+                "p99": weighted_quantile(lat, n, 0.99),
+            }
+        )
     base = rows[0]
-    table = Table(title=f"batching: synthetic 100 ops / 20 nodes, {args.duration:g} simulated s "
-                        "(cpu time; shared machine)")
+    table = Table(
+        title=f"batching: synthetic 100 ops / 20 nodes, {args.duration:g} simulated s (cpu time; shared machine)"
+    )
     for col in ("batch", "cpu s", "events", "util", "out rec/s", "p50 ms", "p99 ms", "p50 / batch 1", "p99 / batch 1"):
         table.add_column(col, justify="right")
     for r in rows:
-        table.add_row(str(r["batch"]), f"{r['cpu_s']:.1f}", f"{r['events']:,}", f"{r['utilisation']:.1%}",
-                      f"{r['throughput']:,.0f}", f"{r['p50'] * 1e3:.1f}", f"{r['p99'] * 1e3:.1f}",
-                      f"{r['p50'] / base['p50']:.2f}", f"{r['p99'] / base['p99']:.2f}")
+        table.add_row(
+            str(r["batch"]),
+            f"{r['cpu_s']:.1f}",
+            f"{r['events']:,}",
+            f"{r['utilisation']:.1%}",
+            f"{r['throughput']:,.0f}",
+            f"{r['p50'] * 1e3:.1f}",
+            f"{r['p99'] * 1e3:.1f}",
+            f"{r['p50'] / base['p50']:.2f}",
+            f"{r['p99'] / base['p99']:.2f}",
+        )
     Console().print(table)
     out = Path(__file__).parent / "results" / "sim_batch.json"
     out.write_text(json.dumps({"duration": args.duration, "rows": rows}, indent=2))

@@ -111,15 +111,31 @@ def main() -> None:
             mean, visits = fn(seed)
             wall = time.perf_counter() - t0
             best = min(best, wall)
-            rows.append({"kernel": name, "seed": seed, "mean_sojourn": mean, "expected": expected,
-                         "rel_error": mean / expected - 1, "visits": visits, "wall_s": wall,
-                         "visits_per_s": visits / wall})
+            rows.append(
+                {
+                    "kernel": name,
+                    "seed": seed,
+                    "mean_sojourn": mean,
+                    "expected": expected,
+                    "rel_error": mean / expected - 1,
+                    "visits": visits,
+                    "wall_s": wall,
+                    "visits_per_s": visits / wall,
+                }
+            )
     table = Table(title=f"event kernels: {STATIONS} tandem M/M/{SERVERS} stations, ρ=0.7, {CUSTOMERS} customers")
     for col in ("kernel", "seed", "mean sojourn", "Jackson", "error", "visits/s", "wall s"):
         table.add_column(col)
     for r in rows:
-        table.add_row(r["kernel"], str(r["seed"]), f"{r['mean_sojourn']:.3f}", f"{r['expected']:.3f}",
-                      f"{r['rel_error']:+.1%}", f"{r['visits_per_s']:,.0f}", f"{r['wall_s']:.2f}")
+        table.add_row(
+            r["kernel"],
+            str(r["seed"]),
+            f"{r['mean_sojourn']:.3f}",
+            f"{r['expected']:.3f}",
+            f"{r['rel_error']:+.1%}",
+            f"{r['visits_per_s']:,.0f}",
+            f"{r['wall_s']:.2f}",
+        )
     console = Console()
     console.print(table)
     speed = {k: sum(r["visits_per_s"] for r in rows if r["kernel"] == k) / 3 for k in ("simpy", "heap")}

@@ -47,15 +47,27 @@ def measure(name: str, scenario: Scenario, duration: float, batch: int) -> dict:
     processed = sum(pe.done for pe in sim.pes.values())
     messages = sum(i.records for i in sim.instances) // max(batch, 1)
     s = sim.metrics.summary()
-    return {"scenario": name, "pes": len(sim.pes), "nodes": len(sim.nodes), "batch": batch,
-            "sim_seconds": duration, "wall_s": wall, "cpu_s": cpu, "events": sim.events,
-            "events_per_wall_s": sim.events / wall, "events_per_cpu_s": sim.events / cpu,
-            "records_processed": processed, "records_per_cpu_s": processed / cpu,
-            "messages_processed_approx": messages,
-            "generated_per_s": s["generated"] / duration, "node_utilisation_mean": s["node_utilisation_mean"],
-            "delivered": s["delivered"],
-            # 1-minute load average before and after: how contended the cores were (wall time is then inflated)
-            "load_avg_1min": [load0, load1], "cores": os.cpu_count()}
+    return {
+        "scenario": name,
+        "pes": len(sim.pes),
+        "nodes": len(sim.nodes),
+        "batch": batch,
+        "sim_seconds": duration,
+        "wall_s": wall,
+        "cpu_s": cpu,
+        "events": sim.events,
+        "events_per_wall_s": sim.events / wall,
+        "events_per_cpu_s": sim.events / cpu,
+        "records_processed": processed,
+        "records_per_cpu_s": processed / cpu,
+        "messages_processed_approx": messages,
+        "generated_per_s": s["generated"] / duration,
+        "node_utilisation_mean": s["node_utilisation_mean"],
+        "delivered": s["delivered"],
+        # 1-minute load average before and after: how contended the cores were (wall time is then inflated)
+        "load_avg_1min": [load0, load1],
+        "cores": os.cpu_count(),
+    }
 
 
 def main() -> None:
@@ -70,17 +82,35 @@ def main() -> None:
     lsd = Scenario.model_validate(GENERATORS["lsd"](seed=1))
     rows.append(measure("lsd", lsd, args.lsd_duration, args.batch))
     table = Table(title="strata.sim speed (shared 2-core machine: wall time noisy)")
-    for col in ("scenario", "PEs", "batch", "sim s", "wall s", "cpu s", "events/wall s", "events/cpu s",
-                "records/cpu s", "util"):
+    for col in (
+        "scenario",
+        "PEs",
+        "batch",
+        "sim s",
+        "wall s",
+        "cpu s",
+        "events/wall s",
+        "events/cpu s",
+        "records/cpu s",
+        "util",
+    ):
         table.add_column(col, justify="right" if col != "scenario" else "left")
     for r in rows:
-        table.add_row(r["scenario"], str(r["pes"]), str(r["batch"]), f"{r['sim_seconds']:g}", f"{r['wall_s']:.1f}",
-                      f"{r['cpu_s']:.1f}", f"{r['events_per_wall_s']:,.0f}", f"{r['events_per_cpu_s']:,.0f}",
-                      f"{r['records_per_cpu_s']:,.0f}", f"{r['node_utilisation_mean']:.0%}")
+        table.add_row(
+            r["scenario"],
+            str(r["pes"]),
+            str(r["batch"]),
+            f"{r['sim_seconds']:g}",
+            f"{r['wall_s']:.1f}",
+            f"{r['cpu_s']:.1f}",
+            f"{r['events_per_wall_s']:,.0f}",
+            f"{r['events_per_cpu_s']:,.0f}",
+            f"{r['records_per_cpu_s']:,.0f}",
+            f"{r['node_utilisation_mean']:.0%}",
+        )
     console.print(table)
     out = Path(__file__).parent / "results" / "sim_speed.json"
-    out.write_text(json.dumps({"rows": rows, "targets": {"events_per_s": 300_000, "lsd_600s_wall_s": 120}},
-                              indent=2))
+    out.write_text(json.dumps({"rows": rows, "targets": {"events_per_s": 300_000, "lsd_600s_wall_s": 120}}, indent=2))
     console.print(f"wrote {out}")
 
 

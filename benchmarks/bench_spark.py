@@ -38,13 +38,19 @@ SOURCE = {"arrivals": {"process": "constant"}, "keys": {"count": 10000, "zipf_s"
 KINDS: dict[str, tuple[list[dict], frozenset[str] | None]] = {
     "source only (map id,key,value)": ([{"name": "m", "kind": "map", "expressions": ["id", "key", "value"]}], None),
     "filter (value > 0.5)": ([{"name": "f", "kind": "filter", "predicate": "value > 0.5"}], None),
-    "map (3 expressions)": ([{"name": "m", "kind": "map",
-                              "expressions": ["id", "key", "value * 2 AS v2", "sqrt(value) AS r"]}], None),
+    "map (3 expressions)": (
+        [{"name": "m", "kind": "map", "expressions": ["id", "key", "value * 2 AS v2", "sqrt(value) AS r"]}],
+        None,
+    ),
     "join (stream–static, 10k rows)": ([{"name": "j", "kind": "join", "join": {"rows": 10000}}], None),
-    "window_aggregate (Spark state)": ([{"name": "w", "kind": "window_aggregate",
-                                         "window": {"size_s": 1, "watermark_s": 0.5}}], None),
-    "window_aggregate (Strata store)": ([{"name": "w", "kind": "window_aggregate", "key_groups": 64,
-                                          "window": {"size_s": 1, "watermark_s": 0.5}}], frozenset({"w"})),
+    "window_aggregate (Spark state)": (
+        [{"name": "w", "kind": "window_aggregate", "window": {"size_s": 1, "watermark_s": 0.5}}],
+        None,
+    ),
+    "window_aggregate (Strata store)": (
+        [{"name": "w", "kind": "window_aggregate", "key_groups": 64, "window": {"size_s": 1, "watermark_s": 0.5}}],
+        frozenset({"w"}),
+    ),
     "keyed_stateful (Spark state)": ([{"name": "k", "kind": "keyed_stateful"}], frozenset()),
     "keyed_stateful (Strata store)": ([{"name": "k", "kind": "keyed_stateful", "key_groups": 64}], None),
 }
@@ -54,8 +60,15 @@ def job(name: str, ops: list[dict], rate: float) -> Job:
     source = {**SOURCE, "rate": rate}
     chain = [{"name": "src", "kind": "source", "source": source}, *ops, {"name": "out", "kind": "sink"}]
     names = [o["name"] for o in chain]
-    return Job.model_validate({"id": name, "rank": 1, "templates": [
-        {"operators": chain, "streams": [{"from": a, "to": b} for a, b in itertools.pairwise(names)]}]})
+    return Job.model_validate(
+        {
+            "id": name,
+            "rank": 1,
+            "templates": [
+                {"operators": chain, "streams": [{"from": a, "to": b} for a, b in itertools.pairwise(names)]}
+            ],
+        }
+    )
 
 
 def measure(spark, root: Path, name: str, ops: list[dict], managed, batch: int, batches: int, cores: int) -> dict:
@@ -66,9 +79,17 @@ def measure(spark, root: Path, name: str, ops: list[dict], managed, batch: int, 
     """
     rows = batch * batches
     rate = batch  # rows per second of event time: one batch = 1 s = 10 ticks
-    opts = PipelineOptions(sink="parquet", clock="virtual", end_s=float(batches), epoch=1_700_000_000.0,
-                           max_rows_per_batch=batch, available_now=True, managed=managed,
-                           input_partitions=cores, state_partitions=cores)
+    opts = PipelineOptions(
+        sink="parquet",
+        clock="virtual",
+        end_s=float(batches),
+        epoch=1_700_000_000.0,
+        max_rows_per_batch=batch,
+        available_now=True,
+        managed=managed,
+        input_partitions=cores,
+        state_partitions=cores,
+    )
     j = job("q" + str(abs(hash(name)) % 10**6), ops, rate)
     shutil.rmtree(root / j.id, ignore_errors=True)
     p = Pipeline(spark, j, j.templates[0], root / j.id, opts)
@@ -81,14 +102,25 @@ def measure(spark, root: Path, name: str, ops: list[dict], managed, batch: int, 
     steady = [r for r in recs if r["batch_id"] >= 2]
     wall = steady[-1]["finished"] - recs[1]["finished"]
     steady_rows = sum(progress[r["batch_id"]]["numInputRows"] for r in steady if r["batch_id"] in progress)
-    phases = {k: statistics.median(progress[r["batch_id"]]["durationMs"].get(k, 0) for r in steady
-                                   if r["batch_id"] in progress) / 1000
-              for k in ("latestOffset", "queryPlanning", "addBatch", "walCommit", "commitOffsets", "triggerExecution")}
-    return {"kind": name, "rows": rows, "phases_s": phases, "batches": len(recs),
-            "first_batch_s": recs[0]["finished"] - recs[0]["started"],
-            "steady_rows": steady_rows, "steady_wall_s": wall, "rows_per_s": steady_rows / wall,
-            "rows_per_s_per_core": steady_rows / wall / cores,
-            "median_batch_s": statistics.median(r["finished"] - r["started"] for r in steady)}
+    phases = {
+        k: statistics.median(
+            progress[r["batch_id"]]["durationMs"].get(k, 0) for r in steady if r["batch_id"] in progress
+        )
+        / 1000
+        for k in ("latestOffset", "queryPlanning", "addBatch", "walCommit", "commitOffsets", "triggerExecution")
+    }
+    return {
+        "kind": name,
+        "rows": rows,
+        "phases_s": phases,
+        "batches": len(recs),
+        "first_batch_s": recs[0]["finished"] - recs[0]["started"],
+        "steady_rows": steady_rows,
+        "steady_wall_s": wall,
+        "rows_per_s": steady_rows / wall,
+        "rows_per_s_per_core": steady_rows / wall / cores,
+        "median_batch_s": statistics.median(r["finished"] - r["started"] for r in steady),
+    }
 
 
 def main() -> None:
@@ -122,13 +154,19 @@ def main() -> None:
             spark.stop()
         shutil.rmtree(root, ignore_errors=True)
 
-    table = Table(title=f"Spark data plane, local[{args.cores}], {args.batch} rows/batch "
-                        f"(session start {session_s:.1f} s)")
+    table = Table(
+        title=f"Spark data plane, local[{args.cores}], {args.batch} rows/batch (session start {session_s:.1f} s)"
+    )
     for col in ("operator", "rows/s", "rows/s/core", "median batch s", "first batch s"):
         table.add_column(col, justify="left" if col == "operator" else "right")
     for r in results:
-        table.add_row(r["kind"], f"{r['rows_per_s']:.0f}", f"{r['rows_per_s_per_core']:.0f}",
-                      f"{r['median_batch_s']:.2f}", f"{r['first_batch_s']:.1f}")
+        table.add_row(
+            r["kind"],
+            f"{r['rows_per_s']:.0f}",
+            f"{r['rows_per_s_per_core']:.0f}",
+            f"{r['median_batch_s']:.2f}",
+            f"{r['first_batch_s']:.1f}",
+        )
     console.print(table)
     over = Table(title="Per-batch overhead (100-row batches): median seconds per phase of a micro-batch")
     phases = ("latestOffset", "queryPlanning", "addBatch", "walCommit", "commitOffsets", "triggerExecution")
@@ -139,10 +177,21 @@ def main() -> None:
     console.print(over)
     out = Path(__file__).parent / "results" / "spark.json"
     out.parent.mkdir(exist_ok=True)
-    out.write_text(json.dumps({"cores": args.cores, "batch_rows": args.batch, "batches": args.batches,
-                               "session_start_s": session_s, "machine": platform.platform(),
-                               "note": "shared 2-core machine: other work ran at the same time",
-                               "throughput": results, "overhead": overhead}, indent=2))
+    out.write_text(
+        json.dumps(
+            {
+                "cores": args.cores,
+                "batch_rows": args.batch,
+                "batches": args.batches,
+                "session_start_s": session_s,
+                "machine": platform.platform(),
+                "note": "shared 2-core machine: other work ran at the same time",
+                "throughput": results,
+                "overhead": overhead,
+            },
+            indent=2,
+        )
+    )
     console.print(f"wrote {out}")
 
 

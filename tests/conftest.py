@@ -15,7 +15,6 @@ def spark(tmp_path_factory):
     """A local[2] session with small shuffle partitions and no UI, shared by the whole run."""
     from strata.spark import build_session
 
-    session = build_session("strata-tests", cores=2, shuffle_partitions=2,
-                            work_dir=tmp_path_factory.mktemp("spark"))
+    session = build_session("strata-tests", cores=2, shuffle_partitions=2, work_dir=tmp_path_factory.mktemp("spark"))
     yield session
     session.stop()

@@ -18,27 +18,55 @@ from strata.model import Scenario
 
 
 def scenario(selectivity=1.0):
-    return Scenario.model_validate({
-        "name": "s", "cluster": {"nodes": [{"name": "n0", "cores": 2}]},
-        "jobs": [{"id": jid, "rank": 1, "target_latency_s": 1.0, "templates": [{"operators": [
-            {"name": "src", "kind": "source", "source": {"rate": 100}},
-            {"name": "f", "kind": "filter", "selectivity": selectivity},
-            {"name": "sink", "kind": "sink"}],
-            "streams": [{"from": "src", "to": "f"}, {"from": "f", "to": "sink"}]}]} for jid in ("a", "b")]})
+    return Scenario.model_validate(
+        {
+            "name": "s",
+            "cluster": {"nodes": [{"name": "n0", "cores": 2}]},
+            "jobs": [
+                {
+                    "id": jid,
+                    "rank": 1,
+                    "target_latency_s": 1.0,
+                    "templates": [
+                        {
+                            "operators": [
+                                {"name": "src", "kind": "source", "source": {"rate": 100}},
+                                {"name": "f", "kind": "filter", "selectivity": selectivity},
+                                {"name": "sink", "kind": "sink"},
+                            ],
+                            "streams": [{"from": "src", "to": "f"}, {"from": "f", "to": "sink"}],
+                        }
+                    ],
+                }
+                for jid in ("a", "b")
+            ],
+        }
+    )
 
 
 def obs(now, *, ingest=None, latency=None, instances=(), key_groups=()):
-    w = WindowStats(now=now, start=now - 5.0, key_groups=tuple(key_groups), instances=tuple(instances),
-                    node_utilisation={}, queue_lengths={}, latency=latency or {}, rates={}, ingest=ingest or {},
-                    routing={}, placement={}, migrating=(), dropped={})
+    w = WindowStats(
+        now=now,
+        start=now - 5.0,
+        key_groups=tuple(key_groups),
+        instances=tuple(instances),
+        node_utilisation={},
+        queue_lengths={},
+        latency=latency or {},
+        rates={},
+        ingest=ingest or {},
+        routing={},
+        placement={},
+        migrating=(),
+        dropped={},
+    )
     return Observation(w)
 
 
 def test_window_score_counts_late_and_missing_outputs():
     # a: 100 rec/s × 5 s = 500 expected, 400 out of which 25% late → 300 on time → 0.6.
     # b: 500 expected, nothing out at all → 0. Mean 0.3.
-    o = obs(5.0, ingest={"a.src": 100.0, "b.src": 100.0},
-            latency={"a": LatencyStats(400, 0.1, 0.5, 0.9, 1.5, 0.25)})
+    o = obs(5.0, ingest={"a.src": 100.0, "b.src": 100.0}, latency={"a": LatencyStats(400, 0.1, 0.5, 0.9, 1.5, 0.25)})
     sources = {"a.src": "a", "b.src": "b"}
     assert window_score(o, {"a": 1.0, "b": 1.0}, sources) == pytest.approx(0.3)
     assert window_score(obs(5.0, ingest={"a.src": 0.0}), {"a": 1.0}, sources) is None
@@ -70,9 +98,12 @@ def test_selector_finds_each_phase_best_composition_and_remembers_a_returning_ph
         unit = 0.001 if phase == "fine" else 0.1
         # The window that just ended ran the composition chosen a step ago: on time iff it suited that phase.
         miss = 0.0 if chosen == good[phase] else 0.8
-        o = obs(5.0 * (step + 1), ingest={"a.src": 100.0},
-                latency={"a": LatencyStats(500, 0.1, 0.2, 0.3, 0.4, miss)},
-                instances=[InstanceLoad("a.f", 0, "n0", 100, 100 * unit, 0, 0)])
+        o = obs(
+            5.0 * (step + 1),
+            ingest={"a.src": 100.0},
+            latency={"a": LatencyStats(500, 0.1, 0.2, 0.3, 0.4, miss)},
+            instances=[InstanceLoad("a.f", 0, "n0", 100, 100 * unit, 0, 0)],
+        )
         chosen = sel.select(o)
         picks[phase].append(chosen)
     assert sum(c == good["fine"] for c in picks["fine"][5:40]) >= 30

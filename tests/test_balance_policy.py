@@ -24,8 +24,8 @@ from strata.balance import (
 )
 from strata.balance.controller import AutoFlow, fell_behind
 from strata.balance.loads import demand_factors, scale_by_instance
-from strata.sim.hooks import KeyGroupLoad, Move
-from strata.sim.observe import InstanceLoad, Observation
+from strata.protocol.units import KeyGroupLoad, Move
+from strata.protocol.window import InstanceLoad, Observation
 
 # ------------------------------------------------------------------ load windows
 
@@ -65,7 +65,11 @@ def test_demand_factors_add_the_queue_growth_to_what_was_processed():
     factors = demand_factors([100, 50, 0], [10, 20, 0], [60, 0, 5])
     assert factors == [1.5, 0.6, 1.0]
     assert scale_by_instance({0: 2.0, 1: 1.0, 2: 4.0, 9: 1.0}, {0: 0, 1: 1, 2: 2}, factors) == {
-        0: 3.0, 1: 0.6, 2: 4.0, 9: 1.0}
+        0: 3.0,
+        1: 0.6,
+        2: 4.0,
+        9: 1.0,
+    }
 
 
 def test_fell_behind_needs_a_saturated_node_and_a_growing_queue():
@@ -112,8 +116,7 @@ def test_equal_moves_go_by_state_size_and_the_cost_tolerance_trades_balance_for_
     plan = diminish_hotspots(loads, table, 2, state_bytes=state, config=BalanceConfig(cost_tolerance=0.0))
     assert [t.key_group for t in plan.transfers] == [1]
     # A tolerance of 0.4 × 4.7 = 1.88 puts 6.4 within reach of 5.0, and g0's state is far smaller.
-    plan = diminish_hotspots(loads, table, 2, state_bytes=state,
-                             config=BalanceConfig(cost_tolerance=0.4, max_moves=1))
+    plan = diminish_hotspots(loads, table, 2, state_bytes=state, config=BalanceConfig(cost_tolerance=0.4, max_moves=1))
     assert [t.key_group for t in plan.transfers] == [0]
 
 
@@ -167,8 +170,13 @@ def test_moves_per_round_are_bounded():
 
 def test_state_bytes_per_round_are_bounded():
     loads = dict.fromkeys(range(4), 1.0)
-    plan = diminish_hotspots(loads, dict.fromkeys(range(4), 0), 2, state_bytes=dict.fromkeys(range(4), 10.0),
-                             config=BalanceConfig(max_bytes=15.0))
+    plan = diminish_hotspots(
+        loads,
+        dict.fromkeys(range(4), 0),
+        2,
+        state_bytes=dict.fromkeys(range(4), 10.0),
+        config=BalanceConfig(max_bytes=15.0),
+    )
     assert len(plan.transfers) == 1
     assert plan.stop == "max_bytes"
 
@@ -290,8 +298,10 @@ def test_optimum_under_a_tiny_time_limit_falls_back_to_a_feasible_table_no_worse
 
 
 def _records(pe: str, loads: dict[int, float], table: dict[int, int], state: dict[int, float]) -> list[KeyGroupLoad]:
-    return [KeyGroupLoad(pe, g, table[g], records=int(10 * load), busy=load, state_bytes=state.get(g, 0.0))
-            for g, load in loads.items()]
+    return [
+        KeyGroupLoad(pe, g, table[g], records=int(10 * load), busy=load, state_bytes=state.get(g, 0.0))
+        for g, load in loads.items()
+    ]
 
 
 def test_controller_moves_the_cheaper_group_in_its_mode_and_never_replans_a_migrating_one():
@@ -334,18 +344,36 @@ def test_controller_plans_on_demand_so_an_overloaded_instance_is_not_underestima
     assert af.rounds[-1].planned == pytest.approx(1.9 / 1.45)
 
 
-def _obs(now: float, start: float, busy: list[float], records: list[int], queued: list[int],
-         loads: dict[int, float], route: tuple[int, ...], migrating: tuple[tuple[str, int], ...] = ()) -> Observation:
+def _obs(
+    now: float,
+    start: float,
+    busy: list[float],
+    records: list[int],
+    queued: list[int],
+    loads: dict[int, float],
+    route: tuple[int, ...],
+    migrating: tuple[tuple[str, int], ...] = (),
+) -> Observation:
     pe = "j.agg"
     nodes = tuple(f"n{i}" for i in range(len(busy)))
     span = now - start
     return Observation(
-        now=now, start=start,
+        now=now,
+        start=start,
         key_groups=tuple(KeyGroupLoad(pe, g, route[g], 10, load, 0.0) for g, load in loads.items()),
-        instances=tuple(InstanceLoad(pe, i, nodes[i], records[i], busy[i], queued[i], route.count(i))
-                        for i in range(len(busy))),
-        node_utilisation={n: b / span for n, b in zip(nodes, busy, strict=True)}, queue_lengths={}, latency={},
-        rates={}, ingest={}, routing={pe: route}, placement={pe: nodes}, migrating=migrating, dropped={})
+        instances=tuple(
+            InstanceLoad(pe, i, nodes[i], records[i], busy[i], queued[i], route.count(i)) for i in range(len(busy))
+        ),
+        node_utilisation={n: b / span for n, b in zip(nodes, busy, strict=True)},
+        queue_lengths={},
+        latency={},
+        rates={},
+        ingest={},
+        routing={pe: route},
+        placement={pe: nodes},
+        migrating=migrating,
+        dropped={},
+    )
 
 
 def test_controller_rounds_every_window_or_early_when_an_instance_falls_behind():

@@ -22,18 +22,32 @@ MAP = "k.map"
 def _fan_in(groups: int = 16, rate: float = 2000.0, zipf_s: float = 1.2, keys: int = 200) -> Scenario:
     """src (2 instances) → map (3) → agg (4, keyed) → sink, one one-core node per instance."""
     ops = [
-        {"name": "src", "kind": "source", "instances": 2, "cost_per_record": 1e-5,
-         "source": {"rate": rate, "keys": {"count": keys, "zipf_s": zipf_s}}},
+        {
+            "name": "src",
+            "kind": "source",
+            "instances": 2,
+            "cost_per_record": 1e-5,
+            "source": {"rate": rate, "keys": {"count": keys, "zipf_s": zipf_s}},
+        },
         {"name": "map", "kind": "map", "instances": 3, "cost_per_record": 2e-4},
-        {"name": "agg", "kind": "keyed_stateful", "instances": 4, "key_groups": groups, "cost_per_record": 2e-4,
-         "aggregate": {"fn": "sum"}, "state_bytes": 4e6},
+        {
+            "name": "agg",
+            "kind": "keyed_stateful",
+            "instances": 4,
+            "key_groups": groups,
+            "cost_per_record": 2e-4,
+            "aggregate": {"fn": "sum"},
+            "state_bytes": 4e6,
+        },
         {"name": "out", "kind": "sink", "cost_per_record": 1e-6},
     ]
     streams = [{"from": "src", "to": "map"}, {"from": "map", "to": "agg"}, {"from": "agg", "to": "out"}]
-    return Scenario.model_validate({
-        "cluster": {"node_groups": [{"prefix": "n", "count": 10, "cores": 1}]},
-        "jobs": [{"id": "k", "rank": 1, "templates": [{"operators": ops, "streams": streams}]}],
-    })
+    return Scenario.model_validate(
+        {
+            "cluster": {"node_groups": [{"prefix": "n", "count": 10, "cores": 1}]},
+            "jobs": [{"id": "k", "rank": 1, "templates": [{"operators": ops, "streams": streams}]}],
+        }
+    )
 
 
 class _Order(FifoDispatch):
@@ -75,8 +89,11 @@ def test_live_move_while_records_of_the_group_are_in_flight_on_every_channel():
     hot = key_group(0, agg.groups)  # Zipf rank 0 is key 0: the hottest key's group
     src = agg.route[hot]
     dst = (src + 1) % len(agg.instances)
-    in_flight = {msg.upstream for _, _, code, _, msg in sim._heap
-                 if code == EV_DELIVER and msg.kind is Kind.DATA and msg.pe == AGG and msg.key_group == hot}
+    in_flight = {
+        msg.upstream
+        for _, _, code, _, msg in sim._heap
+        if code == EV_DELIVER and msg.kind is Kind.DATA and msg.pe == AGG and msg.key_group == hot
+    }
     assert in_flight == {u.gid for u in agg.upstream}  # the precondition: every channel carries some
     sim.apply(Move(AGG, hot, dst))
     sim.run(3.0, drain=30.0)
@@ -146,11 +163,11 @@ def test_an_instance_without_key_groups_receives_load():
 
 @pytest.mark.parametrize("mode", ["live", "stop"])
 def test_autoflow_under_hot_key_drift_is_exactly_once_and_balances(mode):
-    scenario, placement = actor_scenario(1.0, drift_period_s=4.0, instances=4, rate=1200.0, keys=2000,
-                                         key_groups=32, load=0.6)
+    scenario, placement = actor_scenario(
+        1.0, drift_period_s=4.0, instances=4, rate=1200.0, keys=2000, key_groups=32, load=0.6
+    )
     static = run("static", scenario, placement, 12.0, window_s=1.0)
-    balanced = run(mode, scenario, placement, 12.0, window_s=1.0, config=BalanceConfig(threshold=1.08),
-                   smoothing=0.5)
+    balanced = run(mode, scenario, placement, 12.0, window_s=1.0, config=BalanceConfig(threshold=1.08), smoothing=0.5)
     for r in (static, balanced):
         assert r.exactly_once and r.conserved
     assert balanced.summary(warmup=0.0)["migrations"] > 0
@@ -161,11 +178,13 @@ def test_autoflow_under_hot_key_drift_is_exactly_once_and_balances(mode):
 @pytest.mark.parametrize("mode", ["live", "stop"])
 def test_early_rounds_on_an_instance_falling_behind_stay_exactly_once(mode):
     # At load 0.85 each drift step overloads an instance: AutoFlow, looking every 0.25 s, rounds early.
-    scenario, placement = actor_scenario(1.0, drift_period_s=4.0, instances=4, rate=1200.0, keys=2000,
-                                         key_groups=32, load=0.85)
+    scenario, placement = actor_scenario(
+        1.0, drift_period_s=4.0, instances=4, rate=1200.0, keys=2000, key_groups=32, load=0.85
+    )
     static = run("static", scenario, placement, 12.0, window_s=1.0)
-    balanced = run(mode, scenario, placement, 12.0, window_s=1.0, config=BalanceConfig(threshold=1.08),
-                   smoothing=0.5, tick_s=0.25)
+    balanced = run(
+        mode, scenario, placement, 12.0, window_s=1.0, config=BalanceConfig(threshold=1.08), smoothing=0.5, tick_s=0.25
+    )
     assert balanced.exactly_once and balanced.conserved
     assert any(r.trigger == "overload" for r in balanced.balancer.rounds)
     mean = lambda r: sum(w.imbalance for w in r.windows[2:]) / len(r.windows[2:])  # noqa: E731

@@ -26,38 +26,60 @@ WINDOWS = {"w1": (10.0, 10.0, 1.0), "w2": (60.0, 30.0, 0.0)}
 
 def test_window_routes_find_the_windows_a_record_waits_for():
     # src → parse → w1 → out;  src → alert → out;  parse → w2 → out
-    down = {"src": ("parse", "alert"), "parse": ("w1", "w2"), "alert": ("out",), "w1": ("out",),
-            "w2": ("out",), "out": ()}
+    down = {
+        "src": ("parse", "alert"),
+        "parse": ("w1", "w2"),
+        "alert": ("out",),
+        "w1": ("out",),
+        "w2": ("out",),
+        "out": (),
+    }
     routes = window_routes(down, WINDOWS)
-    assert routes == {"src": (), "alert": (), "out": (), "parse": (WINDOWS["w1"], WINDOWS["w2"]),
-                      "w1": (WINDOWS["w1"],), "w2": (WINDOWS["w2"],)}
+    assert routes == {
+        "src": (),
+        "alert": (),
+        "out": (),
+        "parse": (WINDOWS["w1"], WINDOWS["w2"]),
+        "w1": (WINDOWS["w1"],),
+        "w2": (WINDOWS["w2"],),
+    }
 
 
 def test_window_routes_stop_at_the_nearest_window():
     down = {"a": ("w1",), "w1": ("w2",), "w2": ("out",), "out": ()}
-    assert window_routes(down, WINDOWS) == {"a": (WINDOWS["w1"],), "w1": (WINDOWS["w1"],),
-                                            "w2": (WINDOWS["w2"],), "out": ()}
+    assert window_routes(down, WINDOWS) == {
+        "a": (WINDOWS["w1"],),
+        "w1": (WINDOWS["w1"],),
+        "w2": (WINDOWS["w2"],),
+        "out": (),
+    }
 
 
-@pytest.mark.parametrize(("event_time", "t_mf"), [
-    (3.0, 11.0),    # w1 [0, 10) fires at 11; w2 [-30, 30) at 30
-    (10.5, 11.0),   # in w1's [10, 20), but it holds back the watermark that fires [0, 10) at 11
-    (11.5, 21.0),
-    (25.0, 30.0),   # w1's next firing is at 31, w2 [-30, 30) fires at 30: the earlier counts
-])
+@pytest.mark.parametrize(
+    ("event_time", "t_mf"),
+    [
+        (3.0, 11.0),  # w1 [0, 10) fires at 11; w2 [-30, 30) at 30
+        (10.5, 11.0),  # in w1's [10, 20), but it holds back the watermark that fires [0, 10) at 11
+        (11.5, 21.0),
+        (25.0, 30.0),  # w1's next firing is at 31, w2 [-30, 30) fires at 30: the earlier counts
+    ],
+)
 def test_frontier_before_windows_is_the_first_firing_held_back(event_time, t_mf):
     waits = (WINDOWS["w1"], WINDOWS["w2"])
     assert frontier(event_time, event_time, waits) == pytest.approx(t_mf)
     assert frontier(event_time, 7.0, ()) == 7.0  # a direct route keeps the engine's frontier
 
 
-@pytest.mark.parametrize(("t", "timing", "due"), [
-    (3.0, (10.0, 10.0, 0.0), 10.0),
-    (10.0, (10.0, 10.0, 0.0), 10.0),   # the watermark reaching 10 fires [0, 10)
-    (10.1, (10.0, 10.0, 0.0), 20.0),
-    (23.0, (10.0, 5.0, 0.0), 25.0),    # sliding: firings at 20, 25, 30, ...
-    (20.5, (10.0, 10.0, 2.0), 22.0),   # [10, 20) with 2 s of lateness fires at 22
-])
+@pytest.mark.parametrize(
+    ("t", "timing", "due"),
+    [
+        (3.0, (10.0, 10.0, 0.0), 10.0),
+        (10.0, (10.0, 10.0, 0.0), 10.0),  # the watermark reaching 10 fires [0, 10)
+        (10.1, (10.0, 10.0, 0.0), 20.0),
+        (23.0, (10.0, 5.0, 0.0), 25.0),  # sliding: firings at 20, 25, 30, ...
+        (20.5, (10.0, 10.0, 2.0), 22.0),  # [10, 20) with 2 s of lateness fires at 22
+    ],
+)
 def test_next_due_is_the_first_firing_at_or_after_the_event(t, timing, due):
     assert next_due(t, *timing) == pytest.approx(due)
 
@@ -73,7 +95,7 @@ def test_critical_path_takes_the_most_expensive_chain_to_the_sink():
 def test_moving_average_tracks_measurements_and_starts_from_the_prior():
     prof = CostProfile(alpha=0.5, prior={"op": 3.0})
     assert prof["op"] == 3.0 and not prof.observed("op")
-    assert prof.observe("op", 2.0) == 2.0          # first measurement replaces the prior
+    assert prof.observe("op", 2.0) == 2.0  # first measurement replaces the prior
     assert prof.observe("op", 4.0) == pytest.approx(3.0)
     assert prof.observe("op", 4.0) == pytest.approx(3.5)
     assert prof["unknown"] == 0.0
@@ -88,8 +110,8 @@ def test_reply_contexts_carry_costs_upstream_hop_by_hop():
     down = {"src": ("a",), "a": ("out",), "out": ()}
     replies = ReplyContexts(down, {"src": 0.0, "a": 1.0, "out": 1.0})
     assert replies.path("src") == pytest.approx(2.0)  # from the priors
-    replies.report("out", 3.0, ())                      # the sink got slower
-    assert replies.path("src") == pytest.approx(2.0)    # not known upstream until a replies again
+    replies.report("out", 3.0, ())  # the sink got slower
+    assert replies.path("src") == pytest.approx(2.0)  # not known upstream until a replies again
     assert replies.report("a", 1.0, ("out",)) == pytest.approx(3.0)
     assert replies.report("src", 0.0, ("a",)) == pytest.approx(4.0)
     assert replies.cost("out") == 3.0

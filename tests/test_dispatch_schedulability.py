@@ -18,14 +18,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from strata.dispatch import Strategy, WorkUnit, dispatcher
-from strata.sim.hooks import DispatchFactory, Message, NodeView
+from strata.protocol.units import DispatchFactory, Message, NodeView
 
 # (arrival, job, cost in unit messages, deadline)
 Release = tuple[int, str, int, int]
 
 
-def run_one_core(factory: DispatchFactory, releases: list[Release], latency: dict[str, float],
-                 horizon: int) -> dict[tuple[str, int], int]:
+def run_one_core(
+    factory: DispatchFactory, releases: list[Release], latency: dict[str, float], horizon: int
+) -> dict[tuple[str, int], int]:
     """Finish time of each released instance (job, arrival); instances unfinished by ``horizon`` are absent."""
     view = NodeView(name="core", cores=1, pes=tuple(f"{j}.op" for j in latency), target_latency=latency)
     node = factory(view)
@@ -41,8 +42,20 @@ def run_one_core(factory: DispatchFactory, releases: list[Release], latency: dic
             for _ in range(cost):
                 seq += 1
                 # frontier + L = the instance's absolute deadline
-                node.push(Message(seq=seq, job=job, pe=f"{job}.op", instance=0, upstream=-1, created=t,
-                                  event_time=arrival, frontier=due - latency[job], payload=arrival), t)
+                node.push(
+                    Message(
+                        seq=seq,
+                        job=job,
+                        pe=f"{job}.op",
+                        instance=0,
+                        upstream=-1,
+                        created=t,
+                        event_time=arrival,
+                        frontier=due - latency[job],
+                        payload=arrival,
+                    ),
+                    t,
+                )
         msg = node.pop(t)
         if msg is None:
             continue
@@ -57,8 +70,11 @@ def run_one_core(factory: DispatchFactory, releases: list[Release], latency: dic
 def periodic(tasks: dict[str, tuple[int, int]]) -> tuple[list[Release], dict[str, float], int]:
     """Releases of periodic tasks name → (C, T) over one hyperperiod, implicit deadlines."""
     hyper = lcm(*(period for _, period in tasks.values()))
-    releases = [(k * period, name, cost, (k + 1) * period)
-                for name, (cost, period) in tasks.items() for k in range(hyper // period)]
+    releases = [
+        (k * period, name, cost, (k + 1) * period)
+        for name, (cost, period) in tasks.items()
+        for k in range(hyper // period)
+    ]
     return releases, {name: float(period) for name, (_, period) in tasks.items()}, hyper
 
 
@@ -77,7 +93,8 @@ class RateMonotonic(Strategy):
 TASK_SETS = st.dictionaries(
     st.sampled_from("abcd"),
     st.sampled_from([2, 3, 4, 6, 8, 12]).flatmap(lambda t: st.tuples(st.integers(1, t), st.just(t))),
-    min_size=1, max_size=4,
+    min_size=1,
+    max_size=4,
 )
 
 

@@ -23,20 +23,23 @@ from strata.dispatch import (
     slot_dispatcher,
     strategy,
 )
-from strata.sim.hooks import Message, NodeView
+from strata.protocol.units import Message, NodeView
 
 # job, frontier, L, own cost, path cost, arrival, seq
 M1 = WorkUnit("a", 10.0, 5.0, 0.5, 2.0, 0.0, 1)  # ddl 12.5, due 15
 M2 = WorkUnit("b", 11.0, 2.0, 1.0, 0.0, 1.0, 2)  # ddl 12.0, due 13
-M3 = WorkUnit("a", 8.0, 5.0, 0.2, 2.0, 2.0, 3)   # ddl 10.8, due 13
+M3 = WorkUnit("a", 8.0, 5.0, 0.2, 2.0, 2.0, 3)  # ddl 10.8, due 13
 
 
-@pytest.mark.parametrize(("by", "order"), [
-    (LeastLaxity(), [M3, M2, M1]),
-    (EarliestDeadline(), [M2, M3, M1]),  # tie at 13 broken by creation order
-    (ShortestJob(), [M3, M1, M2]),
-    (Fifo(), [M1, M2, M3]),
-])
+@pytest.mark.parametrize(
+    ("by", "order"),
+    [
+        (LeastLaxity(), [M3, M2, M1]),
+        (EarliestDeadline(), [M2, M3, M1]),  # tie at 13 broken by creation order
+        (ShortestJob(), [M3, M1, M2]),
+        (Fifo(), [M1, M2, M3]),
+    ],
+)
 def test_each_strategy_orders_units_as_computed_by_hand(by, order):
     assert rank([M1, M2, M3], by) == order
 
@@ -83,7 +86,7 @@ def test_fair_share_gives_no_credit_for_time_away():
         by.started(unit, by.key(unit))
     late = by.key(WorkUnit("late", 0.0, 1.0, 1.0, 0.0, 0.0, 100))
     early = by.key(WorkUnit("early", 0.0, 1.0, 1.0, 0.0, 0.0, 101))
-    assert late == pytest.approx(99.0)   # starts at the current virtual time, not at 0
+    assert late == pytest.approx(99.0)  # starts at the current virtual time, not at 0
     assert early == pytest.approx(100.0)  # and alternates with "early" from there
 
 
@@ -108,14 +111,20 @@ def test_two_level_queue_pops_the_global_minimum(ops):
 
 
 def message(seq: int, job: str, pe: str, frontier: float, instance: int = 0) -> Message:
-    return Message(seq=seq, job=job, pe=pe, instance=instance, upstream=-1, created=0.0,
-                   event_time=frontier, frontier=frontier)
+    return Message(
+        seq=seq, job=job, pe=pe, instance=instance, upstream=-1, created=0.0, event_time=frontier, frontier=frontier
+    )
 
 
 def test_node_dispatcher_prices_messages_with_profiled_path_costs():
     """Same due time, but one message still has 3 s of downstream work: least laxity runs it first, EDF not."""
-    view = NodeView(name="n0", cores=1, pes=("q.a", "q.b"), target_latency={"q": 10.0},
-                    downstream={"q.a": ("q.c",), "q.b": ("q.out",), "q.c": ("q.out",)})
+    view = NodeView(
+        name="n0",
+        cores=1,
+        pes=("q.a", "q.b"),
+        target_latency={"q": 10.0},
+        downstream={"q.a": ("q.c",), "q.b": ("q.out",), "q.c": ("q.out",)},
+    )
     down = {"q.a": ("q.c",), "q.b": ("q.out",), "q.c": ("q.out",), "q.out": ()}
     cost = {"q.a": 0.1, "q.b": 0.1, "q.c": 3.0, "q.out": 0.0}
     orders = {}
@@ -140,12 +149,15 @@ def test_node_dispatcher_learns_costs_from_completions():
     assert first.pe == "q.b" and first.priority == pytest.approx(1.0)
 
 
-@pytest.mark.parametrize(("cores", "demand", "slots"), [
-    (4, {"a": 1.0, "b": 1.0}, {"a": 2, "b": 2}),
-    (8, {"a": 3.0, "b": 1.0}, {"a": 6, "b": 2}),   # 1 + 6 spare × (3/4, 1/4) = 1 + 4.5, 1 + 1.5: tie → a
-    (5, {"a": 0.0, "b": 0.0, "c": 0.0}, {"a": 2, "b": 2, "c": 1}),
-    (3, {"a": 1.0, "b": 100.0, "c": 1.0}, {"a": 1, "b": 1, "c": 1}),
-])
+@pytest.mark.parametrize(
+    ("cores", "demand", "slots"),
+    [
+        (4, {"a": 1.0, "b": 1.0}, {"a": 2, "b": 2}),
+        (8, {"a": 3.0, "b": 1.0}, {"a": 6, "b": 2}),  # 1 + 6 spare × (3/4, 1/4) = 1 + 4.5, 1 + 1.5: tie → a
+        (5, {"a": 0.0, "b": 0.0, "c": 0.0}, {"a": 2, "b": 2, "c": 1}),
+        (3, {"a": 1.0, "b": 100.0, "c": 1.0}, {"a": 1, "b": 1, "c": 1}),
+    ],
+)
 def test_apportion_gives_each_dataflow_a_core_and_the_rest_by_demand(cores, demand, slots):
     assert apportion(cores, demand) == slots
 
@@ -184,26 +196,26 @@ def test_records_for_a_later_window_yield_to_the_result_of_the_due_one():
     """Cameo's semantics awareness: parse work for window [10, 20) waits behind the [0, 10) result."""
     down = {"q.src": ("q.parse",), "q.parse": ("q.win",), "q.win": ("q.out",), "q.out": ()}
     priors = Priors({pe: 0.0 for pe in down}, down, {"q.win": (10.0, 10.0, 1.0)})
-    view = NodeView(name="n0", cores=1, pes=("q.parse", "q.out"), target_latency={"q": 2.0},
-                    downstream=down)
+    view = NodeView(name="n0", cores=1, pes=("q.parse", "q.out"), target_latency={"q": 2.0}, downstream=down)
     orders = {}
     for name in ("cameo", "fifo"):
         node = dispatcher(name, priors)(view)
         node.push(message(1, "q", "q.parse", 11.5), 11.6)  # t_MF = 21 (window [10, 20) fires at 21)
-        node.push(message(2, "q", "q.out", 9.9), 11.7)     # the [0, 10) result, t_MF = 9.9
+        node.push(message(2, "q", "q.out", 9.9), 11.7)  # the [0, 10) result, t_MF = 9.9
         orders[name] = [node.pop(11.8).seq, node.pop(11.8).seq]
     assert orders == {"cameo": [2, 1], "fifo": [1, 2]}
 
 
 def test_costs_are_profiled_per_record_and_weights_can_be_overridden():
-    view = NodeView(name="n0", cores=1, pes=("q.a",), target_latency={"q": 10.0}, weight={"q": 1.0},
-                    cost_per_record={"q.a": 0.25})
+    view = NodeView(
+        name="n0", cores=1, pes=("q.a",), target_latency={"q": 10.0}, weight={"q": 1.0}, cost_per_record={"q.a": 0.25}
+    )
     node = dispatcher("sjf", alpha=1.0)(view)
     first = message(1, "q", "q.a", 0.0)
     first.records = 4
     node.push(first, 0.0)
     assert node.pop(0.0).priority == pytest.approx(1.0)  # prior from the view: 4 × 0.25
-    node.completed(first, 2.0, 2.0)                        # measured: 0.5 s per record
+    node.completed(first, 2.0, 2.0)  # measured: 0.5 s per record
     second = message(2, "q", "q.a", 0.0)
     second.records = 3
     node.push(second, 2.0)

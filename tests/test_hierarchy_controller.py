@@ -22,27 +22,73 @@ def two_jobs(nodes=4, cores=4):
         "name": "two",
         "cluster": {"nodes": [{"name": f"n{i}", "cores": cores} for i in range(nodes)]},
         "jobs": [
-            {"id": "lat", "rank": 1, "target_latency_s": 0.5, "templates": [{"operators": [
-                {"name": "src", "kind": "source", "cost_per_record": 0.0, "source": {"rate": 200, "seed": 1}},
-                {"name": "f", "kind": "map", "cost_per_record": 0.004, "instances": 2},
-                {"name": "sink", "kind": "sink", "cost_per_record": 0.0}],
-                "streams": [{"from": "src", "to": "f"}, {"from": "f", "to": "sink"}]}]},
-            {"id": "agg", "rank": 2, "target_latency_s": 5.0, "templates": [{"operators": [
-                {"name": "src", "kind": "source", "cost_per_record": 0.0,
-                 "source": {"rate": 300, "seed": 2, "keys": {"count": 500, "zipf_s": 1.1}}},
-                {"name": "kv", "kind": "keyed_stateful", "cost_per_record": 0.006, "instances": 4, "key_groups": 16},
-                {"name": "sink", "kind": "sink", "cost_per_record": 0.0}],
-                "streams": [{"from": "src", "to": "kv"}, {"from": "kv", "to": "sink"}]}]},
-        ]}
+            {
+                "id": "lat",
+                "rank": 1,
+                "target_latency_s": 0.5,
+                "templates": [
+                    {
+                        "operators": [
+                            {
+                                "name": "src",
+                                "kind": "source",
+                                "cost_per_record": 0.0,
+                                "source": {"rate": 200, "seed": 1},
+                            },
+                            {"name": "f", "kind": "map", "cost_per_record": 0.004, "instances": 2},
+                            {"name": "sink", "kind": "sink", "cost_per_record": 0.0},
+                        ],
+                        "streams": [{"from": "src", "to": "f"}, {"from": "f", "to": "sink"}],
+                    }
+                ],
+            },
+            {
+                "id": "agg",
+                "rank": 2,
+                "target_latency_s": 5.0,
+                "templates": [
+                    {
+                        "operators": [
+                            {
+                                "name": "src",
+                                "kind": "source",
+                                "cost_per_record": 0.0,
+                                "source": {"rate": 300, "seed": 2, "keys": {"count": 500, "zipf_s": 1.1}},
+                            },
+                            {
+                                "name": "kv",
+                                "kind": "keyed_stateful",
+                                "cost_per_record": 0.006,
+                                "instances": 4,
+                                "key_groups": 16,
+                            },
+                            {"name": "sink", "kind": "sink", "cost_per_record": 0.0},
+                        ],
+                        "streams": [{"from": "src", "to": "kv"}, {"from": "kv", "to": "sink"}],
+                    }
+                ],
+            },
+        ],
+    }
     return Scenario.model_validate(doc)
 
 
 def window(now, *, placement, routing=None, latency=None, instances=(), ingest=None, key_groups=()):
-    return WindowStats(now=now, start=now - 5.0, key_groups=tuple(key_groups), instances=tuple(instances),
-                       node_utilisation={}, queue_lengths={}, latency=latency or {}, rates={},
-                       ingest=ingest or {}, routing=routing or {},
-                       placement={pe: tuple(n for n, _ in insts) for pe, insts in placement.items()},
-                       migrating=(), dropped={})
+    return WindowStats(
+        now=now,
+        start=now - 5.0,
+        key_groups=tuple(key_groups),
+        instances=tuple(instances),
+        node_utilisation={},
+        queue_lengths={},
+        latency=latency or {},
+        rates={},
+        ingest=ingest or {},
+        routing=routing or {},
+        placement={pe: tuple(n for n, _ in insts) for pe, insts in placement.items()},
+        migrating=(),
+        dropped={},
+    )
 
 
 # ------------------------------------------------------------------ pure pieces, hand-computed
@@ -112,8 +158,10 @@ def test_node_loss_replans_only_the_affected_component_within_the_same_step():
     ctl, d = started()
     lost = d.placement["agg.kv"][0][0]
     before = {pe: list(v) for pe, v in ctl.placement.items()}
-    obs = Observation(window(5.0, placement=ctl.placement, routing={"agg.kv": tuple(g % 4 for g in range(16))}),
-                      nodes_down=frozenset({lost}))
+    obs = Observation(
+        window(5.0, placement=ctl.placement, routing={"agg.kv": tuple(g % 4 for g in range(16))}),
+        nodes_down=frozenset({lost}),
+    )
     out = ctl.step(obs)
     affected = {ctl._job_of[pe] for pe, insts in before.items() if any(n == lost for n, _ in insts)}
     assert set(out.replan) == affected
@@ -231,7 +279,8 @@ def test_rebinding_live_instances_to_other_nodes_loses_and_duplicates_nothing():
     eng.sim.run(3.0)
     eng.apply(Decisions(epoch=2, placement=moved))
     assert {(pe, i.index): i.node.name for pe in moved for i in eng.sim.pes[pe].instances} == {
-        (pe, i): n for pe, insts in moved.items() for i, (n, _) in enumerate(insts)}
+        (pe, i): n for pe, insts in moved.items() for i, (n, _) in enumerate(insts)
+    }
     eng.sim.run(6.0, drain=60.0)
     assert len(eng.rebinds) == 6  # every instance of both PEs moved one node on
     assert eng.sim.metrics.drop_totals() == {}

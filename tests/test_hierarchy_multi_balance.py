@@ -87,6 +87,9 @@ def test_min_gain_is_hysteresis_for_placed_instances():
     kept = balance(items, hosts, MultiBalanceConfig(weights=cpu_only, min_gain=0.1))
     assert kept.assignment["y"] == "a" and kept.moves == 0 and kept.objective == pytest.approx(0.55)
     # A new instance (no current host) is placed freely whatever the hysteresis.
-    fresh = balance([*items[:1], Item("y", 0.1, 0.0, ("a", "b")), items[2]], hosts,
-                    MultiBalanceConfig(weights=cpu_only, min_gain=0.1))
+    fresh = balance(
+        [*items[:1], Item("y", 0.1, 0.0, ("a", "b")), items[2]],
+        hosts,
+        MultiBalanceConfig(weights=cpu_only, min_gain=0.1),
+    )
     assert fresh.assignment["y"] == "b"

@@ -22,18 +22,26 @@ from strata.model.functions import LinearValue
 def diamond(value_out: dict, weights=(1.0, 2.0)) -> Scenario:
     """src(100/s) → a (sel 0.5) → b (sel 0.4) → sink; src → c (sel 1, cost 0.01) → sink."""
     job = {
-        "id": "j", "rank": 1, "templates": [{"operators": [
-            {"name": "src", "kind": "source", "source": {"rate": 100}, "cost_per_record": 0},
-            {"name": "a", "kind": "filter", "selectivity": 0.5, "cost_per_record": 0.001},
-            {"name": "b", "kind": "map", "selectivity": 0.4, "cost_per_record": 0.002},
-            {"name": "c", "kind": "map", "selectivity": 1.0, "cost_per_record": 0.01},
-            {"name": "out", "kind": "sink", "cost_per_record": 0},
-        ], "streams": [
-            {"from": "src", "to": "a"}, {"from": "a", "to": "b"},
-            {"from": "b", "to": "out", "weight": weights[0], "value": value_out},
-            {"from": "src", "to": "c"},
-            {"from": "c", "to": "out", "weight": weights[1]},
-        ]}],
+        "id": "j",
+        "rank": 1,
+        "templates": [
+            {
+                "operators": [
+                    {"name": "src", "kind": "source", "source": {"rate": 100}, "cost_per_record": 0},
+                    {"name": "a", "kind": "filter", "selectivity": 0.5, "cost_per_record": 0.001},
+                    {"name": "b", "kind": "map", "selectivity": 0.4, "cost_per_record": 0.002},
+                    {"name": "c", "kind": "map", "selectivity": 1.0, "cost_per_record": 0.01},
+                    {"name": "out", "kind": "sink", "cost_per_record": 0},
+                ],
+                "streams": [
+                    {"from": "src", "to": "a"},
+                    {"from": "a", "to": "b"},
+                    {"from": "b", "to": "out", "weight": weights[0], "value": value_out},
+                    {"from": "src", "to": "c"},
+                    {"from": "c", "to": "out", "weight": weights[1]},
+                ],
+            }
+        ],
     }
     return Scenario(cluster=Cluster(nodes=[{"name": "n", "cores": 4}]), jobs=[Job.model_validate(job)])
 
@@ -78,16 +86,34 @@ def test_piecewise_capacity_inverts():
 
 
 def test_shared_stream_joins_jobs():
-    producer = {"id": "p", "rank": 1, "templates": [{"operators": [
-        {"name": "src", "kind": "source", "source": {"rate": 10}},
-        {"name": "f", "kind": "filter", "selectivity": 0.5},
-        {"name": "out", "kind": "sink"}],
-        "streams": [{"from": "src", "to": "f"}, {"from": "f", "to": "out"}]}]}
-    consumer = {"id": "c", "rank": 2, "templates": [{"operators": [
-        {"name": "m", "kind": "map"}, {"name": "out", "kind": "sink"}],
-        "streams": [{"from": "p.f", "to": "m"}, {"from": "m", "to": "out", "weight": 3}]}]}
-    s = Scenario(cluster=Cluster(nodes=[{"name": "n", "cores": 1}]),
-                 jobs=[Job.model_validate(producer), Job.model_validate(consumer)])
+    producer = {
+        "id": "p",
+        "rank": 1,
+        "templates": [
+            {
+                "operators": [
+                    {"name": "src", "kind": "source", "source": {"rate": 10}},
+                    {"name": "f", "kind": "filter", "selectivity": 0.5},
+                    {"name": "out", "kind": "sink"},
+                ],
+                "streams": [{"from": "src", "to": "f"}, {"from": "f", "to": "out"}],
+            }
+        ],
+    }
+    consumer = {
+        "id": "c",
+        "rank": 2,
+        "templates": [
+            {
+                "operators": [{"name": "m", "kind": "map"}, {"name": "out", "kind": "sink"}],
+                "streams": [{"from": "p.f", "to": "m"}, {"from": "m", "to": "out", "weight": 3}],
+            }
+        ],
+    }
+    s = Scenario(
+        cluster=Cluster(nodes=[{"name": "n", "cores": 1}]),
+        jobs=[Job.model_validate(producer), Job.model_validate(consumer)],
+    )
     assert scenario_importance(s) == pytest.approx(5 + 3 * 5)
     # Without the producer, the consumer sees nothing.
     assert scenario_importance(s, templates={"c": "default"}) == 0

@@ -8,15 +8,35 @@ import pytest
 from strata.learning import ResourceLearner, attribute
 from strata.model import Scenario
 
-SCENARIO = Scenario.model_validate({
-    "cluster": {"nodes": [{"name": "n", "cores": 2}]},
-    "jobs": [{"id": "j", "rank": 1, "templates": [{"name": "t", "operators": [
-        {"name": "src", "kind": "source", "source": {"rate": 100}, "cost_per_record": 1e-5},
-        {"name": "f", "kind": "filter", "predicate": "value > 0.5", "selectivity": 0.5, "cost_per_record": 1e-4},
-        {"name": "m", "kind": "map", "expressions": ["id"], "cost_per_record": 3e-4},
-        {"name": "out", "kind": "sink", "cost_per_record": 0.0}],
-        "streams": [{"from": "src", "to": "f"}, {"from": "f", "to": "m"}, {"from": "m", "to": "out"}]}]}],
-})
+SCENARIO = Scenario.model_validate(
+    {
+        "cluster": {"nodes": [{"name": "n", "cores": 2}]},
+        "jobs": [
+            {
+                "id": "j",
+                "rank": 1,
+                "templates": [
+                    {
+                        "name": "t",
+                        "operators": [
+                            {"name": "src", "kind": "source", "source": {"rate": 100}, "cost_per_record": 1e-5},
+                            {
+                                "name": "f",
+                                "kind": "filter",
+                                "predicate": "value > 0.5",
+                                "selectivity": 0.5,
+                                "cost_per_record": 1e-4,
+                            },
+                            {"name": "m", "kind": "map", "expressions": ["id"], "cost_per_record": 3e-4},
+                            {"name": "out", "kind": "sink", "cost_per_record": 0.0},
+                        ],
+                        "streams": [{"from": "src", "to": "f"}, {"from": "f", "to": "m"}, {"from": "m", "to": "out"}],
+                    }
+                ],
+            }
+        ],
+    }
+)
 
 
 def test_exact_linear_data_gives_the_line_and_the_ratio():
@@ -97,7 +117,11 @@ def test_mean_offered_rate_of_onoff_bursts():
 
     bursty = SCENARIO.model_dump(by_alias=True)
     bursty["jobs"][0]["templates"][0]["operators"][0]["source"]["arrivals"] = {
-        "process": "onoff", "period_s": 20, "on_s": 5, "burst_factor": 3}
+        "process": "onoff",
+        "period_s": 20,
+        "on_s": 5,
+        "burst_factor": 3,
+    }
     # 100 rec/s, tripled a quarter of the time: 100 × (1 + 2 × 5/20) = 150
     assert mean_offered_rates(Scenario.model_validate(bursty)) == {"j.src": pytest.approx(150.0)}
     assert mean_offered_rates(SCENARIO) == {"j.src": 100.0}

@@ -48,8 +48,7 @@ def test_plan_round_trips_through_json(small_plan, tmp_path):
 
 
 def test_same_inputs_same_plan_when_the_budget_does_not_bind():
-    s = scenario([chain("a", 100, [0.001, 0.004, 0.004]), chain("b", 80, [0.001, 0.002, 0.006])],
-                 nodes=3, cores=0.5)
+    s = scenario([chain("a", 100, [0.001, 0.004, 0.004]), chain("b", 80, [0.001, 0.002, 0.006])], nodes=3, cores=0.5)
     one, two = plan(s, options=Options(budget_s=30, rounds=5)), plan(s, options=Options(budget_s=30, rounds=5))
     assert one.assignment == two.assignment
     assert one.candidates == two.candidates
@@ -71,8 +70,26 @@ def test_soda_keeps_more_traffic_on_node_than_rr_and_rand(small_plan):
 def test_cli_plan_writes_json_and_reads_it_back(tmp_path):
     spec = tmp_path / "s.yaml"
     runner = CliRunner()
-    assert runner.invoke(app, ["generate", "lsd", "--set", "nodes=4", "--set", "jobs=6", "--set", "pes=30",
-                               "--set", "demand_cores=20", "-o", str(spec)]).exit_code == 0
+    assert (
+        runner.invoke(
+            app,
+            [
+                "generate",
+                "lsd",
+                "--set",
+                "nodes=4",
+                "--set",
+                "jobs=6",
+                "--set",
+                "pes=30",
+                "--set",
+                "demand_cores=20",
+                "-o",
+                str(spec),
+            ],
+        ).exit_code
+        == 0
+    )
     out = tmp_path / "p.json"
     res = runner.invoke(app, ["plan", str(spec), "--budget", "2s", "--json", str(out)])
     assert res.exit_code == 0, res.output
@@ -86,8 +103,10 @@ def test_cli_rejects_bad_input_with_exit_2(tmp_path):
     spec = tmp_path / "s.yaml"
     import yaml
 
-    jobs = [chain("a", 100, [0.001, 0.01], required=True, cpu_min=0.4),
-            chain("b", 100, [0.001, 0.01], required=True, cpu_min=0.4)]
+    jobs = [
+        chain("a", 100, [0.001, 0.01], required=True, cpu_min=0.4),
+        chain("b", 100, [0.001, 0.01], required=True, cpu_min=0.4),
+    ]
     spec.write_text(yaml.safe_dump({"cluster": {"nodes": [{"name": "n0", "cores": 1}]}, "jobs": jobs}))
     res = runner.invoke(app, ["plan", str(spec)])
     assert res.exit_code == 2

@@ -41,8 +41,11 @@ def test_curve_is_linear_then_flat_for_a_chain():
 def test_curve_matches_fresh_lp_solves_and_dual_slopes():
     # Two sinks with different weights and a concave piecewise value: several breakpoints.
     knee = {"kind": "piecewise_linear", "points": [[0, 0], [40, 40], [400, 60]]}
-    s = scenario([chain("a", 100, [0.001, 0.01], weight=2.0, value=knee),
-                  chain("b", 80, [0.002, 0.005], weight=1.0)], nodes=1, cores=5)
+    s = scenario(
+        [chain("a", 100, [0.001, 0.01], weight=2.0, value=knee), chain("b", 80, [0.002, 0.005], weight=1.0)],
+        nodes=1,
+        cores=5,
+    )
     g = joined_graph(s)
     for comp in nx.weakly_connected_components(g):
         model = component_model(g, comp)
@@ -59,8 +62,9 @@ def test_admission_trades_cpu_min_against_importance():
     # a: needs cpu_min 0.3 per PE (0.6 total), worth 1 per rec/s; b: no cpu_min, worth 3 per rec/s.
     # Admitting a leaves 0.4 cores for b's 0.01 core-s/rec → 40 rec/s → 120, a gets 0 extra → a worth
     # min(100, 0.3/0.001, 0.3/0.01=30) = 30 → 150 total. Without a: b gets 1 core → 100 rec/s → 300.
-    s = scenario([chain("a", 100, [0.001, 0.01], cpu_min=0.3),
-                  chain("b", 100, [0.0, 0.01], weight=3.0)], nodes=1, cores=1.0)
+    s = scenario(
+        [chain("a", 100, [0.001, 0.01], cpu_min=0.3), chain("b", 100, [0.0, 0.01], weight=3.0)], nodes=1, cores=1.0
+    )
     q = macro_q(s, deadline_s=10)
     assert q.admitted == ["b"]
     assert q.importance == pytest.approx(300.0, rel=1e-6)
@@ -70,16 +74,21 @@ def test_admission_trades_cpu_min_against_importance():
 
 def test_template_choice_prefers_the_lighter_template_when_overloaded():
     # heavy costs twice as much per record; with 0.5 cores, light delivers 2× the records.
-    s = scenario([chain("a", 100, [], templates=[("heavy", [0.0, 0.01]), ("light", [0.0, 0.005])])],
-                 nodes=1, cores=0.5)
+    s = scenario([chain("a", 100, [], templates=[("heavy", [0.0, 0.01]), ("light", [0.0, 0.005])])], nodes=1, cores=0.5)
     q = macro_q(s, deadline_s=10)
     assert q.templates == {"a": "light"}
     assert q.importance == pytest.approx(100.0, rel=1e-6)
 
 
 def test_required_jobs_that_cannot_fit_name_the_binding_constraint():
-    s = scenario([chain("a", 100, [0.001, 0.01], required=True, cpu_min=0.4),
-                  chain("b", 100, [0.001, 0.01], required=True, cpu_min=0.4)], nodes=1, cores=1.0)
+    s = scenario(
+        [
+            chain("a", 100, [0.001, 0.01], required=True, cpu_min=0.4),
+            chain("b", 100, [0.001, 0.01], required=True, cpu_min=0.4),
+        ],
+        nodes=1,
+        cores=1.0,
+    )
     with pytest.raises(PlanError, match="total cpu"):
         macro_q(s, deadline_s=5)
 
@@ -97,10 +106,20 @@ def _random_case(seed: int, jobs: int = 5):
         if rng.random() < 0.4:
             k = float(rng.uniform(10, 80))
             value = {"kind": "piecewise_linear", "points": [[0, 0], [k, k], [10 * k, 1.5 * k]]}
-        out.append(chain(f"j{j}", float(rng.uniform(50, 200)), costs, rank=int(rng.integers(1, 4)),
-                         required=j == 0, cpu_min=float(rng.choice([0.0, 0.05, 0.1])),
-                         weight=float(rng.uniform(0.5, 2)), value=value, sel=float(rng.uniform(0.5, 1)),
-                         templates=tpls))
+        out.append(
+            chain(
+                f"j{j}",
+                float(rng.uniform(50, 200)),
+                costs,
+                rank=int(rng.integers(1, 4)),
+                required=j == 0,
+                cpu_min=float(rng.choice([0.0, 0.05, 0.1])),
+                weight=float(rng.uniform(0.5, 2)),
+                value=value,
+                sel=float(rng.uniform(0.5, 1)),
+                templates=tpls,
+            )
+        )
     return scenario(out, nodes=2, cores=float(rng.uniform(0.4, 1.2)))
 
 
@@ -139,8 +158,9 @@ def test_step_values_use_the_dp_and_match_the_exact_milp():
     # A step value is worth 10 once 50 rec/s reach the sink. Greedy marginal allocation would
     # spread cpu; the DP puts 0.5 cores into one job to clear its step.
     step = {"kind": "step", "steps": [[50, 10.0]]}
-    s = scenario([chain("a", 100, [0.0, 0.01], value=step), chain("b", 100, [0.0, 0.01], value=step)],
-                 nodes=1, cores=0.8)
+    s = scenario(
+        [chain("a", 100, [0.0, 0.01], value=step), chain("b", 100, [0.0, 0.01], value=step)], nodes=1, cores=0.8
+    )
     q = macro_q(s, deadline_s=10)
     assert "DP" in q.detail
     assert q.importance == pytest.approx(10.0)

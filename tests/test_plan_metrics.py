@@ -25,14 +25,19 @@ def test_single_switch_metrics():
     assert m["avg_link"] == m["max_link"] == pytest.approx(0.25)  # 50 / (100 + 100)
     # default weights: 1 × 0.75 + 4 × 0.25 + 1 × 0.25 + 1 × 0.25 + 1 × 0.5
     assert m["objective"] == pytest.approx(2.75)
-    assert evaluate(cluster, ASSIGNMENT, TRAFFIC, Weights(max_cpu=0, avg_link=0, max_link=0, avg_nic=0,
-                                                           max_nic=0, avg_cpu=1))["objective"] == pytest.approx(0.5)
+    assert evaluate(
+        cluster, ASSIGNMENT, TRAFFIC, Weights(max_cpu=0, avg_link=0, max_link=0, avg_nic=0, max_nic=0, avg_cpu=1)
+    )["objective"] == pytest.approx(0.5)
 
 
 def test_rack_uplinks_are_the_links():
-    cluster = Cluster(nodes=[{"name": "n0", "cores": 2, "nic": 100, "rack": "r0"},
-                             {"name": "n1", "cores": 2, "nic": 100, "rack": "r1"}],
-                      racks=[{"name": "r0", "uplink": 100}, {"name": "r1", "uplink": 400}])
+    cluster = Cluster(
+        nodes=[
+            {"name": "n0", "cores": 2, "nic": 100, "rack": "r0"},
+            {"name": "n1", "cores": 2, "nic": 100, "rack": "r1"},
+        ],
+        racks=[{"name": "r0", "uplink": 100}, {"name": "r1", "uplink": 400}],
+    )
     m = evaluate(cluster, ASSIGNMENT, TRAFFIC)
     assert m["max_link"] == pytest.approx(0.5)  # r0 sends 50 over a 100 B/s uplink
     assert m["avg_link"] == pytest.approx((50 / 200 + 50 / 800) / 2)

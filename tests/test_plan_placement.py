@@ -16,8 +16,9 @@ from tests.test_plan_cases import chain, scenario
 
 
 def two_pipelines(**node) -> Scenario:
-    return scenario([chain("a", 100, [0.001, 0.004, 0.004]), chain("b", 100, [0.001, 0.004, 0.004])],
-                    nodes=3, cores=1.0, **node)
+    return scenario(
+        [chain("a", 100, [0.001, 0.004, 0.004]), chain("b", 100, [0.001, 0.004, 0.004])], nodes=3, cores=1.0, **node
+    )
 
 
 def brute_force(p, goals):
@@ -25,7 +26,8 @@ def brute_force(p, goals):
     for choice in itertools.product(*[g.eligible for g in p.groups]):
         st = mini_w.State(p, [[n] for n in choice])
         if all(st.mem[n] <= p.memory[n] for n in range(len(p.names))) and not any(
-                p.exclude[g] & (st.occ[n] - {g}) for g, n in enumerate(choice)):
+            p.exclude[g] & (st.occ[n] - {g}) for g, n in enumerate(choice)
+        ):
             val = st.objective()
             if best is None or val < best[0] - 1e-12:
                 best = (val, choice)
@@ -65,9 +67,18 @@ def test_constraints_hold_in_the_placement():
     ops[1]["constraints"] = {"exlocate_from": ["p2"], "required_labels": ["ssd"]}
     ops[2]["constraints"] = {"colocate_with": ["sink"]}
     ops[0]["constraints"] = {"fixed_node": "n2"}
-    s = Scenario.model_validate({"cluster": {"nodes": [
-        {"name": "n0", "cores": 1, "labels": ["ssd"]}, {"name": "n1", "cores": 1, "labels": ["ssd"]},
-        {"name": "n2", "cores": 1}]}, "jobs": [job]})
+    s = Scenario.model_validate(
+        {
+            "cluster": {
+                "nodes": [
+                    {"name": "n0", "cores": 1, "labels": ["ssd"]},
+                    {"name": "n1", "cores": 1, "labels": ["ssd"]},
+                    {"name": "n2", "cores": 1},
+                ]
+            },
+            "jobs": [job],
+        }
+    )
     g = joined_graph(s)
     w = macro_w(s.cluster, g, {pe: 0.2 for pe in g}, propagate(g), deadline_s=2)
     c = w.candidates

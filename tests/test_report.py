@@ -11,25 +11,84 @@ from typer.testing import CliRunner
 from strata.cli import app
 from strata.report import comparison, write_report
 
-SUMMARY = pd.DataFrame([
-    {"mode": "baseline", "job": "alerts", "rank": 1, "target_s": 2.0, "outputs": 100, "delivered": 100,
-     "p50_s": 1.5, "p99_s": 9.0, "misses": 40, "miss_rate": 0.4, "throughput": 400.0, "importance": 60.0,
-     "imbalance": None},
-    {"mode": "strata", "job": "alerts", "rank": 1, "target_s": 2.0, "outputs": 100, "delivered": 100,
-     "p50_s": 0.5, "p99_s": 1.5, "misses": 2, "miss_rate": 0.02, "throughput": 400.0, "importance": 98.0,
-     "imbalance": None},
-    {"mode": "baseline", "job": "keyed", "rank": 2, "target_s": 30.0, "outputs": 50, "delivered": 50,
-     "p50_s": 3.0, "p99_s": 6.0, "misses": 0, "miss_rate": 0.0, "throughput": 1000.0, "importance": 10.0,
-     "imbalance": 1.6},
-    {"mode": "strata", "job": "keyed", "rank": 2, "target_s": 30.0, "outputs": 50, "delivered": 50,
-     "p50_s": 3.0, "p99_s": 5.0, "misses": 0, "miss_rate": 0.0, "throughput": 950.0, "importance": 10.0,
-     "imbalance": 1.1},
-])
-DECISIONS = pd.DataFrame([
-    {"mode": "strata", "t": -1.0, "epoch": 0, "kind": "admit", "job": "alerts", "detail": "template default",
-     "reasons": "epoch"},
-    {"mode": "strata", "t": 4.0, "epoch": 0, "kind": "moves", "job": "keyed", "detail": "kg3→p1", "reasons": ""},
-])
+SUMMARY = pd.DataFrame(
+    [
+        {
+            "mode": "baseline",
+            "job": "alerts",
+            "rank": 1,
+            "target_s": 2.0,
+            "outputs": 100,
+            "delivered": 100,
+            "p50_s": 1.5,
+            "p99_s": 9.0,
+            "misses": 40,
+            "miss_rate": 0.4,
+            "throughput": 400.0,
+            "importance": 60.0,
+            "imbalance": None,
+        },
+        {
+            "mode": "strata",
+            "job": "alerts",
+            "rank": 1,
+            "target_s": 2.0,
+            "outputs": 100,
+            "delivered": 100,
+            "p50_s": 0.5,
+            "p99_s": 1.5,
+            "misses": 2,
+            "miss_rate": 0.02,
+            "throughput": 400.0,
+            "importance": 98.0,
+            "imbalance": None,
+        },
+        {
+            "mode": "baseline",
+            "job": "keyed",
+            "rank": 2,
+            "target_s": 30.0,
+            "outputs": 50,
+            "delivered": 50,
+            "p50_s": 3.0,
+            "p99_s": 6.0,
+            "misses": 0,
+            "miss_rate": 0.0,
+            "throughput": 1000.0,
+            "importance": 10.0,
+            "imbalance": 1.6,
+        },
+        {
+            "mode": "strata",
+            "job": "keyed",
+            "rank": 2,
+            "target_s": 30.0,
+            "outputs": 50,
+            "delivered": 50,
+            "p50_s": 3.0,
+            "p99_s": 5.0,
+            "misses": 0,
+            "miss_rate": 0.0,
+            "throughput": 950.0,
+            "importance": 10.0,
+            "imbalance": 1.1,
+        },
+    ]
+)
+DECISIONS = pd.DataFrame(
+    [
+        {
+            "mode": "strata",
+            "t": -1.0,
+            "epoch": 0,
+            "kind": "admit",
+            "job": "alerts",
+            "detail": "template default",
+            "reasons": "epoch",
+        },
+        {"mode": "strata", "t": 4.0, "epoch": 0, "kind": "moves", "job": "keyed", "detail": "kg3→p1", "reasons": ""},
+    ]
+)
 
 
 def test_comparison_rows_carry_the_ratios():
@@ -47,23 +106,67 @@ def write_run(tmp_path):
     metrics = tmp_path / "metrics"
     metrics.mkdir()
     rng = np.random.default_rng(0)
-    latency = pd.DataFrame({"mode": np.repeat(["baseline", "strata"], 50), "job": "alerts", "template": "default",
-                            "event_s": np.tile(np.linspace(0, 30, 50), 2), "latency_s": rng.uniform(0.2, 5, 100),
-                            "delivered": True})
-    partitions = pd.DataFrame([{"mode": m, "job": "keyed", "batch_id": b, "t": 2.0 * b, "partition": p,
-                                "rows": 100 + 50 * p * (m == "baseline")}
-                               for m in ("baseline", "strata") for b in range(5) for p in range(4)])
-    checks = pd.DataFrame([{"mode": m, "job": "alerts", "template": "default", "rows_read": 1000, "expected": 100,
-                            "delivered": 100, "missing": 0, "duplicated": 0, "wrong": 0} for m in ("baseline",
-                                                                                                "strata")])
-    gate = pd.DataFrame([{"mode": "strata", "query": "alerts", "batch_id": 1, "t": 3.0, "wait_s": 0.1,
-                          "pool": "urgent"}])
-    tables = {"summary": SUMMARY, "latency": latency, "batches": pd.DataFrame(), "partitions": partitions,
-              "checks": checks, "decisions": DECISIONS, "gate": gate, "observations": pd.DataFrame()}
+    latency = pd.DataFrame(
+        {
+            "mode": np.repeat(["baseline", "strata"], 50),
+            "job": "alerts",
+            "template": "default",
+            "event_s": np.tile(np.linspace(0, 30, 50), 2),
+            "latency_s": rng.uniform(0.2, 5, 100),
+            "delivered": True,
+        }
+    )
+    partitions = pd.DataFrame(
+        [
+            {
+                "mode": m,
+                "job": "keyed",
+                "batch_id": b,
+                "t": 2.0 * b,
+                "partition": p,
+                "rows": 100 + 50 * p * (m == "baseline"),
+            }
+            for m in ("baseline", "strata")
+            for b in range(5)
+            for p in range(4)
+        ]
+    )
+    checks = pd.DataFrame(
+        [
+            {
+                "mode": m,
+                "job": "alerts",
+                "template": "default",
+                "rows_read": 1000,
+                "expected": 100,
+                "delivered": 100,
+                "missing": 0,
+                "duplicated": 0,
+                "wrong": 0,
+            }
+            for m in ("baseline", "strata")
+        ]
+    )
+    gate = pd.DataFrame(
+        [{"mode": "strata", "query": "alerts", "batch_id": 1, "t": 3.0, "wait_s": 0.1, "pool": "urgent"}]
+    )
+    tables = {
+        "summary": SUMMARY,
+        "latency": latency,
+        "batches": pd.DataFrame(),
+        "partitions": partitions,
+        "checks": checks,
+        "decisions": DECISIONS,
+        "gate": gate,
+        "observations": pd.DataFrame(),
+    }
     for name, frame in tables.items():
         frame.to_csv(metrics / f"{name}.csv", index=False)
-    (metrics / "run.json").write_text(json.dumps({"scenario": "t", "config": {"duration_s": 30},
-                                                  "targets": {"alerts": 2.0, "keyed": 30.0}, "timings": {}}))
+    (metrics / "run.json").write_text(
+        json.dumps(
+            {"scenario": "t", "config": {"duration_s": 30}, "targets": {"alerts": 2.0, "keyed": 30.0}, "timings": {}}
+        )
+    )
 
 
 def test_report_is_one_file_with_embedded_figures(tmp_path):

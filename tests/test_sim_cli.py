@@ -15,8 +15,9 @@ runner = CliRunner()
 
 def test_simulate_prints_summary_and_writes_tables(tmp_path):
     out = tmp_path / "m"
-    result = runner.invoke(app, ["simulate", str(EXAMPLES / "pipeline.yaml"), "--duration", "5", "--seed", "2",
-                                 "--out", str(out)])
+    result = runner.invoke(
+        app, ["simulate", str(EXAMPLES / "pipeline.yaml"), "--duration", "5", "--seed", "2", "--out", str(out)]
+    )
     assert result.exit_code == 0, result.output
     assert "alerts" in result.output and "p99 ms" in result.output
     summary = json.loads((out / "summary.json").read_text())
@@ -37,14 +38,21 @@ def test_simulate_rejects_bad_input_with_exit_2(tmp_path):
 
 
 def test_simulate_runs_a_plan_file(tmp_path):
-    plan = {"admitted": ["alerts"], "templates": {"alerts": "default", "counts": "exact"},
-            "assignment": {"alerts.events": {"n1": 0.5}, "alerts.threshold": {"n0": 0.2, "n1": 0.3},
-                           "alerts.out": {"n1": 0.0}}}
+    plan = {
+        "admitted": ["alerts"],
+        "templates": {"alerts": "default", "counts": "exact"},
+        "assignment": {
+            "alerts.events": {"n1": 0.5},
+            "alerts.threshold": {"n0": 0.2, "n1": 0.3},
+            "alerts.out": {"n1": 0.0},
+        },
+    }
     path = tmp_path / "plan.json"
     path.write_text(json.dumps(plan))
     out = tmp_path / "m"
-    result = runner.invoke(app, ["simulate", str(EXAMPLES / "pipeline.yaml"), "--duration", "3", "--plan", str(path),
-                                 "--out", str(out)])
+    result = runner.invoke(
+        app, ["simulate", str(EXAMPLES / "pipeline.yaml"), "--duration", "3", "--plan", str(path), "--out", str(out)]
+    )
     assert result.exit_code == 0, result.output
     inst = pd.read_parquet(out / "instances.parquet")
     assert set(inst.pe) == {"alerts.events", "alerts.threshold", "alerts.out"}

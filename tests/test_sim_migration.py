@@ -13,10 +13,17 @@ from strata.sim.scenarios import chain
 
 
 def _keyed(nodes: int = 3, window: bool = False, **extra):
-    op = {"kind": "window_aggregate", "window": {"size_s": 2}, "aggregate": {"fn": "sum"}} if window \
+    op = (
+        {"kind": "window_aggregate", "window": {"size_s": 2}, "aggregate": {"fn": "sum"}}
+        if window
         else {"kind": "keyed_stateful"}
-    return chain([{"kind": "map", "instances": 3}, {**op, "instances": 3, "key_groups": 16, **extra}],
-                 keys={"count": 300, "zipf_s": 1.0}, rate=3000, nodes=nodes)
+    )
+    return chain(
+        [{"kind": "map", "instances": 3}, {**op, "instances": 3, "key_groups": 16, **extra}],
+        keys={"count": 300, "zipf_s": 1.0},
+        rate=3000,
+        nodes=nodes,
+    )
 
 
 def _exact(sim: Simulation) -> None:
@@ -106,10 +113,15 @@ def test_an_instance_with_no_key_groups():
 
 
 def test_state_transfer_takes_bytes_over_bandwidth_plus_latency():
-    scenario = chain([{"kind": "keyed_stateful", "instances": 2, "key_groups": 4, "state_bytes": 4e8}],
-                     keys={"count": 40}, rate=500, nodes=2)
-    sim = Simulation(scenario, seed=1, network_latency=0.01,
-                     placement={"c.src": "n0", "c.op1": ["n0", "n1"], "c.sink": "n0"})
+    scenario = chain(
+        [{"kind": "keyed_stateful", "instances": 2, "key_groups": 4, "state_bytes": 4e8}],
+        keys={"count": 40},
+        rate=500,
+        nodes=2,
+    )
+    sim = Simulation(
+        scenario, seed=1, network_latency=0.01, placement={"c.src": "n0", "c.op1": ["n0", "n1"], "c.sink": "n0"}
+    )
     sim.apply(Move("c.op1", 0, 1), at=5.0)
     sim.run(10.0)
     m = sim.metrics.migrations().iloc[0]
@@ -158,7 +170,7 @@ def test_controller_sees_key_group_loads_and_moves_them():
     assert first.now - first.start == pytest.approx(1.0)
     assert set(first.latency) == {"c"}
     last = seen[-1].latency_so_far["c"]
-    lat = np.frombuffer(sim.metrics.lat["c"], dtype=float)[:last.records]
+    lat = np.frombuffer(sim.metrics.lat["c"], dtype=float)[: last.records]
     assert last.records == sum(s.latency["c"].records for s in seen if "c" in s.latency)
     assert last.mean == pytest.approx(lat.mean()) and last.max == lat.max()
 
@@ -183,17 +195,21 @@ def test_runtime_placement_relocates_instances_exactly_once():
     assert [i.node.name for i in sim.pes["c.op2"].instances] == target
     moved = [r for r in sim.migrations.relocations if r.pe == "c.op2"]
     assert [(r.instance, r.src, r.dst) for r in moved] == [
-        (i, before[i], target[i]) for i in range(3) if before[i] != target[i]]
+        (i, before[i], target[i]) for i in range(3) if before[i] != target[i]
+    ]
     assert all(r.installed - r.shipped >= r.bytes / 1.25e8 for r in moved)
     with pytest.raises(ValueError, match="keeps the 3 instances"):
         sim.apply(Actions(placement={"c.op2": ["n0"]}))
 
 
-@pytest.mark.parametrize("action", [
-    [Move("c.op2", g, (g + 1) % 3, "live") for g in range(16)],
-    [Move("c.op2", g, (g + 1) % 3, "stop") for g in range(16)],
-    Actions(placement={"c.op2": ["n2", "n2", "n1"]}),
-])
+@pytest.mark.parametrize(
+    "action",
+    [
+        [Move("c.op2", g, (g + 1) % 3, "live") for g in range(16)],
+        [Move("c.op2", g, (g + 1) % 3, "stop") for g in range(16)],
+        Actions(placement={"c.op2": ["n2", "n2", "n1"]}),
+    ],
+)
 def test_actions_applied_before_the_first_run_are_enforced(action):
     # Markers, state transfers and relocations at t = 0 are counted in the first time bin.
     sim = Simulation(_keyed(nodes=3, state_bytes=1e6), seed=2, record_inputs=True, network_latency=0.002)
@@ -240,19 +256,33 @@ class _Shuffled:
     def __len__(self):
         return len(self.items)
 
+
 _move = st.tuples(st.floats(0.1, 2.5), st.integers(0, 15), st.integers(0, 2), st.sampled_from(["live", "stop"]))
 
 
 @settings(max_examples=8, deadline=None)
 @given(moves=st.lists(_move, min_size=1, max_size=12), window=st.booleans(), seed=st.integers(0, 1000))
 def test_any_sequence_of_moves_under_any_dispatch_order_is_exactly_once(moves, window, seed):
-    scenario = chain([{"kind": "map", "instances": 2},
-                      {"kind": "window_aggregate", "window": {"size_s": 1}, "aggregate": {"fn": "sum"},
-                       "instances": 3, "key_groups": 16} if window else
-                      {"kind": "keyed_stateful", "instances": 3, "key_groups": 16}],
-                     keys={"count": 60, "zipf_s": 1.0}, rate=800, nodes=3)
-    sim = Simulation(scenario, seed=seed, record_inputs=True, network_latency=0.003,
-                     dispatch=lambda view: _Shuffled(view, seed))
+    scenario = chain(
+        [
+            {"kind": "map", "instances": 2},
+            {
+                "kind": "window_aggregate",
+                "window": {"size_s": 1},
+                "aggregate": {"fn": "sum"},
+                "instances": 3,
+                "key_groups": 16,
+            }
+            if window
+            else {"kind": "keyed_stateful", "instances": 3, "key_groups": 16},
+        ],
+        keys={"count": 60, "zipf_s": 1.0},
+        rate=800,
+        nodes=3,
+    )
+    sim = Simulation(
+        scenario, seed=seed, record_inputs=True, network_latency=0.003, dispatch=lambda view: _Shuffled(view, seed)
+    )
     for at, g, dst, mode in moves:
         sim.apply(Move("c.op2", g, dst, mode), at=at)
     sim.run(3.0, drain=10.0)

@@ -64,8 +64,9 @@ def test_mmc_waiting_time_erlang_c():
         policies.append(_WaitRecorder(view))
         return policies[-1]
 
-    sim = Simulation(scenario, seed=5, placement=placement, dispatch=factory,
-                     service={"q.src": "exponential"}, network_latency=0)
+    sim = Simulation(
+        scenario, seed=5, placement=placement, dispatch=factory, service={"q.src": "exponential"}, network_latency=0
+    )
     sim.run(200.0)
     waits = [w for p in policies for w in p.waits]
     expected = erlang_c(c, lam / mu) / (c * mu - lam)

@@ -17,8 +17,11 @@ from strata.sim.workload import SourceStream
 
 
 def test_tandem_with_selectivity_delivers_expected_rate():
-    scenario = chain([{"kind": "filter", "selectivity": 0.3}, {"kind": "map"},
-                      {"kind": "filter", "selectivity": 0.5}], rate=2000, arrivals="constant")
+    scenario = chain(
+        [{"kind": "filter", "selectivity": 0.3}, {"kind": "map"}, {"kind": "filter", "selectivity": 0.5}],
+        rate=2000,
+        arrivals="constant",
+    )
     sim = Simulation(scenario, seed=1).run(40.0)
     ts = sim.metrics.timeseries()
     steady = ts[(ts.t >= 5) & (ts.t < 39)]
@@ -41,9 +44,18 @@ def test_network_bytes_and_stream_affinity():
 
 
 def test_windowed_count_equals_offline_count():
-    scenario = chain([{"kind": "window_aggregate", "window": {"size_s": 5, "watermark_s": 1},
-                       "aggregate": {"fn": "count"}, "instances": 3}],
-                     keys={"count": 50, "zipf_s": 1.0}, rate=800)
+    scenario = chain(
+        [
+            {
+                "kind": "window_aggregate",
+                "window": {"size_s": 5, "watermark_s": 1},
+                "aggregate": {"fn": "count"},
+                "instances": 3,
+            }
+        ],
+        keys={"count": 50, "zipf_s": 1.0},
+        rate=800,
+    )
     sim = Simulation(scenario, seed=2, record_inputs=True).run(40.0, drain=30.0)
     offline = Counter((math.floor(t / 5), key) for _, _, t, key, _, _ in sim.inputs)
     per_key_windows = Counter(key for _, key in offline)
@@ -58,8 +70,16 @@ def test_windowed_count_equals_offline_count():
 
 
 def test_sliding_window_counts_each_record_size_over_slide_times():
-    scenario = chain([{"kind": "window_aggregate", "window": {"size_s": 4, "slide_s": 1, "watermark_s": 0.5},
-                       "aggregate": {"fn": "sum"}}], rate=300)
+    scenario = chain(
+        [
+            {
+                "kind": "window_aggregate",
+                "window": {"size_s": 4, "slide_s": 1, "watermark_s": 0.5},
+                "aggregate": {"fn": "sum"},
+            }
+        ],
+        rate=300,
+    )
     sim = Simulation(scenario, seed=3, record_inputs=True).run(20.0, drain=20.0)
     total_value = sum(v * n for _, _, _, _, v, n in sim.inputs)
     got = sim.metrics.sink_totals()["c.sink"]
@@ -76,19 +96,25 @@ def test_window_latency_is_at_least_lateness_after_window_end():
 
 
 def test_sink_totals_equal_reference_through_every_kind():
-    scenario = chain([{"kind": "filter", "selectivity": 0.7}, {"kind": "keyed_stateful", "instances": 3},
-                      {"kind": "map", "selectivity": 1.5, "instances": 2},
-                      {"kind": "window_aggregate", "window": {"size_s": 3}, "aggregate": {"fn": "sum"},
-                       "instances": 2}, {"kind": "join", "selectivity": 0.9}],
-                     keys={"count": 200, "zipf_s": 1.2}, rate=1500, nodes=3)
+    scenario = chain(
+        [
+            {"kind": "filter", "selectivity": 0.7},
+            {"kind": "keyed_stateful", "instances": 3},
+            {"kind": "map", "selectivity": 1.5, "instances": 2},
+            {"kind": "window_aggregate", "window": {"size_s": 3}, "aggregate": {"fn": "sum"}, "instances": 2},
+            {"kind": "join", "selectivity": 0.9},
+        ],
+        keys={"count": 200, "zipf_s": 1.2},
+        rate=1500,
+        nodes=3,
+    )
     sim = Simulation(scenario, seed=7, record_inputs=True).run(30.0, drain=30.0)
     assert sim.metrics.sink_totals() == sink_totals(sim)
     assert sim.metrics.conservation().balanced.all()
 
 
 def test_conservation_with_a_failure_and_shedding():
-    scenario = chain([{"kind": "map", "instances": 2}, {"kind": "keyed_stateful", "instances": 2}],
-                     rate=3000, nodes=3)
+    scenario = chain([{"kind": "map", "instances": 2}, {"kind": "keyed_stateful", "instances": 2}], rate=3000, nodes=3)
     sim = Simulation(scenario, seed=4, failures=[("n1", 10.0, 15.0)])
     sim.apply(Actions(rate_limits={"c.src": 1000.0}), at=20.0)
     sim.run(30.0)
@@ -123,9 +149,15 @@ def test_deferred_records_keep_their_event_time():
 
 
 def test_same_seed_same_metrics_bit_for_bit():
-    scenario = chain([{"kind": "filter", "selectivity": 0.5}, {"kind": "keyed_stateful", "instances": 2},
-                      {"kind": "window_aggregate", "window": {"size_s": 2}}],
-                     keys={"count": 100, "zipf_s": 1.0}, rate=1000)
+    scenario = chain(
+        [
+            {"kind": "filter", "selectivity": 0.5},
+            {"kind": "keyed_stateful", "instances": 2},
+            {"kind": "window_aggregate", "window": {"size_s": 2}},
+        ],
+        keys={"count": 100, "zipf_s": 1.0},
+        rate=1000,
+    )
 
     def run(seed):
         m = Simulation(scenario, seed=seed, service="exponential").run(10.0).metrics
@@ -137,12 +169,15 @@ def test_same_seed_same_metrics_bit_for_bit():
     assert not a[0].equals(c[0])
 
 
-@pytest.mark.parametrize(("process", "extra", "mean_rate"), [
-    ("poisson", {}, 1000.0),
-    ("constant", {}, 1000.0),
-    ("onoff", {"period_s": 10, "on_s": 2, "burst_factor": 3}, 1000.0 * (1 + 2 * 2 / 10)),
-    ("diurnal", {"period_s": 20, "amplitude": 0.5}, 1000.0),
-])
+@pytest.mark.parametrize(
+    ("process", "extra", "mean_rate"),
+    [
+        ("poisson", {}, 1000.0),
+        ("constant", {}, 1000.0),
+        ("onoff", {"period_s": 10, "on_s": 2, "burst_factor": 3}, 1000.0 * (1 + 2 * 2 / 10)),
+        ("diurnal", {"period_s": 20, "amplitude": 0.5}, 1000.0),
+    ],
+)
 def test_arrival_processes_have_their_mean_rate(process, extra, mean_rate):
     from strata.model.job import SourceSpec
 
@@ -165,8 +200,9 @@ def test_trace_replay_and_rate_curve(tmp_path):
     spec = SourceSpec.model_validate({"rate": 1, "arrivals": {"process": "trace", "path": str(path)}})
     stream = SourceStream(spec, seed=1, index=0)
     assert [stream.next_time() for _ in range(5)] == [0.1, 0.5, 2.0, 3.25, None]
-    curve = SourceSpec.model_validate({"rate": 1, "rate_curve": [[0, 0], [100, 200]],
-                                       "arrivals": {"process": "constant"}})
+    curve = SourceSpec.model_validate(
+        {"rate": 1, "rate_curve": [[0, 0], [100, 200]], "arrivals": {"process": "constant"}}
+    )
     stream = SourceStream(curve, seed=1, index=0)
     times = []
     while (t := stream.next_time()) is not None and t < 100:
@@ -179,8 +215,9 @@ def test_a_rate_curve_that_ends_at_zero_ends_the_stream(process):
     from strata.model.job import SourceSpec
 
     # 100/s for 10 s, down to 0 at 11 s and 0 for ever after: about 1050 arrivals, then none (no spin).
-    spec = SourceSpec.model_validate({"rate": 100, "rate_curve": [[0, 100], [10, 100], [11, 0]],
-                                      "arrivals": {"process": process}})
+    spec = SourceSpec.model_validate(
+        {"rate": 100, "rate_curve": [[0, 100], [10, 100], [11, 0]], "arrivals": {"process": process}}
+    )
     stream = SourceStream(spec, seed=3, index=0)
     times = []
     while (t := stream.next_time()) is not None:
@@ -193,8 +230,9 @@ def test_a_rate_curve_that_ends_at_zero_ends_the_stream(process):
 def test_zipf_keys_and_drift():
     from strata.model.job import SourceSpec
 
-    spec = SourceSpec.model_validate({"rate": 1, "keys": {"count": 100, "zipf_s": 1.0, "drift_period_s": 10,
-                                                          "drift_step": 5}})
+    spec = SourceSpec.model_validate(
+        {"rate": 1, "keys": {"count": 100, "zipf_s": 1.0, "drift_period_s": 10, "drift_step": 5}}
+    )
     stream = SourceStream(spec, seed=2, index=0)
     early = Counter(stream.key(1.0) for _ in range(20000))
     late = Counter(stream.key(25.0) for _ in range(20000))
@@ -205,8 +243,7 @@ def test_zipf_keys_and_drift():
 
 def test_placement_forms_and_errors():
     scenario = chain([{"kind": "map", "instances": 2}], nodes=3)
-    sim = Simulation(scenario, placement={"c.op1": [("n2", 1.5), ("n0", 0.5)], ("c.src", 0): "n1",
-                                          "c.sink": "n2"})
+    sim = Simulation(scenario, placement={"c.op1": [("n2", 1.5), ("n0", 0.5)], ("c.src", 0): "n1", "c.sink": "n2"})
     assert [i.node.name for i in sim.pes["c.op1"].instances] == ["n2", "n0"]
     assert sim.node_by_name["n2"].view.share == {"c.op1": 1.5}
     assert sim.pes["c.src"].instances[0].node.name == "n1"
@@ -273,8 +310,9 @@ def test_frontier_is_event_time_or_the_window_due_time():
             seen.append((msg.pe, msg.event_time, msg.frontier, msg.created))
             super().push(msg, now)
 
-    scenario = chain([{"kind": "map"}, {"kind": "window_aggregate", "window": {"size_s": 2, "watermark_s": 0.5}}],
-                     rate=100)
+    scenario = chain(
+        [{"kind": "map"}, {"kind": "window_aggregate", "window": {"size_s": 2, "watermark_s": 0.5}}], rate=100
+    )
     Simulation(scenario, seed=1, dispatch=Recorder).run(5.0)
     into_window = [(et, f) for pe, et, f, _ in seen if pe == "c.op2"]
     regular = [(et, f) for pe, et, f, _ in seen if pe == "c.op1"]
@@ -301,8 +339,12 @@ def test_enforced_cpu_share_caps_an_instance():
 
 def test_imbalance_over_time_follows_a_hot_key():
     # One key only: every record lands on one of the two instances of the keyed op.
-    scenario = chain([{"kind": "keyed_stateful", "instances": 2, "cost_per_record": 1e-4}],
-                     keys={"count": 1}, rate=1000, arrivals="constant")
+    scenario = chain(
+        [{"kind": "keyed_stateful", "instances": 2, "cost_per_record": 1e-4}],
+        keys={"count": 1},
+        rate=1000,
+        arrivals="constant",
+    )
     sim = Simulation(scenario, seed=1).run(5.0)
     imb = sim.metrics.imbalance_over_time()
     busy = imb[(imb.pe == "c.op1") & (imb.t >= 1)]

@@ -17,8 +17,13 @@ HEAD = "cluster: {nodes: [{name: n0, cores: 2}]}\njobs:\n"
 def job(*ops: dict, streams: list[tuple[str, str]] | None = None) -> Job:
     names = [o["name"] for o in ops]
     pairs = streams if streams is not None else list(itertools.pairwise(names))
-    return Job.model_validate({"id": "j", "rank": 1, "templates": [
-        {"operators": list(ops), "streams": [{"from": a, "to": b} for a, b in pairs]}]})
+    return Job.model_validate(
+        {
+            "id": "j",
+            "rank": 1,
+            "templates": [{"operators": list(ops), "streams": [{"from": a, "to": b} for a, b in pairs]}],
+        }
+    )
 
 
 SRC = {"name": "s", "kind": "source", "source": {"rate": 10}}
@@ -39,18 +44,28 @@ def test_a_plain_chain_is_accepted_in_stream_order():
     assert operator_chain(shuffled.templates[0]) == [2, 1, 0]
 
 
-@pytest.mark.parametrize(("ops", "streams", "where", "expected"), [
-    ((SRC, WIN, KEY, OUT), None, ("operators", 2, "kind"), "at most one aggregation"),
-    ((SRC, KEY, JOIN, OUT), None, ("operators", 2, "kind"), "stream–static join before the aggregation"),
-    ((SRC, {"name": "f", "kind": "filter"}, OUT), None, ("operators", 1, "predicate"), "boolean expression"),
-    ((SRC, {"name": "m", "kind": "map"}, OUT), None, ("operators", 1, "expressions"), "select expressions"),
-    ((SRC, {**WIN, "window": {"size_s": 2, "slide_s": 5}}, OUT), None, ("operators", 1, "window", "slide_s"),
-     "a slide ≤ size_s"),
-    ((SRC, KEY, WIN, OUT), [("s", "k"), ("s", "w"), ("k", "o"), ("w", "o")], ("operators", 0),
-     "a chain source"),
-    (({**SRC, "source": {"rate": 5, "arrivals": {"process": "trace", "path": "t.csv"}}}, OUT), None,
-     ("operators", 0, "source", "arrivals", "process"), "trace replay does not run on Spark"),
-])
+@pytest.mark.parametrize(
+    ("ops", "streams", "where", "expected"),
+    [
+        ((SRC, WIN, KEY, OUT), None, ("operators", 2, "kind"), "at most one aggregation"),
+        ((SRC, KEY, JOIN, OUT), None, ("operators", 2, "kind"), "stream–static join before the aggregation"),
+        ((SRC, {"name": "f", "kind": "filter"}, OUT), None, ("operators", 1, "predicate"), "boolean expression"),
+        ((SRC, {"name": "m", "kind": "map"}, OUT), None, ("operators", 1, "expressions"), "select expressions"),
+        (
+            (SRC, {**WIN, "window": {"size_s": 2, "slide_s": 5}}, OUT),
+            None,
+            ("operators", 1, "window", "slide_s"),
+            "a slide ≤ size_s",
+        ),
+        ((SRC, KEY, WIN, OUT), [("s", "k"), ("s", "w"), ("k", "o"), ("w", "o")], ("operators", 0), "a chain source"),
+        (
+            ({**SRC, "source": {"rate": 5, "arrivals": {"process": "trace", "path": "t.csv"}}}, OUT),
+            None,
+            ("operators", 0, "source", "arrivals", "process"),
+            "trace replay does not run on Spark",
+        ),
+    ],
+)
 def test_unsupported_combinations_are_located(ops, streams, where, expected):
     found = problems(job(*ops, streams=streams))
     assert any(path == ("jobs", 0, "templates", 0, *where) and expected in exp for path, exp in found), found
@@ -58,7 +73,9 @@ def test_unsupported_combinations_are_located(ops, streams, where, expected):
 
 def test_strata_run_refuses_an_unsupported_spec_before_starting_spark(tmp_path):
     spec = tmp_path / "two_aggs.yaml"
-    spec.write_text(HEAD + """\
+    spec.write_text(
+        HEAD
+        + """\
   - id: j
     rank: 1
     templates:
@@ -68,7 +85,8 @@ def test_strata_run_refuses_an_unsupported_spec_before_starting_spark(tmp_path):
           - {name: k, kind: keyed_stateful}
           - {name: o, kind: sink}
         streams: [{from: s, to: w}, {from: w, to: k}, {from: k, to: o}]
-""")
+"""
+    )
     result = CliRunner().invoke(app, ["run", str(spec), "--out", str(tmp_path / "run")])
     assert result.exit_code == 2
     assert f"{spec}:9: jobs[0].templates[0].operators[2].kind: expected at most one aggregation" in result.output

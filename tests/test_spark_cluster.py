@@ -83,9 +83,14 @@ def stop_group(proc: subprocess.Popen) -> None:
 @pytest.mark.skipif(not (SPARK_HOME / "bin" / "spark-class").exists(), reason="pyspark ships no spark-class")
 def test_a_pipeline_runs_on_a_standalone_cluster(tmp_path):
     port, ui, worker_ui = free_port(), free_port(), free_port()
-    env = {**os.environ, "SPARK_HOME": str(SPARK_HOME), "SPARK_LOCAL_IP": "127.0.0.1",
-           "SPARK_LOG_DIR": str(tmp_path / "logs"), "SPARK_WORKER_DIR": str(tmp_path / "work"),
-           "SPARK_MASTER_OPTS": "-Dspark.master.rest.enabled=false"}
+    env = {
+        **os.environ,
+        "SPARK_HOME": str(SPARK_HOME),
+        "SPARK_LOCAL_IP": "127.0.0.1",
+        "SPARK_LOG_DIR": str(tmp_path / "logs"),
+        "SPARK_WORKER_DIR": str(tmp_path / "work"),
+        "SPARK_MASTER_OPTS": "-Dspark.master.rest.enabled=false",
+    }
     spark_class = str(SPARK_HOME / "bin" / "spark-class")
     procs: list[subprocess.Popen] = []
     run = None
@@ -95,23 +100,69 @@ def test_a_pipeline_runs_on_a_standalone_cluster(tmp_path):
         return logs.enter_context(open(tmp_path / name, "w"))
 
     try:
-        procs.append(subprocess.Popen(
-            [spark_class, "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port", str(port),
-             "--webui-port", str(ui)], env=env, start_new_session=True,
-            stdout=log("master.log"), stderr=subprocess.STDOUT))
-        procs.append(subprocess.Popen(
-            [spark_class, "org.apache.spark.deploy.worker.Worker", f"spark://127.0.0.1:{port}", "--host", "127.0.0.1",
-             "--cores", "1", "--memory", "2g", "--webui-port", str(worker_ui), "--work-dir", str(tmp_path / "work")],
-            env=env, start_new_session=True, stdout=log("worker.log"), stderr=subprocess.STDOUT))
+        procs.append(
+            subprocess.Popen(
+                [
+                    spark_class,
+                    "org.apache.spark.deploy.master.Master",
+                    "--host",
+                    "127.0.0.1",
+                    "--port",
+                    str(port),
+                    "--webui-port",
+                    str(ui),
+                ],
+                env=env,
+                start_new_session=True,
+                stdout=log("master.log"),
+                stderr=subprocess.STDOUT,
+            )
+        )
+        procs.append(
+            subprocess.Popen(
+                [
+                    spark_class,
+                    "org.apache.spark.deploy.worker.Worker",
+                    f"spark://127.0.0.1:{port}",
+                    "--host",
+                    "127.0.0.1",
+                    "--cores",
+                    "1",
+                    "--memory",
+                    "2g",
+                    "--webui-port",
+                    str(worker_ui),
+                    "--work-dir",
+                    str(tmp_path / "work"),
+                ],
+                env=env,
+                start_new_session=True,
+                stdout=log("worker.log"),
+                stderr=subprocess.STDOUT,
+            )
+        )
         wait_until(lambda: alive_workers(ui) == 1, 180, "the worker to register with the master")
 
         spec = tmp_path / "spec.yaml"
         spec.write_text(SPEC)
         out = tmp_path / "run"
         strata = Path(sys.executable).with_name("strata")
-        run = subprocess.Popen([str(strata), "run", str(spec), "--master", f"spark://127.0.0.1:{port}",
-                                "--duration", "900", "--out", str(out)], env=env,
-                               stdout=log("run.log"), stderr=subprocess.STDOUT)
+        run = subprocess.Popen(
+            [
+                str(strata),
+                "run",
+                str(spec),
+                "--master",
+                f"spark://127.0.0.1:{port}",
+                "--duration",
+                "900",
+                "--out",
+                str(out),
+            ],
+            env=env,
+            stdout=log("run.log"),
+            stderr=subprocess.STDOUT,
+        )
         sink = ParquetSink(out / "sinks" / "copy")
 
         def written() -> bool:

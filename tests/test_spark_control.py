@@ -15,21 +15,39 @@ from strata.spark.demo import verify_segment
 pytestmark = pytest.mark.spark
 
 SOURCE = {"rate": 300, "arrivals": {"process": "constant"}, "keys": {"count": 50}, "seed": 3}
-SCENARIO = Scenario.model_validate({
-    "name": "switch",
-    "cluster": {"nodes": [{"name": "local", "cores": 2}]},
-    "jobs": [{"id": "j", "rank": 1, "target_latency_s": 5, "templates": [
-        {"name": "wide", "operators": [
-            {"name": "src", "kind": "source", "source": SOURCE},
-            {"name": "f", "kind": "filter", "predicate": "value > 0.5"},
-            {"name": "out", "kind": "sink"}],
-         "streams": [{"from": "src", "to": "f"}, {"from": "f", "to": "out"}]},
-        {"name": "narrow", "operators": [
-            {"name": "src", "kind": "source", "source": SOURCE},
-            {"name": "f", "kind": "filter", "predicate": "value > 0.5 AND pmod(id, 3) = 0"},
-            {"name": "out", "kind": "sink"}],
-         "streams": [{"from": "src", "to": "f"}, {"from": "f", "to": "out"}]}]}],
-})
+SCENARIO = Scenario.model_validate(
+    {
+        "name": "switch",
+        "cluster": {"nodes": [{"name": "local", "cores": 2}]},
+        "jobs": [
+            {
+                "id": "j",
+                "rank": 1,
+                "target_latency_s": 5,
+                "templates": [
+                    {
+                        "name": "wide",
+                        "operators": [
+                            {"name": "src", "kind": "source", "source": SOURCE},
+                            {"name": "f", "kind": "filter", "predicate": "value > 0.5"},
+                            {"name": "out", "kind": "sink"},
+                        ],
+                        "streams": [{"from": "src", "to": "f"}, {"from": "f", "to": "out"}],
+                    },
+                    {
+                        "name": "narrow",
+                        "operators": [
+                            {"name": "src", "kind": "source", "source": SOURCE},
+                            {"name": "f", "kind": "filter", "predicate": "value > 0.5 AND pmod(id, 3) = 0"},
+                            {"name": "out", "kind": "sink"},
+                        ],
+                        "streams": [{"from": "src", "to": "f"}, {"from": "f", "to": "out"}],
+                    },
+                ],
+            }
+        ],
+    }
+)
 
 
 def wait_for_rows(engine: SparkEngine, job: str, rows: int, timeout_s: float = 90.0) -> None:
@@ -60,7 +78,7 @@ def test_template_switch_at_a_batch_boundary_is_exactly_once_and_caps_hold(spark
 
     batches = engine.batch_observations()
     # A batch the stop interrupted never committed, so it has no progress event (rows_in None).
-    capped = [b for b in batches if b["segment"] == 1][before + 1:]
+    capped = [b for b in batches if b["segment"] == 1][before + 1 :]
     committed = [b for b in capped if b["rows_in"] is not None]
     assert committed and all(b["rows_in"] <= 50 for b in committed)
     assert obs.templates == {"j": "narrow"}

@@ -69,10 +69,23 @@ def test_pool_is_urgent_when_laxity_is_short_else_the_jobs_share_pool():
 
 
 def test_frontier_of_a_windowed_job_is_the_next_firing():
-    job = Job.model_validate({"id": "w", "rank": 1, "templates": [{"name": "t", "operators": [
-        {"name": "s", "kind": "source", "source": {"rate": 1}},
-        {"name": "a", "kind": "window_aggregate", "window": {"size_s": 10, "watermark_s": 2}},
-        {"name": "o", "kind": "sink"}], "streams": [{"from": "s", "to": "a"}, {"from": "a", "to": "o"}]}]})
+    job = Job.model_validate(
+        {
+            "id": "w",
+            "rank": 1,
+            "templates": [
+                {
+                    "name": "t",
+                    "operators": [
+                        {"name": "s", "kind": "source", "source": {"rate": 1}},
+                        {"name": "a", "kind": "window_aggregate", "window": {"size_s": 10, "watermark_s": 2}},
+                        {"name": "o", "kind": "sink"},
+                    ],
+                    "streams": [{"from": "s", "to": "a"}, {"from": "a", "to": "o"}],
+                }
+            ],
+        }
+    )
     # a record at 13 s: window [10, 20) fires at 22; one at 21 s still holds back [10, 20)'s firing at 22
     assert batch_frontier(job, "t", 13.0) == 22.0
     assert batch_frontier(job, "t", 21.0) == 22.0
@@ -116,9 +129,22 @@ class _Spark:
 
 
 def _job(jid: str, target: float) -> Job:
-    return Job.model_validate({"id": jid, "rank": 1, "target_latency_s": target, "templates": [{"operators": [
-        {"name": "s", "kind": "source", "source": {"rate": 100}}, {"name": "o", "kind": "sink"}],
-        "streams": [{"from": "s", "to": "o"}]}]})
+    return Job.model_validate(
+        {
+            "id": jid,
+            "rank": 1,
+            "target_latency_s": target,
+            "templates": [
+                {
+                    "operators": [
+                        {"name": "s", "kind": "source", "source": {"rate": 100}},
+                        {"name": "o", "kind": "sink"},
+                    ],
+                    "streams": [{"from": "s", "to": "o"}],
+                }
+            ],
+        }
+    )
 
 
 def test_gate_blocks_the_second_query_until_a_slot_frees_then_releases_by_laxity():

@@ -45,28 +45,54 @@ def make_job(jid: str, *ops: dict) -> Job:
 
 
 JOBS = {
-    "rowwise": make_job("rowwise", {"name": "f", "kind": "filter", "predicate": "value > 0.3"},
-                        {"name": "m", "kind": "map", "expressions": ["id", "key", "value * 10 AS v10"]}),
-    "joined": make_job("joined", {"name": "j", "kind": "join", "join": {"rows": 30}},
-                       {"name": "f", "kind": "filter", "predicate": "dim > 0.2"}),
-    "win_native": make_job("win_native", {"name": "w", "kind": "window_aggregate",
-                                          "window": {"size_s": 1, "watermark_s": 0.5},
-                                          "aggregate": {"fn": "sum", "column": "value"}}),
-    "win_managed": make_job("win_managed", {"name": "w", "kind": "window_aggregate",
-                                            "window": {"size_s": 2, "slide_s": 1, "watermark_s": 1},
-                                            "aggregate": {"fn": "max"}, "key_groups": 8}),
-    "keyed_managed": make_job("keyed_managed", {"name": "k", "kind": "keyed_stateful", "key_groups": 16,
-                                                "aggregate": {"fn": "count"}}),
-    "keyed_native": make_job("keyed_native", {"name": "k", "kind": "keyed_stateful",
-                                              "aggregate": {"fn": "avg"}}),
+    "rowwise": make_job(
+        "rowwise",
+        {"name": "f", "kind": "filter", "predicate": "value > 0.3"},
+        {"name": "m", "kind": "map", "expressions": ["id", "key", "value * 10 AS v10"]},
+    ),
+    "joined": make_job(
+        "joined",
+        {"name": "j", "kind": "join", "join": {"rows": 30}},
+        {"name": "f", "kind": "filter", "predicate": "dim > 0.2"},
+    ),
+    "win_native": make_job(
+        "win_native",
+        {
+            "name": "w",
+            "kind": "window_aggregate",
+            "window": {"size_s": 1, "watermark_s": 0.5},
+            "aggregate": {"fn": "sum", "column": "value"},
+        },
+    ),
+    "win_managed": make_job(
+        "win_managed",
+        {
+            "name": "w",
+            "kind": "window_aggregate",
+            "window": {"size_s": 2, "slide_s": 1, "watermark_s": 1},
+            "aggregate": {"fn": "max"},
+            "key_groups": 8,
+        },
+    ),
+    "keyed_managed": make_job(
+        "keyed_managed", {"name": "k", "kind": "keyed_stateful", "key_groups": 16, "aggregate": {"fn": "count"}}
+    ),
+    "keyed_native": make_job("keyed_native", {"name": "k", "kind": "keyed_stateful", "aggregate": {"fn": "avg"}}),
 }
 
 
 def options(name: str) -> PipelineOptions:
     managed = {"win_managed": frozenset({"w"}), "keyed_native": frozenset()}.get(name)
     cap = None if name == "rowwise" else 2000  # rowwise is capped through its control file instead
-    return PipelineOptions(sink="parquet", clock="virtual", end_s=END_S, epoch=EPOCH, max_rows_per_batch=cap,
-                           available_now=True, managed=managed)
+    return PipelineOptions(
+        sink="parquet",
+        clock="virtual",
+        end_s=END_S,
+        epoch=EPOCH,
+        max_rows_per_batch=cap,
+        available_now=True,
+        managed=managed,
+    )
 
 
 class Crash:
@@ -92,8 +118,10 @@ class Reroute:
     def after(self, pipeline, record):
         store = pipeline.store
         b = record["batch_id"]
-        groups = {p: set(pq.read_table(store.directory / f"v={b}" / f"part={p}.parquet").column("kg").to_pylist())
-                  for p in (0, 1)}
+        groups = {
+            p: set(pq.read_table(store.directory / f"v={b}" / f"part={p}.parquet").column("kg").to_pylist())
+            for p in (0, 1)
+        }
         self.seen[b] = {"partition_rows": record["partition_rows"], "state_groups": groups}
         if b == 0:
             store.route([0] * 16)
@@ -154,8 +182,14 @@ def run(spark, tmp_path_factory):
     assert not any(resumed.values()), resumed
     for p in [*pipes.values(), *restarted.values()]:
         assert listener.wait_terminated(p.query.runId), f"{p.name}: termination never reported"
-    yield {"pipes": pipes, "restarted": restarted, "crashed": crashed, "listener": listener,
-           "probe": probe, "reroute": reroute}
+    yield {
+        "pipes": pipes,
+        "restarted": restarted,
+        "crashed": crashed,
+        "listener": listener,
+        "probe": probe,
+        "reroute": reroute,
+    }
     spark.streams.removeListener(listener)
 
 
@@ -299,9 +333,10 @@ def test_unanalysable_expression_fails_before_start_with_a_location(spark, tmp_p
         "          - {name: s, kind: source, source: {rate: 10}}\n"
         "          - name: f\n"
         "            kind: filter\n"
-        "            predicate: \"no_such_column > 1\"\n"
+        '            predicate: "no_such_column > 1"\n'
         "          - {name: o, kind: sink}\n"
-        "        streams: [{from: s, to: f}, {from: f, to: o}]\n")
+        "        streams: [{from: s, to: f}, {from: f, to: o}]\n"
+    )
     from strata.model import load_scenario
 
     job = load_scenario(spec).jobs[0]

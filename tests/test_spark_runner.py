@@ -22,19 +22,34 @@ EPOCH = 1_700_000_000.0
 
 def scenario() -> Scenario:
     def job(jid, op):
-        return {"id": jid, "rank": 1, "templates": [{"operators": [
-            {"name": "s", "kind": "source", "source": SOURCE}, op, {"name": "o", "kind": "sink"}],
-            "streams": [{"from": "s", "to": op["name"]}, {"from": op["name"], "to": "o"}]}]}
+        return {
+            "id": jid,
+            "rank": 1,
+            "templates": [
+                {
+                    "operators": [{"name": "s", "kind": "source", "source": SOURCE}, op, {"name": "o", "kind": "sink"}],
+                    "streams": [{"from": "s", "to": op["name"]}, {"from": op["name"], "to": "o"}],
+                }
+            ],
+        }
 
-    return Scenario.model_validate({"cluster": {"nodes": [{"name": "n0", "cores": 2}]}, "jobs": [
-        job("dies", {"name": "m", "kind": "map", "expressions": ["id", "assert_true(id < 500) AS ok"]}),
-        job("lives", {"name": "f", "kind": "filter", "predicate": "value < 0.5"}),
-    ]})
+    return Scenario.model_validate(
+        {
+            "cluster": {"nodes": [{"name": "n0", "cores": 2}]},
+            "jobs": [
+                job("dies", {"name": "m", "kind": "map", "expressions": ["id", "assert_true(id < 500) AS ok"]}),
+                job("lives", {"name": "f", "kind": "filter", "predicate": "value < 0.5"}),
+            ],
+        }
+    )
 
 
 def test_a_dead_query_is_reported_and_the_other_finishes(spark, tmp_path):
-    runner = Runner(scenario(), tmp_path, PipelineOptions(clock="virtual", end_s=END_S, epoch=EPOCH,
-                                                          max_rows_per_batch=700, available_now=True))
+    runner = Runner(
+        scenario(),
+        tmp_path,
+        PipelineOptions(clock="virtual", end_s=END_S, epoch=EPOCH, max_rows_per_batch=700, available_now=True),
+    )
     runner.build(spark)
     try:
         runner.start()
@@ -64,22 +79,46 @@ def test_a_dead_query_is_reported_and_the_other_finishes(spark, tmp_path):
 
 
 def file_job(path, fmt: str) -> Scenario:
-    return Scenario.model_validate({"cluster": {"nodes": [{"name": "n0", "cores": 2}]}, "jobs": [
-        {"id": "files", "rank": 1, "templates": [{"operators": [
-            {"name": "s", "kind": "source", "source": {"rate": 100, "path": str(path), "format": fmt}},
-            {"name": "k", "kind": "keyed_stateful", "aggregate": {"fn": "sum"}, "key_groups": 4},
-            {"name": "o", "kind": "sink"}],
-            "streams": [{"from": "s", "to": "k"}, {"from": "k", "to": "o"}]}]}]})
+    return Scenario.model_validate(
+        {
+            "cluster": {"nodes": [{"name": "n0", "cores": 2}]},
+            "jobs": [
+                {
+                    "id": "files",
+                    "rank": 1,
+                    "templates": [
+                        {
+                            "operators": [
+                                {
+                                    "name": "s",
+                                    "kind": "source",
+                                    "source": {"rate": 100, "path": str(path), "format": fmt},
+                                },
+                                {"name": "k", "kind": "keyed_stateful", "aggregate": {"fn": "sum"}, "key_groups": 4},
+                                {"name": "o", "kind": "sink"},
+                            ],
+                            "streams": [{"from": "s", "to": "k"}, {"from": "k", "to": "o"}],
+                        }
+                    ],
+                }
+            ],
+        }
+    )
 
 
 def test_a_data_directory_streams_through_spark_file_source(spark, tmp_path):
     data = tmp_path / "data"
     data.mkdir()
-    frame = pd.DataFrame({"id": range(300), "key": [i % 7 for i in range(300)], "value": [i / 10 for i in range(300)],
-                          "event_time": pd.date_range("2026-01-01", periods=300, freq="10ms").strftime(
-                              "%Y-%m-%dT%H:%M:%S.%f")})
+    frame = pd.DataFrame(
+        {
+            "id": range(300),
+            "key": [i % 7 for i in range(300)],
+            "value": [i / 10 for i in range(300)],
+            "event_time": pd.date_range("2026-01-01", periods=300, freq="10ms").strftime("%Y-%m-%dT%H:%M:%S.%f"),
+        }
+    )
     for part in range(3):  # three files: the file source may take them in one batch or several
-        frame.iloc[part * 100:(part + 1) * 100].to_json(data / f"part-{part}.json", orient="records", lines=True)
+        frame.iloc[part * 100 : (part + 1) * 100].to_json(data / f"part-{part}.json", orient="records", lines=True)
     runner = Runner(file_job(data, "json"), tmp_path / "run", PipelineOptions(available_now=True))
     runner.build(spark)
     try:

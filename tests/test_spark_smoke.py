@@ -26,9 +26,16 @@ def test_missing_java_says_what_to_install(monkeypatch):
 @pytest.mark.spark
 def test_trivial_streaming_query_runs(spark):
     df = spark.readStream.format("rate").option("rowsPerSecond", 50).load()
-    query = (df.selectExpr("value % 3 AS k").groupBy("k").count()
-             .writeStream.format("memory").queryName("smoke").outputMode("complete")
-             .trigger(availableNow=True).start())
+    query = (
+        df.selectExpr("value % 3 AS k")
+        .groupBy("k")
+        .count()
+        .writeStream.format("memory")
+        .queryName("smoke")
+        .outputMode("complete")
+        .trigger(availableNow=True)
+        .start()
+    )
     query.awaitTermination(120)
     assert query.exception() is None
     assert spark.sql("SELECT count(*) AS n FROM smoke").collect()[0]["n"] <= 3

@@ -44,10 +44,21 @@ def test_sliding_windows_match_a_direct_enumeration():
 
 
 def test_progress_rows_read_offsets_as_text_or_objects():
-    event = {"name": "q", "batchId": 3, "numInputRows": 40, "durationMs": {"triggerExecution": 120},
-             "eventTime": {"watermark": "2026-01-01T00:00:00.000Z"}, "stateOperators": [{"numRowsTotal": 9}],
-             "sources": [{"startOffset": '{"row": 100, "epoch": 1.0}', "endOffset": {"row": 140, "epoch": 1.0},
-                          "latestOffset": '{"row": 400, "epoch": 1.0}'}]}
+    event = {
+        "name": "q",
+        "batchId": 3,
+        "numInputRows": 40,
+        "durationMs": {"triggerExecution": 120},
+        "eventTime": {"watermark": "2026-01-01T00:00:00.000Z"},
+        "stateOperators": [{"numRowsTotal": 9}],
+        "sources": [
+            {
+                "startOffset": '{"row": 100, "epoch": 1.0}',
+                "endOffset": {"row": 140, "epoch": 1.0},
+                "latestOffset": '{"row": 400, "epoch": 1.0}',
+            }
+        ],
+    }
     row = progress_row(event)
     assert (row["start_row"], row["end_row"], row["latest_row"], row["backlog_rows"]) == (100, 140, 400, 260)
     assert row["batch_ms"] == 120 and row["state_rows"] == 9

@@ -51,10 +51,13 @@ CASES = {
         ["jobs[0].templates[0].streams[1].to", "an operator of template", "'kk'", ":15:"],
     ),
     "cycle": (
-        CLUSTER + "jobs:" + GOOD_JOB.replace(
+        CLUSTER
+        + "jobs:"
+        + GOOD_JOB.replace(
             "- {name: f, kind: filter}", "- {name: f, kind: filter}\n          - {name: g, kind: map}"
-        ).replace("- {from: f, to: k}",
-                  "- {from: f, to: g}\n          - {from: g, to: f}\n          - {from: g, to: k}"),
+        ).replace(
+            "- {from: f, to: k}", "- {from: f, to: g}\n          - {from: g, to: f}\n          - {from: g, to: k}"
+        ),
         ["jobs[0].templates[0].streams", "acyclic", "cycle", "f → g → f"],
     ),
     "zero capacity": (
@@ -66,30 +69,42 @@ CASES = {
         ["cluster.nodes[0].nic", "greater than 0", "-5"],
     ),
     "colocate and exlocate the same pair": (
-        CLUSTER + "jobs:" + GOOD_JOB.replace(
+        CLUSTER
+        + "jobs:"
+        + GOOD_JOB.replace(
             "- {name: f, kind: filter}",
-            "- {name: f, kind: filter, constraints: {colocate_with: [s], exlocate_from: [s]}}"),
+            "- {name: f, kind: filter, constraints: {colocate_with: [s], exlocate_from: [s]}}",
+        ),
         ["jobs[0].templates[0].operators[1].constraints.exlocate_from", "not also in colocate_with", "'s'"],
     ),
     "colocate one way, exlocate the other": (
-        CLUSTER + "jobs:" + GOOD_JOB.replace(
+        CLUSTER
+        + "jobs:"
+        + GOOD_JOB.replace(
             "- {name: f, kind: filter}", "- {name: f, kind: filter, constraints: {colocate_with: [s]}}"
         ).replace("{name: s, kind: source,", "{name: s, kind: source, constraints: {exlocate_from: [f]},"),
         ["constraints.colocate_with", "'s' exlocates 'f'"],
     ),
     "required label no node has": (
-        CLUSTER + "jobs:" + GOOD_JOB.replace(
-            "- {name: f, kind: filter}", "- {name: f, kind: filter, constraints: {required_labels: [gpu]}}"),
+        CLUSTER
+        + "jobs:"
+        + GOOD_JOB.replace(
+            "- {name: f, kind: filter}", "- {name: f, kind: filter, constraints: {required_labels: [gpu]}}"
+        ),
         ["jobs[0].templates[0].operators[1].constraints.required_labels", "labels some node has", "gpu"],
     ),
     "required job that cannot fit alone": (
-        CLUSTER + "jobs:" + GOOD_JOB.replace("rank: 1", "rank: 1\n    required: true").replace(
-            "- {name: f, kind: filter}", "- {name: f, kind: filter, cpu_min: 9}"),
+        CLUSTER
+        + "jobs:"
+        + GOOD_JOB.replace("rank: 1", "rank: 1\n    required: true").replace(
+            "- {name: f, kind: filter}", "- {name: f, kind: filter, cpu_min: 9}"
+        ),
         ["jobs[0].required", "fits the cluster's 4 cores", "cpu_min 9 cores"],
     ),
     "fixed node not in cluster": (
-        CLUSTER + "jobs:" + GOOD_JOB.replace(
-            "- {name: f, kind: filter}", "- {name: f, kind: filter, constraints: {fixed_node: n9}}"),
+        CLUSTER
+        + "jobs:"
+        + GOOD_JOB.replace("- {name: f, kind: filter}", "- {name: f, kind: filter, constraints: {fixed_node: n9}}"),
         ["constraints.fixed_node", "a node of the cluster", "'n9'"],
     ),
     "bad unit": (

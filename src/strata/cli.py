@@ -37,8 +37,9 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def main(
-    version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
-                                          help="Print the version and exit.")] = False,
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")
+    ] = False,
 ) -> None:
     """Strata: plan, simulate and run streaming jobs under one scheduler hierarchy."""
 
@@ -69,12 +70,20 @@ def validate(spec: SpecArg) -> None:
     for col in ("job", "rank", "required", "templates", "PEs (first)", "target latency s"):
         table.add_column(col)
     for job in scenario.jobs:
-        table.add_row(job.id, str(job.rank), "yes" if job.required else "", str(len(job.templates)),
-                      str(len(job.templates[0].operators)), f"{job.target_latency_s:g}")
+        table.add_row(
+            job.id,
+            str(job.rank),
+            "yes" if job.required else "",
+            str(len(job.templates)),
+            str(len(job.templates[0].operators)),
+            f"{job.target_latency_s:g}",
+        )
     console.print(table)
     cl = scenario.cluster
-    console.print(f"cluster: {len(cl.all_nodes)} nodes, {cl.total_cores:g} cores, "
-                  f"{cl.total_memory / 2**30:.1f} GiB; {len(scenario.jobs)} jobs")
+    console.print(
+        f"cluster: {len(cl.all_nodes)} nodes, {cl.total_cores:g} cores, "
+        f"{cl.total_memory / 2**30:.1f} GiB; {len(scenario.jobs)} jobs"
+    )
 
 
 @app.command()
@@ -143,8 +152,9 @@ def run(
 def plan_command(
     spec: SpecArg,
     budget: Annotated[str, typer.Option(help="Time for the whole epoch, e.g. 30s, 500ms, 2m.")] = "30s",
-    previous: Annotated[Path | None, typer.Option(help="The previous epoch's plan (JSON) to plan incrementally.")]
-    = None,
+    previous: Annotated[
+        Path | None, typer.Option(help="The previous epoch's plan (JSON) to plan incrementally.")
+    ] = None,
     out: Annotated[Path | None, typer.Option("--json", help="Write the full plan as JSON here.")] = None,
 ) -> None:
     """Run SODA's four phases (admission, templates, cpu, placement) and summarise the plan."""
@@ -172,11 +182,12 @@ def simulate(
     spec: SpecArg,
     duration: Annotated[float, typer.Option(help="Simulated seconds.")] = 600.0,
     seed: Annotated[int, typer.Option(help="Random seed; the same seed gives the same metrics.")] = 1,
-    out: Annotated[Path | None, typer.Option(help="Write the metrics tables (Parquet) and summary.json here.")]
-    = None,
+    out: Annotated[Path | None, typer.Option(help="Write the metrics tables (Parquet) and summary.json here.")] = None,
     batch: Annotated[int, typer.Option(help="Records per source message (1 = exact; more = faster, coarser).")] = 1,
-    plan: Annotated[Path | None, typer.Option(help="Run a plan from 'strata plan --json': its admitted jobs, "
-                                                   "templates and placement.")] = None,
+    plan: Annotated[
+        Path | None,
+        typer.Option(help="Run a plan from 'strata plan --json': its admitted jobs, templates and placement."),
+    ] = None,
 ) -> None:
     """Simulate the scenario on its cluster message by message (FIFO dispatch; round-robin placement or --plan)."""
     from strata.sim import Simulation
@@ -189,8 +200,9 @@ def simulate(
         raise typer.Exit(code=2)
     try:
         templates, placement = plan_file(plan) if plan is not None else (None, None)
-        sim = Simulation(scenario, seed=seed, batch=batch, base_dir=spec[0].parent, templates=templates,
-                         placement=placement)
+        sim = Simulation(
+            scenario, seed=seed, batch=batch, base_dir=spec[0].parent, templates=templates, placement=placement
+        )
     except ValueError as err:
         errors.print(f"[bold red]error[/] {err}", highlight=False, soft_wrap=True)
         raise typer.Exit(code=2) from None
@@ -199,8 +211,10 @@ def simulate(
         console.print(table)
     if out is not None:
         sim.metrics.write(out)
-        console.print(f"wrote {out}/ (latency, timeseries, importance, nodes, instances, imbalance, network, "
-                      "drops, migrations, conservation; summary.json)")
+        console.print(
+            f"wrote {out}/ (latency, timeseries, importance, nodes, instances, imbalance, network, "
+            "drops, migrations, conservation; summary.json)"
+        )
 
 
 @app.command()
@@ -220,23 +234,33 @@ def demo(
         errors.print(f"[bold red]error[/] --duration: expected seconds > 0; found {duration:g}")
         raise typer.Exit(code=2)
     scenario = load([spec])
-    console.print(f"[bold]strata demo[/] {scenario.name}: {len(scenario.jobs)} jobs, "
-                  f"{scenario.cluster.total_cores:g} cores; plain Spark first, then Strata ({duration:g} s each)")
+    console.print(
+        f"[bold]strata demo[/] {scenario.name}: {len(scenario.jobs)} jobs, "
+        f"{scenario.cluster.total_cores:g} cores; plain Spark first, then Strata ({duration:g} s each)"
+    )
 
     def tick(mode: str, t: float, row: dict) -> None:
         p99 = "  ".join(f"{k[4:]} p99 {v:.1f}s" for k, v in row.items() if k.startswith("p99:") and v is not None)
         console.print(f"  [dim]{mode:8s} t={t:5.1f}s[/]  {p99}", highlight=False)
 
     try:
-        result = run_demo(scenario, out, DemoConfig(duration_s=duration, seed=seed, warmup=warmup), on_tick=tick,
-                          on_phase=lambda text: console.print(f"[cyan]▸[/] {text}"))
+        result = run_demo(
+            scenario,
+            out,
+            DemoConfig(duration_s=duration, seed=seed, warmup=warmup),
+            on_tick=tick,
+            on_phase=lambda text: console.print(f"[cyan]▸[/] {text}"),
+        )
     except ValueError as err:
         errors.print(f"[bold red]error[/] {err}", highlight=False, soft_wrap=True)
         raise typer.Exit(code=2) from None
     console.print(side_by_side(result.summary, result.decisions, f"{scenario.name}: plain Spark vs Strata"))
     console.print(verification_line(result.checks))
-    console.print(f"report: {write_report(out)}  (timings: "
-                  + ", ".join(f"{k} {v:.0f} s" for k, v in result.timings.items()) + ")")
+    console.print(
+        f"report: {write_report(out)}  (timings: "
+        + ", ".join(f"{k} {v:.0f} s" for k, v in result.timings.items())
+        + ")"
+    )
     bad = result.checks[["missing", "duplicated", "wrong"]].to_numpy().sum() if not result.checks.empty else 0
     raise typer.Exit(code=1 if bad else 0)
 

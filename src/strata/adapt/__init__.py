@@ -12,7 +12,22 @@ from strata.adapt.learner import ContextualBandit, DiscountedUCB, SlidingWindowU
 from strata.adapt.selector import Choice, Fixed, Scorer, Selector
 
 __all__ = [
-    "BALANCING", "DISPATCH", "PLACEMENT", "Choice", "Composition", "ContextConfig", "ContextualBandit",
-    "DiscountedUCB", "FeatureTracker", "Features", "Fixed", "Scorer", "Selector", "SlidingWindowUCB",
-    "compositions", "context", "window_score", "yields",
+    "BALANCING",
+    "DISPATCH",
+    "PLACEMENT",
+    "Choice",
+    "Composition",
+    "ContextConfig",
+    "ContextualBandit",
+    "DiscountedUCB",
+    "FeatureTracker",
+    "Features",
+    "Fixed",
+    "Scorer",
+    "Selector",
+    "SlidingWindowUCB",
+    "compositions",
+    "context",
+    "window_score",
+    "yields",
 ]

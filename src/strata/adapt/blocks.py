@@ -59,7 +59,10 @@ class Composition:
         return cls(*name.split("/"))
 
 
-def compositions(dispatch: tuple[str, ...] = DISPATCH, balancing: tuple[str, ...] = tuple(BALANCING),
-                 placement: tuple[str, ...] = PLACEMENT) -> list[Composition]:
+def compositions(
+    dispatch: tuple[str, ...] = DISPATCH,
+    balancing: tuple[str, ...] = tuple(BALANCING),
+    placement: tuple[str, ...] = PLACEMENT,
+) -> list[Composition]:
     """Every composition of the given blocks (the full space is 5 × 3 × 3 = 45)."""
     return [Composition(d, b, p) for d, b, p in itertools.product(dispatch, balancing, placement)]

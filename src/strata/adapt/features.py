@@ -76,8 +76,11 @@ class FeatureTracker:
 
 def context(f: Features, cfg: ContextConfig | None = None) -> tuple[str, str, str]:
     cfg = cfg or ContextConfig()
-    return ("coarse" if f.unit_s >= cfg.unit_s else "fine", "bursty" if f.burstiness >= cfg.burstiness else "steady",
-            "skewed" if f.skew >= cfg.skew else "flat")
+    return (
+        "coarse" if f.unit_s >= cfg.unit_s else "fine",
+        "bursty" if f.burstiness >= cfg.burstiness else "steady",
+        "skewed" if f.skew >= cfg.skew else "flat",
+    )
 
 
 def yields(scenario: Scenario, templates: Mapping[str, str] | None = None) -> dict[str, float]:
@@ -95,8 +98,9 @@ def yields(scenario: Scenario, templates: Mapping[str, str] | None = None) -> di
     return {job: out.get(job, 0.0) / r for job, r in src.items() if r > 0}
 
 
-def window_score(obs: Observation, job_yield: Mapping[str, float], sources: Mapping[str, str],
-                 min_records: float = 5.0) -> float | None:
+def window_score(
+    obs: Observation, job_yield: Mapping[str, float], sources: Mapping[str, str], min_records: float = 5.0
+) -> float | None:
     """Mean over jobs with ingest in the window of min(1, on-time outputs / expected outputs); None if none ran."""
     w = obs.window
     span = max(w.now - w.start, 1e-9)

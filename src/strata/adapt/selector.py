@@ -36,8 +36,7 @@ class Scorer:
 
     def __init__(self, scenario: Scenario) -> None:
         graph = joined_graph(scenario)
-        self.sources = {pe: graph.nodes[pe]["job"] for pe in graph
-                        if graph.nodes[pe]["op"].kind is OperatorKind.SOURCE}
+        self.sources = {pe: graph.nodes[pe]["job"] for pe in graph if graph.nodes[pe]["op"].kind is OperatorKind.SOURCE}
         self.job_yield = yields(scenario)
 
     def __call__(self, obs: Observation) -> float | None:

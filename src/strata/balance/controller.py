@@ -41,10 +41,10 @@ from strata.balance.loads import (
     scale_by_instance,
     window_loads,
 )
-from strata.sim.hooks import Move
+from strata.protocol.units import Move
 
 if TYPE_CHECKING:
-    from strata.sim.observe import Observation
+    from strata.protocol.window import Observation
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,15 +72,19 @@ class _Window:
     records: list[LoadRecord] = field(default_factory=list)
 
 
-def fell_behind(utilisation: Sequence[float], queued_before: Sequence[float], queued_after: Sequence[float],
-                saturation: float) -> list[int]:
+def fell_behind(
+    utilisation: Sequence[float], queued_before: Sequence[float], queued_after: Sequence[float], saturation: float
+) -> list[int]:
     """The instances that fell behind over a tick: node busy ≥ ``saturation`` and a queue that grew.
 
     Saturation alone is a busy instance, a growing queue alone is noise; both
     together mean arrivals exceed what the instance can get processed.
     """
-    return [i for i, (u, q0, q1) in enumerate(zip(utilisation, queued_before, queued_after, strict=True))
-            if u >= saturation and q1 > q0]
+    return [
+        i
+        for i, (u, q0, q1) in enumerate(zip(utilisation, queued_before, queued_after, strict=True))
+        if u >= saturation and q1 > q0
+    ]
 
 
 @dataclass
@@ -124,10 +128,17 @@ class AutoFlow:
         if not 0.0 < self.saturation <= 1.0:
             raise ValueError(f"saturation is a utilisation in (0, 1]; got {self.saturation}")
 
-    def rebalance(self, now: float, records: Iterable[LoadRecord], tables: Mapping[str, Mapping[int, int]],
-                  instances: Mapping[str, int], migrating: Mapping[str, Collection[int]] | None = None,
-                  demand: Mapping[str, Sequence[float]] | None = None, trigger: str = "window",
-                  sources: Mapping[str, Collection[int]] | None = None) -> list[Move]:
+    def rebalance(
+        self,
+        now: float,
+        records: Iterable[LoadRecord],
+        tables: Mapping[str, Mapping[int, int]],
+        instances: Mapping[str, int],
+        migrating: Mapping[str, Collection[int]] | None = None,
+        demand: Mapping[str, Sequence[float]] | None = None,
+        trigger: str = "window",
+        sources: Mapping[str, Collection[int]] | None = None,
+    ) -> list[Move]:
         """One round over all operators: the moves to make now.
 
         ``tables``: per PE, key group → instance as routed now; ``instances``:
@@ -148,14 +159,25 @@ class AutoFlow:
             moved_at = self._moved_at.setdefault(pe, {})
             blocked = {**moved_at, **dict.fromkeys(busy.get(pe, ()), math.inf)}
             table = tables[pe]
-            plan: Plan = diminish_hotspots(smoothed, table, instances[pe], window.state_bytes, self.config,
-                                           blocked, now, (sources or {}).get(pe))
+            plan: Plan = diminish_hotspots(
+                smoothed, table, instances[pe], window.state_bytes, self.config, blocked, now, (sources or {}).get(pe)
+            )
             for t in plan.transfers:
                 moved_at[t.key_group] = now
                 moves.append(Move(pe, t.key_group, t.dst, self.mode))
-            self.rounds.append(Round(now, pe, imbalance(instance_loads(window.load, table, instances[pe])),
-                                     plan.imbalance_after, len(plan.transfers), plan.moved_bytes,
-                                     plan.irreducible, plan.stop, trigger))
+            self.rounds.append(
+                Round(
+                    now,
+                    pe,
+                    imbalance(instance_loads(window.load, table, instances[pe])),
+                    plan.imbalance_after,
+                    len(plan.transfers),
+                    plan.moved_bytes,
+                    plan.irreducible,
+                    plan.stop,
+                    trigger,
+                )
+            )
         return moves
 
     def __call__(self, obs: Observation) -> list[Move]:
@@ -202,8 +224,9 @@ class AutoFlow:
             else:
                 continue
             del self._window[pe]
-            moves += self.rebalance(obs.now, rnd, table, {pe: n}, migrating,
-                                    {pe: factors} if self.demand else None, trigger, shed)
+            moves += self.rebalance(
+                obs.now, rnd, table, {pe: n}, migrating, {pe: factors} if self.demand else None, trigger, shed
+            )
         return moves
 
     @property

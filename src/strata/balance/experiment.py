@@ -38,17 +38,35 @@ PE = "skewed0.agg"
 POLICIES = ("static", "live", "stop")
 
 
-def actor_scenario(zipf_s: float, drift_period_s: float | None = None, instances: int = 8, rate: float = 4000.0,
-                   load: float = 0.7, keys: int = 10000, key_groups: int = 128, state_bytes_per_key: int = 1024,
-                   seed: int = 1) -> tuple[Scenario, dict[str, Any]]:
+def actor_scenario(
+    zipf_s: float,
+    drift_period_s: float | None = None,
+    instances: int = 8,
+    rate: float = 4000.0,
+    load: float = 0.7,
+    keys: int = 10000,
+    key_groups: int = 128,
+    state_bytes_per_key: int = 1024,
+    seed: int = 1,
+) -> tuple[Scenario, dict[str, Any]]:
     """One keyed aggregation over Zipf(``zipf_s``) keys; instance i of it alone on one-core node n<i>.
 
     ``load`` is the mean utilisation of the aggregation's instances at the
     nominal rate. Returns the scenario and the placement.
     """
-    doc = skewed(seed=seed, zipf_s=zipf_s, keys=keys, drift_period_s=drift_period_s, instances=instances,
-                 key_groups=key_groups, rate=rate, nodes=instances, cores=1, load=load,
-                 state_bytes_per_key=state_bytes_per_key)
+    doc = skewed(
+        seed=seed,
+        zipf_s=zipf_s,
+        keys=keys,
+        drift_period_s=drift_period_s,
+        instances=instances,
+        key_groups=key_groups,
+        rate=rate,
+        nodes=instances,
+        cores=1,
+        load=load,
+        state_bytes_per_key=state_bytes_per_key,
+    )
     doc["cluster"]["nodes"] = [{"name": "io", "cores": 2}]
     placement = {"skewed0.src": "io", "skewed0.out": "io", PE: [f"n{i}" for i in range(instances)]}
     return Scenario.model_validate(doc), placement
@@ -93,8 +111,9 @@ class Recorder:
         busy = [i.busy for i in obs.instances if i.pe == self.pe]
         groups = window_loads(obs.key_groups).get(self.pe)
         low, lpt_imb = best_imbalance_bounds(groups.load, len(busy)) if groups else (1.0, 1.0)
-        self.windows.append(Window(obs.now, imbalance(busy), low, lpt_imb,
-                                   sum(1 for pe, _ in obs.migrating if pe == self.pe)))
+        self.windows.append(
+            Window(obs.now, imbalance(busy), low, lpt_imb, sum(1 for pe, _ in obs.migrating if pe == self.pe))
+        )
 
 
 @dataclass
@@ -172,10 +191,21 @@ class Run:
         }
 
 
-def run(policy: str, scenario: Scenario, placement: dict[str, Any], duration: float, window_s: float = 2.0,
-        config: BalanceConfig | None = None, smoothing: float = 1.0, seed: int = 1, drain: float = 120.0,
-        bin_s: float = 0.05, moves: Sequence[tuple[float, Move]] = (), tick_s: float | None = None,
-        demand: bool = True) -> Run:
+def run(
+    policy: str,
+    scenario: Scenario,
+    placement: dict[str, Any],
+    duration: float,
+    window_s: float = 2.0,
+    config: BalanceConfig | None = None,
+    smoothing: float = 1.0,
+    seed: int = 1,
+    drain: float = 120.0,
+    bin_s: float = 0.05,
+    moves: Sequence[tuple[float, Move]] = (),
+    tick_s: float | None = None,
+    demand: bool = True,
+) -> Run:
     """Simulate ``duration`` seconds under ``policy``, then drain and check exactly once.
 
     The balancer and the recorder act only while the sources run (the drain's
@@ -188,14 +218,21 @@ def run(policy: str, scenario: Scenario, placement: dict[str, Any], duration: fl
     if policy not in POLICIES:
         raise ValueError(f"policy: expected one of {POLICIES}; found {policy!r}")
     recorder = Recorder(until=duration)
-    balancer = None if policy == "static" else AutoFlow(
-        config or BalanceConfig(), mode=policy, smoothing=smoothing, demand=demand,
-        window_s=None if tick_s is None else window_s)
+    balancer = (
+        None
+        if policy == "static"
+        else AutoFlow(
+            config or BalanceConfig(),
+            mode=policy,
+            smoothing=smoothing,
+            demand=demand,
+            window_s=None if tick_s is None else window_s,
+        )
+    )
     controllers: list[tuple[float, Any]] = [(window_s, recorder)]
     if balancer is not None:
         controllers.append((tick_s or window_s, lambda obs: balancer(obs) if obs.now <= duration else None))
-    sim = Simulation(scenario, seed=seed, placement=placement, controllers=controllers, record_inputs=True,
-                     bin_s=bin_s)
+    sim = Simulation(scenario, seed=seed, placement=placement, controllers=controllers, record_inputs=True, bin_s=bin_s)
     for at, move in moves:
         sim.apply(move, at=at)
     sim.run(duration, drain=drain)
@@ -206,12 +243,29 @@ def run(policy: str, scenario: Scenario, placement: dict[str, Any], duration: fl
     per_bin = np.cumsum(np.asarray(sim.metrics.out_bins[job]))
     output_time = np.searchsorted(per_bin, np.cumsum(records), side="left") * bin_s
     conserved = bool(sim.metrics.conservation().balanced.all())
-    return Run(policy, sim, recorder.windows, balancer, duration, output_time, latency, records,
-               sink_totals(sim) == sim.metrics.sink_totals(), conserved)
+    return Run(
+        policy,
+        sim,
+        recorder.windows,
+        balancer,
+        duration,
+        output_time,
+        latency,
+        records,
+        sink_totals(sim) == sim.metrics.sink_totals(),
+        conserved,
+    )
 
 
-def replay(r: Run, scenario: Scenario, placement: dict[str, Any], window_s: float = 2.0, seed: int = 1,
-           drain: float = 120.0, bin_s: float = 0.05) -> Run:
+def replay(
+    r: Run,
+    scenario: Scenario,
+    placement: dict[str, Any],
+    window_s: float = 2.0,
+    seed: int = 1,
+    drain: float = 120.0,
+    bin_s: float = 0.05,
+) -> Run:
     """``r``'s moves again, each at the time it was requested, on ``scenario`` and without a balancer.
 
     With the same input and a scenario whose state is negligible, this is the
@@ -222,5 +276,6 @@ def replay(r: Run, scenario: Scenario, placement: dict[str, Any], window_s: floa
     """
     mig = r.sim.metrics.migrations()
     moves = [(float(m.requested), Move(m.pe, int(m.key_group), int(m.dst), m.mode)) for m in mig.itertuples()]
-    return run("static", scenario, placement, r.duration, window_s=window_s, seed=seed, drain=drain, bin_s=bin_s,
-               moves=moves)
+    return run(
+        "static", scenario, placement, r.duration, window_s=window_s, seed=seed, drain=drain, bin_s=bin_s, moves=moves
+    )

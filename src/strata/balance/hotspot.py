@@ -93,10 +93,16 @@ class Plan:
         return sum(t.state_bytes for t in self.transfers)
 
 
-def diminish_hotspots(loads: Mapping[int, float], table: Mapping[int, int], instances: int,
-                      state_bytes: Mapping[int, float] | None = None, config: BalanceConfig | None = None,
-                      moved_at: Mapping[int, float] | None = None, now: float = 0.0,
-                      sources: Collection[int] | None = None) -> Plan:
+def diminish_hotspots(
+    loads: Mapping[int, float],
+    table: Mapping[int, int],
+    instances: int,
+    state_bytes: Mapping[int, float] | None = None,
+    config: BalanceConfig | None = None,
+    moved_at: Mapping[int, float] | None = None,
+    now: float = 0.0,
+    sources: Collection[int] | None = None,
+) -> Plan:
     """Plan one round of moves for one operator (AutoFlow's hotspot-diminishing algorithm).
 
     ``loads``: key group → load in the window (any additive unit); missing = 0.

@@ -18,7 +18,7 @@ Metric = Literal["busy", "records"]
 
 
 class LoadRecord(Protocol):
-    """What one window's measurement of one key group carries (``strata.sim.hooks.KeyGroupLoad`` fits)."""
+    """What one window's measurement of one key group carries (``strata.protocol.units.KeyGroupLoad`` fits)."""
 
     @property
     def pe(self) -> str: ...
@@ -58,8 +58,11 @@ def window_loads(records: Iterable[LoadRecord], metric: Metric = "busy") -> dict
     return out
 
 
-def demand_factors(processed: Sequence[float], queued_before: Sequence[float], queued_after: Sequence[float],
-                   ) -> list[float]:
+def demand_factors(
+    processed: Sequence[float],
+    queued_before: Sequence[float],
+    queued_after: Sequence[float],
+) -> list[float]:
     """Per instance: records that arrived in the window over records it processed (AutoFlow's load = demand).
 
     What an instance processes is capped by its capacity: once it is
@@ -76,8 +79,11 @@ def demand_factors(processed: Sequence[float], queued_before: Sequence[float], q
     return out
 
 
-def scale_by_instance(loads: Mapping[int, float], table: Mapping[int, int], factors: Sequence[float],
-                      ) -> dict[int, float]:
+def scale_by_instance(
+    loads: Mapping[int, float],
+    table: Mapping[int, int],
+    factors: Sequence[float],
+) -> dict[int, float]:
     """Each key group's load times its instance's factor (``demand_factors``); groups not in the table unscaled.
 
     An instance's queue is not broken down by key group, so the excess is

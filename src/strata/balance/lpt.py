@@ -76,8 +76,9 @@ def _integer_weights(loads: list[float]) -> list[int]:
     return [round(x * scale) for x in loads]
 
 
-def optimal_makespan(loads: Mapping[int, float], instances: int, time_limit_s: float = 10.0,
-                     seed: int = 0) -> Assignment:
+def optimal_makespan(
+    loads: Mapping[int, float], instances: int, time_limit_s: float = 10.0, seed: int = 0
+) -> Assignment:
     """Exact P||C_max by CP-SAT (meant for small cases: tests and quality checks).
 
     Non-integral loads are scaled to integers (largest = 10^6), so "optimal"

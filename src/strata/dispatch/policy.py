@@ -23,7 +23,7 @@ from strata.dispatch.profiling import CostProfile, ReplyContexts
 from strata.dispatch.queues import TwoLevelQueue
 from strata.dispatch.strategies import Strategy, WorkUnit, strategy
 from strata.model import Scenario, joined_graph
-from strata.sim.hooks import DispatchFactory, Message, NodeView
+from strata.protocol.units import DispatchFactory, Message, NodeView
 
 
 @dataclass(frozen=True)
@@ -59,9 +59,15 @@ class StrategyDispatch:
 
     __slots__ = ("_down", "_latency", "_profile", "_queue", "_replies", "_strategy", "_waits", "_weight")
 
-    def __init__(self, view: NodeView, by: Strategy, replies: ReplyContexts, profile: CostProfile,
-                 waits: Mapping[str, tuple[WindowTiming, ...]] | None = None,
-                 weights: Mapping[str, float] | None = None) -> None:
+    def __init__(
+        self,
+        view: NodeView,
+        by: Strategy,
+        replies: ReplyContexts,
+        profile: CostProfile,
+        waits: Mapping[str, tuple[WindowTiming, ...]] | None = None,
+        weights: Mapping[str, float] | None = None,
+    ) -> None:
         self._strategy = by
         self._waits = {pe: w for pe, w in (waits or {}).items() if w and pe in view.pes}
         self._replies = replies
@@ -75,8 +81,16 @@ class StrategyDispatch:
         pe = msg.pe
         waits = self._waits.get(pe)
         t_mf = msg.frontier if waits is None else frontier(msg.event_time, msg.frontier, waits)
-        unit = WorkUnit(msg.job, t_mf, self._latency[msg.job], self._profile[pe] * msg.records,
-                        self._replies.path(pe), now, msg.seq, self._weight.get(msg.job, 1.0))
+        unit = WorkUnit(
+            msg.job,
+            t_mf,
+            self._latency[msg.job],
+            self._profile[pe] * msg.records,
+            self._replies.path(pe),
+            now,
+            msg.seq,
+            self._weight.get(msg.job, 1.0),
+        )
         key = self._strategy.key(unit)
         msg.priority = key
         self._queue.push((pe, msg.instance), key, msg.seq, (msg, unit))
@@ -102,8 +116,12 @@ class StrategyDispatch:
         return self._profile[pe], self._replies.path(pe)
 
 
-def dispatcher(by: str | Callable[[], Strategy] = "cameo", priors: Priors | None = None,
-               alpha: float = 0.2, weights: Mapping[str, float] | None = None) -> DispatchFactory:
+def dispatcher(
+    by: str | Callable[[], Strategy] = "cameo",
+    priors: Priors | None = None,
+    alpha: float = 0.2,
+    weights: Mapping[str, float] | None = None,
+) -> DispatchFactory:
     """A ``DispatchFactory``: one ``StrategyDispatch`` per node, each with its own strategy instance.
 
     ``by`` is a strategy name (see ``strategies.STRATEGIES``) or a zero-argument

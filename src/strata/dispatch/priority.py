@@ -41,8 +41,9 @@ def next_due(event_time: float, size: float, slide: float, lateness: float) -> f
     return k * slide + size + lateness
 
 
-def window_routes(downstream: Mapping[str, Iterable[str]], windows: Mapping[str, WindowTiming]
-                  ) -> dict[str, tuple[WindowTiming, ...]]:
+def window_routes(
+    downstream: Mapping[str, Iterable[str]], windows: Mapping[str, WindowTiming]
+) -> dict[str, tuple[WindowTiming, ...]]:
     """For each operator, the windows its records wait for: ``()`` if it can reach a sink without one.
 
     Cameo's priority context carries the query's window semantics upstream: a
@@ -59,8 +60,10 @@ def window_routes(downstream: Mapping[str, Iterable[str]], windows: Mapping[str,
         ds = feeds.get(op, ())
         direct[op] = not ds or any(d not in windows and direct[d] for d in ds)
         waits[op] = {w for d in ds for w in ((d,) if d in windows else waits[d])}
-    return {op: (windows[op],) if op in windows else () if direct[op] else tuple(windows[w] for w in sorted(waits[op]))
-            for op in feeds}
+    return {
+        op: (windows[op],) if op in windows else () if direct[op] else tuple(windows[w] for w in sorted(waits[op]))
+        for op in feeds
+    }
 
 
 def frontier(event_time: float, engine_frontier: float, waits: tuple[WindowTiming, ...]) -> float:

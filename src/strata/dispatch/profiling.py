@@ -64,8 +64,9 @@ class ReplyContexts:
 
     __slots__ = ("_cost", "_path")
 
-    def __init__(self, downstream: Mapping[str, Iterable[str]] | None = None,
-                 prior_cost: Mapping[str, float] | None = None) -> None:
+    def __init__(
+        self, downstream: Mapping[str, Iterable[str]] | None = None, prior_cost: Mapping[str, float] | None = None
+    ) -> None:
         self._cost: dict[str, float] = dict(prior_cost or {})
         self._path: dict[str, float] = critical_path(downstream or {}, self._cost)
 

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from math import floor
 
 from strata.model import Scenario, joined_graph, offered_rates
-from strata.sim.hooks import DispatchFactory, Message, NodeView
+from strata.protocol.units import DispatchFactory, Message, NodeView
 
 
 def apportion(cores: int, demand: Mapping[str, float]) -> dict[str, int]:
@@ -91,6 +91,7 @@ def slot_dispatcher(pe_demand: Mapping[str, float] | None = None, per: str = "jo
     on a node from the demand of its PEs there; without it, owners share a
     node's cores equally. ``per`` is ``"job"`` (a dataflow's slots) or ``"pe"``.
     """
+
     def factory(view: NodeView) -> SlotDispatch:
         demand: dict[str, float] = {}
         for pe in view.pes:

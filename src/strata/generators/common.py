@@ -7,8 +7,14 @@ from typing import Any
 import numpy as np
 
 
-def node_group(count: int, cores: float, memory: str = "16GiB", nic: str = "1Gbit/s",
-               prefix: str = "n", labels: list[str] | None = None) -> dict[str, Any]:
+def node_group(
+    count: int,
+    cores: float,
+    memory: str = "16GiB",
+    nic: str = "1Gbit/s",
+    prefix: str = "n",
+    labels: list[str] | None = None,
+) -> dict[str, Any]:
     group: dict[str, Any] = {"prefix": prefix, "count": count, "cores": cores, "memory": memory, "nic": nic}
     if labels:
         group["labels"] = labels
@@ -23,8 +29,7 @@ def scale_costs(jobs: list[dict[str, Any]], target_cores: float) -> float:
     """
     from strata.model import Cluster, Job, Scenario, joined_graph, offered_rates
 
-    scenario = Scenario(cluster=Cluster(node_groups=[node_group(1, 1)]),
-                        jobs=[Job.model_validate(j) for j in jobs])
+    scenario = Scenario(cluster=Cluster(node_groups=[node_group(1, 1)]), jobs=[Job.model_validate(j) for j in jobs])
     graph = joined_graph(scenario)
     demand = sum(rate * graph.nodes[pe]["op"].cost_per_record for pe, rate in offered_rates(graph).items())
     factor = target_cores / demand if demand > 0 else 1.0

@@ -20,23 +20,34 @@ from strata.generators.common import log_uniform, node_group, scale_costs
 _PES_PER_JOB = (12, 10, 9, 8, 7, 5)
 
 
-def dac(seed: int = 1, nodes: int = 30, cores: float = 8, demand_cores: float = 170,
-        spread: float = 4.0, gpu_nodes: int = 2) -> dict[str, Any]:
+def dac(
+    seed: int = 1, nodes: int = 30, cores: float = 8, demand_cores: float = 170, spread: float = 4.0, gpu_nodes: int = 2
+) -> dict[str, Any]:
     rng = np.random.default_rng(seed)
     jobs: list[dict[str, Any]] = []
     for j, n_pe in enumerate(_PES_PER_JOB):
-        ops: list[dict[str, Any]] = [{
-            "name": "ingest", "kind": "source", "cost_per_record": 1e-6,
-            "source": {"rate": float(rng.integers(2000, 20000)), "seed": j}, "cpu_max": 64.0,
-        }]
+        ops: list[dict[str, Any]] = [
+            {
+                "name": "ingest",
+                "kind": "source",
+                "cost_per_record": 1e-6,
+                "source": {"rate": float(rng.integers(2000, 20000)), "seed": j},
+                "cpu_max": 64.0,
+            }
+        ]
         streams: list[dict[str, Any]] = []
         for i in range(1, n_pe - 1):
             cost = log_uniform(rng, 1e-7, 1e-7 * 10**spread)
-            ops.append({
-                "name": f"pe{i}", "kind": "map" if i % 3 else "filter",
-                "cost_per_record": cost, "selectivity": 1.0 if i % 3 else 0.7,
-                "cpu_max": 64.0, "memory": "512MiB",
-            })
+            ops.append(
+                {
+                    "name": f"pe{i}",
+                    "kind": "map" if i % 3 else "filter",
+                    "cost_per_record": cost,
+                    "selectivity": 1.0 if i % 3 else 0.7,
+                    "cpu_max": 64.0,
+                    "memory": "512MiB",
+                }
+            )
             src = ops[int(rng.integers(max(0, i - 2), i))]["name"]
             streams.append({"from": src, "to": f"pe{i}", "bytes_per_record": int(rng.integers(200, 4000))})
         if gpu_nodes:
@@ -45,11 +56,18 @@ def dac(seed: int = 1, nodes: int = 30, cores: float = 8, demand_cores: float = 
         consumed = {s["from"] for s in streams}
         leaves = [op["name"] for op in ops[1:] if op["name"] not in consumed and op["kind"] != "sink"]
         for leaf in leaves or [ops[-2]["name"]]:
-            streams.append({"from": leaf, "to": "store", "weight": round(float(rng.uniform(0.5, 3)), 3),
-                            "bytes_per_record": 500})
-        jobs.append({"id": f"dac{j}", "rank": j + 1, "required": j == 0,
-                     "target_latency_s": 60.0, "templates": [{"name": "default", "operators": ops,
-                                                              "streams": streams}]})
+            streams.append(
+                {"from": leaf, "to": "store", "weight": round(float(rng.uniform(0.5, 3)), 3), "bytes_per_record": 500}
+            )
+        jobs.append(
+            {
+                "id": f"dac{j}",
+                "rank": j + 1,
+                "required": j == 0,
+                "target_latency_s": 60.0,
+                "templates": [{"name": "default", "operators": ops, "streams": streams}],
+            }
+        )
     scale_costs(jobs, demand_cores)
     groups = [node_group(nodes - gpu_nodes, cores)]
     if gpu_nodes:

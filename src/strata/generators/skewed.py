@@ -16,28 +16,59 @@ from typing import Any
 from strata.generators.common import node_group, scale_costs
 
 
-def skewed(seed: int = 1, zipf_s: float = 1.0, keys: int = 10000, drift_period_s: float | None = None,
-           jobs: int = 1, instances: int = 8, key_groups: int = 128, rate: float = 20000.0,
-           nodes: int = 4, cores: float = 4, load: float = 0.7,
-           state_bytes_per_key: int = 1024) -> dict[str, Any]:
+def skewed(
+    seed: int = 1,
+    zipf_s: float = 1.0,
+    keys: int = 10000,
+    drift_period_s: float | None = None,
+    jobs: int = 1,
+    instances: int = 8,
+    key_groups: int = 128,
+    rate: float = 20000.0,
+    nodes: int = 4,
+    cores: float = 4,
+    load: float = 0.7,
+    state_bytes_per_key: int = 1024,
+) -> dict[str, Any]:
     key_spec: dict[str, Any] = {"count": keys, "zipf_s": zipf_s}
     if drift_period_s:
         key_spec["drift_period_s"] = drift_period_s
     out: list[dict[str, Any]] = []
     for i in range(jobs):
-        out.append({"id": f"skewed{i}", "rank": 1 + i, "target_latency_s": 5.0, "templates": [{
-            "name": "default",
-            "operators": [
-                {"name": "src", "kind": "source", "cost_per_record": 1e-6,
-                 "source": {"rate": rate, "seed": seed * 1000 + i, "keys": key_spec}},
-                {"name": "agg", "kind": "keyed_stateful", "aggregate": {"fn": "sum", "column": "value"},
-                 "cost_per_record": 1e-4, "instances": instances, "key_groups": key_groups,
-                 "state_bytes": keys * state_bytes_per_key},
-                {"name": "out", "kind": "sink", "cost_per_record": 1e-6},
-            ],
-            "streams": [{"from": "src", "to": "agg", "bytes_per_record": 64},
-                        {"from": "agg", "to": "out", "weight": 1.0, "bytes_per_record": 64}],
-        }]})
+        out.append(
+            {
+                "id": f"skewed{i}",
+                "rank": 1 + i,
+                "target_latency_s": 5.0,
+                "templates": [
+                    {
+                        "name": "default",
+                        "operators": [
+                            {
+                                "name": "src",
+                                "kind": "source",
+                                "cost_per_record": 1e-6,
+                                "source": {"rate": rate, "seed": seed * 1000 + i, "keys": key_spec},
+                            },
+                            {
+                                "name": "agg",
+                                "kind": "keyed_stateful",
+                                "aggregate": {"fn": "sum", "column": "value"},
+                                "cost_per_record": 1e-4,
+                                "instances": instances,
+                                "key_groups": key_groups,
+                                "state_bytes": keys * state_bytes_per_key,
+                            },
+                            {"name": "out", "kind": "sink", "cost_per_record": 1e-6},
+                        ],
+                        "streams": [
+                            {"from": "src", "to": "agg", "bytes_per_record": 64},
+                            {"from": "agg", "to": "out", "weight": 1.0, "bytes_per_record": 64},
+                        ],
+                    }
+                ],
+            }
+        )
     scale_costs(out, load * nodes * cores)
     return {
         "name": f"skewed-s{zipf_s:g}-seed{seed}",

@@ -43,7 +43,12 @@ def pools(plan: Plan, job_of: Mapping[str, str]) -> dict[str, float]:
     return out
 
 
-def l1_budget(placement: Mapping[str, list[tuple[str, float]]], keyed: Iterable[str], moves: int,
-              bytes_: float = math.inf, frozen: Iterable[str] = ()) -> L1Budget:
+def l1_budget(
+    placement: Mapping[str, list[tuple[str, float]]],
+    keyed: Iterable[str],
+    moves: int,
+    bytes_: float = math.inf,
+    frozen: Iterable[str] = (),
+) -> L1Budget:
     """L1's budget for one window, from the placement in force and the PEs L0 is changing."""
     return L1Budget({pe: len(placement[pe]) for pe in keyed if pe in placement}, moves, bytes_, frozenset(frozen))

@@ -138,9 +138,15 @@ class Controller:
         """The first full epoch: admission, templates, cpu, placement of every instance; the initial dispatch."""
         self._full_plan(now, ())
         self.epoch = 1
-        d = Decisions(epoch=self.epoch, admitted=dict(self.plan.templates), cpu_share=self._pools(),
-                      placement={pe: list(v) for pe, v in self.placement.items()}, dispatch=self.dispatch,
-                      replan=("*",), reasons=("start",))
+        d = Decisions(
+            epoch=self.epoch,
+            admitted=dict(self.plan.templates),
+            cpu_share=self._pools(),
+            placement={pe: list(v) for pe, v in self.placement.items()},
+            dispatch=self.dispatch,
+            replan=("*",),
+            reasons=("start",),
+        )
         self.log.append(StepLog(now, self.epoch, (), ("*",), 0, 0, {}, self.dispatch))
         return d
 
@@ -202,10 +208,23 @@ class Controller:
             d.placement = {pe: list(self.placement[pe]) for pe in sorted(changed)}
         if obs.dispatch != self.dispatch:
             d.dispatch = self.dispatch
-        placement_moves = sum(1 for pe in changed for a, b in zip(old_place.get(pe, []), self.placement[pe],
-                                                                   strict=False) if a[0] != b[0])
-        self.log.append(StepLog(now, self.epoch, tuple(str(s) for s in signals), replanned, placement_moves,
-                                len(moves), scaled, self.dispatch, tuple(skipped), plan_seconds))
+        placement_moves = sum(
+            1 for pe in changed for a, b in zip(old_place.get(pe, []), self.placement[pe], strict=False) if a[0] != b[0]
+        )
+        self.log.append(
+            StepLog(
+                now,
+                self.epoch,
+                tuple(str(s) for s in signals),
+                replanned,
+                placement_moves,
+                len(moves),
+                scaled,
+                self.dispatch,
+                tuple(skipped),
+                plan_seconds,
+            )
+        )
         return d
 
     # ------------------------------------------------------------------ observations → model
@@ -273,7 +292,8 @@ class Controller:
             if spots and pe in self._job_of:
                 top = spots[0]
                 present[("hotspot", self._job_of[pe])] = Signal(
-                    "hotspot", self._job_of[pe], top.ratio, f"{pe} key group {top.key_group} at {top.ratio:.2f}× mean")
+                    "hotspot", self._job_of[pe], top.ratio, f"{pe} key group {top.key_group} at {top.ratio:.2f}× mean"
+                )
         known = {(k, j) for k in ("shortfall", "miss", "hotspot", "node-loss") for j in self.scenario.job}
         up = self._debounce.update(present, known)
         # Node loss is a fact, not a noisy measurement: it raises at once.
@@ -322,12 +342,14 @@ class Controller:
         cand = {pe: [n for n in c if n in nodes] for pe, c in cand.items() if self._job_of[pe] in jobs}
         pes = {pe for pe, c in cand.items() if c and pe in assignment}
         data = previous.to_dict()
-        data.update(admitted=[j for j in previous.admitted if j in jobs],
-                    rejected={j: r for j, r in previous.rejected.items() if j in jobs},
-                    templates={j: t for j, t in previous.templates.items() if j in jobs},
-                    cpu_goal={pe: previous.cpu_goal.get(pe, sum(assignment[pe].values())) for pe in pes},
-                    candidates={pe: cand[pe] for pe in pes},
-                    assignment={pe: {n: c for n, c in assignment[pe].items() if n in nodes} for pe in pes})
+        data.update(
+            admitted=[j for j in previous.admitted if j in jobs],
+            rejected={j: r for j, r in previous.rejected.items() if j in jobs},
+            templates={j: t for j, t in previous.templates.items() if j in jobs},
+            cpu_goal={pe: previous.cpu_goal.get(pe, sum(assignment[pe].values())) for pe in pes},
+            candidates={pe: cand[pe] for pe in pes},
+            assignment={pe: {n: c for n, c in assignment[pe].items() if n in nodes} for pe in pes},
+        )
         return Plan.from_dict(data)
 
     def _full_plan(self, now: float, signals) -> float:
@@ -369,8 +391,9 @@ class Controller:
         if cluster is None:
             self._note(f"re-plan of {sorted(jobs)} at {now:.1f}: no live node")
             return time.perf_counter() - t0
-        observed = Scenario(name=self.scenario.name, cluster=cluster,
-                            jobs=self._observed(set(self.scenario.job), self._margin))
+        observed = Scenario(
+            name=self.scenario.name, cluster=cluster, jobs=self._observed(set(self.scenario.job), self._margin)
+        )
         previous = self._restrict(self.plan, set(self.plan.templates), {n.name for n in cluster.all_nodes})
         try:
             if self.placer == "planner":
@@ -383,8 +406,9 @@ class Controller:
         self.plan = new
         for j in jobs:
             self._cooldown[j] = now + self.config.replan_cooldown_s
-        self._place({pe for pe in set(new.assignment) | set(self.placement) if self._job_of[pe] in jobs},
-                    budgeted=True, now=now)
+        self._place(
+            {pe for pe in set(new.assignment) | set(self.placement) if self._job_of[pe] in jobs}, budgeted=True, now=now
+        )
         return time.perf_counter() - t0
 
     def _place(self, pes: set[str], budgeted: bool, now: float) -> None:
@@ -406,17 +430,25 @@ class Controller:
             if pe in pes:
                 # A planner that lists no candidates for a PE (a baseline, for a cpu-free PE) allows its assigned
                 # nodes, else every live node.
-                allowed = (self.plan.candidates.get(pe) or list(self.plan.assignment.get(pe, {}))
-                           or [h.name for h in hosts])
+                allowed = (
+                    self.plan.candidates.get(pe) or list(self.plan.assignment.get(pe, {})) or [h.name for h in hosts]
+                )
                 cand = tuple(n for n in allowed if n not in self.down)
                 for i in range(count):
                     # The plan's share, or what the instance was measured to use if more (a hot key group).
                     need = max(cpu.get(pe, 0.0) / count, self._load.get((pe, i), 0.0))
                     where = current[i][0] if current else None
-                    pinned = (cfg.coordinated and where is not None and where not in self.down
-                              and self._moved.get((pe, i), -math.inf) + cfg.instance_cooldown_s > now)
-                    items.append(Item(f"{pe}#{i}", need, (op.memory + op.state_bytes) / count,
-                                      (where,) if pinned else cand, where))
+                    pinned = (
+                        cfg.coordinated
+                        and where is not None
+                        and where not in self.down
+                        and self._moved.get((pe, i), -math.inf) + cfg.instance_cooldown_s > now
+                    )
+                    items.append(
+                        Item(
+                            f"{pe}#{i}", need, (op.memory + op.state_bytes) / count, (where,) if pinned else cand, where
+                        )
+                    )
             elif current:
                 for i, (node, c) in enumerate(current):
                     if node not in self.down:
@@ -454,8 +486,12 @@ class Controller:
         cfg = self.config
         w = obs.window
         keyed = [pe for pe in w.routing if pe in self.placement]
-        budget: L1Budget = l1_budget(self.placement, keyed, cfg.moves_per_window if cfg.coordinated else 10**6,
-                                     frozen=frozen if cfg.coordinated else ())
+        budget: L1Budget = l1_budget(
+            self.placement,
+            keyed,
+            cfg.moves_per_window if cfg.coordinated else 10**6,
+            frozen=frozen if cfg.coordinated else (),
+        )
         mode = BALANCING[self.balancing]
         loads = window_loads(w.key_groups)
         migrating: dict[str, list[int]] = {}
@@ -508,4 +544,3 @@ class Controller:
             self._graph_key = key
             self._graph_cache = joined_graph(self.scenario, self.plan.templates)
         return self._graph_cache
-

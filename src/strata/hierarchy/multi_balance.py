@@ -157,8 +157,9 @@ def balance(items: Sequence[Item], hosts: Sequence[Host], config: MultiBalanceCo
         detail.append(f"{len(forced)} instances forced off disallowed/lost hosts")
 
     def moved() -> int:
-        return sum(1 for it in items if it.name not in forced and it.current is not None
-                   and assign[it.name] != it.current)
+        return sum(
+            1 for it in items if it.name not in forced and it.current is not None and assign[it.name] != it.current
+        )
 
     _local_search(items, allowed, assign, loads, budget, moved, cfg.min_gain)
     status = "local"
@@ -172,12 +173,18 @@ def balance(items: Sequence[Item], hosts: Sequence[Host], config: MultiBalanceCo
         if not _better(loads.score(), before):
             break
         status = "local+exact"
-    return Balanced(dict(assign), loads.score()[0], {h: loads.util(h) for h in loads.load}, moved(), status,
-                    detail)
+    return Balanced(dict(assign), loads.score()[0], {h: loads.util(h) for h in loads.load}, moved(), status, detail)
 
 
-def _local_search(items: Sequence[Item], allowed: Mapping[str, tuple[str, ...]], assign: dict[str, str],
-                  loads: _Loads, budget: float, moved, min_gain: float = 0.0) -> None:
+def _local_search(
+    items: Sequence[Item],
+    allowed: Mapping[str, tuple[str, ...]],
+    assign: dict[str, str],
+    loads: _Loads,
+    budget: float,
+    moved,
+    min_gain: float = 0.0,
+) -> None:
     """Best improving single move of an instance off the hottest hosts, until none improves."""
     by_name = {it.name: it for it in items}
     for _ in range(10 * len(items) + 10):
@@ -211,8 +218,15 @@ def _local_search(items: Sequence[Item], allowed: Mapping[str, tuple[str, ...]],
         assign[name] = dst
 
 
-def _exact_neighbourhood(items: Sequence[Item], allowed: Mapping[str, tuple[str, ...]], assign: dict[str, str],
-                         loads: _Loads, cfg: MultiBalanceConfig, budget: float, forced: set[str]) -> bool | None:
+def _exact_neighbourhood(
+    items: Sequence[Item],
+    allowed: Mapping[str, tuple[str, ...]],
+    assign: dict[str, str],
+    loads: _Loads,
+    cfg: MultiBalanceConfig,
+    budget: float,
+    forced: set[str],
+) -> bool | None:
     """MILP over the hottest and coldest hosts and their instances; applies the answer if it is better.
 
     Returns True if a solution was found (applied only when it improves the
@@ -220,7 +234,7 @@ def _exact_neighbourhood(items: Sequence[Item], allowed: Mapping[str, tuple[str,
     """
     order = sorted(loads.load, key=lambda h: -loads.heat(h))
     k = max(2, cfg.neighbourhood)
-    hood = order if len(order) <= k else order[: k // 2] + order[-(k - k // 2):]
+    hood = order if len(order) <= k else order[: k // 2] + order[-(k - k // 2) :]
     hood_set = set(hood)
     free = [it for it in items if assign[it.name] in hood_set and sum(h in hood_set for h in allowed[it.name]) > 1]
     if not free:
@@ -251,11 +265,24 @@ def _exact_neighbourhood(items: Sequence[Item], allowed: Mapping[str, tuple[str,
             coefs[u] = -loads.cap[h][r]
             prog.row(coefs, -INF, -base[h][r])
     if budget < math.inf:
-        moved_elsewhere = sum(1 for it in items if it.name not in free_names and it.name not in forced
-                              and it.current is not None and assign[it.name] != it.current)
-        prog.row({cols[it.name, h]: 1.0 for it in free for h in allowed[it.name] if (it.name, h) in cols
-                  and it.current is not None and h != it.current and it.name not in forced},
-                 -INF, float(budget - moved_elsewhere))
+        moved_elsewhere = sum(
+            1
+            for it in items
+            if it.name not in free_names
+            and it.name not in forced
+            and it.current is not None
+            and assign[it.name] != it.current
+        )
+        prog.row(
+            {
+                cols[it.name, h]: 1.0
+                for it in free
+                for h in allowed[it.name]
+                if (it.name, h) in cols and it.current is not None and h != it.current and it.name not in forced
+            },
+            -INF,
+            float(budget - moved_elsewhere),
+        )
     sol = prog.solve(time_limit=cfg.time_limit_s, mip_gap=1e-9)
     if not sol.usable:
         return None
@@ -273,4 +300,3 @@ def _exact_neighbourhood(items: Sequence[Item], allowed: Mapping[str, tuple[str,
             loads.add(by_name[name], host)
             assign[name] = host
     return True
-

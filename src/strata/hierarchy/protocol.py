@@ -6,10 +6,10 @@ world into an :class:`Observation` and enforces :class:`Decisions`. Nothing in
 an engine decides; the :class:`~strata.hierarchy.controller.Controller` is a
 pure function of observations (time comes in them) and its own memory.
 
-The window measurements reuse the simulator's plain-data types
-(:class:`strata.sim.observe.Observation`, re-exported here as
-:data:`WindowStats`; :class:`~strata.sim.hooks.KeyGroupLoad`,
-:class:`~strata.sim.hooks.Move`): they carry nothing simulator-specific. An
+The window measurements reuse the neutral plain-data types of :mod:`strata.protocol`
+(:class:`strata.protocol.window.Observation`, re-exported here as
+:data:`WindowStats`; :class:`~strata.protocol.units.KeyGroupLoad`,
+:class:`~strata.protocol.units.Move`): they carry nothing simulator-specific. An
 engine that cannot measure a field leaves it empty (Spark has no per-node
 dispatch queues: ``queue_lengths={}``); the controller treats empty as
 "unknown", never as zero load.
@@ -31,12 +31,19 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
-from strata.sim.hooks import KeyGroupLoad, Move
-from strata.sim.observe import InstanceLoad, LatencyStats
-from strata.sim.observe import Observation as WindowStats
+from strata.protocol.units import KeyGroupLoad, Move
+from strata.protocol.window import InstanceLoad, LatencyStats
+from strata.protocol.window import Observation as WindowStats
 
 __all__ = [
-    "Decisions", "Engine", "InstanceLoad", "KeyGroupLoad", "LatencyStats", "Move", "Observation", "Placement",
+    "Decisions",
+    "Engine",
+    "InstanceLoad",
+    "KeyGroupLoad",
+    "LatencyStats",
+    "Move",
+    "Observation",
+    "Placement",
     "WindowStats",
 ]
 
@@ -106,8 +113,14 @@ class Decisions:
 
     def empty(self) -> bool:
         """True when enforcing this changes nothing."""
-        return (self.admitted is None and self.cpu_share is None and self.placement is None
-                and self.rate_limits is None and not self.moves and self.dispatch is None)
+        return (
+            self.admitted is None
+            and self.cpu_share is None
+            and self.placement is None
+            and self.rate_limits is None
+            and not self.moves
+            and self.dispatch is None
+        )
 
 
 @runtime_checkable

@@ -20,8 +20,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 
-def ds2_parallelism(input_rate: float, records: int, busy: float, cpu_per_instance: float, ceiling: int,
-                    headroom: float = 0.2) -> int | None:
+def ds2_parallelism(
+    input_rate: float, records: int, busy: float, cpu_per_instance: float, ceiling: int, headroom: float = 0.2
+) -> int | None:
     """DS2's optimal instance count, clamped to [1, ceiling]; None without a measurement of the true rate."""
     if records <= 0 or busy <= 0 or cpu_per_instance <= 0:
         return None

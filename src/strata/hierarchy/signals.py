@@ -91,8 +91,13 @@ def miss_pressure(obs: Observation, rate: float) -> dict[str, float]:
     return {job: s.miss_rate for job, s in obs.window.latency.items() if s.records and s.miss_rate > rate}
 
 
-def shortfall(obs: Observation, target_latency: Mapping[str, float], job_of: Mapping[str, str],
-              sources: Mapping[str, str], latencies: float) -> dict[str, float]:
+def shortfall(
+    obs: Observation,
+    target_latency: Mapping[str, float],
+    job_of: Mapping[str, str],
+    sources: Mapping[str, str],
+    latencies: float,
+) -> dict[str, float]:
     """Job → backlog in target latencies of ingest, for jobs whose backlog exceeds ``latencies``.
 
     Backlog = records queued at the job's instances at the end of the window;

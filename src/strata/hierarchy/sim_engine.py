@@ -32,8 +32,8 @@ from dataclasses import dataclass, replace
 from strata.dispatch import Priors, dispatcher
 from strata.hierarchy.protocol import Decisions, Observation, WindowStats
 from strata.model import Scenario
+from strata.protocol.units import DispatchFactory, DispatchPolicy, Message, NodeView
 from strata.sim import Actions, Simulation
-from strata.sim.hooks import DispatchFactory, DispatchPolicy, Message, NodeView
 
 
 @dataclass
@@ -114,8 +114,9 @@ class SimEngine:
     seconds); then ``engine.sim.run(until)``.
     """
 
-    def __init__(self, scenario: Scenario, first: Decisions, *, seed: int = 1, priors: Priors | None = None,
-                 **simulation: object) -> None:
+    def __init__(
+        self, scenario: Scenario, first: Decisions, *, seed: int = 1, priors: Priors | None = None, **simulation: object
+    ) -> None:
         if first.placement is None or first.admitted is None:
             raise ValueError("SimEngine needs the controller's first decisions (placement and admitted jobs)")
         self.scenario = scenario
@@ -131,9 +132,14 @@ class SimEngine:
         self._factories = factories
         # The simulator records only positive shares; a PE the plan gives no cpu (a free source) has none.
         placement = {pe: [(n, c) if c > 0 else n for n, c in insts] for pe, insts in first.placement.items()}
-        self.sim = Simulation(scenario, seed=seed, templates=first.admitted, placement=placement,
-                              dispatch=lambda view: SwitchableDispatch(view, self.choice, factories),
-                              **simulation)  # type: ignore[arg-type]
+        self.sim = Simulation(
+            scenario,
+            seed=seed,
+            templates=first.admitted,
+            placement=placement,
+            dispatch=lambda view: SwitchableDispatch(view, self.choice, factories),
+            **simulation,
+        )  # type: ignore[arg-type]
         self.templates = dict(first.admitted)
         self.stopped: set[str] = set()
         self.unsupported: list[str] = []
@@ -150,8 +156,9 @@ class SimEngine:
         w = self._window
         records = sum(i.records for i in w.instances)
         down = frozenset(n.name for n in self.sim.nodes if not n.up)
-        return Observation(w, down, dict(self.templates), self.choice.name, records // self.sim.batch,
-                           float(self.sim.batch))
+        return Observation(
+            w, down, dict(self.templates), self.choice.name, records // self.sim.batch, float(self.sim.batch)
+        )
 
     def apply(self, decisions: Decisions) -> None:
         now = self.sim.now
@@ -162,8 +169,9 @@ class SimEngine:
         if decisions.admitted is not None:
             for job, tpl in decisions.admitted.items():
                 if job in self.templates and tpl != self.templates[job]:
-                    self.unsupported.append(f"{now:.1f}: template switch {job} → {tpl} (simulator keeps "
-                                            f"{self.templates[job]})")
+                    self.unsupported.append(
+                        f"{now:.1f}: template switch {job} → {tpl} (simulator keeps {self.templates[job]})"
+                    )
             for job in self.templates:
                 stop = job not in decisions.admitted
                 if stop != (job in self.stopped):
@@ -177,8 +185,10 @@ class SimEngine:
                 if rt is None:
                     raise ValueError(f"placement[{pe!r}]: expected a PE the simulation runs")
                 if len(insts) != len(rt.instances):
-                    raise ValueError(f"placement[{pe!r}]: the simulator cannot change instance counts at runtime "
-                                     f"({len(rt.instances)} instances, {len(insts)} given)")
+                    raise ValueError(
+                        f"placement[{pe!r}]: the simulator cannot change instance counts at runtime "
+                        f"({len(rt.instances)} instances, {len(insts)} given)"
+                    )
                 for inst, (node, cpu) in zip(rt.instances, insts, strict=True):
                     self._rebind(inst, node, cpu, now)
         if limits or decisions.moves:
@@ -210,7 +220,8 @@ class SimEngine:
         jobs = sorted({self.sim.pes[pe].job for pe in pes})
         every = self.sim.pes
         return replace(
-            node.view, pes=tuple(pes),
+            node.view,
+            pes=tuple(pes),
             target_latency={j: self.scenario.job[j].target_latency_s for j in jobs},
             weight={j: node.view.weight.get(j, 1.0) for j in jobs},
             downstream={pe: tuple(d.name for d, _ in rt.down) for pe, rt in every.items() if rt.job in jobs},

@@ -134,8 +134,13 @@ def mean_offered_rates(scenario: Scenario) -> dict[str, float]:
     return out
 
 
-def attribute(job: str, template: Template, records_in: float, records_out: float, busy_s: float,
-              ) -> list[tuple[str, float, float, float]]:
+def attribute(
+    job: str,
+    template: Template,
+    records_in: float,
+    records_out: float,
+    busy_s: float,
+) -> list[tuple[str, float, float, float]]:
     """Split one observation of a whole chain (a Spark micro-batch) into per-PE observations.
 
     An engine that runs a template as one unit (Spark runs the chain in one
@@ -156,8 +161,10 @@ def attribute(job: str, template: Template, records_in: float, records_out: floa
         rate = out
     weights = [template.operator[name].cost_per_record * r_in for name, r_in, _ in flows]
     total = sum(weights) or 1.0
-    return [(pe_id(job, name), r_in, r_out, busy_s * w / total)
-            for (name, r_in, r_out), w in zip(flows, weights, strict=True)]
+    return [
+        (pe_id(job, name), r_in, r_out, busy_s * w / total)
+        for (name, r_in, r_out), w in zip(flows, weights, strict=True)
+    ]
 
 
 def _chain(template: Template) -> list:

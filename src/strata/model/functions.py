@@ -49,10 +49,7 @@ def _check_points(points: list[tuple[float, float]]) -> list[tuple[float, float]
 
 def is_concave(points: Sequence[tuple[float, float]]) -> bool:
     """Whether the piecewise-linear curve through ``points`` has non-increasing slopes."""
-    slopes = [
-        (y1 - y0) / (x1 - x0)
-        for (x0, y0), (x1, y1) in itertools.pairwise(points)
-    ]
+    slopes = [(y1 - y0) / (x1 - x0) for (x0, y0), (x1, y1) in itertools.pairwise(points)]
     return all(b <= a + 1e-12 for a, b in itertools.pairwise(slopes))
 
 
@@ -215,6 +212,4 @@ class PiecewiseLinearCapacity(_Frozen):
         return is_concave(self.points)
 
 
-ResourceFunction = Annotated[
-    LinearCapacity | PiecewiseLinearCapacity, Field(discriminator="kind")
-]
+ResourceFunction = Annotated[LinearCapacity | PiecewiseLinearCapacity, Field(discriminator="kind")]

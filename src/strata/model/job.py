@@ -115,8 +115,11 @@ class SourceSpec(_Spec):
     arrivals: Arrivals = PoissonArrivals()
     keys: KeyDistribution = KeyDistribution()
     seed: int = 0
-    path: str | None = Field(None, description="read records from this data directory (Spark's file source) "
-                             "instead of generating them; rate stays the planner's nominal rate")
+    path: str | None = Field(
+        None,
+        description="read records from this data directory (Spark's file source) "
+        "instead of generating them; rate stays the planner's nominal rate",
+    )
     format: Literal["json", "csv", "parquet"] = Field("json", description="file format of 'path'")
 
 

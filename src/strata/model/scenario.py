@@ -70,9 +70,7 @@ def _problems(s: Scenario) -> Iterator[Problem]:
         if job.id in ids:
             yield Problem(("jobs", j, "id"), "a job id not used before", f"{job.id!r} (also jobs[{ids[job.id]}])")
         ids.setdefault(job.id, j)
-    qualified = {
-        pe_id(job.id, op.name) for job in s.jobs for t in job.templates for op in t.operators
-    }
+    qualified = {pe_id(job.id, op.name) for job in s.jobs for t in job.templates for op in t.operators}
     for j, job in enumerate(s.jobs):
         seen_t: set[str] = set()
         for t, tpl in enumerate(job.templates):
@@ -131,15 +129,20 @@ def _template_problems(s: Scenario, job: Job, tpl: Template, here: Path, qualifi
         for ref in sorted(c.colocate_with):
             other = local.get(ref)
             if other is not None and op.name in other.constraints.exlocate_from:
-                yield Problem((*at, "colocate_with"), f"no exlocation of {op.name!r} by {ref!r}",
-                              f"{ref!r} exlocates {op.name!r}")
+                yield Problem(
+                    (*at, "colocate_with"), f"no exlocation of {op.name!r} by {ref!r}", f"{ref!r} exlocates {op.name!r}"
+                )
         missing = c.required_labels - cluster.labels
         if missing:
-            yield Problem((*at, "required_labels"), f"labels some node has ({_names(sorted(cluster.labels))})",
-                          _names(sorted(missing)))
+            yield Problem(
+                (*at, "required_labels"),
+                f"labels some node has ({_names(sorted(cluster.labels))})",
+                _names(sorted(missing)),
+            )
         elif c.required_labels and not cluster.nodes_with(c.required_labels):
-            yield Problem((*at, "required_labels"), "a set of labels one node has together",
-                          _names(sorted(c.required_labels)))
+            yield Problem(
+                (*at, "required_labels"), "a set of labels one node has together", _names(sorted(c.required_labels))
+            )
         if c.fixed_node is not None and c.fixed_node not in nodes:
             yield Problem((*at, "fixed_node"), "a node of the cluster", repr(c.fixed_node))
 
@@ -150,20 +153,27 @@ def _fit_alone(job: Job, cluster: Cluster, here: Path) -> Iterator[Problem]:
     best_mem = min(t.memory for t in job.templates)
     largest = max(n.cores for n in cluster.all_nodes)
     if best_cpu > cluster.total_cores + 1e-9:
-        yield Problem((*here, "required"),
-                      f"a required job whose cpu_min fits the cluster's {cluster.total_cores:g} cores",
-                      f"cpu_min {best_cpu:g} cores in its smallest template")
+        yield Problem(
+            (*here, "required"),
+            f"a required job whose cpu_min fits the cluster's {cluster.total_cores:g} cores",
+            f"cpu_min {best_cpu:g} cores in its smallest template",
+        )
     elif best_mem > cluster.total_memory:
-        yield Problem((*here, "required"),
-                      f"a required job whose memory fits the cluster's {cluster.total_memory:.3g} bytes",
-                      f"{best_mem:.3g} bytes in its smallest template")
+        yield Problem(
+            (*here, "required"),
+            f"a required job whose memory fits the cluster's {cluster.total_memory:.3g} bytes",
+            f"{best_mem:.3g} bytes in its smallest template",
+        )
     else:
         for t, tpl in enumerate(job.templates):
             for i, op in enumerate(tpl.operators):
                 span = op.constraints.max_instances or len(cluster.all_nodes)
                 if op.cpu_min > largest * span + 1e-9 and len(job.templates) == 1:
-                    yield Problem((*here, "templates", t, "operators", i, "cpu_min"),
-                                  f"at most {largest:g} cores × {span} nodes", f"{op.cpu_min:g}")
+                    yield Problem(
+                        (*here, "templates", t, "operators", i, "cpu_min"),
+                        f"at most {largest:g} cores × {span} nodes",
+                        f"{op.cpu_min:g}",
+                    )
 
 
 def _joined_cycles(s: Scenario) -> Iterator[Problem]:

@@ -98,13 +98,13 @@ def _read(file: str | FsPath) -> _Doc:
         data = yaml.safe_load(text)
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
-        raise SpecError([Located(name, mark.line + 1 if mark else None, (), "valid YAML",
-                                 str(getattr(e, "problem", e)))]) from None
+        raise SpecError(
+            [Located(name, mark.line + 1 if mark else None, (), "valid YAML", str(getattr(e, "problem", e)))]
+        ) from None
     if data is None:
         data = {}
     if not isinstance(data, dict):
-        raise SpecError([Located(name, 1, (), "a mapping with keys " + ", ".join(TOP_LEVEL),
-                                 type(data).__name__)])
+        raise SpecError([Located(name, 1, (), "a mapping with keys " + ", ".join(TOP_LEVEL), type(data).__name__)])
     return _Doc(name, data, _Lines(node))
 
 
@@ -117,7 +117,7 @@ def _from_pydantic(doc: _Doc, prefix: Path, err: ValidationError) -> list[Locate
     out = []
     for e in err.errors():
         path = _existing(doc.data, (*prefix, *e["loc"]))
-        loc = path[len(prefix):]
+        loc = path[len(prefix) :]
         kind = e["type"]
         if kind == "extra_forbidden":
             expected, found = "one of the known fields (see `strata schema`)", f"unknown field {loc[-1]!r}"
@@ -169,8 +169,11 @@ def load_scenario(*files: str | FsPath) -> Scenario:
                     problems.append(doc.locate((key,), "a string", _found(doc.data[key])))
         if "cluster" in doc.data:
             if cluster_doc is not None:
-                problems.append(doc.locate(("cluster",), "one cluster across all files",
-                                           f"a second one (first in {cluster_doc.file})"))
+                problems.append(
+                    doc.locate(
+                        ("cluster",), "one cluster across all files", f"a second one (first in {cluster_doc.file})"
+                    )
+                )
                 continue
             cluster_doc = doc
             try:

@@ -46,8 +46,7 @@ def _equal_split(scenario: Scenario, graph: nx.DiGraph, node_of: dict[str, str])
     return {pe: {n: min(graph.nodes[pe]["op"].cpu_max, cores[n] / count[n])} for pe, n in node_of.items()}
 
 
-def _admit_all(scenario: Scenario, name: str, node_of: dict[str, str], graph: nx.DiGraph,
-               weights: Weights) -> Plan:
+def _admit_all(scenario: Scenario, name: str, node_of: dict[str, str], graph: nx.DiGraph, weights: Weights) -> Plan:
     templates = {j.id: j.templates[0].name for j in scenario.jobs}
     assignment = _equal_split(scenario, graph, node_of)
     goals = {pe: sum(p.values()) for pe, p in assignment.items()}
@@ -122,5 +121,6 @@ def greedy(scenario: Scenario, weights: Weights | None = None) -> Plan:
     cands = {pe: sorted(p) for pe, p in assignment.items()}
     phase = Phase("greedy", 0.0, 0.0, "feasible", "proportional cpu, traffic-greedy placement")
     admitted = sorted(templates, key=lambda j: (scenario.job[j].rank, j))
-    return finish(scenario, "greedy", admitted, rejected, templates, goals, cands, assignment, [phase],
-                  weights or Weights())
+    return finish(
+        scenario, "greedy", admitted, rejected, templates, goals, cands, assignment, [phase], weights or Weights()
+    )

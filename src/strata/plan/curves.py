@@ -90,8 +90,7 @@ class ComponentModel:
     minimum: float
 
 
-def component_model(graph: nx.DiGraph, pes: Iterable[str], unlimited: dict[str, float] | None = None
-                    ) -> ComponentModel:
+def component_model(graph: nx.DiGraph, pes: Iterable[str], unlimited: dict[str, float] | None = None) -> ComponentModel:
     """Build the importance program of the PEs ``pes`` of ``graph`` (a weak component)."""
     pes = sorted(pes)
     members = set(pes)
@@ -100,14 +99,18 @@ def component_model(graph: nx.DiGraph, pes: Iterable[str], unlimited: dict[str, 
         unlimited = propagate(sub)
     ops = {pe: graph.nodes[pe]["op"] for pe in pes}
     inputs = {pe: [u for u in graph.predecessors(pe) if u in members] for pe in pes}
-    values = [F.ValueTerm((u,), d["weight"], d["stream"].value)
-              for u, v, d in sorted(sub.edges(data=True), key=lambda e: (e[0], e[1])) if d["weight"] > 0]
+    values = [
+        F.ValueTerm((u,), d["weight"], d["stream"].value)
+        for u, v, d in sorted(sub.edges(data=True), key=lambda e: (e[0], e[1]))
+        if d["weight"] > 0
+    ]
     bound = {}
     for pe, op in ops.items():
         offered = op.source.rate if op.source else sum(unlimited[u] for u in inputs[pe])
         bound[pe] = F.output_bound(op, offered)
-    saturation = sum(max(op.cpu_min, min(op.cpu_max, op.resource.cpu_for(bound[pe], op.cost_per_record)))
-                     for pe, op in ops.items())
+    saturation = sum(
+        max(op.cpu_min, min(op.cpu_max, op.resource.cpu_for(bound[pe], op.cost_per_record))) for pe, op in ops.items()
+    )
     minimum = sum(op.cpu_min for op in ops.values())
     prog = Program(maximize=True)
     cols = F.build(prog, ops, inputs, values, bound, budget=max(saturation, minimum))
@@ -132,8 +135,9 @@ def _solve_at(model: ComponentModel, budget: float, time_limit: float | None) ->
     return sol.objective, float(sol.row_dual[model.cols.budget_row]), _trim(model, sol.x), sol.status
 
 
-def lp_curve(model: ComponentModel, tol: float = 1e-7, deadline: float | None = None,
-             clock: Callable[[], float] | None = None) -> Curve:
+def lp_curve(
+    model: ComponentModel, tol: float = 1e-7, deadline: float | None = None, clock: Callable[[], float] | None = None
+) -> Curve:
     """The exact concave curve of an LP component by the sandwich method (see module doc).
 
     Anytime: past ``deadline`` (a ``clock`` value) refinement stops. The chords between
@@ -171,8 +175,14 @@ def lp_curve(model: ComponentModel, tol: float = 1e-7, deadline: float | None = 
         pts[s] = (f, g, alloc)
         stack += [(a, s), (s, b)]
     keys = sorted(pts)
-    return Curve(tuple(model.ops), np.array(keys), np.array([pts[k][0] for k in keys]),
-                 [pts[k][2] for k in keys], exact=exact, status="optimal" if exact else "time-limit")
+    return Curve(
+        tuple(model.ops),
+        np.array(keys),
+        np.array([pts[k][0] for k in keys]),
+        [pts[k][2] for k in keys],
+        exact=exact,
+        status="optimal" if exact else "time-limit",
+    )
 
 
 def grid_curve(model: ComponentModel, points: int, time_left: Callable[[], float]) -> Curve:

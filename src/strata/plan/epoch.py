@@ -50,8 +50,12 @@ def usable(cluster: Cluster, share: float) -> Cluster:
     return Cluster(nodes=nodes, racks=list(cluster.racks))
 
 
-def plan(scenario: Scenario, previous: Plan | None = None, options: Options | None = None,
-         clock: Callable[[], float] = time.perf_counter) -> Plan:
+def plan(
+    scenario: Scenario,
+    previous: Plan | None = None,
+    options: Options | None = None,
+    clock: Callable[[], float] = time.perf_counter,
+) -> Plan:
     """One SODA epoch; raises PlanError when required jobs or a PE cannot be placed at all."""
     opt = options or Options()
     start = clock()
@@ -61,7 +65,7 @@ def plan(scenario: Scenario, previous: Plan | None = None, options: Options | No
 
     def deadline(i: int) -> float:
         spent = clock() - start
-        later = sum(opt.shares[i + 1:])
+        later = sum(opt.shares[i + 1 :])
         return max(1e-3, (budget - spent) * opt.shares[i] / (opt.shares[i] + later))
 
     t0, d = clock(), deadline(0)
@@ -72,8 +76,22 @@ def plan(scenario: Scenario, previous: Plan | None = None, options: Options | No
     prev_cand = previous.candidates if previous else None
     move_limit = max(1, int(opt.move_fraction * graph.number_of_nodes())) if previous else None
     t0, d = clock(), deadline(1)
-    w = macro_w(cluster, graph, q.goals, q.rates, d, opt.weights, prev_cand, opt.max_candidates,
-                opt.max_pes_per_node, move_limit, opt.milp_share, opt.seed, opt.rounds, clock)
+    w = macro_w(
+        cluster,
+        graph,
+        q.goals,
+        q.rates,
+        d,
+        opt.weights,
+        prev_cand,
+        opt.max_candidates,
+        opt.max_pes_per_node,
+        move_limit,
+        opt.milp_share,
+        opt.seed,
+        opt.rounds,
+        clock,
+    )
     phases.append(Phase("macroW", clock() - t0, d, w.status, w.detail))
 
     t0, d = clock(), deadline(2)
@@ -87,17 +105,29 @@ def plan(scenario: Scenario, previous: Plan | None = None, options: Options | No
     prev_assign = {pe: parts for pe, parts in previous.assignment.items()} if previous else None
     # Without a previous epoch, stay as close as the goals allow to macroW's placement (its shares of
     # each PE over its candidates), which is where the traffic was optimised.
-    shares = {pe: {n: c / sum(parts.values()) for n, c in parts.items()} if sum(parts.values()) > 0
-              else {n: 1.0 / len(parts) for n in parts} for pe, parts in w.assignment.items()}
+    shares = {
+        pe: {n: c / sum(parts.values()) for n, c in parts.items()}
+        if sum(parts.values()) > 0
+        else {n: 1.0 / len(parts) for n in parts}
+        for pe, parts in w.assignment.items()
+    }
     nominal = {pe: {n: mq.goals.get(pe, 0.0) * f for n, f in shares[pe].items()} for pe in shares}
     mw = micro_w(cluster, mq.goals, w.candidates, nominal, prev_assign, opt.limits, d)
     against = "the previous epoch" if previous else "macroW's nominal split"
-    phases.append(Phase("microW", clock() - t0, d, mw.status,
-                        mw.detail + f"; {mw.change:.3g} cores changed on {mw.nodes_touched} nodes vs {against}"))
+    phases.append(
+        Phase(
+            "microW",
+            clock() - t0,
+            d,
+            mw.status,
+            mw.detail + f"; {mw.change:.3g} cores changed on {mw.nodes_touched} nodes vs {against}",
+        )
+    )
 
     assignment = {pe: (parts or dict.fromkeys(w.candidates[pe], 0.0)) for pe, parts in mw.assignment.items()}
-    return finish(scenario, "soda", q.admitted, q.rejected, q.templates, mq.goals, w.candidates, assignment,
-                  phases, opt.weights)
+    return finish(
+        scenario, "soda", q.admitted, q.rejected, q.templates, mq.goals, w.candidates, assignment, phases, opt.weights
+    )
 
 
 def scaled_into_cores(cluster: Cluster, split: dict[str, dict[str, float]], why: str) -> MicroQ:
@@ -113,10 +143,19 @@ def scaled_into_cores(cluster: Cluster, split: dict[str, dict[str, float]], why:
     return MicroQ(goals, out, [], 0.0, 0, "feasible", why)
 
 
-def finish(scenario: Scenario, planner: str, admitted: list[str], rejected: dict[str, str],
-           templates: dict[str, str], goals: dict[str, float], candidates: dict[str, list[str]],
-           assignment: dict[str, dict[str, float]], phases: list[Phase], weights: Weights,
-           notes: list[str] | None = None) -> Plan:
+def finish(
+    scenario: Scenario,
+    planner: str,
+    admitted: list[str],
+    rejected: dict[str, str],
+    templates: dict[str, str],
+    goals: dict[str, float],
+    candidates: dict[str, list[str]],
+    assignment: dict[str, dict[str, float]],
+    phases: list[Phase],
+    weights: Weights,
+    notes: list[str] | None = None,
+) -> Plan:
     """Evaluate an assignment into a Plan (baselines use it too).
 
     Importance and ingest come from :func:`strata.model.propagate` with each PE's
@@ -143,14 +182,31 @@ def finish(scenario: Scenario, planner: str, admitted: list[str], rejected: dict
         scale = min(1.0, need / total) if total > 0 else 0.0
         used[pe] = {n: c * scale for n, c in assignment.get(pe, {}).items()} if total > 0 else dict(assignment[pe])
     metrics = evaluate(scenario.cluster, used, flows(graph, rates), weights)
-    return Plan(scenario=scenario.name, admitted=admitted, rejected=rejected, templates=templates,
-                cpu_goal=goals, candidates=candidates, assignment=assignment, importance=value, ingest=ingest,
-                metrics=metrics, affinity=metrics["affinity"], phases=phases, planner=planner,
-                notes=notes or [])
+    return Plan(
+        scenario=scenario.name,
+        admitted=admitted,
+        rejected=rejected,
+        templates=templates,
+        cpu_goal=goals,
+        candidates=candidates,
+        assignment=assignment,
+        importance=value,
+        ingest=ingest,
+        metrics=metrics,
+        affinity=metrics["affinity"],
+        phases=phases,
+        planner=planner,
+        notes=notes or [],
+    )
 
 
-def replan(scenario: Scenario, previous: Plan, jobs: set[str], options: Options | None = None,
-           clock: Callable[[], float] = time.perf_counter) -> Plan:
+def replan(
+    scenario: Scenario,
+    previous: Plan,
+    jobs: set[str],
+    options: Options | None = None,
+    clock: Callable[[], float] = time.perf_counter,
+) -> Plan:
     """Re-plan only the weak components that hold ``jobs``; everything else keeps its previous plan.
 
     For the hierarchy's "signals up": a component that reports a hotspot or a
@@ -176,31 +232,57 @@ def replan(scenario: Scenario, previous: Plan, jobs: set[str], options: Options 
         for node, c in previous.assignment[pe].items():
             used[node] = used.get(node, 0.0) + c
             mem[node] = mem.get(node, 0.0) + op.memory + op.state_bytes / max(1, len(previous.assignment[pe]))
-    residual = Cluster(nodes=[n.model_copy(update={"cores": max(1e-9, n.cores - used.get(n.name, 0.0)),
-                                                   "memory": max(1.0, n.memory - mem.get(n.name, 0.0))})
-                              for n in scenario.cluster.all_nodes], racks=list(scenario.cluster.racks))
+    residual = Cluster(
+        nodes=[
+            n.model_copy(
+                update={
+                    "cores": max(1e-9, n.cores - used.get(n.name, 0.0)),
+                    "memory": max(1.0, n.memory - mem.get(n.name, 0.0)),
+                }
+            )
+            for n in scenario.cluster.all_nodes
+        ],
+        racks=list(scenario.cluster.racks),
+    )
     sub = Scenario(name=scenario.name, cluster=residual, jobs=[scenario.job[j] for j in sorted(affected)])
     part = plan(sub, _restrict(previous, affected), opt, clock)
     templates = {**{j: previous.templates[j] for j in kept}, **part.templates}
     admitted = sorted(templates, key=lambda j: (scenario.job[j].rank, j))
     rejected = {j: why for j, why in previous.rejected.items() if j not in affected and j in scenario.job}
     rejected.update(part.rejected)
+
     def pick(d: dict, new: dict) -> dict:
         return {**{pe: d[pe] for pe in kept_pes if pe in d}, **new}
 
     notes = [f"re-planned components of {', '.join(sorted(affected))}; {len(kept)} jobs kept as planned"]
-    return finish(scenario, "soda", admitted, rejected, templates, pick(previous.cpu_goal, part.cpu_goal),
-                  pick(previous.candidates, part.candidates), pick(previous.assignment, part.assignment),
-                  part.phases, opt.weights, notes)
+    return finish(
+        scenario,
+        "soda",
+        admitted,
+        rejected,
+        templates,
+        pick(previous.cpu_goal, part.cpu_goal),
+        pick(previous.candidates, part.candidates),
+        pick(previous.assignment, part.assignment),
+        part.phases,
+        opt.weights,
+        notes,
+    )
 
 
 def _restrict(previous: Plan, jobs: set[str]) -> Plan:
     """The previous plan's entries for ``jobs`` only (the re-planned part's incremental baseline)."""
     mine = {pe for pe in previous.assignment if pe.split(".", 1)[0] in jobs}
-    return Plan(scenario=previous.scenario, admitted=[j for j in previous.admitted if j in jobs],
-                rejected={j: r for j, r in previous.rejected.items() if j in jobs},
-                templates={j: t for j, t in previous.templates.items() if j in jobs},
-                cpu_goal={pe: previous.cpu_goal[pe] for pe in mine if pe in previous.cpu_goal},
-                candidates={pe: previous.candidates[pe] for pe in mine},
-                assignment={pe: previous.assignment[pe] for pe in mine},
-                importance=0.0, ingest=0.0, metrics={}, affinity=0.0)
+    return Plan(
+        scenario=previous.scenario,
+        admitted=[j for j in previous.admitted if j in jobs],
+        rejected={j: r for j, r in previous.rejected.items() if j in jobs},
+        templates={j: t for j, t in previous.templates.items() if j in jobs},
+        cpu_goal={pe: previous.cpu_goal[pe] for pe in mine if pe in previous.cpu_goal},
+        candidates={pe: previous.candidates[pe] for pe in mine},
+        assignment={pe: previous.assignment[pe] for pe in mine},
+        importance=0.0,
+        ingest=0.0,
+        metrics={},
+        affinity=0.0,
+    )

@@ -77,8 +77,10 @@ def exact_macro_q(scenario: Scenario, capacity: float | None = None, time_limit:
             if a.rank < b.rank:
                 prog.row({admit[b.id]: 1.0, admit[a.id]: -1.0}, upper=0.0)
     cols = F.build(prog, ops, inputs, values, bound, gate=gate, budget=cap)
-    prog.row({choose[(j.id, t.name)]: t.memory for j in scenario.jobs for t in j.templates},
-             upper=scenario.cluster.total_memory)
+    prog.row(
+        {choose[(j.id, t.name)]: t.memory for j in scenario.jobs for t in j.templates},
+        upper=scenario.cluster.total_memory,
+    )
     sol = prog.solve(time_limit=time_limit, mip_gap=1e-9)
     if not sol.usable:
         raise RuntimeError(f"exact macroQ MILP {sol.status}")
@@ -89,8 +91,9 @@ def exact_macro_q(scenario: Scenario, capacity: float | None = None, time_limit:
             for op in scenario.job[j].template(t).operators:
                 key = _copy(j, op.name, t)
                 rate = max(0.0, float(sol.x[cols.x[key]]))
-                cpu[f"{j}.{op.name}"] = max(op.cpu_min, min(float(sol.x[cols.cpu[key]]),
-                                                            op.resource.cpu_for(rate, op.cost_per_record)))
+                cpu[f"{j}.{op.name}"] = max(
+                    op.cpu_min, min(float(sol.x[cols.cpu[key]]), op.resource.cpu_for(rate, op.cost_per_record))
+                )
     graph = joined_graph(scenario, templates)
     realised = importance(graph, propagate(graph, cpu))
     admitted = sorted(templates, key=lambda j: (scenario.job[j].rank, j))

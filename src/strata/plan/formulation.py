@@ -149,8 +149,9 @@ def _value(prog: Program, value: object, out: dict[int, float], v: int, top: flo
     elif isinstance(value, LinearValue) and value_needs_integers(value):
         root = -value.intercept / value.slope
         end = max(top, root) + 1.0
-        _lambda_form(prog, [(0.0, 0.0), (root, 0.0), (end, value.slope * end + value.intercept)], out, {v: 1.0},
-                     hi_x=end)
+        _lambda_form(
+            prog, [(0.0, 0.0), (root, 0.0), (end, value.slope * end + value.intercept)], out, {v: 1.0}, hi_x=end
+        )
     elif isinstance(value, LinearValue):
         prog.row({v: 1.0, **{k: -a * value.slope for k, a in out.items()}}, upper=max(0.0, value.intercept))
     elif isinstance(value, PiecewiseLinearValue) and not value_needs_integers(value):
@@ -167,8 +168,9 @@ def _value(prog: Program, value: object, out: dict[int, float], v: int, top: flo
         raise TypeError(f"no formulation for value function {type(value).__name__}")
 
 
-def _lambda_form(prog: Program, pts: list[tuple[float, float]], arg: dict[int, float],
-                 res: dict[int, float], hi_x: float) -> None:
+def _lambda_form(
+    prog: Program, pts: list[tuple[float, float]], arg: dict[int, float], res: dict[int, float], hi_x: float
+) -> None:
     """res ≤ f(arg) for a piecewise-linear f that is flat outside its points (one binary per segment)."""
     if pts[0][0] > 0:
         pts = [(0.0, pts[0][1]), *pts]
@@ -179,7 +181,7 @@ def _lambda_form(prog: Program, pts: list[tuple[float, float]], arg: dict[int, f
     prog.row(dict.fromkeys(lam, 1.0), lower=1.0, upper=1.0)
     prog.row(dict.fromkeys(seg, 1.0), lower=1.0, upper=1.0)
     for i, li in enumerate(lam):
-        adj = {s: -1.0 for s in seg[max(0, i - 1):i + 1]}
+        adj = {s: -1.0 for s in seg[max(0, i - 1) : i + 1]}
         prog.row({li: 1.0, **adj}, upper=0.0)
     prog.row({**arg, **{li: -p[0] for li, p in zip(lam, pts, strict=True)}}, lower=0.0, upper=0.0)
     prog.row({**res, **{li: -p[1] for li, p in zip(lam, pts, strict=True)}}, upper=0.0)
@@ -199,7 +201,4 @@ def _step(prog: Program, value: StepValue, out: dict[int, float], v: int, top: f
 
 def is_linear(ops: Mapping[str, Operator], values: Sequence[ValueTerm]) -> bool:
     """Whether the model is an LP (no binaries): SODA's 'exact LP' case."""
-    return not any(needs_integers(op) for op in ops.values()) and not any(
-        value_needs_integers(t.value) for t in values)
-
-
+    return not any(needs_integers(op) for op in ops.values()) and not any(value_needs_integers(t.value) for t in values)

@@ -103,8 +103,9 @@ class Program:
         lp.a_matrix_.value_ = np.asarray(self._value, dtype=float)
         lp.sense_ = highspy.ObjSense.kMaximize if self.maximize else highspy.ObjSense.kMinimize
         if any(self.integer):
-            lp.integrality_ = [highspy.HighsVarType.kInteger if i else highspy.HighsVarType.kContinuous
-                               for i in self.integer]
+            lp.integrality_ = [
+                highspy.HighsVarType.kInteger if i else highspy.HighsVarType.kContinuous for i in self.integer
+            ]
         h = highspy.Highs()
         h.setOptionValue("output_flag", False)
         h.setOptionValue("random_seed", 0)

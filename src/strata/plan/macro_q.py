@@ -73,11 +73,15 @@ def check_required(scenario: Scenario, capacity: float, memory: float) -> None:
     names = ", ".join(j.id for j in req)
     problems = []
     if cpu > capacity + 1e-9:
-        problems.append(f"required jobs ({names}) need Σ cpu_min = {cpu:g} cores in their cheapest templates; "
-                        f"the cluster has {capacity:g} cores (binding constraint: total cpu)")
+        problems.append(
+            f"required jobs ({names}) need Σ cpu_min = {cpu:g} cores in their cheapest templates; "
+            f"the cluster has {capacity:g} cores (binding constraint: total cpu)"
+        )
     if mem > memory:
-        problems.append(f"required jobs ({names}) need {mem / 2**30:.3g} GiB of memory in their cheapest "
-                        f"templates; the cluster has {memory / 2**30:.3g} GiB (binding constraint: total memory)")
+        problems.append(
+            f"required jobs ({names}) need {mem / 2**30:.3g} GiB of memory in their cheapest "
+            f"templates; the cluster has {memory / 2**30:.3g} GiB (binding constraint: total memory)"
+        )
     if problems:
         raise PlanError(problems)
 
@@ -85,8 +89,7 @@ def check_required(scenario: Scenario, capacity: float, memory: float) -> None:
 class _Evaluator:
     """Scores (admitted set, templates) with cached component curves."""
 
-    def __init__(self, scenario: Scenario, capacity: float, memory: float, deadline: float,
-                 clock: Callable[[], float]):
+    def __init__(self, scenario: Scenario, capacity: float, memory: float, deadline: float, clock: Callable[[], float]):
         self.scenario, self.capacity, self.memory = scenario, capacity, memory
         self.deadline, self.clock = deadline, clock
         self.cache: dict[tuple, Curve] = {}
@@ -136,8 +139,9 @@ class _Evaluator:
             self.cache[key] = curve
         return curve
 
-    def allocate(self, templates: Mapping[str, str], base: Allocation | None = None,
-                 changed: str | None = None) -> Allocation | None:
+    def allocate(
+        self, templates: Mapping[str, str], base: Allocation | None = None, changed: str | None = None
+    ) -> Allocation | None:
         """The RAP answer for ``templates``; None if their minimum cpu or memory does not fit.
 
         With ``base`` (an answer for the same jobs) and the one job whose template ``changed``,
@@ -166,8 +170,9 @@ class _Evaluator:
             self.last_step = took
         return Allocation(dict(templates), rap.total(curves, budgets), comps, curves, budgets, concave)
 
-    def _rebuild(self, templates: Mapping[str, str], base: Allocation, changed: str
-                 ) -> tuple[list[tuple[str, ...]], list[Curve]]:
+    def _rebuild(
+        self, templates: Mapping[str, str], base: Allocation, changed: str
+    ) -> tuple[list[tuple[str, ...]], list[Curve]]:
         job_of = {}
         for k, comp in enumerate(base.components):
             for pe in comp:
@@ -243,8 +248,13 @@ def _subsets(boundary: list[Job]) -> list[list[Job]]:
     return []
 
 
-def macro_q(scenario: Scenario, deadline_s: float, previous_templates: Mapping[str, str] | None = None,
-            capacity: float | None = None, clock: Callable[[], float] = time.perf_counter) -> MacroQ:
+def macro_q(
+    scenario: Scenario,
+    deadline_s: float,
+    previous_templates: Mapping[str, str] | None = None,
+    capacity: float | None = None,
+    clock: Callable[[], float] = time.perf_counter,
+) -> MacroQ:
     """Admit rank-legally, choose templates and cpu goals maximising projected importance."""
     start = clock()
     cap = scenario.cluster.total_cores if capacity is None else capacity
@@ -252,8 +262,11 @@ def macro_q(scenario: Scenario, deadline_s: float, previous_templates: Mapping[s
     check_required(scenario, cap, memory)
     ev = _Evaluator(scenario, cap, memory, start + deadline_s, clock)
     # Only previous choices that still exist (jobs and templates may have changed since).
-    prev = {j: t for j, t in (previous_templates or {}).items()
-            if j in scenario.job and any(tp.name == t for tp in scenario.job[j].templates)}
+    prev = {
+        j: t
+        for j, t in (previous_templates or {}).items()
+        if j in scenario.job and any(tp.name == t for tp in scenario.job[j].templates)
+    }
     free = all(_cheapest(j)[0] == 0 for j in scenario.jobs)
     best: Allocation | None = None
     best_cut: int | None = None
@@ -288,18 +301,22 @@ def macro_q(scenario: Scenario, deadline_s: float, previous_templates: Mapping[s
             if elapsed * 4 > ev.left():  # the next grid costs ≈ 4× this one
                 break
     if best is None:
-        raise PlanError(["no rank-legal admission set fits: even the required jobs exceed the cluster "
-                         "(binding constraint: total cpu or memory of the cheapest templates)"])
+        raise PlanError(
+            [
+                "no rank-legal admission set fits: even the required jobs exceed the cluster "
+                "(binding constraint: total cpu or memory of the cheapest templates)"
+            ]
+        )
     return _result(scenario, best, best_cut, ev, exhaustive)
 
 
-def _greedy_boundary(ev: _Evaluator, fixed: list[Job], boundary: list[Job], prev: Mapping[str, str]
-                     ) -> list[list[Job]]:
+def _greedy_boundary(ev: _Evaluator, fixed: list[Job], boundary: list[Job], prev: Mapping[str, str]) -> list[list[Job]]:
     """Too many boundary jobs to enumerate: add them one at a time while importance grows.
 
     A job with no cpu_min costs nothing to admit (its PEs may get zero cpu), so
     such jobs go in first while memory allows; the rest are added greedily.
     """
+
     def tpl(jobs: list[Job]) -> dict[str, str]:
         return {j.id: prev.get(j.id, j.templates[0].name) for j in jobs}
 
@@ -348,9 +365,12 @@ def _result(scenario: Scenario, best: Allocation, cut: int | None, ev: _Evaluato
             rejected[job.id] = f"rank {job.rank} is worse than the admission cut-off rank {cut}"
         else:
             need = ev.feasible({**best.templates, job.id: min(job.templates, key=lambda t: t.cpu_min).name})
-            rejected[job.id] = (f"rank {job.rank} is the cut-off rank; admitting it would exceed {need}" if need
-                                else f"rank {job.rank} is the cut-off rank; admitting it lowers projected "
-                                     "importance (its cpu_min is worth more elsewhere)")
+            rejected[job.id] = (
+                f"rank {job.rank} is the cut-off rank; admitting it would exceed {need}"
+                if need
+                else f"rank {job.rank} is the cut-off rank; admitting it lowers projected "
+                "importance (its cpu_min is worth more elsewhere)"
+            )
     exact = all(c.exact for c in best.curves) and best.concave
     if ev.timed_out:
         status = "time-limit"
@@ -359,7 +379,21 @@ def _result(scenario: Scenario, best: Allocation, cut: int | None, ev: _Evaluato
     else:
         status = "feasible"
     how = "greedy (concave curves)" if best.concave else f"DP on a {ev.points}-point grid"
-    detail = (f"{len(best.curves)} components, {ev.evaluations} evaluations, RAP by {how}"
-              + ("" if exhaustive else "; templates/boundary by local search"))
-    return MacroQ(admitted, rejected, best.templates, goals, best.components, best.curves, best.budgets,
-                  value, rates, status, detail, ev.evaluations, cut)
+    detail = f"{len(best.curves)} components, {ev.evaluations} evaluations, RAP by {how}" + (
+        "" if exhaustive else "; templates/boundary by local search"
+    )
+    return MacroQ(
+        admitted,
+        rejected,
+        best.templates,
+        goals,
+        best.components,
+        best.curves,
+        best.budgets,
+        value,
+        rates,
+        status,
+        detail,
+        ev.evaluations,
+        cut,
+    )

@@ -66,13 +66,12 @@ def solve_milp(p: Problem, time_limit: float) -> tuple[str, list[dict[int, float
     for n in range(nn):
         # Node cpu is soft here, as in miniW: the goals ignore labels and nodes, and microQ fits them
         # into the cores; an overloaded node shows in max_cpu. cpu_min is hard.
-        prog.row({phi[g][n]: p.groups[g].cpu_min for g in range(len(p.groups)) if n in phi[g]},
-                 upper=float(p.cores[n]))
-        prog.row({y[g][n]: p.groups[g].memory for g in range(len(p.groups)) if n in y[g]},
-                 upper=float(p.memory[n]))
+        prog.row({phi[g][n]: p.groups[g].cpu_min for g in range(len(p.groups)) if n in phi[g]}, upper=float(p.cores[n]))
+        prog.row({y[g][n]: p.groups[g].memory for g in range(len(p.groups)) if n in y[g]}, upper=float(p.memory[n]))
         if p.max_pes_per_node is not None:
-            prog.row({y[g][n]: len(p.groups[g].pes) for g in range(len(p.groups)) if n in y[g]},
-                     upper=p.max_pes_per_node)
+            prog.row(
+                {y[g][n]: len(p.groups[g].pes) for g in range(len(p.groups)) if n in y[g]}, upper=p.max_pes_per_node
+            )
     for g, others in enumerate(p.exclude):
         for h in others:
             if h > g:
@@ -160,11 +159,22 @@ def _rack_terms(prog: Program, p: Problem, phi: list[dict[int, int]], w: Weights
                 prog.add_cost(k, w.avg_link * c / p.uplink[r] / (2 * nr))
 
 
-def macro_w(cluster: Cluster, graph: nx.DiGraph, goals: Mapping[str, float], rates: Mapping[str, float],
-            deadline_s: float, weights: Weights | None = None, previous: Mapping[str, list[str]] | None = None,
-            max_candidates: int = 4, max_pes_per_node: int | None = None, move_limit: int | None = None,
-            milp_share: float = 0.4, seed: int = 0, rounds: int = 30,
-            clock: Callable[[], float] = time.perf_counter) -> MacroW:
+def macro_w(
+    cluster: Cluster,
+    graph: nx.DiGraph,
+    goals: Mapping[str, float],
+    rates: Mapping[str, float],
+    deadline_s: float,
+    weights: Weights | None = None,
+    previous: Mapping[str, list[str]] | None = None,
+    max_candidates: int = 4,
+    max_pes_per_node: int | None = None,
+    move_limit: int | None = None,
+    milp_share: float = 0.4,
+    seed: int = 0,
+    rounds: int = 30,
+    clock: Callable[[], float] = time.perf_counter,
+) -> MacroW:
     """Candidate nodes for the admitted PEs, by the better of the MILP and miniW."""
     start = clock()
     weights = weights or Weights()
@@ -183,17 +193,28 @@ def macro_w(cluster: Cluster, graph: nx.DiGraph, goals: Mapping[str, float], rat
     how = f"miniW from {found.start}: {found.moves} improving moves, {found.rounds} perturbation rounds"
     if shares is None:
         label = "skipped" if status == "skipped" else "failed"
-        return MacroW(_candidates(p, mini), mini, mini_m, "fallback-to-miniW",
-                      f"MILP {label} ({why}); {how}", p)
+        return MacroW(_candidates(p, mini), mini, mini_m, "fallback-to-miniW", f"MILP {label} ({why}); {how}", p)
     exact = assignment_of(p, shares, goals)
     exact_m = evaluate(cluster, exact, traffic, weights)
     if exact_m["objective"] <= mini_m["objective"] + 1e-12:
         st = "optimal" if status == "optimal" else "time-limit"
-        return MacroW(_candidates(p, exact), exact, exact_m, st,
-                      f"{why}, objective {exact_m['objective']:.4g}; miniW {mini_m['objective']:.4g}", p)
+        return MacroW(
+            _candidates(p, exact),
+            exact,
+            exact_m,
+            st,
+            f"{why}, objective {exact_m['objective']:.4g}; miniW {mini_m['objective']:.4g}",
+            p,
+        )
     st = "feasible" if status == "optimal" else "fallback-to-miniW"
-    return MacroW(_candidates(p, mini), mini, mini_m, st,
-                  f"{why}, objective {exact_m['objective']:.4g}; kept miniW {mini_m['objective']:.4g} ({how})", p)
+    return MacroW(
+        _candidates(p, mini),
+        mini,
+        mini_m,
+        st,
+        f"{why}, objective {exact_m['objective']:.4g}; kept miniW {mini_m['objective']:.4g} ({how})",
+        p,
+    )
 
 
 def _candidates(p: Problem, assignment: Mapping[str, Mapping[str, float]]) -> dict[str, list[str]]:
@@ -236,7 +257,8 @@ def _candidates(p: Problem, assignment: Mapping[str, Mapping[str, float]]) -> di
                 if t in on[g] or room[t] <= 1e-9 or p.exclude[g] & occ[t]:
                     continue
                 if mem[t] + grp.memory > p.memory[t] or (
-                        p.max_pes_per_node is not None and count[t] + len(grp.pes) > p.max_pes_per_node):
+                    p.max_pes_per_node is not None and count[t] + len(grp.pes) > p.max_pes_per_node
+                ):
                     continue
                 if grp.prev is not None and p.move_limit is not None and t not in grp.prev:
                     continue

@@ -63,8 +63,12 @@ def fractions(assignment: Mapping[str, Mapping[str, float]]) -> dict[str, dict[s
     return out
 
 
-def evaluate(cluster: Cluster, assignment: Mapping[str, Mapping[str, float]],
-             traffic: Iterable[tuple[str, str, float]], weights: Weights | None = None) -> dict[str, float]:
+def evaluate(
+    cluster: Cluster,
+    assignment: Mapping[str, Mapping[str, float]],
+    traffic: Iterable[tuple[str, str, float]],
+    weights: Weights | None = None,
+) -> dict[str, float]:
     """The six metrics, their weighted sum ("objective"), stream affinity and cross-node bytes/s."""
     weights = weights or Weights()
     nodes = cluster.all_nodes
@@ -111,9 +115,12 @@ def evaluate(cluster: Cluster, assignment: Mapping[str, Mapping[str, float]],
     else:
         link_avg = link_max = cross / sum(n.nic for n in nodes)
     metrics = {
-        "avg_cpu": sum(util) / len(util), "max_cpu": max(util),
-        "avg_link": link_avg, "max_link": link_max,
-        "avg_nic": nic_avg, "max_nic": max(nic),
+        "avg_cpu": sum(util) / len(util),
+        "max_cpu": max(util),
+        "avg_link": link_avg,
+        "max_link": link_max,
+        "avg_nic": nic_avg,
+        "max_nic": max(nic),
     }
     metrics["objective"] = weights.combine(metrics)
     metrics["affinity"] = local / total if total > 0 else 1.0

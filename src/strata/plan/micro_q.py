@@ -33,8 +33,13 @@ class MicroQ:
     detail: str
 
 
-def _solve(curves: Sequence[Curve], windows: list[tuple[int, int]], candidates: Mapping[str, list[str]],
-           cores: Mapping[str, float], time_limit: float):
+def _solve(
+    curves: Sequence[Curve],
+    windows: list[tuple[int, int]],
+    candidates: Mapping[str, list[str]],
+    cores: Mapping[str, float],
+    time_limit: float,
+):
     prog = Program(maximize=True)
     lam: list[dict[int, int]] = []
     node_rows: dict[str, dict[int, float]] = {n: {} for n in cores}
@@ -56,9 +61,14 @@ def _solve(curves: Sequence[Curve], windows: list[tuple[int, int]], candidates: 
     return sol, lam, x
 
 
-def micro_q(cluster: Cluster, curves: Sequence[Curve], budgets: Sequence[float],
-            candidates: Mapping[str, list[str]], deadline_s: float,
-            clock: Callable[[], float] = time.perf_counter) -> MicroQ:
+def micro_q(
+    cluster: Cluster,
+    curves: Sequence[Curve],
+    budgets: Sequence[float],
+    candidates: Mapping[str, list[str]],
+    deadline_s: float,
+    clock: Callable[[], float] = time.perf_counter,
+) -> MicroQ:
     """Paced LP over the candidate nodes, iterated over linear segments until stable or out of time."""
     start = clock()
     cores = {n.name: n.cores for n in cluster.all_nodes}

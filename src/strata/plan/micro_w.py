@@ -43,8 +43,15 @@ class MicroW:
     detail: str
 
 
-def _flow(goals: Mapping[str, float], candidates: Mapping[str, list[str]], cores: Mapping[str, float],
-          ref: Mapping[str, Mapping[str, float]], limits: Limits, frozen: set[str], time_limit: float):
+def _flow(
+    goals: Mapping[str, float],
+    candidates: Mapping[str, list[str]],
+    cores: Mapping[str, float],
+    ref: Mapping[str, Mapping[str, float]],
+    limits: Limits,
+    frozen: set[str],
+    time_limit: float,
+):
     prog = Program(maximize=False)
     z: dict[str, dict[str, int]] = {}
     change: dict[str, dict[int, float]] = {}
@@ -82,32 +89,51 @@ def _flow(goals: Mapping[str, float], candidates: Mapping[str, list[str]], cores
     return sol, z
 
 
-def micro_w(cluster: Cluster, goals: Mapping[str, float], candidates: Mapping[str, list[str]],
-            reference: Mapping[str, Mapping[str, float]], previous: Mapping[str, Mapping[str, float]] | None,
-            limits: Limits, time_limit: float) -> MicroW:
+def micro_w(
+    cluster: Cluster,
+    goals: Mapping[str, float],
+    candidates: Mapping[str, list[str]],
+    reference: Mapping[str, Mapping[str, float]],
+    previous: Mapping[str, Mapping[str, float]] | None,
+    limits: Limits,
+    time_limit: float,
+) -> MicroW:
     """Assign goals to candidate nodes, changing as little as possible from ``previous`` (or ``reference``)."""
     cores = {n.name: n.cores for n in cluster.all_nodes}
     # Nodes that have left the cluster are dropped from the reference: their cpu must move.
-    ref = {pe: {n: c for n, c in parts.items() if n in cores}
-           for pe, parts in (previous or reference).items() if pe in goals}
+    ref = {
+        pe: {n: c for n, c in parts.items() if n in cores}
+        for pe, parts in (previous or reference).items()
+        if pe in goals
+    }
     active = limits if previous is not None else Limits()
     sol, z = _flow(goals, candidates, cores, ref, active, set(), time_limit)
     detail = "min-cost flow LP"
     if not sol.usable:
-        return MicroW({pe: dict(reference[pe]) for pe in goals}, 0.0, 0, 0.0, "feasible",
-                      f"flow LP {sol.status}; kept microQ's split")
+        return MicroW(
+            {pe: dict(reference[pe]) for pe in goals},
+            0.0,
+            0,
+            0.0,
+            "feasible",
+            f"flow LP {sol.status}; kept microQ's split",
+        )
     assign = _read(sol.x, z)
     touched = _touched(assign, ref)
     if active.nodes is not None and len(touched) > active.nodes:
         by_change = sorted(touched, key=lambda n: (-touched[n], n))
-        frozen = set(cores) - set(by_change[:active.nodes])
+        frozen = set(cores) - set(by_change[: active.nodes])
         sol2, z2 = _flow(goals, candidates, cores, ref, active, frozen, time_limit)
         if sol2.usable:
             assign, sol = _read(sol2.x, z2), sol2
             touched = _touched(assign, ref)
             detail += f"; re-solved with {len(frozen)} nodes frozen (node-touch limit {active.nodes})"
-    change = sum(d for pe in goals for n in set(assign.get(pe, {})) | set(ref.get(pe, {}))
-                 if (d := abs(assign.get(pe, {}).get(n, 0.0) - ref.get(pe, {}).get(n, 0.0))) > 1e-9)
+    change = sum(
+        d
+        for pe in goals
+        for n in set(assign.get(pe, {})) | set(ref.get(pe, {}))
+        if (d := abs(assign.get(pe, {}).get(n, 0.0) - ref.get(pe, {}).get(n, 0.0))) > 1e-9
+    )
     short = sum(abs(goals[pe] - sum(assign[pe].values())) for pe in goals)
     status = "optimal" if sol.status == "optimal" else "time-limit"
     if short > 1e-6:

@@ -172,11 +172,15 @@ class State:
             self._stream(e, +1)
 
 
-
 def _fits_nowhere(pe: str) -> PlanError:
     """A PE no node can take beside those already placed (a PlanError, so callers report it, not crash)."""
-    return PlanError([f"PE {pe} fits no node next to the PEs already placed "
-                      "(binding: node memory, required labels, exlocation or PEs per node)"])
+    return PlanError(
+        [
+            f"PE {pe} fits no node next to the PEs already placed "
+            "(binding: node memory, required labels, exlocation or PEs per node)"
+        ]
+    )
+
 
 def _take(st: State, g: int, need: int, passes: Iterable[tuple[Iterable[int], bool]]) -> list[int]:
     """Put group ``g`` on up to ``need`` nodes, trying each (candidates, ignore_cpu) pass until enough fit.
@@ -224,8 +228,15 @@ def _greedy_start(p: Problem, clusters: bool) -> list[list[int]]:
         grp = p.groups[g]
         need = grp.shards
         # Most room first, cpu fit required; then anything feasible; the full node list only as a last resort.
-        _take(st, g, need, (([*prefer, *_by_key(st.elig_arr[g], st.load - p.cores, need + 8, full)], not strict)
-                            for strict, full in ((True, False), (False, False), (False, True))))
+        _take(
+            st,
+            g,
+            need,
+            (
+                ([*prefer, *_by_key(st.elig_arr[g], st.load - p.cores, need + 8, full)], not strict)
+                for strict, full in ((True, False), (False, False), (False, True))
+            ),
+        )
         placed[g] = True
 
     def near(g: int) -> list[int]:
@@ -285,7 +296,7 @@ def _round_robin_start(p: Problem) -> list[list[int]]:
     st = State(p, [[] for _ in p.groups])
     for g, grp in enumerate(p.groups):
         if grp.prev is not None:
-            keep = [n for n in sorted(grp.prev) if n in st.eligible[g]][:grp.shards]
+            keep = [n for n in sorted(grp.prev) if n in st.eligible[g]][: grp.shards]
             if keep:
                 st.where[g] = keep
                 for n in keep:
@@ -293,13 +304,23 @@ def _round_robin_start(p: Problem) -> list[list[int]]:
     for g, grp in enumerate(p.groups):
         if st.where[g]:
             continue
-        _take(st, g, grp.shards, ((_by_key(st.elig_arr[g], st.count.astype(float), grp.shards + 8, full), True)
-                                  for full in (False, True)))
+        _take(
+            st,
+            g,
+            grp.shards,
+            ((_by_key(st.elig_arr[g], st.count.astype(float), grp.shards + 8, full), True) for full in (False, True)),
+        )
     return st.where
 
 
-def search(p: Problem, deadline: float, clock: Callable[[], float] = time.perf_counter, seed: int = 0,
-           rounds: int = 30, starts: dict[str, list[list[int]]] | None = None) -> Result:
+def search(
+    p: Problem,
+    deadline: float,
+    clock: Callable[[], float] = time.perf_counter,
+    seed: int = 0,
+    rounds: int = 30,
+    starts: dict[str, list[list[int]]] | None = None,
+) -> Result:
     """Local search from the best start until ``deadline`` (a ``clock`` value) or ``rounds`` perturbations."""
     if not p.groups:
         return Result([], 0.0, "empty", 0, 0, True)
@@ -312,8 +333,7 @@ def search(p: Problem, deadline: float, clock: Callable[[], float] = time.perf_c
     st = State(p, where)
     rng = np.random.default_rng(seed)
     best_obj, best_where = st.objective(), [list(w) for w in st.where]
-    order = sorted(range(len(p.groups)),
-                   key=lambda g: -(sum(t for _, t in p.neighbours[g]) * 1e-9 + p.groups[g].goal))
+    order = sorted(range(len(p.groups)), key=lambda g: -(sum(t for _, t in p.neighbours[g]) * 1e-9 + p.groups[g].goal))
     moves = done_rounds = 0
     complete = False
     while clock() < deadline:
@@ -369,8 +389,10 @@ def _improve(st: State, order: list[int], deadline: float, clock: Callable[[], f
                         break
                     st.relocate(g, dst, src)
                 # Swap partners: the two PEs on dst closest in size, so loads barely change.
-                partners = sorted((h for h in st.occ[dst] if h != g and src not in st.where[h]),
-                                  key=lambda h: (abs(groups[h].goal / len(st.where[h]) - size), h))[:2]
+                partners = sorted(
+                    (h for h in st.occ[dst] if h != g and src not in st.where[h]),
+                    key=lambda h: (abs(groups[h].goal / len(st.where[h]) - size), h),
+                )[:2]
                 done = False
                 for h in partners:
                     if st.can_host(g, dst, swap_out=h) and st.can_host(h, src, swap_out=g):
@@ -431,10 +453,12 @@ def _swap_nodes(st: State) -> tuple[bool, int]:
             continue
         if not all(cold in st.eligible[g] for g in a) or not all(hot in st.eligible[g] for g in b):
             continue
-        if (sum(p.groups[g].memory for g in a) > p.memory[cold] or
-                sum(p.groups[g].memory for g in b) > p.memory[hot] or
-                sum(p.groups[g].cpu_min / len(st.where[g]) for g in a) > p.cores[cold] + 1e-9 or
-                sum(p.groups[g].cpu_min / len(st.where[g]) for g in b) > p.cores[hot] + 1e-9):
+        if (
+            sum(p.groups[g].memory for g in a) > p.memory[cold]
+            or sum(p.groups[g].memory for g in b) > p.memory[hot]
+            or sum(p.groups[g].cpu_min / len(st.where[g]) for g in a) > p.cores[cold] + 1e-9
+            or sum(p.groups[g].cpu_min / len(st.where[g]) for g in b) > p.cores[hot] + 1e-9
+        ):
             continue
         for g in a:
             st.relocate(g, hot, cold)

@@ -83,9 +83,17 @@ def _union_find(items: list[str], pairs: list[tuple[str, str]]) -> dict[str, str
     return {i: find(i) for i in items}
 
 
-def build_problem(cluster: Cluster, graph: nx.DiGraph, goals: Mapping[str, float], rates: Mapping[str, float],
-                  weights: Weights, max_candidates: int = 4, max_pes_per_node: int | None = None,
-                  previous: Mapping[str, list[str]] | None = None, move_limit: int | None = None) -> Problem:
+def build_problem(
+    cluster: Cluster,
+    graph: nx.DiGraph,
+    goals: Mapping[str, float],
+    rates: Mapping[str, float],
+    weights: Weights,
+    max_candidates: int = 4,
+    max_pes_per_node: int | None = None,
+    previous: Mapping[str, list[str]] | None = None,
+    move_limit: int | None = None,
+) -> Problem:
     """Preprocess the admitted PEs into groups; PlanError names any PE that fits no node."""
     nodes = list(cluster.all_nodes)
     index = {n.name: i for i, n in enumerate(nodes)}
@@ -118,7 +126,8 @@ def build_problem(cluster: Cluster, graph: nx.DiGraph, goals: Mapping[str, float
             if c.required_labels:
                 if c.required_labels not in by_labels:
                     by_labels[c.required_labels] = frozenset(
-                        i for i, n in enumerate(nodes) if c.required_labels <= n.labels)
+                        i for i, n in enumerate(nodes) if c.required_labels <= n.labels
+                    )
                 ok &= by_labels[c.required_labels]
                 if not ok:
                     why.append(f"{p} requires labels {sorted(c.required_labels)}")
@@ -136,12 +145,13 @@ def build_problem(cluster: Cluster, graph: nx.DiGraph, goals: Mapping[str, float
             most_cores[id(fits)] = max((nodes[i].cores for i in fits), default=0.0)
         fits = fitting[(ok, mem)]
         if ok and not fits:
-            why.append(f"memory {mem / 2**30:.3g} GiB per node exceeds every eligible node "
-                       f"(largest {max(nodes[i].memory for i in ok) / 2**30:.3g} GiB)")
+            why.append(
+                f"memory {mem / 2**30:.3g} GiB per node exceeds every eligible node "
+                f"(largest {max(nodes[i].memory for i in ok) / 2**30:.3g} GiB)"
+            )
         cpu_min = sum(op.cpu_min for op in ops)
         if fits and cpu_min > shards * most_cores[id(fits)] + 1e-9:
-            why.append(f"cpu_min {cpu_min:g} cores exceeds {shards} node(s) of at most "
-                       f"{most_cores[id(fits)]:g} cores")
+            why.append(f"cpu_min {cpu_min:g} cores exceeds {shards} node(s) of at most {most_cores[id(fits)]:g} cores")
         if not fits or why:
             label = ms[0] if len(ms) == 1 else f"{ms[0]} (colocated with {', '.join(ms[1:])})"
             problems.append(f"PE {label} fits no node: " + "; ".join(why or ["no eligible node"]))
@@ -151,8 +161,7 @@ def build_problem(cluster: Cluster, graph: nx.DiGraph, goals: Mapping[str, float
             old = {index[n] for p in ms for n in previous.get(p, []) if n in index}
             prev = frozenset(old) if old else None
         gi = len(groups)
-        groups.append(Group(tuple(ms), goal, cpu_min, mem, fits, min(shards, len(fits)),
-                            min(cap, len(fits)), prev))
+        groups.append(Group(tuple(ms), goal, cpu_min, mem, fits, min(shards, len(fits)), min(cap, len(fits)), prev))
         for p in ms:
             group_of[p] = gi
     if problems:
@@ -176,19 +185,27 @@ def build_problem(cluster: Cluster, graph: nx.DiGraph, goals: Mapping[str, float
         neighbours[a].append((b, t))
         neighbours[b].append((a, t))
     return Problem(
-        cluster=cluster, names=[n.name for n in nodes],
+        cluster=cluster,
+        names=[n.name for n in nodes],
         cores=np.array([n.cores for n in nodes], dtype=float),
         memory=np.array([n.memory for n in nodes], dtype=float),
         nic=np.array([n.nic for n in nodes], dtype=float),
         rack=np.array([racks.get(n.rack, -1) if n.rack else -1 for n in nodes], dtype=int),
         uplink=np.array([r.uplink for r in cluster.racks], dtype=float),
-        groups=groups, group_of=group_of, streams=streams, exclude=exclude, weights=weights,
-        max_pes_per_node=max_pes_per_node, move_limit=move_limit, neighbours=neighbours,
+        groups=groups,
+        group_of=group_of,
+        streams=streams,
+        exclude=exclude,
+        weights=weights,
+        max_pes_per_node=max_pes_per_node,
+        move_limit=move_limit,
+        neighbours=neighbours,
     )
 
 
-def assignment_of(problem: Problem, nodes_of: list[list[int]] | list[dict[int, float]],
-                  goals: Mapping[str, float]) -> dict[str, dict[str, float]]:
+def assignment_of(
+    problem: Problem, nodes_of: list[list[int]] | list[dict[int, float]], goals: Mapping[str, float]
+) -> dict[str, dict[str, float]]:
     """PE → {node: cpu} from each group's nodes (equal shards) or node → share."""
     out: dict[str, dict[str, float]] = {}
     for g, grp in enumerate(problem.groups):

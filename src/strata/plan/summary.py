@@ -25,10 +25,14 @@ def tables(plan: Plan) -> list[Table]:
     head.add_column("value", justify="right")
     m = plan.metrics
     for name, value in (
-        ("projected importance", f"{plan.importance:,.6g}"), ("projected ingest, records/s", f"{plan.ingest:,.6g}"),
-        ("stream affinity", f"{plan.affinity:.3f}"), ("max node cpu utilisation", f"{m['max_cpu']:.3f}"),
-        ("avg node cpu utilisation", f"{m['avg_cpu']:.3f}"), ("max NIC utilisation", f"{m['max_nic']:.3f}"),
-        ("max link utilisation", f"{m['max_link']:.3f}"), ("weighted objective", f"{m['objective']:.4g}"),
+        ("projected importance", f"{plan.importance:,.6g}"),
+        ("projected ingest, records/s", f"{plan.ingest:,.6g}"),
+        ("stream affinity", f"{plan.affinity:.3f}"),
+        ("max node cpu utilisation", f"{m['max_cpu']:.3f}"),
+        ("avg node cpu utilisation", f"{m['avg_cpu']:.3f}"),
+        ("max NIC utilisation", f"{m['max_nic']:.3f}"),
+        ("max link utilisation", f"{m['max_link']:.3f}"),
+        ("weighted objective", f"{m['objective']:.4g}"),
         ("jobs admitted / rejected", f"{len(plan.admitted)} / {len(plan.rejected)}"),
     ):
         head.add_row(name, value)

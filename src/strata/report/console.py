@@ -11,15 +11,21 @@ from strata.report.tables import comparison
 def side_by_side(summary: pd.DataFrame, decisions: pd.DataFrame, title: str) -> Table:
     """Per job and metric: plain Spark, Strata, and the change."""
     table = Table(title=title, title_justify="left", show_lines=False)
-    for col, justify in (("job", "left"), ("metric", "left"), ("plain Spark", "right"), ("Strata", "right"),
-                         ("change", "left")):
+    for col, justify in (
+        ("job", "left"),
+        ("metric", "left"),
+        ("plain Spark", "right"),
+        ("Strata", "right"),
+        ("change", "left"),
+    ):
         table.add_column(col, justify=justify)
     previous = None
     for row in comparison(summary, decisions):
         if previous is not None and row["job"] != previous:
             table.add_section()
-        table.add_row(row["job"] if row["job"] != previous else "", row["metric"], row["baseline"], row["strata"],
-                      row["change"])
+        table.add_row(
+            row["job"] if row["job"] != previous else "", row["metric"], row["baseline"], row["strata"], row["change"]
+        )
         previous = row["job"]
     return table
 
@@ -31,6 +37,8 @@ def verification_line(checks: pd.DataFrame) -> str:
     lost, dup, wrong = (int(checks[c].sum()) for c in ("missing", "duplicated", "wrong"))
     rows = int(checks["rows_read"].sum())
     if lost == dup == wrong == 0:
-        return (f"[green]exactly once[/]: every sink equals the reference recomputed from the {rows:,} input records "
-                f"read ({len(checks)} query segments, both modes)")
+        return (
+            f"[green]exactly once[/]: every sink equals the reference recomputed from the {rows:,} input records "
+            f"read ({len(checks)} query segments, both modes)"
+        )
     return f"[bold red]reference mismatch[/]: {lost} missing, {dup} duplicated, {wrong} wrong values"

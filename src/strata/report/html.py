@@ -38,8 +38,11 @@ def _table(rows: list[dict], numeric: tuple[str, ...] = ()) -> str:
     cols = list(rows[0])
     head = "".join(f"<th>{html.escape(str(c))}</th>" for c in cols)
     body = "".join(
-        "<tr>" + "".join(f"<td class='{'num' if c in numeric else ''}'>{html.escape(str(r[c]))}</td>" for c in cols)
-        + "</tr>" for r in rows)
+        "<tr>"
+        + "".join(f"<td class='{'num' if c in numeric else ''}'>{html.escape(str(r[c]))}</td>" for c in cols)
+        + "</tr>"
+        for r in rows
+    )
     return f"<table><tr>{head}</tr>{body}</table>"
 
 
@@ -60,8 +63,11 @@ def render(t: RunTables) -> str:
         latency["delivered"] = latency["delivered"].astype(str).str.lower() == "true"
     checks = t.checks
     bad = int(checks["missing"].sum() + checks["duplicated"].sum() + checks["wrong"].sum()) if not checks.empty else 0
-    verdict = ("<span class='good'>no record lost or duplicated in either mode</span>" if bad == 0
-               else f"<span class='bad'>{bad} records lost, duplicated or wrong: see the checks below</span>")
+    verdict = (
+        "<span class='good'>no record lost or duplicated in either mode</span>"
+        if bad == 0
+        else f"<span class='bad'>{bad} records lost, duplicated or wrong: see the checks below</span>"
+    )
     timings = ", ".join(f"{k} {float(v):.0f} s" for k, v in (meta.get("timings") or {}).items())
     parts = [
         f"<h1>strata demo — {html.escape(str(meta['scenario']))}</h1>",
@@ -69,9 +75,12 @@ def render(t: RunTables) -> str:
         "(planner, balancer and dispatch gate in control) on the same seeded input, one after the other, on "
         f"embedded Spark. Measured over {horizon:g} s of event time per mode. Timings: {html.escape(timings)}.</p>",
         f"<p>Exactly-once check against the reference: {verdict}.</p>",
-        "<h2>Side by side</h2>", _table(comparison(t.summary, t.decisions)),
-        "<h2>Latency over time</h2>", _png(plots.latency_over_time(latency, targets, horizon)),
-        "<h2>Latency CDF</h2>", _png(plots.latency_cdf(latency, targets)),
+        "<h2>Side by side</h2>",
+        _table(comparison(t.summary, t.decisions)),
+        "<h2>Latency over time</h2>",
+        _png(plots.latency_over_time(latency, targets, horizon)),
+        "<h2>Latency CDF</h2>",
+        _png(plots.latency_cdf(latency, targets)),
     ]
     load = plots.partition_load(t.partitions)
     if load is not None:
@@ -81,13 +90,19 @@ def render(t: RunTables) -> str:
         parts += ["<h2>Decisions on a timeline</h2>", _png(timeline)]
     parts += [
         "<h2>Verification (sink vs reference, per query segment)</h2>",
-        _table(_frame_rows(checks, ["mode", "job", "template", "rows_read", "expected", "delivered", "missing",
-                                    "duplicated", "wrong"])),
+        _table(
+            _frame_rows(
+                checks,
+                ["mode", "job", "template", "rows_read", "expected", "delivered", "missing", "duplicated", "wrong"],
+            )
+        ),
         "<h2>Decisions</h2>",
         _table(_frame_rows(t.decisions, ["mode", "t", "epoch", "kind", "job", "detail", "reasons"])),
     ]
-    return (f"<!doctype html><html><head><meta charset='utf-8'><title>strata demo</title><style>{STYLE}</style>"
-            f"</head><body>{''.join(parts)}</body></html>")
+    return (
+        f"<!doctype html><html><head><meta charset='utf-8'><title>strata demo</title><style>{STYLE}</style>"
+        f"</head><body>{''.join(parts)}</body></html>"
+    )
 
 
 def write_report(run_dir: str | Path) -> Path:

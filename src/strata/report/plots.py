@@ -31,8 +31,15 @@ def latency_over_time(latency: pd.DataFrame, targets: dict[str, float], horizon_
             done, late = d[d["delivered"]], d[~d["delivered"]]
             ax.scatter(done["event_s"], done["latency_s"], s=3, color=color, alpha=0.5, label=mode)
             if not late.empty:
-                ax.scatter(late["event_s"], late["latency_s"], s=6, marker="x", color=color, alpha=0.7,
-                           label=f"{mode}: not delivered (≥)")
+                ax.scatter(
+                    late["event_s"],
+                    late["latency_s"],
+                    s=6,
+                    marker="x",
+                    color=color,
+                    alpha=0.7,
+                    label=f"{mode}: not delivered (≥)",
+                )
         ax.axhline(targets.get(job, np.nan), color="black", linestyle="--", linewidth=1, label="target")
         ax.set_xlim(0, horizon_s)
         ax.set_yscale("log")
@@ -77,8 +84,9 @@ def partition_load(partitions: pd.DataFrame) -> Figure | None:
             continue
         per_batch = d.groupby(["job", "batch_id"]).agg(t=("t", "first"), mx=("rows", "max"), mean=("rows", "mean"))
         per_batch = per_batch[per_batch["mean"] > 0]
-        left.plot(per_batch["t"], per_batch["mx"] / per_batch["mean"], marker="o", markersize=3, color=color,
-                  label=mode)
+        left.plot(
+            per_batch["t"], per_batch["mx"] / per_batch["mean"], marker="o", markersize=3, color=color, label=mode
+        )
         totals = d.groupby("partition")["rows"].sum()
         right.bar(totals.index + (k - 0.5) * width, totals.to_numpy(), width=width, color=color, label=mode)
     left.axhline(1.2, color="black", linestyle="--", linewidth=1, label="1.2")
@@ -97,8 +105,7 @@ def decisions_timeline(decisions: pd.DataFrame, gate: pd.DataFrame, horizon_s: f
     d = decisions[decisions["mode"] == "strata"] if not decisions.empty else decisions
     if d.empty and gate.empty:
         return None
-    fig, (top, bottom) = plt.subplots(2, 1, figsize=(9, 4.5), sharex=True,
-                                      gridspec_kw={"height_ratios": [1.2, 1]})
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(9, 4.5), sharex=True, gridspec_kw={"height_ratios": [1.2, 1]})
     kinds = list(dict.fromkeys(d["kind"])) if not d.empty else []
     for lane, kind in enumerate(kinds):
         rows = d[d["kind"] == kind]
@@ -115,8 +122,7 @@ def decisions_timeline(decisions: pd.DataFrame, gate: pd.DataFrame, horizon_s: f
             rows = g[g["query"] == job]
             bottom.scatter(rows["t"], rows["wait_s"], s=8, label=job)
         urgent = g[g["pool"] == "urgent"]
-        bottom.scatter(urgent["t"], urgent["wait_s"], s=30, facecolors="none", edgecolors="black",
-                       label="urgent pool")
+        bottom.scatter(urgent["t"], urgent["wait_s"], s=30, facecolors="none", edgecolors="black", label="urgent pool")
         bottom.legend(fontsize=7, ncol=4)
     bottom.set_ylabel("wait at gate s")
     bottom.set_xlabel("time s")

@@ -80,20 +80,34 @@ def comparison(summary: pd.DataFrame, decisions: pd.DataFrame) -> list[dict[str,
         if b["misses"] or s["misses"]:
             miss_note = f"{b['misses'] / s['misses']:.0f}× fewer" if s["misses"] else "none left"
         add("deadline misses", f"{b['misses']} of {b['outputs']}", f"{s['misses']} of {s['outputs']}", miss_note)
-        add("throughput rec/s", _fmt(b["throughput"], ".0f"), _fmt(s["throughput"], ".0f"),
-            _ratio(b["throughput"], s["throughput"], better_low=False))
+        add(
+            "throughput rec/s",
+            _fmt(b["throughput"], ".0f"),
+            _fmt(s["throughput"], ".0f"),
+            _ratio(b["throughput"], s["throughput"], better_low=False),
+        )
         add("importance (on time)", _fmt(b["importance"], ".1f"), _fmt(s["importance"], ".1f"))
         if not pd.isna(b.get("imbalance")) or not pd.isna(s.get("imbalance")):
-            add("partition imbalance", _fmt(b.get("imbalance"), ".2f"), _fmt(s.get("imbalance"), ".2f"),
-                "max/mean rows")
-        mine = decisions[(decisions["mode"] == "strata") & (decisions["job"] == job)] if not decisions.empty \
-            else decisions
-        admit = [f"{d['kind']}: {d['detail']}" for _, d in mine.iterrows() if d["kind"] in ("admit", "hold back",
-                                                                                               "template")]
+            add(
+                "partition imbalance", _fmt(b.get("imbalance"), ".2f"), _fmt(s.get("imbalance"), ".2f"), "max/mean rows"
+            )
+        mine = (
+            decisions[(decisions["mode"] == "strata") & (decisions["job"] == job)] if not decisions.empty else decisions
+        )
+        admit = [
+            f"{d['kind']}: {d['detail']}" for _, d in mine.iterrows() if d["kind"] in ("admit", "hold back", "template")
+        ]
         if admit:
             add("admission / template", "admitted (first template)", "; ".join(admit[:3]))
     total_b = summary[summary["mode"] == "baseline"]["importance"].sum()
     total_s = summary[summary["mode"] == "strata"]["importance"].sum()
-    rows.append({"job": "all", "metric": "total importance (on time)", "baseline": f"{total_b:.1f}",
-                 "strata": f"{total_s:.1f}", "change": f"{total_s - total_b:+.1f}"})
+    rows.append(
+        {
+            "job": "all",
+            "metric": "total importance (on time)",
+            "baseline": f"{total_b:.1f}",
+            "strata": f"{total_s:.1f}",
+            "change": f"{total_s - total_b:+.1f}",
+        }
+    )
     return rows

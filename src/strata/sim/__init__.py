@@ -33,18 +33,18 @@ decide, the engine only observes and enforces). Public API (stable):
                                   # conservation(), sink_totals(), summary(), write(dir)
 
 Dispatch: only ``Kind.DATA`` messages go through the node's
-:class:`~strata.sim.hooks.DispatchPolicy`: ``push`` on arrival, ``pop(now)`` offered
+:class:`~strata.protocol.units.DispatchPolicy`: ``push`` on arrival, ``pop(now)`` offered
 to every idle core after any push or completion until it returns None,
 ``completed(msg, service, now)`` after each. ``Message.frontier`` is Cameo's
 t_MF: the source record's event time, or for a message entering a window
 operator the time its earliest window is due (window end + ``watermark_s``;
-:mod:`strata.sim.semantics`). :class:`~strata.sim.hooks.NodeView` carries each
+:mod:`strata.sim.semantics`). :class:`~strata.protocol.units.NodeView` carries each
 job's target latency, every PE's downstream PEs and static cost per record.
 
-Controllers receive an :class:`~strata.sim.observe.Observation` (per-key-group
-loads as :class:`~strata.sim.hooks.KeyGroupLoad`, per-instance loads, node
+Controllers receive an :class:`~strata.protocol.window.Observation` (per-key-group
+loads as :class:`~strata.protocol.units.KeyGroupLoad`, per-instance loads, node
 utilisation, queue lengths, per-job latency in the window, rates, routing,
-placement, migrations pending) and return :class:`~strata.sim.observe.Actions`:
+placement, migrations pending) and return :class:`~strata.protocol.window.Actions`:
 key-group moves (:mod:`strata.sim.migration`, AutoFlow's live protocol or
 stop-the-world), a new placement (instances relocate with their state) and
 source rate limits (drop or defer).
@@ -58,12 +58,25 @@ relocation), ``metrics``, ``observe``, ``fifo`` (default dispatch),
 tables), ``hooks`` (the contract). Full description: docs/sim.md.
 """
 
+from strata.protocol.units import DispatchFactory, DispatchPolicy, KeyGroupLoad, Kind, Message, Move, NodeView
+from strata.protocol.window import Actions, InstanceLoad, LatencySoFar, LatencyStats, Observation
 from strata.sim.engine import Simulation
 from strata.sim.fifo import FifoDispatch, fifo
-from strata.sim.hooks import DispatchFactory, DispatchPolicy, KeyGroupLoad, Kind, Message, Move, NodeView
-from strata.sim.observe import Actions, InstanceLoad, LatencySoFar, LatencyStats, Observation
 
 __all__ = [
-    "Actions", "DispatchFactory", "DispatchPolicy", "FifoDispatch", "InstanceLoad", "KeyGroupLoad", "Kind",
-    "LatencySoFar", "LatencyStats", "Message", "Move", "NodeView", "Observation", "Simulation", "fifo",
+    "Actions",
+    "DispatchFactory",
+    "DispatchPolicy",
+    "FifoDispatch",
+    "InstanceLoad",
+    "KeyGroupLoad",
+    "Kind",
+    "LatencySoFar",
+    "LatencyStats",
+    "Message",
+    "Move",
+    "NodeView",
+    "Observation",
+    "Simulation",
+    "fifo",
 ]

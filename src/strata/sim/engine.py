@@ -35,11 +35,11 @@ import networkx as nx
 import numpy as np
 
 from strata.model import OperatorKind, Scenario, joined_graph, topological_order
+from strata.protocol.units import DispatchFactory, KeyGroupLoad, Kind, Message, Move, NodeView
+from strata.protocol.window import Actions, InstanceLoad, LatencyStats, Observation
 from strata.sim.fifo import fifo
-from strata.sim.hooks import DispatchFactory, KeyGroupLoad, Kind, Message, Move, NodeView
 from strata.sim.metrics import Metrics
 from strata.sim.migration import Migrations
-from strata.sim.observe import Actions, InstanceLoad, LatencyStats, Observation
 from strata.sim.placement import resolve_placement
 from strata.sim.runtime import (
     EV_ACTION,
@@ -74,11 +74,27 @@ from strata.sim.semantics import (
 from strata.sim.workload import SourceStream
 
 _GEN, _DELIVER, _DONE, _TICK, _CONTROL, _STATE, _FAIL, _RECOVER, _ACTION, _THROTTLE = (
-    EV_GEN, EV_DELIVER, EV_DONE, EV_TICK, EV_CONTROL, EV_STATE, EV_FAIL, EV_RECOVER, EV_ACTION, EV_THROTTLE)
+    EV_GEN,
+    EV_DELIVER,
+    EV_DONE,
+    EV_TICK,
+    EV_CONTROL,
+    EV_STATE,
+    EV_FAIL,
+    EV_RECOVER,
+    EV_ACTION,
+    EV_THROTTLE,
+)
 SHARE_BURST = 0.01  # seconds of cpu an instance may run ahead of its share
-_CODES = {OperatorKind.SOURCE: SOURCE, OperatorKind.FILTER: PASS, OperatorKind.MAP: PASS,
-          OperatorKind.JOIN: KEYED, OperatorKind.KEYED_STATEFUL: KEYED,
-          OperatorKind.WINDOW_AGGREGATE: WINDOW, OperatorKind.SINK: SINK}
+_CODES = {
+    OperatorKind.SOURCE: SOURCE,
+    OperatorKind.FILTER: PASS,
+    OperatorKind.MAP: PASS,
+    OperatorKind.JOIN: KEYED,
+    OperatorKind.KEYED_STATEFUL: KEYED,
+    OperatorKind.WINDOW_AGGREGATE: WINDOW,
+    OperatorKind.SINK: SINK,
+}
 CONTROL_BYTES = 64.0
 _DATA = Kind.DATA
 _INF = float("inf")
@@ -145,8 +161,11 @@ class Simulation:
             self.pes[pe] = rt
         for pe, rt in self.pes.items():
             rt.exp = (service if isinstance(service, str) else service.get(pe, "deterministic")) == "exponential"
-        bad = {s for s in ([service] if isinstance(service, str) else service.values())
-               if s not in ("deterministic", "exponential")}
+        bad = {
+            s
+            for s in ([service] if isinstance(service, str) else service.values())
+            if s not in ("deterministic", "exponential")
+        }
         if bad:
             raise ValueError(f"service: expected 'deterministic' or 'exponential'; found {sorted(bad)}")
         for u, v, data in graph.edges(data=True):
@@ -172,8 +191,11 @@ class Simulation:
         self.node_by_name: dict[str, NodeRt] = {}
         for k, n in enumerate(cluster_nodes):
             view = NodeView(
-                name=n.name, cores=max(1, round(n.cores)), pes=tuple(node_pes[n.name]),
-                target_latency=targets, weight=dict.fromkeys(targets, 1.0),
+                name=n.name,
+                cores=max(1, round(n.cores)),
+                pes=tuple(node_pes[n.name]),
+                target_latency=targets,
+                weight=dict.fromkeys(targets, 1.0),
                 downstream=downstream,
                 cost_per_record=costs,
                 share=node_share[n.name],
@@ -238,8 +260,9 @@ class Simulation:
             return
         self._apply(actions)
 
-    def run(self, until: float, *, drain: float | None = None,
-            progress: Callable[[float], None] | None = None) -> Simulation:
+    def run(
+        self, until: float, *, drain: float | None = None, progress: Callable[[float], None] | None = None
+    ) -> Simulation:
         """Advance to sim time ``until``.
 
         With ``drain`` set, sources stop generating at ``until`` and send a
@@ -411,11 +434,35 @@ class Simulation:
         """Schedule a shipped key group's state to arrive at ``t``."""
         self._push(t, _STATE, migration, None)
 
-    def new_message(self, pe: PeRt, instance: int, upstream: int, now: float, event_time: float, key: int,
-                    kg: int, kind: Kind = Kind.DATA, payload: object = None) -> Message:
+    def new_message(
+        self,
+        pe: PeRt,
+        instance: int,
+        upstream: int,
+        now: float,
+        event_time: float,
+        key: int,
+        kg: int,
+        kind: Kind = Kind.DATA,
+        payload: object = None,
+    ) -> Message:
         self._seq += 1
-        return Message(self._seq, pe.job, pe.name, instance, upstream, now, event_time, event_time, key, kg,
-                       0.0, kind, 0.0, payload)
+        return Message(
+            self._seq,
+            pe.job,
+            pe.name,
+            instance,
+            upstream,
+            now,
+            event_time,
+            event_time,
+            key,
+            kg,
+            0.0,
+            kind,
+            0.0,
+            payload,
+        )
 
     # ------------------------------------------------------------------ events
 
@@ -450,9 +497,25 @@ class Simulation:
         inst = pe.instances[pe.rr % len(pe.instances)]
         pe.rr += 1
         self._seq += 1
-        msg = Message(self._seq, pe.job, pe.name, inst.index, -1, now, now, now, key, -1,
-                      self._service(pe, records) if pe.exp else records * pe.cost, _DATA, 0.0, None, records, uid,
-                      value)
+        msg = Message(
+            self._seq,
+            pe.job,
+            pe.name,
+            inst.index,
+            -1,
+            now,
+            now,
+            now,
+            key,
+            -1,
+            self._service(pe, records) if pe.exp else records * pe.cost,
+            _DATA,
+            0.0,
+            None,
+            records,
+            uid,
+            value,
+        )
         pe.sent += records
         if release > now:
             if pe.needs_wm:
@@ -554,8 +617,7 @@ class Simulation:
                 if d.needs_wm:
                     for dst in d.instances:
                         self._seq += 1
-                        out = Message(self._seq, d.job, d.name, dst.index, inst.gid, now, wm, wm,
-                                      kind=Kind.WATERMARK)
+                        out = Message(self._seq, d.job, d.name, dst.index, inst.gid, now, wm, wm, kind=Kind.WATERMARK)
                         self.send(inst, dst, out, CONTROL_BYTES, now)
         elif msg.kind is Kind.MARKER:
             self.migrations.on_marker(inst, msg, now)
@@ -649,8 +711,9 @@ class Simulation:
         if fifo is None or fifo:
             self._offer(node, now)
 
-    def emit(self, inst: InstanceRt, now: float, key: int, value: float, records: int, uid: int,
-             event_time: float) -> None:
+    def emit(
+        self, inst: InstanceRt, now: float, key: int, value: float, records: int, uid: int, event_time: float
+    ) -> None:
         """Send ``records`` output records of one key to every downstream PE."""
         pe = inst.pe
         pe.produced += records
@@ -673,9 +736,25 @@ class Simulation:
                     rr[j] += 1
             cost = self._service(d, records) if d.exp else records * d.cost
             self._seq += 1
-            msg = Message(self._seq, d.job, d.name, dst.index, inst.gid, now, event_time,
-                          window_due(event_time, d.size, d.slide, d.lateness) if windowed else event_time,
-                          key, g, cost, _DATA, 0.0, None, records, uid, value)
+            msg = Message(
+                self._seq,
+                d.job,
+                d.name,
+                dst.index,
+                inst.gid,
+                now,
+                event_time,
+                window_due(event_time, d.size, d.slide, d.lateness) if windowed else event_time,
+                key,
+                g,
+                cost,
+                _DATA,
+                0.0,
+                None,
+                records,
+                uid,
+                value,
+            )
             d.sent += records
             nbytes = bpr * records
             if dst.node is src_node:
@@ -760,27 +839,37 @@ class Simulation:
             busy0, rec0 = since["kg"][pe.name]
             sizes = self.migrations.state_sizes(pe)
             for g in range(pe.groups):
-                kgs.append(KeyGroupLoad(pe.name, g, pe.route[g], pe.kg_records[g] - rec0[g], pe.kg_busy[g] - busy0[g],
-                                sizes[g]))
+                kgs.append(
+                    KeyGroupLoad(
+                        pe.name, g, pe.route[g], pe.kg_records[g] - rec0[g], pe.kg_busy[g] - busy0[g], sizes[g]
+                    )
+                )
         loads = []
         for inst, (b0, r0) in zip(self.instances, since["inst"], strict=False):
             pe = inst.pe
             waiting = inst.queued + sum(m.records for m in inst.held) + sum(m.records for m in inst.throttled)
             waiting += sum(m.records for buf in inst.incoming.values() for m in buf)
             groups = sum(1 for r in pe.route if r == inst.index) if pe.keyed else 0
-            loads.append(InstanceLoad(pe.name, inst.index, inst.node.name, inst.records - r0, inst.busy - b0,
-                                      waiting, groups))
+            loads.append(
+                InstanceLoad(pe.name, inst.index, inst.node.name, inst.records - r0, inst.busy - b0, waiting, groups)
+            )
         util = {n.name: (n.busy - b0) / (n.cores * span) for n, b0 in zip(self.nodes, since["node"], strict=False)}
         latency = {}
         for job, arr in self.metrics.lat.items():
             k = since["lat"].get(job, 0)
             if len(arr) > k:
-                latency[job] = _stats(np.frombuffer(arr, dtype=float)[k:],
-                                      np.frombuffer(self.metrics.lat_n[job], dtype=np.int64)[k:],
-                                      self.scenario.job[job].target_latency_s)
+                latency[job] = _stats(
+                    np.frombuffer(arr, dtype=float)[k:],
+                    np.frombuffer(self.metrics.lat_n[job], dtype=np.int64)[k:],
+                    self.scenario.job[job].target_latency_s,
+                )
         return Observation(
-            now=now, start=start, key_groups=tuple(kgs), instances=tuple(loads),
-            node_utilisation=util, queue_lengths={n.name: len(n.policy) for n in self.nodes},
+            now=now,
+            start=start,
+            key_groups=tuple(kgs),
+            instances=tuple(loads),
+            node_utilisation=util,
+            queue_lengths={n.name: len(n.policy) for n in self.nodes},
             latency=latency,
             rates={name: (pe.produced - since["produced"][name]) / span for name, pe in self.pes.items()},
             ingest={pe: (self.pes[pe].generated - g0) / span for pe, g0 in since["gen"].items()},

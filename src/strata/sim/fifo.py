@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import deque
 
-from strata.sim.hooks import DispatchPolicy, Message, NodeView
+from strata.protocol.units import DispatchPolicy, Message, NodeView
 
 
 class FifoDispatch:
@@ -35,5 +35,5 @@ class FifoDispatch:
 
 
 def fifo(view: NodeView) -> DispatchPolicy:
-    """The default :data:`~strata.sim.hooks.DispatchFactory`."""
+    """The default :data:`~strata.protocol.units.DispatchFactory`."""
     return FifoDispatch(view)

@@ -28,8 +28,8 @@ import numpy as np
 import pandas as pd
 
 from strata.model import importance
-from strata.sim.hooks import Kind
-from strata.sim.observe import LatencySoFar
+from strata.protocol.units import Kind
+from strata.protocol.window import LatencySoFar
 from strata.sim.runtime import EV_DELIVER, SINK
 
 if TYPE_CHECKING:
@@ -100,17 +100,38 @@ class Metrics:
             lat = np.frombuffer(arr, dtype=float)
             n = np.frombuffer(self.lat_n[job], dtype=np.int64)
             if len(lat) == 0:
-                rows.append({"job": job, "records": 0, "p50": np.nan, "p95": np.nan, "p99": np.nan,
-                             "max": np.nan, "mean": np.nan, "miss_rate": np.nan, "target": target})
+                rows.append(
+                    {
+                        "job": job,
+                        "records": 0,
+                        "p50": np.nan,
+                        "p95": np.nan,
+                        "p99": np.nan,
+                        "max": np.nan,
+                        "mean": np.nan,
+                        "miss_rate": np.nan,
+                        "target": target,
+                    }
+                )
                 continue
             order = np.argsort(lat, kind="stable")
             ls, ns = lat[order], n[order]
             cum = np.cumsum(ns)
             total = int(cum[-1])
             q = {p: float(ls[np.searchsorted(cum, p * total, side="left")]) for p in (0.5, 0.95, 0.99)}
-            rows.append({"job": job, "records": total, "p50": q[0.5], "p95": q[0.95], "p99": q[0.99],
-                         "max": float(ls[-1]), "mean": float((ls * ns).sum() / total),
-                         "miss_rate": float(ns[ls > target].sum() / total), "target": target})
+            rows.append(
+                {
+                    "job": job,
+                    "records": total,
+                    "p50": q[0.5],
+                    "p95": q[0.95],
+                    "p99": q[0.99],
+                    "max": float(ls[-1]),
+                    "mean": float((ls * ns).sum() / total),
+                    "miss_rate": float(ns[ls > target].sum() / total),
+                    "target": target,
+                }
+            )
         return pd.DataFrame(rows)
 
     def timeseries(self) -> pd.DataFrame:
@@ -119,8 +140,14 @@ class Metrics:
         rows = []
         for job in self.lat:
             for b in range(k):
-                rows.append({"t": b * self.bin_s, "job": job, "ingest": self.ingest_bins[job][b] / self.bin_s,
-                             "throughput": self.out_bins[job][b] / self.bin_s})
+                rows.append(
+                    {
+                        "t": b * self.bin_s,
+                        "job": job,
+                        "ingest": self.ingest_bins[job][b] / self.bin_s,
+                        "throughput": self.out_bins[job][b] / self.bin_s,
+                    }
+                )
         return pd.DataFrame(rows)
 
     def importance(self) -> pd.DataFrame:
@@ -138,8 +165,13 @@ class Metrics:
         rows = []
         for node in self.sim.nodes:
             for b in range(self._bins()):
-                rows.append({"t": b * self.bin_s, "node": node.name,
-                             "utilisation": node.busy_bins[b] / (node.cores * self.bin_s)})
+                rows.append(
+                    {
+                        "t": b * self.bin_s,
+                        "node": node.name,
+                        "utilisation": node.busy_bins[b] / (node.cores * self.bin_s),
+                    }
+                )
         return pd.DataFrame(rows)
 
     def instances(self) -> pd.DataFrame:
@@ -148,9 +180,17 @@ class Metrics:
         rows = []
         for inst in self.sim.instances:
             pe = inst.pe
-            rows.append({"pe": pe.name, "instance": inst.index, "node": inst.node.name, "records": inst.records,
-                         "busy": inst.busy, "utilisation": inst.busy / span,
-                         "key_groups": sum(1 for r in pe.route if r == inst.index) if pe.keyed else 0})
+            rows.append(
+                {
+                    "pe": pe.name,
+                    "instance": inst.index,
+                    "node": inst.node.name,
+                    "records": inst.records,
+                    "busy": inst.busy,
+                    "utilisation": inst.busy / span,
+                    "key_groups": sum(1 for r in pe.route if r == inst.index) if pe.keyed else 0,
+                }
+            )
         return pd.DataFrame(rows)
 
     def imbalance(self) -> pd.DataFrame:
@@ -160,8 +200,13 @@ class Metrics:
             if len(pe.instances) > 1:
                 busy = np.array([i.busy for i in pe.instances])
                 mean = busy.mean()
-                rows.append({"pe": pe.name, "instances": len(busy),
-                             "imbalance": float(busy.max() / mean) if mean > 0 else np.nan})
+                rows.append(
+                    {
+                        "pe": pe.name,
+                        "instances": len(busy),
+                        "imbalance": float(busy.max() / mean) if mean > 0 else np.nan,
+                    }
+                )
         return pd.DataFrame(rows, columns=["pe", "instances", "imbalance"])
 
     def imbalance_over_time(self) -> pd.DataFrame:
@@ -170,7 +215,7 @@ class Metrics:
         for pe in self.sim.pes.values():
             if len(pe.instances) < 2:
                 continue
-            busy = np.array([i.busy_bins[:self._bins()] for i in pe.instances])
+            busy = np.array([i.busy_bins[: self._bins()] for i in pe.instances])
             mean = busy.mean(axis=0)
             with np.errstate(invalid="ignore", divide="ignore"):
                 ratio = np.where(mean > 0, busy.max(axis=0) / mean, np.nan)
@@ -180,15 +225,16 @@ class Metrics:
     def network(self) -> pd.DataFrame:
         """Per bin: bytes that stayed on a node and bytes that crossed the network."""
         k = self._bins()
-        return pd.DataFrame({"t": [b * self.bin_s for b in range(k)], "local_bytes": self.local[:k],
-                             "remote_bytes": self.remote[:k]})
+        return pd.DataFrame(
+            {"t": [b * self.bin_s for b in range(k)], "local_bytes": self.local[:k], "remote_bytes": self.remote[:k]}
+        )
 
     def latency_so_far(self) -> dict[str, LatencySoFar]:
         """Per job since the start: records, mean, max, miss rate (folded in incrementally)."""
         out = {}
         for job, acc in self._so_far.items():
-            lat = np.frombuffer(self.lat[job], dtype=float)[int(acc[0]):]
-            n = np.frombuffer(self.lat_n[job], dtype=np.int64)[int(acc[0]):]
+            lat = np.frombuffer(self.lat[job], dtype=float)[int(acc[0]) :]
+            n = np.frombuffer(self.lat_n[job], dtype=np.int64)[int(acc[0]) :]
             if len(lat):
                 acc[0] += len(lat)
                 acc[1] += int(n.sum())
@@ -207,16 +253,31 @@ class Metrics:
         return out
 
     def drops(self) -> pd.DataFrame:
-        rows = [{"pe": pe.name, "reason": r, "records": n}
-                for pe in self.sim.pes.values() for r, n in pe.dropped.items()]
+        rows = [
+            {"pe": pe.name, "reason": r, "records": n} for pe in self.sim.pes.values() for r, n in pe.dropped.items()
+        ]
         return pd.DataFrame(rows, columns=["pe", "reason", "records"])
 
     def migrations(self) -> pd.DataFrame:
-        rows = [{"pe": m.pe, "key_group": m.group, "src": m.src, "dst": m.dst, "mode": m.mode,
-                 "requested": m.requested, "started": m.started, "shipped": m.shipped, "installed": m.installed,
-                 "bytes": m.bytes} for m in self.sim.migrations.log]
-        return pd.DataFrame(rows, columns=["pe", "key_group", "src", "dst", "mode", "requested", "started",
-                                           "shipped", "installed", "bytes"])
+        rows = [
+            {
+                "pe": m.pe,
+                "key_group": m.group,
+                "src": m.src,
+                "dst": m.dst,
+                "mode": m.mode,
+                "requested": m.requested,
+                "started": m.started,
+                "shipped": m.shipped,
+                "installed": m.installed,
+                "bytes": m.bytes,
+            }
+            for m in self.sim.migrations.log
+        ]
+        return pd.DataFrame(
+            rows,
+            columns=["pe", "key_group", "src", "dst", "mode", "requested", "started", "shipped", "installed", "bytes"],
+        )
 
     def conservation(self) -> pd.DataFrame:
         """Per PE, in records: every record sent is arrived or in flight; every arrival is
@@ -238,9 +299,17 @@ class Metrics:
         rows = []
         for pe in sim.pes.values():
             lost = pe.dropped.get("failure", 0)
-            row = {"pe": pe.name, "generated": pe.generated, "shed": pe.dropped.get("shed", 0), "sent": pe.sent,
-                   "in_flight": flight.get(pe.name, 0), "arrived": pe.arrived, "done": pe.done, "lost": lost,
-                   "waiting": waiting.get(pe.name, 0)}
+            row = {
+                "pe": pe.name,
+                "generated": pe.generated,
+                "shed": pe.dropped.get("shed", 0),
+                "sent": pe.sent,
+                "in_flight": flight.get(pe.name, 0),
+                "arrived": pe.arrived,
+                "done": pe.done,
+                "lost": lost,
+                "waiting": waiting.get(pe.name, 0),
+            }
             ok = row["sent"] == row["arrived"] + row["in_flight"]
             ok &= row["arrived"] == row["done"] + lost + row["waiting"]
             if pe.stream is not None:
@@ -251,8 +320,11 @@ class Metrics:
 
     def sink_totals(self) -> dict[str, dict[int, tuple[float, float]]]:
         """Sink PE → key → (records, Σ value): the per-key aggregates exactly-once checks compare."""
-        return {pe.name: {k: (v[0], v[1]) for k, v in sorted(pe.sink_totals.items())}
-                for pe in self.sim.pes.values() if pe.code == SINK}
+        return {
+            pe.name: {k: (v[0], v[1]) for k, v in sorted(pe.sink_totals.items())}
+            for pe in self.sim.pes.values()
+            if pe.code == SINK
+        }
 
     def summary(self) -> dict:
         """Headline figures of the run."""
@@ -262,11 +334,14 @@ class Metrics:
         util = [n.busy / (n.cores * span) for n in sim.nodes]
         imb = self.imbalance()
         return {
-            "sim_seconds": sim.now, "events": sim.events,
+            "sim_seconds": sim.now,
+            "events": sim.events,
             "generated": sum(pe.generated for pe in sim.pes.values()),
             "delivered": sum(int(sum(a)) for a in self.lat_n.values()),
-            "dropped": self.drop_totals(), "deferred": self.deferred,
-            "node_utilisation_mean": float(np.mean(util)), "node_utilisation_max": float(np.max(util)),
+            "dropped": self.drop_totals(),
+            "deferred": self.deferred,
+            "node_utilisation_mean": float(np.mean(util)),
+            "node_utilisation_max": float(np.max(util)),
             "stream_affinity": local / (local + remote) if local + remote else float("nan"),
             "imbalance_max": float(imb["imbalance"].max()) if len(imb) else float("nan"),
             "migrations": len(sim.migrations.log),
@@ -276,8 +351,19 @@ class Metrics:
         """Every table as Parquet under ``out`` plus summary.json; returns the paths written."""
         out.mkdir(parents=True, exist_ok=True)
         paths = []
-        for name in ("latency", "timeseries", "importance", "nodes", "instances", "imbalance", "imbalance_over_time",
-                     "network", "drops", "migrations", "conservation"):
+        for name in (
+            "latency",
+            "timeseries",
+            "importance",
+            "nodes",
+            "instances",
+            "imbalance",
+            "imbalance_over_time",
+            "network",
+            "drops",
+            "migrations",
+            "conservation",
+        ):
             path = out / f"{name}.parquet"
             getattr(self, name)().to_parquet(path, index=False)
             paths.append(path)

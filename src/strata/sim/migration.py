@@ -40,7 +40,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from strata.sim.hooks import Kind, Message, Move
+from strata.protocol.units import Kind, Message, Move
 from strata.sim.placement import resolve_placement
 from strata.sim.runtime import WINDOW, Channel, InstanceRt, PeRt
 
@@ -354,8 +354,10 @@ class Migrations:
         assign = resolve_placement(placement, sim.order, counts, [n.name for n in sim.nodes])
         for name in sorted(named):  # all or nothing
             if len(assign[name]) != counts[name]:
-                raise ValueError(f"placement[{name!r}]: a runtime placement keeps the {counts[name]} instances; "
-                                 f"found {len(assign[name])}")
+                raise ValueError(
+                    f"placement[{name!r}]: a runtime placement keeps the {counts[name]} instances; "
+                    f"found {len(assign[name])}"
+                )
         for name in sorted(named):
             pe = sim.pes[name]
             for inst, (node, share) in zip(pe.instances, assign[name], strict=True):

@@ -24,8 +24,9 @@ from pathlib import Path
 Assignment = dict[str, list[tuple[str, float | None]]]
 
 
-def resolve_placement(placement: Mapping | None, pes: Sequence[str], instances: Mapping[str, int],
-                      nodes: Sequence[str]) -> Assignment:
+def resolve_placement(
+    placement: Mapping | None, pes: Sequence[str], instances: Mapping[str, int], nodes: Sequence[str]
+) -> Assignment:
     """PE → [(node, share or None)] per instance, in instance order."""
     known_nodes = set(nodes)
     known_pes = set(pes)

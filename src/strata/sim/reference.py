@@ -47,8 +47,10 @@ def sink_totals(sim: Simulation) -> dict[str, dict[int, tuple[float, float]]]:
             for _, key, value, n, et in records:
                 for k in window_starts(et, pe.size, pe.slide):
                     windows[(k, key)] = accumulate(windows.get((k, key)), n, value, et)
-            out = [(window_uid(k, key, pe.index), key, aggregate(pe.agg, acc), 1, acc[4])
-                   for (k, key), acc in sorted(windows.items())]
+            out = [
+                (window_uid(k, key, pe.index), key, aggregate(pe.agg, acc), 1, acc[4])
+                for (k, key), acc in sorted(windows.items())
+            ]
         else:
             assert pe.code == SINK
             acc_by_key: dict[int, list[float]] = {}

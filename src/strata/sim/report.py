@@ -15,8 +15,14 @@ MAX_JOBS = 15
 
 def run_with_progress(sim: Simulation, duration: float, console: Console) -> None:
     """``sim.run(duration)`` with a rich progress bar over simulated time."""
-    columns = (TextColumn("[bold]simulating"), BarColumn(), TextColumn("{task.completed:.0f}/{task.total:.0f} s"),
-               TextColumn("{task.fields[rate]}"), TimeElapsedColumn(), TimeRemainingColumn())
+    columns = (
+        TextColumn("[bold]simulating"),
+        BarColumn(),
+        TextColumn("{task.completed:.0f}/{task.total:.0f} s"),
+        TextColumn("{task.fields[rate]}"),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+    )
     with Progress(*columns, console=console, transient=False) as bar:
         task = bar.add_task("sim", total=duration, rate="")
         start = sim.events
@@ -48,9 +54,17 @@ def summary_tables(sim: Simulation) -> list[Table]:
     for job, row in shown.iterrows():
         per = ts[ts.job == job]
         ingest, out = per.ingest.sum() * m.bin_s / span, per.throughput.sum() * m.bin_s / span
-        jobs.add_row(str(job), f"{ingest:,.0f}", f"{out:,.0f}", fmt(row.p50, 1e3), fmt(row.p95, 1e3),
-                     fmt(row.p99, 1e3), fmt(row["max"], 1e3), f"{row.target:g}",
-                     "–" if math.isnan(row.miss_rate) else f"{row.miss_rate:.1%}")
+        jobs.add_row(
+            str(job),
+            f"{ingest:,.0f}",
+            f"{out:,.0f}",
+            fmt(row.p50, 1e3),
+            fmt(row.p95, 1e3),
+            fmt(row.p99, 1e3),
+            fmt(row["max"], 1e3),
+            f"{row.target:g}",
+            "–" if math.isnan(row.miss_rate) else f"{row.miss_rate:.1%}",
+        )
     s = m.summary()
     cluster = Table(title="cluster", show_header=False)
     cluster.add_column("figure")

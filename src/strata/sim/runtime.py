@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections import deque
 
 from strata.model import Operator
+from strata.protocol.units import DispatchPolicy, Message, NodeView
 from strata.sim.fifo import FifoDispatch
-from strata.sim.hooks import DispatchPolicy, Message, NodeView
 
 # Operator behaviour codes (strata.sim.semantics describes each).
 SOURCE, PASS, KEYED, WINDOW, SINK = range(5)
@@ -21,8 +21,23 @@ EV_GEN, EV_DELIVER, EV_DONE, EV_TICK, EV_CONTROL, EV_STATE, EV_FAIL, EV_RECOVER,
 class NodeRt:
     """A node: ``cores`` cores running one message each, a NIC, one dispatch policy."""
 
-    __slots__ = ("_policy", "busy", "busy_bins", "cores", "failed_at", "fifo", "idle", "index", "name", "nic",
-                 "nic_free", "running", "state_free", "up", "view")
+    __slots__ = (
+        "_policy",
+        "busy",
+        "busy_bins",
+        "cores",
+        "failed_at",
+        "fifo",
+        "idle",
+        "index",
+        "name",
+        "nic",
+        "nic_free",
+        "running",
+        "state_free",
+        "up",
+        "view",
+    )
 
     def __init__(self, name: str, index: int, cores: int, nic: float, view: NodeView, policy: DispatchPolicy) -> None:
         self.name = name
@@ -166,9 +181,32 @@ class PeRt:
 class InstanceRt:
     """One instance of a PE on a node: its channels, keyed state, watermark and buffers."""
 
-    __slots__ = ("busy", "busy_bins", "chans", "gid", "gone", "held", "incoming", "index", "last_arrival", "moving",
-                 "node", "paused", "pe", "queued", "records", "rr", "running", "share", "state", "throttled", "vtime",
-                 "win_starts", "wm", "wm_in")
+    __slots__ = (
+        "busy",
+        "busy_bins",
+        "chans",
+        "gid",
+        "gone",
+        "held",
+        "incoming",
+        "index",
+        "last_arrival",
+        "moving",
+        "node",
+        "paused",
+        "pe",
+        "queued",
+        "records",
+        "rr",
+        "running",
+        "share",
+        "state",
+        "throttled",
+        "vtime",
+        "win_starts",
+        "wm",
+        "wm_in",
+    )
 
     def __init__(self, gid: int, pe: PeRt, index: int, node: NodeRt, share: float | None) -> None:
         self.gid = gid

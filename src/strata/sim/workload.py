@@ -51,7 +51,7 @@ class SourceStream:
             path = Path(arr.path)
             if not path.is_absolute() and base_dir is not None:
                 path = base_dir / path
-            self.trace = load_trace(path, arr.column)[batch - 1::batch].tolist()
+            self.trace = load_trace(path, arr.column)[batch - 1 :: batch].tolist()
             self.trace.reverse()
         base_max = max(p[1] for p in spec.rate_curve) if spec.rate_curve else spec.rate
         mod_max = 1.0

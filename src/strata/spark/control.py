@@ -146,8 +146,15 @@ class Segment:
 class SparkEngine:
     """Spark under the hierarchy's control (observe / apply), one query per admitted job."""
 
-    def __init__(self, spark, scenario: Scenario, run_dir: Path, config: EngineConfig, gate: Gate | None = None,
-                 clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        spark,
+        scenario: Scenario,
+        run_dir: Path,
+        config: EngineConfig,
+        gate: Gate | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self.spark = spark
         self.scenario = scenario
         self.run_dir = Path(run_dir)
@@ -189,8 +196,16 @@ class SparkEngine:
             self._move(decisions)
 
     def _log(self, decisions: Decisions, kind: str, job: str, detail: str) -> None:
-        self.decisions.append({"t": self.clock(), "epoch": decisions.epoch, "kind": kind, "job": job,
-                               "detail": detail, "reasons": ", ".join(decisions.reasons)})
+        self.decisions.append(
+            {
+                "t": self.clock(),
+                "epoch": decisions.epoch,
+                "kind": kind,
+                "job": job,
+                "detail": detail,
+                "reasons": ", ".join(decisions.reasons),
+            }
+        )
 
     def _admit(self, decisions: Decisions) -> None:
         wanted = decisions.admitted
@@ -212,17 +227,26 @@ class SparkEngine:
                 self._log(decisions, "admit", job, f"template {template}")
             elif current.template != template:
                 if any(op.kind in AGGREGATIONS for op in current.pipeline.chain):
-                    raise ValueError(f"admitted: {job!r} runs a stateful template ({current.template!r}); "
-                                     "switching it would drop its open windows, so only stateless jobs switch")
+                    raise ValueError(
+                        f"admitted: {job!r} runs a stateful template ({current.template!r}); "
+                        "switching it would drop its open windows, so only stateless jobs switch"
+                    )
                 end = self._stop(job)
                 self._start(job, template, end)
                 self._log(decisions, "template", job, f"{current.template} → {template} at row {end}")
 
     def _options(self, job: str, start_row: int) -> PipelineOptions:
         c = self.config
-        return PipelineOptions(sink=c.sink, epoch=c.epoch, tick_s=c.tick_s, input_partitions=c.input_partitions,
-                               trigger_s=c.triggers.get(job), state_partitions=c.state_partitions,
-                               managed=c.managed, start_row=start_row)
+        return PipelineOptions(
+            sink=c.sink,
+            epoch=c.epoch,
+            tick_s=c.tick_s,
+            input_partitions=c.input_partitions,
+            trigger_s=c.triggers.get(job),
+            state_partitions=c.state_partitions,
+            managed=c.managed,
+            start_row=start_row,
+        )
 
     def _start(self, job: str, template: str, start_row: int) -> Segment:
         spec = self.scenario.job[job]
@@ -230,8 +254,9 @@ class SparkEngine:
         run_dir = self.run_dir / "jobs" / job / f"{index}-{template}"
         t = next(i for i, tpl in enumerate(spec.templates) if tpl.name == template)
         here = ("jobs", self.scenario.jobs.index(spec), "templates", t)
-        pipeline = Pipeline(self.spark, spec, spec.template(template), run_dir, self._options(job, start_row),
-                            here=here)
+        pipeline = Pipeline(
+            self.spark, spec, spec.template(template), run_dir, self._options(job, start_row), here=here
+        )
         if self.gate is not None:
             pipeline.hooks.append(self.gate)
         segment = Segment(job, template, index, start_row, run_dir, pipeline, self.clock())
@@ -308,8 +333,9 @@ class SparkEngine:
                     raise ValueError(f"moves: {pe!r} has key groups 0..{len(table) - 1}; got {group}")
                 table[group] = dst
             store.route(table)
-            self._log(decisions, "moves", pe.partition(".")[0],
-                      ", ".join(f"kg{g}→p{d}" for g, d in sorted(moves.items())))
+            self._log(
+                decisions, "moves", pe.partition(".")[0], ", ".join(f"kg{g}→p{d}" for g, d in sorted(moves.items()))
+            )
 
     def _store(self, pe: str):
         job, _, op = pe.partition(".")
@@ -386,16 +412,36 @@ class SparkEngine:
                         part_rows[i] += n
                 keyed_busy = next((b for q, _, _, b in parts if q == pe), 0.0)
                 total = max(1, sum(group_rows.values()))
-                key_groups += [KeyGroupLoad(pe, g, table[g], n, keyed_busy * n / total, 0.0)
-                               for g, n in sorted(group_rows.items())]
-                instances += [InstanceLoad(pe, i, "local", n, keyed_busy * n / total, 0, table.count(i))
-                              for i, n in enumerate(part_rows)]
-        window = WindowStats(now=now, start=start, key_groups=tuple(key_groups), instances=tuple(instances),
-                             node_utilisation={}, queue_lengths={}, latency=latency, rates=rates, ingest=ingest,
-                             routing=routing, placement={}, migrating=(), dropped={})
+                key_groups += [
+                    KeyGroupLoad(pe, g, table[g], n, keyed_busy * n / total, 0.0) for g, n in sorted(group_rows.items())
+                ]
+                instances += [
+                    InstanceLoad(pe, i, "local", n, keyed_busy * n / total, 0, table.count(i))
+                    for i, n in enumerate(part_rows)
+                ]
+        window = WindowStats(
+            now=now,
+            start=start,
+            key_groups=tuple(key_groups),
+            instances=tuple(instances),
+            node_utilisation={},
+            queue_lengths={},
+            latency=latency,
+            rates=rates,
+            ingest=ingest,
+            routing=routing,
+            placement={},
+            migrating=(),
+            dropped={},
+        )
         strategy = self.gate.config.strategy if self.gate is not None else None
-        return Observation(window, templates={j: s.template for j, s in running.items()}, dispatch=strategy,
-                           units=units, unit_records=unit_rows / units if units else 0.0)
+        return Observation(
+            window,
+            templates={j: s.template for j, s in running.items()},
+            dispatch=strategy,
+            units=units,
+            unit_records=unit_rows / units if units else 0.0,
+        )
 
     def _timeline(self, segment: Segment) -> Timeline:
         p = segment.pipeline
@@ -436,9 +482,15 @@ class SparkEngine:
         for s in list(self.segments):
             rows = self.progress.of(s.pipeline.query) if s.pipeline.query is not None else {}
             for r in s.pipeline.batch_records():
-                out.append({**{k: v for k, v in r.items() if k not in ("group_rows",)},
-                            "job": s.job, "template": s.template, "segment": s.index,
-                            "rows_in": rows.get(r["batch_id"])})
+                out.append(
+                    {
+                        **{k: v for k, v in r.items() if k not in ("group_rows",)},
+                        "job": s.job,
+                        "template": s.template,
+                        "segment": s.index,
+                        "rows_in": rows.get(r["batch_id"]),
+                    }
+                )
         return out
 
     def close(self) -> None:
@@ -480,14 +532,24 @@ def _latency(records: list[dict], target: float) -> LatencyStats | None:
 
     # a batch's records share its commit time, so "over target" is decided per batch from its percentiles
     over = sum(w * _share_over(r, target) for r, w in zip(rows, weights, strict=True))
-    return LatencyStats(int(weights.sum()), mean("latency_p50"), mean("latency_p95"), mean("latency_p99"),
-                        max(r["latency_max"] for r in rows), float(over / weights.sum()))
+    return LatencyStats(
+        int(weights.sum()),
+        mean("latency_p50"),
+        mean("latency_p95"),
+        mean("latency_p99"),
+        max(r["latency_max"] for r in rows),
+        float(over / weights.sum()),
+    )
 
 
 def _share_over(record: dict, target: float) -> float:
     """Share of a batch's records over ``target``, interpolated on its latency percentiles."""
-    qs = [(0.5, record["latency_p50"]), (0.95, record["latency_p95"]), (0.99, record["latency_p99"]),
-          (1.0, record["latency_max"])]
+    qs = [
+        (0.5, record["latency_p50"]),
+        (0.95, record["latency_p95"]),
+        (0.99, record["latency_p99"]),
+        (1.0, record["latency_max"]),
+    ]
     if target >= record["latency_max"]:
         return 0.0
     below = 0.0
@@ -495,4 +557,3 @@ def _share_over(record: dict, target: float) -> float:
         if v <= target:
             below = q
     return 1.0 - below
-

@@ -65,9 +65,16 @@ class DemoConfig:
     # signals. Spark runs a keyed operator on a fixed number of partitions: no DS2 scaling of instances.
     # Moving a key group costs nothing extra in the managed store (every batch reads state from the shared
     # directory), so L1 balances without a cooldown ("aggressive").
-    control: HierarchyConfig = field(default_factory=lambda: HierarchyConfig(
-        epoch_s=600.0, window_s=2.0, plan=Options(budget_s=1.0), scaling=False, dispatch="llf",
-        balancing="aggressive"))
+    control: HierarchyConfig = field(
+        default_factory=lambda: HierarchyConfig(
+            epoch_s=600.0,
+            window_s=2.0,
+            plan=Options(budget_s=1.0),
+            scaling=False,
+            dispatch="llf",
+            balancing="aggressive",
+        )
+    )
 
 
 def triggers(scenario: Scenario) -> dict[str, float]:
@@ -77,8 +84,9 @@ def triggers(scenario: Scenario) -> dict[str, float]:
 
 def keyed_operators(scenario: Scenario) -> frozenset[str]:
     """Every aggregation runs in the movable store (both modes), so only the routing differs."""
-    return frozenset(op.name for j in scenario.jobs for t in j.templates for op in t.operators
-                     if op.kind in AGGREGATIONS)
+    return frozenset(
+        op.name for j in scenario.jobs for t in j.templates for op in t.operators if op.kind in AGGREGATIONS
+    )
 
 
 def reseed(scenario: Scenario, seed: int) -> Scenario:
@@ -111,15 +119,30 @@ class ModeRun:
     late_s: float = 0.0
 
 
-def run_mode(spark, scenario: Scenario, mode: str, out: Path, config: DemoConfig,
-             on_tick: Callable[[str, float, dict], None] | None = None) -> ModeRun:
+def run_mode(
+    spark,
+    scenario: Scenario,
+    mode: str,
+    out: Path,
+    config: DemoConfig,
+    on_tick: Callable[[str, float, dict], None] | None = None,
+) -> ModeRun:
     """Run ``mode`` for ``duration_s + drain_s`` of event time; stop every query; return what it measured."""
     gate_rows: list[dict] = []
     gate = Gate(config.gate, on_release=gate_rows.append) if mode == "strata" else None
     epoch = time.time() + config.lead_s
-    engine = SparkEngine(spark, scenario, out, EngineConfig(
-        epoch=epoch, triggers=triggers(scenario), state_partitions=config.state_partitions,
-        managed=keyed_operators(scenario)), gate=gate)
+    engine = SparkEngine(
+        spark,
+        scenario,
+        out,
+        EngineConfig(
+            epoch=epoch,
+            triggers=triggers(scenario),
+            state_partitions=config.state_partitions,
+            managed=keyed_operators(scenario),
+        ),
+        gate=gate,
+    )
     run = ModeRun(mode, epoch, epoch + config.duration_s + config.drain_s, engine, gate_rows=gate_rows)
     controller = None
     if mode == "strata":
@@ -128,8 +151,9 @@ def run_mode(spark, scenario: Scenario, mode: str, out: Path, config: DemoConfig
         controller = Controller(prior, config.control)
         # WORKAROUND (reported to issue 9): the Controller maps PEs to jobs over first templates only, so a
         # plan choosing another template (scoring.sample) fails in budgets.pools with a KeyError.
-        controller._job_of.update({pe_id(j.id, op.name): j.id for j in prior.jobs for t in j.templates
-                                   for op in t.operators})
+        controller._job_of.update(
+            {pe_id(j.id, op.name): j.id for j in prior.jobs for t in j.templates for op in t.operators}
+        )
         engine.apply(controller.start(now=time.time()))
     else:
         engine.apply(Decisions(0, admitted={j.id: j.templates[0].name for j in scenario.jobs}))
@@ -137,8 +161,11 @@ def run_mode(spark, scenario: Scenario, mode: str, out: Path, config: DemoConfig
     while time.time() < run.stop:
         time.sleep(max(0.0, min(config.window_s, run.stop - time.time())))
         obs = engine.observe()
-        row = {"t": obs.now - epoch, **{f"p99:{j}": s.p99 for j, s in obs.window.latency.items()},
-               **{f"in:{pe}": r for pe, r in obs.window.ingest.items()}}
+        row = {
+            "t": obs.now - epoch,
+            **{f"p99:{j}": s.p99 for j, s in obs.window.latency.items()},
+            **{f"in:{pe}": r for pe, r in obs.window.ingest.items()},
+        }
         run.observations.append(row)
         if controller is not None:
             engine.apply(controller.step(obs))
@@ -165,12 +192,16 @@ def warm_up(spark, scenario: Scenario, out: Path) -> tuple[float, float]:
 
     started = time.time()
     start_s = 0.0
-    options = PipelineOptions(sink="memory", clock="virtual", end_s=2.0, epoch=started, available_now=True,
-                              managed=keyed_operators(scenario))
+    options = PipelineOptions(
+        sink="memory", clock="virtual", end_s=2.0, epoch=started, available_now=True, managed=keyed_operators(scenario)
+    )
     rounds = max(len(job.templates) for job in scenario.jobs)
     for k in range(rounds):  # a job's templates share its query name, so one template per job at a time
-        pipelines = [Pipeline(spark, job, job.templates[k], out / "warmup" / f"{job.id}-{k}", options)
-                     for job in scenario.jobs if k < len(job.templates)]
+        pipelines = [
+            Pipeline(spark, job, job.templates[k], out / "warmup" / f"{job.id}-{k}", options)
+            for job in scenario.jobs
+            if k < len(job.templates)
+        ]
         t = time.time()
         for p in pipelines:
             p.start()
@@ -237,8 +268,15 @@ def window_reference(rows: pd.DataFrame, op) -> pd.DataFrame:
     for j in range(-(-size // slide)):
         start = last - j * slide
         inside = start + size > et
-        parts.append(pd.DataFrame({"ws": start[inside], "key": rows["key"].to_numpy()[inside],
-                                   "x": rows[agg.column].to_numpy()[inside] if agg else 1.0}))
+        parts.append(
+            pd.DataFrame(
+                {
+                    "ws": start[inside],
+                    "key": rows["key"].to_numpy()[inside],
+                    "x": rows[agg.column].to_numpy()[inside] if agg else 1.0,
+                }
+            )
+        )
     both = pd.concat(parts, ignore_index=True)
     fn = agg.fn if agg else "count"
     grouped = both.groupby(["ws", "key"])["x"]
@@ -273,28 +311,50 @@ def verify_segment(spark, segment: Segment, epoch: float, tick_s: float) -> dict
         got = Counter(sink["id"].tolist()) if not sink.empty else Counter()
         missing = sum((want - got).values())
         duplicated = sum(n - 1 for n in got.values() if n > 1) + sum((got - want).values())
-        return {"job": segment.job, "template": segment.template, "rows_read": len(rows),
-                "expected": sum(want.values()), "delivered": sum(got.values()), "missing": missing,
-                "duplicated": duplicated, "wrong": 0}
-    fn = (window.aggregate.fn if window.aggregate else "count")
+        return {
+            "job": segment.job,
+            "template": segment.template,
+            "rows_read": len(rows),
+            "expected": sum(want.values()),
+            "delivered": sum(got.values()),
+            "missing": missing,
+            "duplicated": duplicated,
+            "wrong": 0,
+        }
+    fn = window.aggregate.fn if window.aggregate else "count"
     last = last_committed(segment)
-    watermark = max((r.get("watermark_us") or -(2**62) for r in segment.pipeline.batch_records()
-                     if r["batch_id"] <= last), default=-(2**62))
+    watermark = max(
+        (r.get("watermark_us") or -(2**62) for r in segment.pipeline.batch_records() if r["batch_id"] <= last),
+        default=-(2**62),
+    )
     due = expected[expected["window_end_us"] <= watermark]
     got = sink.copy()
     if not got.empty:
         got["ws"] = micros(got["window_start"])
     keys = Counter(zip(got["ws"], got["key"], strict=True)) if not got.empty else Counter()
     duplicated = sum(n - 1 for n in keys.values() if n > 1)
-    merged = due.merge(got[["ws", "key", fn]].drop_duplicates(["ws", "key"]) if not got.empty
-                       else pd.DataFrame(columns=["ws", "key", fn]), on=["ws", "key"], how="left",
-                       suffixes=("", "_sink"))
+    merged = due.merge(
+        got[["ws", "key", fn]].drop_duplicates(["ws", "key"])
+        if not got.empty
+        else pd.DataFrame(columns=["ws", "key", fn]),
+        on=["ws", "key"],
+        how="left",
+        suffixes=("", "_sink"),
+    )
     missing = int(merged[f"{fn}_sink"].isna().sum())
     present = merged.dropna(subset=[f"{fn}_sink"])
     wrong = int((~np.isclose(present[fn].astype(float), present[f"{fn}_sink"].astype(float))).sum())
     extra = len(set(keys) - set(zip(due["ws"], due["key"], strict=True)))
-    return {"job": segment.job, "template": segment.template, "rows_read": len(rows), "expected": len(due),
-            "delivered": len(keys), "missing": missing, "duplicated": duplicated + extra, "wrong": wrong}
+    return {
+        "job": segment.job,
+        "template": segment.template,
+        "rows_read": len(rows),
+        "expected": len(due),
+        "delivered": len(keys),
+        "missing": missing,
+        "duplicated": duplicated + extra,
+        "wrong": wrong,
+    }
 
 
 # ---------------------------------------------------------------------- measurement
@@ -315,8 +375,18 @@ def output_latency(run: ModeRun, tick_s: float, spark) -> tuple[pd.DataFrame, li
             continue
         et = micros(sink["event_time"]) / US
         commit = sink["batch_id"].astype(int).map(finished).to_numpy(dtype=float)
-        frames.append(pd.DataFrame({"mode": run.mode, "job": segment.job, "template": segment.template,
-                                    "event_s": et - run.epoch, "latency_s": commit - et, "delivered": True}))
+        frames.append(
+            pd.DataFrame(
+                {
+                    "mode": run.mode,
+                    "job": segment.job,
+                    "template": segment.template,
+                    "event_s": et - run.epoch,
+                    "latency_s": commit - et,
+                    "delivered": True,
+                }
+            )
+        )
     return (pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()), checks
 
 
@@ -345,19 +415,44 @@ def undelivered(run: ModeRun, scenario: Scenario, tick_s: float, horizon_s: floa
             et = et[due]
         else:
             et = micros(expected["event_time"]) / US
-        rows.append(pd.DataFrame({"mode": run.mode, "job": job.id, "template": last.template,
-                                  "event_s": et - run.epoch, "latency_s": run.stop - et, "delivered": False}))
+        rows.append(
+            pd.DataFrame(
+                {
+                    "mode": run.mode,
+                    "job": job.id,
+                    "template": last.template,
+                    "event_s": et - run.epoch,
+                    "latency_s": run.stop - et,
+                    "delivered": False,
+                }
+            )
+        )
     return pd.concat(rows, ignore_index=True) if rows else pd.DataFrame()
 
 
-def job_summary(latency: pd.DataFrame, batches: pd.DataFrame, partitions: pd.DataFrame, scenario: Scenario,
-                mode: str, horizon_s: float, run_s: float) -> list[dict]:
+def job_summary(
+    latency: pd.DataFrame,
+    batches: pd.DataFrame,
+    partitions: pd.DataFrame,
+    scenario: Scenario,
+    mode: str,
+    horizon_s: float,
+    run_s: float,
+) -> list[dict]:
     """Per job: p50/p99 latency, deadline misses, throughput (input records committed per second of the
     run: from the epoch to the stop), on-time importance, imbalance."""
     out = []
     for job in scenario.jobs:
-        lat = latency[(latency["mode"] == mode) & (latency["job"] == job.id) & (latency["event_s"] >= 0)
-                      & (latency["event_s"] < horizon_s)] if not latency.empty else pd.DataFrame()
+        lat = (
+            latency[
+                (latency["mode"] == mode)
+                & (latency["job"] == job.id)
+                & (latency["event_s"] >= 0)
+                & (latency["event_s"] < horizon_s)
+            ]
+            if not latency.empty
+            else pd.DataFrame()
+        )
         b = batches[(batches["mode"] == mode) & (batches["job"] == job.id)] if not batches.empty else batches
         values = lat["latency_s"].to_numpy() if not lat.empty else np.zeros(0)
         misses = int((values > job.target_latency_s).sum())
@@ -372,16 +467,23 @@ def job_summary(latency: pd.DataFrame, batches: pd.DataFrame, partitions: pd.Dat
             totals = p.groupby("partition")["rows"].sum()
             imbalance = float(totals.max() / totals.mean()) if totals.mean() > 0 else None
         rows_in = float(b["rows_in"].fillna(0).sum()) if not b.empty else 0.0
-        out.append({
-            "mode": mode, "job": job.id, "rank": job.rank, "target_s": job.target_latency_s,
-            "outputs": len(values), "delivered": int(lat["delivered"].sum()) if not lat.empty else 0,
-            "p50_s": float(np.percentile(values, 50)) if len(values) else None,
-            "p99_s": float(np.percentile(values, 99)) if len(values) else None,
-            "misses": misses, "miss_rate": misses / len(values) if len(values) else 0.0,
-            "throughput": rows_in / run_s,
-            "importance": weight * stream.value(on_time / horizon_s),
-            "imbalance": imbalance,
-        })
+        out.append(
+            {
+                "mode": mode,
+                "job": job.id,
+                "rank": job.rank,
+                "target_s": job.target_latency_s,
+                "outputs": len(values),
+                "delivered": int(lat["delivered"].sum()) if not lat.empty else 0,
+                "p50_s": float(np.percentile(values, 50)) if len(values) else None,
+                "p99_s": float(np.percentile(values, 99)) if len(values) else None,
+                "misses": misses,
+                "miss_rate": misses / len(values) if len(values) else 0.0,
+                "throughput": rows_in / run_s,
+                "importance": weight * stream.value(on_time / horizon_s),
+                "imbalance": imbalance,
+            }
+        )
     return out
 
 
@@ -396,8 +498,7 @@ class DemoResult:
     timings: dict = field(default_factory=dict)
 
 
-def collect(runs: list[ModeRun], scenario: Scenario, config: DemoConfig, spark, out: Path,
-            timings: dict) -> DemoResult:
+def collect(runs: list[ModeRun], scenario: Scenario, config: DemoConfig, spark, out: Path, timings: dict) -> DemoResult:
     """Measure both modes, verify every sink, write the metrics tables the report reads."""
     tick = 0.1
     lat_frames, checks, batch_rows, part_rows, decision_rows, gate_rows, obs_rows = [], [], [], [], [], [], []
@@ -406,41 +507,79 @@ def collect(runs: list[ModeRun], scenario: Scenario, config: DemoConfig, spark, 
         lat_frames += [lat, undelivered(run, scenario, tick, config.duration_s, spark)]
         checks += chk
         for r in run.engine.batch_observations():
-            batch_rows.append({"mode": run.mode, **{k: v for k, v in r.items() if k != "partition_rows"},
-                               "t_finished": r["finished"] - run.epoch, "t_released": r["released"] - run.epoch,
-                               "t_started": r["started"] - run.epoch})
+            batch_rows.append(
+                {
+                    "mode": run.mode,
+                    **{k: v for k, v in r.items() if k != "partition_rows"},
+                    "t_finished": r["finished"] - run.epoch,
+                    "t_released": r["released"] - run.epoch,
+                    "t_started": r["started"] - run.epoch,
+                }
+            )
             for i, n in enumerate(r.get("partition_rows") or []):
-                part_rows.append({"mode": run.mode, "job": r["job"], "batch_id": r["batch_id"],
-                                  "t": r["finished"] - run.epoch, "partition": i, "rows": n})
+                part_rows.append(
+                    {
+                        "mode": run.mode,
+                        "job": r["job"],
+                        "batch_id": r["batch_id"],
+                        "t": r["finished"] - run.epoch,
+                        "partition": i,
+                        "rows": n,
+                    }
+                )
         decision_rows += [{"mode": run.mode, **d, "t": d["t"] - run.epoch} for d in run.engine.decisions]
-        gate_rows += [{"mode": run.mode, **g, "t": g["released"] - run.epoch,
-                       "wait_s": g["released"] - g["arrived"]} for g in run.gate_rows]
+        gate_rows += [
+            {"mode": run.mode, **g, "t": g["released"] - run.epoch, "wait_s": g["released"] - g["arrived"]}
+            for g in run.gate_rows
+        ]
         obs_rows += [{"mode": run.mode, **o} for o in run.observations]
     latency = pd.concat([f for f in lat_frames if not f.empty], ignore_index=True)
     batches, partitions = pd.DataFrame(batch_rows), pd.DataFrame(part_rows)
-    summary = pd.DataFrame([row for run in runs for row in job_summary(
-        latency, batches, partitions, scenario, run.mode, config.duration_s, run.stop - run.epoch)])
-    tables = {"latency": latency, "batches": batches, "partitions": partitions, "summary": summary,
-              "checks": pd.DataFrame(checks), "decisions": pd.DataFrame(decision_rows),
-              "gate": pd.DataFrame(gate_rows), "observations": pd.DataFrame(obs_rows),
-              "controller": pd.DataFrame([{"mode": run.mode, **row, "t": row["time"] - run.epoch}
-                                          for run in runs for row in run.controller_log])}
+    summary = pd.DataFrame(
+        [
+            row
+            for run in runs
+            for row in job_summary(
+                latency, batches, partitions, scenario, run.mode, config.duration_s, run.stop - run.epoch
+            )
+        ]
+    )
+    tables = {
+        "latency": latency,
+        "batches": batches,
+        "partitions": partitions,
+        "summary": summary,
+        "checks": pd.DataFrame(checks),
+        "decisions": pd.DataFrame(decision_rows),
+        "gate": pd.DataFrame(gate_rows),
+        "observations": pd.DataFrame(obs_rows),
+        "controller": pd.DataFrame(
+            [{"mode": run.mode, **row, "t": row["time"] - run.epoch} for run in runs for row in run.controller_log]
+        ),
+    }
     metrics = out / "metrics"
     metrics.mkdir(parents=True, exist_ok=True)
     for name, frame in tables.items():
         frame.to_csv(metrics / f"{name}.csv", index=False)
-    meta = {"scenario": scenario.name, "config": {k: v for k, v in asdict(config).items()
-                                                  if k not in ("gate", "control")},
-            "gate": asdict(config.gate), "timings": timings,
-            "targets": {j.id: j.target_latency_s for j in scenario.jobs},
-            "ranks": {j.id: j.rank for j in scenario.jobs}}
+    meta = {
+        "scenario": scenario.name,
+        "config": {k: v for k, v in asdict(config).items() if k not in ("gate", "control")},
+        "gate": asdict(config.gate),
+        "timings": timings,
+        "targets": {j.id: j.target_latency_s for j in scenario.jobs},
+        "ranks": {j.id: j.rank for j in scenario.jobs},
+    }
     (metrics / "run.json").write_text(json.dumps(meta, indent=1, default=str))
     return DemoResult(summary, tables["checks"], tables["decisions"], out, timings)
 
 
-def run_demo(scenario: Scenario, out: Path, config: DemoConfig | None = None,
-             on_tick: Callable[[str, float, dict], None] | None = None,
-             on_phase: Callable[[str], None] | None = None) -> DemoResult:
+def run_demo(
+    scenario: Scenario,
+    out: Path,
+    config: DemoConfig | None = None,
+    on_tick: Callable[[str, float, dict], None] | None = None,
+    on_phase: Callable[[str], None] | None = None,
+) -> DemoResult:
     """Session → warm-up → baseline → strata → verification and metrics tables under ``out``."""
     from strata.spark.session import build_session
 
@@ -452,8 +591,13 @@ def run_demo(scenario: Scenario, out: Path, config: DemoConfig | None = None,
     say = on_phase or (lambda _: None)
     timings: dict[str, float] = {}
     t0 = time.time()
-    spark = build_session(f"strata-demo-{scenario.name}", cores=config.cores, shuffle_partitions=config.cores,
-                          pools=POOLS, work_dir=out / "spark")
+    spark = build_session(
+        f"strata-demo-{scenario.name}",
+        cores=config.cores,
+        shuffle_partitions=config.cores,
+        pools=POOLS,
+        work_dir=out / "spark",
+    )
     spark.sparkContext.setLogLevel("FATAL")
     timings["session_s"] = time.time() - t0
     try:
@@ -475,8 +619,11 @@ def run_demo(scenario: Scenario, out: Path, config: DemoConfig | None = None,
         result = collect(runs, scenario, config, spark, out, timings)
         timings["verify_s"] = time.time() - t
         timings["total_s"] = time.time() - t0
-        (out / "metrics" / "run.json").write_text(json.dumps(
-            {**json.loads((out / "metrics" / "run.json").read_text()), "timings": timings}, indent=1, default=str))
+        (out / "metrics" / "run.json").write_text(
+            json.dumps(
+                {**json.loads((out / "metrics" / "run.json").read_text()), "timings": timings}, indent=1, default=str
+            )
+        )
         return result
     finally:
         spark.stop()

@@ -159,8 +159,12 @@ class Gate:
     ``on_release`` receives one row per released batch (for the metrics tables).
     """
 
-    def __init__(self, config: GateConfig | None = None, clock: Callable[[], float] = time.time,
-                 on_release: Callable[[dict], None] | None = None) -> None:
+    def __init__(
+        self,
+        config: GateConfig | None = None,
+        clock: Callable[[], float] = time.time,
+        on_release: Callable[[dict], None] | None = None,
+    ) -> None:
         self.config = config or GateConfig()
         self.core = GateCore(self.config)
         self.clock = clock
@@ -230,10 +234,21 @@ class Gate:
         t.last_batch = batch_id
         if self.on_release is not None:
             fixed, per_record = t.cost.coefficients()
-            self.on_release({"query": pipeline.name, "batch_id": batch_id, "arrived": now, "released": released,
-                             "frontier": unit.frontier, "deadline": unit.frontier + unit.target_latency,
-                             "predicted_cost": unit.own_cost, "key": pending.key, "pool": pool,
-                             "cost_fixed": fixed, "cost_per_record": per_record})
+            self.on_release(
+                {
+                    "query": pipeline.name,
+                    "batch_id": batch_id,
+                    "arrived": now,
+                    "released": released,
+                    "frontier": unit.frontier,
+                    "deadline": unit.frontier + unit.target_latency,
+                    "predicted_cost": unit.own_cost,
+                    "key": pending.key,
+                    "pool": pool,
+                    "cost_fixed": fixed,
+                    "cost_per_record": per_record,
+                }
+            )
 
     def after(self, pipeline, record: dict) -> None:
         t = self._tracks.get(pipeline.name)

@@ -106,7 +106,8 @@ def write_tables(directory: str | Path, progress: list[dict], batches: list[dict
     out.mkdir(parents=True, exist_ok=True)
     partitions = [
         {"query": b["query"], "batch_id": b["batch_id"], "partition": p, "rows": n}
-        for b in batches for p, n in enumerate(b.get("partition_rows") or [])
+        for b in batches
+        for p, n in enumerate(b.get("partition_rows") or [])
     ]
     flat = [{k: v for k, v in b.items() if k not in ("partition_rows", "group_rows")} for b in batches]
     written = {}

@@ -24,14 +24,30 @@ def status_table(rows: list[QueryStatus], elapsed: float, title: str) -> Table:
         table.add_column(col, justify="left" if col in ("job", "state") else "right")
     for r in rows:
         state = {"running": "[green]running[/]", "failed": "[bold red]failed[/]"}.get(r.state, r.state)
-        table.add_row(r.job, state, str(r.batches), str(r.input_rows), _fmt(r.rows_per_s, ".0f"),
-                      _fmt(r.backlog_rows, "d"), _fmt(r.batch_ms, ".0f"), _fmt(r.latency_p50, ".2f"),
-                      _fmt(r.latency_p99, ".2f"))
+        table.add_row(
+            r.job,
+            state,
+            str(r.batches),
+            str(r.input_rows),
+            _fmt(r.rows_per_s, ".0f"),
+            _fmt(r.backlog_rows, "d"),
+            _fmt(r.batch_ms, ".0f"),
+            _fmt(r.latency_p50, ".2f"),
+            _fmt(r.latency_p99, ".2f"),
+        )
     return table
 
 
-def run_live(scenario: Scenario, files: list[Path], duration_s: float, master: str | None, out: Path,
-             sink: str, console: Console, errors: Console) -> int:
+def run_live(
+    scenario: Scenario,
+    files: list[Path],
+    duration_s: float,
+    master: str | None,
+    out: Path,
+    sink: str,
+    console: Console,
+    errors: Console,
+) -> int:
     """The ``strata run`` command; raises SpecError (located) before any query starts; returns the exit code."""
     problems = check_scenario(scenario)
     if problems:

@@ -108,9 +108,13 @@ def check_template(job: Job, template: Template, here: DocPath) -> list[Problem]
     problems: list[Problem] = []
     for k, st in enumerate(template.streams):
         if st.is_external:
-            problems.append(Problem((*here, "streams", k, "from"),
-                                    "a stream within the job (shared streams are not supported on Spark)",
-                                    repr(st.src)))
+            problems.append(
+                Problem(
+                    (*here, "streams", k, "from"),
+                    "a stream within the job (shared streams are not supported on Spark)",
+                    repr(st.src),
+                )
+            )
     ins: dict[str, int] = {}
     outs: dict[str, int] = {}
     for st in template.streams:
@@ -119,45 +123,81 @@ def check_template(job: Job, template: Template, here: DocPath) -> list[Problem]
     for i, op in enumerate(template.operators):
         at = (*here, "operators", i)
         if ins.get(op.name, 0) > 1 or outs.get(op.name, 0) > 1:
-            problems.append(Problem(at, "a chain source → … → sink (one input and one output per operator on Spark)",
-                                    f"{op.name!r} with {ins.get(op.name, 0)} inputs, {outs.get(op.name, 0)} outputs"))
-        if (op.kind is OperatorKind.SOURCE and op.source.path is None
-                and op.source.arrivals.process not in GENERATED_PROCESSES):
-            problems.append(Problem((*at, "source", "arrivals", "process"),
-                                    "constant, poisson, onoff or diurnal arrivals (trace replay does not run on Spark)",
-                                    repr(op.source.arrivals.process)))
+            problems.append(
+                Problem(
+                    at,
+                    "a chain source → … → sink (one input and one output per operator on Spark)",
+                    f"{op.name!r} with {ins.get(op.name, 0)} inputs, {outs.get(op.name, 0)} outputs",
+                )
+            )
+        if (
+            op.kind is OperatorKind.SOURCE
+            and op.source.path is None
+            and op.source.arrivals.process not in GENERATED_PROCESSES
+        ):
+            problems.append(
+                Problem(
+                    (*at, "source", "arrivals", "process"),
+                    "constant, poisson, onoff or diurnal arrivals (trace replay does not run on Spark)",
+                    repr(op.source.arrivals.process),
+                )
+            )
         if op.kind is OperatorKind.FILTER and not op.predicate:
             problems.append(Problem((*at, "predicate"), "a Spark SQL boolean expression for a filter", "nothing"))
         if op.kind is OperatorKind.MAP and not op.expressions:
             problems.append(Problem((*at, "expressions"), "Spark SQL select expressions for a map", "nothing"))
         if op.kind is OperatorKind.WINDOW_AGGREGATE and op.window.slide_s and op.window.slide_s > op.window.size_s:
-            problems.append(Problem((*at, "window", "slide_s"), f"a slide ≤ size_s ({op.window.size_s:g})",
-                                    f"{op.window.slide_s:g}"))
+            problems.append(
+                Problem(
+                    (*at, "window", "slide_s"), f"a slide ≤ size_s ({op.window.size_s:g})", f"{op.window.slide_s:g}"
+                )
+            )
     kinds = [op.kind for op in template.operators]
     if kinds.count(OperatorKind.SOURCE) != 1:
-        problems.append(Problem((*here, "operators"), "exactly one source operator on Spark",
-                                f"{kinds.count(OperatorKind.SOURCE)} sources"))
+        problems.append(
+            Problem(
+                (*here, "operators"),
+                "exactly one source operator on Spark",
+                f"{kinds.count(OperatorKind.SOURCE)} sources",
+            )
+        )
     if kinds.count(OperatorKind.SINK) != 1:
-        problems.append(Problem((*here, "operators"), "exactly one sink operator on Spark",
-                                f"{kinds.count(OperatorKind.SINK)} sinks"))
+        problems.append(
+            Problem(
+                (*here, "operators"), "exactly one sink operator on Spark", f"{kinds.count(OperatorKind.SINK)} sinks"
+            )
+        )
     if problems:
         return problems
     chain = operator_chain(template)
     if chain is None:
-        return [Problem((*here, "streams"), "streams joining every operator into one chain source → … → sink",
-                        "operators off the chain")]
+        return [
+            Problem(
+                (*here, "streams"),
+                "streams joining every operator into one chain source → … → sink",
+                "operators off the chain",
+            )
+        ]
     seen_aggregation = None
     for i in chain:
         op = template.operators[i]
         at = (*here, "operators", i)
         if op.kind in AGGREGATIONS:
             if seen_aggregation is not None:
-                problems.append(Problem((*at, "kind"), "at most one aggregation per template on Spark",
-                                        f"{op.kind.value} after {seen_aggregation!r}"))
+                problems.append(
+                    Problem(
+                        (*at, "kind"),
+                        "at most one aggregation per template on Spark",
+                        f"{op.kind.value} after {seen_aggregation!r}",
+                    )
+                )
             seen_aggregation = op.name
         elif op.kind is OperatorKind.JOIN and seen_aggregation is not None:
-            problems.append(Problem((*at, "kind"), "a stream–static join before the aggregation",
-                                    f"join after {seen_aggregation!r}"))
+            problems.append(
+                Problem(
+                    (*at, "kind"), "a stream–static join before the aggregation", f"join after {seen_aggregation!r}"
+                )
+            )
     return problems
 
 
@@ -229,9 +269,17 @@ class Pipeline:
         register(self.spark)
         self.rate_cap = RateCap(self.run_dir / "control" / f"{self.name}.json")
         o = self.options
-        opts = generator_options(op.source, clock=o.clock, end_s=o.end_s, epoch=o.epoch, tick_s=o.tick_s,
-                                 partitions=o.input_partitions, max_rows_per_batch=o.max_rows_per_batch,
-                                 control_file=self.rate_cap.path, start_row=o.start_row)
+        opts = generator_options(
+            op.source,
+            clock=o.clock,
+            end_s=o.end_s,
+            epoch=o.epoch,
+            tick_s=o.tick_s,
+            partitions=o.input_partitions,
+            max_rows_per_batch=o.max_rows_per_batch,
+            control_file=self.rate_cap.path,
+            start_row=o.start_row,
+        )
         return self.spark.readStream.format(GENERATOR).options(**opts).load()
 
     def _file_source(self, op: Operator):
@@ -246,12 +294,25 @@ class Pipeline:
         try:
             schema = reader.load(src.path).schema
         except AnalysisException as e:
-            raise PipelineProblems([Problem(self._at(op, "source", "path"),
-                                            f"a directory of {src.format} files to infer the schema from",
-                                            str(e).strip().splitlines()[0][:200])]) from None
+            raise PipelineProblems(
+                [
+                    Problem(
+                        self._at(op, "source", "path"),
+                        f"a directory of {src.format} files to infer the schema from",
+                        str(e).strip().splitlines()[0][:200],
+                    )
+                ]
+            ) from None
         if "event_time" not in schema.fieldNames():
-            raise PipelineProblems([Problem(self._at(op, "source", "path"), "records with an event_time column",
-                                            f"columns {schema.fieldNames()}")])
+            raise PipelineProblems(
+                [
+                    Problem(
+                        self._at(op, "source", "path"),
+                        "records with an event_time column",
+                        f"columns {schema.fieldNames()}",
+                    )
+                ]
+            )
         stream = self.spark.readStream.format(src.format).schema(schema)
         if src.format == "csv":
             stream = stream.option("header", "true")
@@ -275,8 +336,13 @@ class Pipeline:
         from pyspark.errors import AnalysisException, ParseException
         from pyspark.sql import functions as F
 
-        field_of = {OperatorKind.FILTER: "predicate", OperatorKind.MAP: "expressions", OperatorKind.JOIN: "join",
-                    OperatorKind.WINDOW_AGGREGATE: "aggregate", OperatorKind.KEYED_STATEFUL: "aggregate"}
+        field_of = {
+            OperatorKind.FILTER: "predicate",
+            OperatorKind.MAP: "expressions",
+            OperatorKind.JOIN: "join",
+            OperatorKind.WINDOW_AGGREGATE: "aggregate",
+            OperatorKind.KEYED_STATEFUL: "aggregate",
+        }
         try:
             if op.kind is OperatorKind.FILTER:
                 return df.filter(F.expr(op.predicate))
@@ -289,17 +355,31 @@ class Pipeline:
                 w = op.window
                 win = F.window("event_time", _duration(w.size_s), _duration(w.slide_s) if w.slide_s else None)
                 fn = (op.aggregate or AggregateSpec()).fn
-                return (df.withWatermark("event_time", _duration(w.watermark_s))
-                        .groupBy(win.alias("w"), "key").agg(_aggregate(op))
-                        .select(F.col("w.start").alias("window_start"), F.col("w.end").alias("window_end"),
-                                "key", fn, F.col("w.end").alias("event_time")))
+                return (
+                    df.withWatermark("event_time", _duration(w.watermark_s))
+                    .groupBy(win.alias("w"), "key")
+                    .agg(_aggregate(op))
+                    .select(
+                        F.col("w.start").alias("window_start"),
+                        F.col("w.end").alias("window_end"),
+                        "key",
+                        fn,
+                        F.col("w.end").alias("event_time"),
+                    )
+                )
             if op.kind is OperatorKind.KEYED_STATEFUL:
                 return df.groupBy("key").agg(_aggregate(op), F.max("event_time").alias("event_time"))
         except (AnalysisException, ParseException) as e:
             message = str(e).strip().splitlines()[0][:200]
-            raise PipelineProblems([Problem(self._at(op, field_of[op.kind]),
-                                            f"an expression Spark can analyse over columns {df.columns}",
-                                            message)]) from None
+            raise PipelineProblems(
+                [
+                    Problem(
+                        self._at(op, field_of[op.kind]),
+                        f"an expression Spark can analyse over columns {df.columns}",
+                        message,
+                    )
+                ]
+            ) from None
         raise AssertionError(f"unhandled operator kind {op.kind}")
 
     def _build(self):
@@ -312,18 +392,25 @@ class Pipeline:
         if split is None:
             return df, []
         managed = ops[split]
-        spec = KeyedSpec(managed.aggregate or AggregateSpec(), managed.window, managed.key_groups,
-                         self.options.state_partitions)
+        spec = KeyedSpec(
+            managed.aggregate or AggregateSpec(), managed.window, managed.key_groups, self.options.state_partitions
+        )
         missing = {"key", "event_time", spec.aggregate.column} - set(df.columns)
         if missing:
-            raise PipelineProblems([Problem(self._at(managed, "aggregate"),
-                                            f"columns key, event_time and the aggregated column in {df.columns}",
-                                            f"missing {sorted(missing)}")])
+            raise PipelineProblems(
+                [
+                    Problem(
+                        self._at(managed, "aggregate"),
+                        f"columns key, event_time and the aggregated column in {df.columns}",
+                        f"missing {sorted(missing)}",
+                    )
+                ]
+            )
         self.store = KeyedStateStore(spec, self.run_dir / "state" / self.name / managed.name)
         probe = self.spark.createDataFrame([], spec.spark_output_schema())
-        for op in ops[split + 1:]:
+        for op in ops[split + 1 :]:
             probe = self._apply(probe, op)
-        return df, ops[split + 1:]
+        return df, ops[split + 1 :]
 
     # -------------------------------------------------------------- running
 
@@ -340,8 +427,12 @@ class Pipeline:
         at once on a busy machine miss it. A query that died of exactly that
         before reading anything is started again (up to ``START_ATTEMPTS``).
         """
-        writer = (self.stream.writeStream.queryName(self.name).outputMode(self.output_mode())
-                  .option("checkpointLocation", str(self.checkpoint)).foreachBatch(self._batch))
+        writer = (
+            self.stream.writeStream.queryName(self.name)
+            .outputMode(self.output_mode())
+            .option("checkpointLocation", str(self.checkpoint))
+            .foreachBatch(self._batch)
+        )
         if self.options.available_now:
             writer = writer.trigger(availableNow=True)
         elif self.options.trigger_s:
@@ -349,8 +440,11 @@ class Pipeline:
         for _attempt in range(START_ATTEMPTS):
             self.query = writer.start()
             deadline = time.time() + ready_timeout_s
-            while (self.query.isActive and time.time() < deadline
-                   and self.query.status["message"].startswith("Initializing")):
+            while (
+                self.query.isActive
+                and time.time() < deadline
+                and self.query.status["message"].startswith("Initializing")
+            ):
                 time.sleep(0.1)
             if self.query.isActive or not _missed_connect_back(self.query):
                 break
@@ -375,9 +469,16 @@ class Pipeline:
             self.store.commit(plan)
             cached.unpersist()
         done = time.time()
-        record = {"query": self.name, "batch_id": batch_id, "started": started, "released": released,
-                  "finished": done, "rows_out": int(times.size), "pool": self.pool,
-                  **latency_percentiles(done, times)}
+        record = {
+            "query": self.name,
+            "batch_id": batch_id,
+            "started": started,
+            "released": released,
+            "finished": done,
+            "rows_out": int(times.size),
+            "pool": self.pool,
+            **latency_percentiles(done, times),
+        }
         if plan is not None:
             record["partition_rows"] = plan.partition_rows
             record["group_rows"] = plan.group_rows
@@ -408,5 +509,9 @@ def latency_percentiles(now: float, event_micros: np.ndarray) -> dict[str, float
         return {"latency_p50": None, "latency_p95": None, "latency_p99": None, "latency_max": None}
     lat = now - event_micros / 1e6
     p50, p95, p99 = np.percentile(lat, [50, 95, 99])
-    return {"latency_p50": float(p50), "latency_p95": float(p95), "latency_p99": float(p99),
-            "latency_max": float(lat.max())}
+    return {
+        "latency_p50": float(p50),
+        "latency_p95": float(p95),
+        "latency_p99": float(p99),
+        "latency_max": float(lat.max()),
+    }

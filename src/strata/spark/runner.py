@@ -70,16 +70,23 @@ class Runner:
             raise PipelineProblems(problems)
         self.out = Path(self.out)
         self.owns_session = spark is None
-        self.spark = spark or build_session(f"strata-run-{self.scenario.name}", master=self.master,
-                                            cores=self.cores, shuffle_partitions=self.shuffle_partitions,
-                                            work_dir=self.out / "spark")
+        self.spark = spark or build_session(
+            f"strata-run-{self.scenario.name}",
+            master=self.master,
+            cores=self.cores,
+            shuffle_partitions=self.shuffle_partitions,
+            work_dir=self.out / "spark",
+        )
         self.listener = ProgressListener()
         self.spark.streams.addListener(self.listener)
         problems = []
         for j, job in enumerate(self.scenario.jobs):
             try:
-                self.pipelines.append(Pipeline(self.spark, job, job.templates[0], self.out, self.options,
-                                               here=("jobs", j, "templates", 0)))
+                self.pipelines.append(
+                    Pipeline(
+                        self.spark, job, job.templates[0], self.out, self.options, here=("jobs", j, "templates", 0)
+                    )
+                )
             except PipelineProblems as e:
                 problems.extend(e.problems)
         if problems:
@@ -103,11 +110,29 @@ class Runner:
                 error = q.exception()
                 if error is not None:
                     self.failures[p.name] = _cause(error)
-            state = ("failed" if p.name in self.failures else
-                     "running" if q is not None and q.isActive else "stopped" if q is not None else "held")
-            rows.append(QueryStatus(p.name, state, len(mine), sum(r["input_rows"] or 0 for r in mine),
-                                    last.get("processed_rows_per_s"), last.get("backlog_rows"), last.get("batch_ms"),
-                                    sink.get("latency_p50"), sink.get("latency_p99"), self.failures.get(p.name)))
+            state = (
+                "failed"
+                if p.name in self.failures
+                else "running"
+                if q is not None and q.isActive
+                else "stopped"
+                if q is not None
+                else "held"
+            )
+            rows.append(
+                QueryStatus(
+                    p.name,
+                    state,
+                    len(mine),
+                    sum(r["input_rows"] or 0 for r in mine),
+                    last.get("processed_rows_per_s"),
+                    last.get("backlog_rows"),
+                    last.get("batch_ms"),
+                    sink.get("latency_p50"),
+                    sink.get("latency_p99"),
+                    self.failures.get(p.name),
+                )
+            )
         return rows
 
     def active(self) -> bool:

@@ -46,15 +46,19 @@ class ParquetSink:
         files = sorted(target.glob("*.parquet"))
         if not files:
             return np.zeros(0, np.int64)
-        times = pq.read_table(files, columns=["event_time"]) if len(files) == 1 else ds.dataset(
-            [str(f) for f in files]).to_table(columns=["event_time"])
+        times = (
+            pq.read_table(files, columns=["event_time"])
+            if len(files) == 1
+            else ds.dataset([str(f) for f in files]).to_table(columns=["event_time"])
+        )
         return event_micros(times.column("event_time").to_pandas())
 
     def read(self) -> pd.DataFrame:
         if not self.directory.exists() or not any(self.directory.glob("batch_id=*/*.parquet")):
             return pd.DataFrame()
-        table = ds.dataset(str(self.directory), format="parquet", partitioning="hive",
-                           exclude_invalid_files=True).to_table()
+        table = ds.dataset(
+            str(self.directory), format="parquet", partitioning="hive", exclude_invalid_files=True
+        ).to_table()
         return table.to_pandas()
 
     def clear(self) -> None:

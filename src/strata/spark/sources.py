@@ -43,8 +43,9 @@ from strata.spark.workload import Timeline, Workload, generate
 
 NAME = "strata-generator"
 SCHEMA = "id LONG, event_time TIMESTAMP, key LONG, value DOUBLE"
-ARROW_SCHEMA = pa.schema([("id", pa.int64()), ("event_time", pa.timestamp("us", tz="UTC")),
-                          ("key", pa.int64()), ("value", pa.float64())])
+ARROW_SCHEMA = pa.schema(
+    [("id", pa.int64()), ("event_time", pa.timestamp("us", tz="UTC")), ("key", pa.int64()), ("value", pa.float64())]
+)
 
 
 class RateCap:
@@ -146,8 +147,11 @@ class GeneratorStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
         epoch = self.seen_epoch = float(start["epoch"])
         end = self._available(epoch)
-        caps = [c for c in (self.cap.get() if self.cap else None,
-                            limit.max_rows if isinstance(limit, ReadMaxRows) else None) if c is not None]
+        caps = [
+            c
+            for c in (self.cap.get() if self.cap else None, limit.max_rows if isinstance(limit, ReadMaxRows) else None)
+            if c is not None
+        ]
         if caps:
             end = min(end, start["row"] + min(caps))
         return {"row": max(end, start["row"]), "epoch": epoch}
@@ -173,8 +177,14 @@ class GeneratorStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         cols = generate(self.spec, self.tick_s, list(partition.segments), partition.lo, partition.hi)
         micros = np.round((partition.epoch + cols["t"]) * 1e6).astype(np.int64)
         yield pa.RecordBatch.from_arrays(
-            [pa.array(cols["id"]), pa.array(micros, type=pa.timestamp("us", tz="UTC")),
-             pa.array(cols["key"]), pa.array(cols["value"])], schema=ARROW_SCHEMA)
+            [
+                pa.array(cols["id"]),
+                pa.array(micros, type=pa.timestamp("us", tz="UTC")),
+                pa.array(cols["key"]),
+                pa.array(cols["value"]),
+            ],
+            schema=ARROW_SCHEMA,
+        )
 
     def commit(self, end: dict) -> None:
         """Nothing to release: rows are regenerated from offsets on demand."""
@@ -185,14 +195,27 @@ def register(spark) -> None:
     spark.dataSource.register(GeneratorSource)
 
 
-def generator_options(spec, *, clock: str = "wall", end_s: float | None = None,
-                      epoch: float | None = None, tick_s: float = 0.1, partitions: int = 2,
-                      max_rows_per_batch: int | None = None, control_file: str | Path | None = None,
-                      start_row: int = 0) -> dict[str, str]:
+def generator_options(
+    spec,
+    *,
+    clock: str = "wall",
+    end_s: float | None = None,
+    epoch: float | None = None,
+    tick_s: float = 0.1,
+    partitions: int = 2,
+    max_rows_per_batch: int | None = None,
+    control_file: str | Path | None = None,
+    start_row: int = 0,
+) -> dict[str, str]:
     """The reader options for one generated source (a SourceSpec), as strings."""
     opts = {"spec": spec.model_dump_json(), "clock": clock, "tick_s": str(tick_s), "partitions": str(partitions)}
-    for key, value in (("end_s", end_s), ("epoch", epoch), ("max_rows_per_batch", max_rows_per_batch),
-                       ("control_file", control_file), ("start_row", start_row or None)):
+    for key, value in (
+        ("end_s", end_s),
+        ("epoch", epoch),
+        ("max_rows_per_batch", max_rows_per_batch),
+        ("control_file", control_file),
+        ("start_row", start_row or None),
+    ):
         if value is not None:
             opts[key] = str(value)
     return opts

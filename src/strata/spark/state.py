@@ -173,9 +173,12 @@ class KeyedStateStore:
         previous = self._previous(batch_id)
         slots = self._slot_values(df.sparkSession)
         col = spec.aggregate.column
-        keyed = df.select(F.pmod(F.xxhash64("key"), F.lit(spec.key_groups)).cast("int").alias("kg"),
-                          F.col("key").cast("long").alias("key"), F.col("event_time"),
-                          F.col(col).cast("double").alias("x"))
+        keyed = df.select(
+            F.pmod(F.xxhash64("key"), F.lit(spec.key_groups)).cast("int").alias("kg"),
+            F.col("key").cast("long").alias("key"),
+            F.col("event_time"),
+            F.col(col).cast("double").alias("x"),
+        )
         stats = keyed.groupBy("kg").agg(F.count(F.lit(1)).alias("n"), F.max("event_time").alias("t")).collect()
         group_rows = {int(r["kg"]): int(r["n"]) for r in stats}
         newest = max((r["t"] for r in stats if r["t"] is not None), default=None)
@@ -188,11 +191,20 @@ class KeyedStateStore:
         slot_of_group = F.array(*[F.lit(slots[p]).cast("long") for p in routing])
         rows = keyed.withColumn("slot", F.element_at(slot_of_group, F.col("kg") + 1)).withColumn("marker", F.lit(False))
         markers = df.sparkSession.createDataFrame(
-            [(-1, 0, None, None, slots[p], True) for p in range(spec.partitions)], rows.schema)
-        task = _Task(spec, str(self.directory), plan.batch_id, plan.watermark_us, routing,
-                     previous["batch"] if previous else None, tuple(previous["routing"]) if previous else ())
-        out = (rows.unionByName(markers).repartition(spec.partitions, "slot")
-               .mapInArrow(task, spec.spark_output_schema()))
+            [(-1, 0, None, None, slots[p], True) for p in range(spec.partitions)], rows.schema
+        )
+        task = _Task(
+            spec,
+            str(self.directory),
+            plan.batch_id,
+            plan.watermark_us,
+            routing,
+            previous["batch"] if previous else None,
+            tuple(previous["routing"]) if previous else (),
+        )
+        out = (
+            rows.unionByName(markers).repartition(spec.partitions, "slot").mapInArrow(task, spec.spark_output_schema())
+        )
         return out, plan
 
     def commit(self, plan: BatchPlan) -> None:
@@ -262,8 +274,14 @@ class _Task:
         if rows.empty:
             return _empty_state()
         et = rows["event_time"].astype("datetime64[us, UTC]").astype("int64").to_numpy()
-        base = pd.DataFrame({"kg": rows["kg"].to_numpy(np.int32), "key": rows["key"].to_numpy(np.int64),
-                             "x": rows["x"].to_numpy(np.float64), "et": et})
+        base = pd.DataFrame(
+            {
+                "kg": rows["kg"].to_numpy(np.int32),
+                "key": rows["key"].to_numpy(np.int64),
+                "x": rows["x"].to_numpy(np.float64),
+                "et": et,
+            }
+        )
         if self.spec.window is None:
             base["ws"] = np.int64(0)
         else:
@@ -313,8 +331,15 @@ class _Task:
         return pa.RecordBatch.from_arrays(list(cols.values()), schema=self.spec.output_schema())
 
 
-_STATE_TYPES = {"kg": "int32", "key": "int64", "ws": "int64", "n": "int64", "s": "float64", "m": "float64",
-                "et": "int64"}
+_STATE_TYPES = {
+    "kg": "int32",
+    "key": "int64",
+    "ws": "int64",
+    "n": "int64",
+    "s": "float64",
+    "m": "float64",
+    "et": "int64",
+}
 
 
 def _empty_state() -> pd.DataFrame:

@@ -79,10 +79,16 @@ class Workload:
         d = spec if isinstance(spec, dict) else spec.model_dump(mode="json")
         keys = d.get("keys") or {}
         curve = d.get("rate_curve")
-        return cls(float(d["rate"]), tuple((float(t), float(r)) for t, r in curve) if curve else None,
-                   dict(d.get("arrivals") or {"process": "poisson"}), int(keys.get("count", 1000)),
-                   float(keys.get("zipf_s", 0.0)), keys.get("drift_period_s"), int(keys.get("drift_step", 1)),
-                   int(d.get("seed", 0)))
+        return cls(
+            float(d["rate"]),
+            tuple((float(t), float(r)) for t, r in curve) if curve else None,
+            dict(d.get("arrivals") or {"process": "poisson"}),
+            int(keys.get("count", 1000)),
+            float(keys.get("zipf_s", 0.0)),
+            keys.get("drift_period_s"),
+            int(keys.get("drift_step", 1)),
+            int(d.get("seed", 0)),
+        )
 
     @property
     def process(self) -> str:
@@ -165,8 +171,13 @@ class Timeline:
         return [(k, int(s[k]), int(s[k + 1] - s[k])) for k in range(k0, k1 + 1) if s[k + 1] > s[k]]
 
 
-def generate(spec: Workload, tick_s: float, segments: list[tuple[int, int, int]], lo: int, hi: int,
-             ) -> dict[str, np.ndarray]:
+def generate(
+    spec: Workload,
+    tick_s: float,
+    segments: list[tuple[int, int, int]],
+    lo: int,
+    hi: int,
+) -> dict[str, np.ndarray]:
     """Columns of records [lo, hi): id, t (seconds since epoch, float), key, value."""
     if hi <= lo:
         return {"id": np.zeros(0, np.int64), "t": np.zeros(0), "key": np.zeros(0, np.int64), "value": np.zeros(0)}

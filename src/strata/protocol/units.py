@@ -1,11 +1,12 @@
-"""The simulator's extension points: what a scheduling level plugs into.
+"""Units of work and the extension points a scheduling level plugs into.
 
-Engines observe and enforce; policies decide (DESIGN.md, rules 1 and 2). The
-simulator calls these objects at well-defined moments and never decides on its
+Engines observe and enforce; policies decide (DESIGN.md, rules 1 and 2). An
+engine calls these objects at well-defined moments and never decides on its
 own beyond the documented defaults (FIFO dispatch, hash routing).
 
-This module is the contract between ``strata.sim`` (the engine) and the levels
-(``strata.dispatch``, ``strata.balance``, ``strata.plan``, ``strata.hierarchy``).
+Engine-neutral: ``strata.sim`` implements it message by message; the levels
+(``strata.dispatch``, ``strata.balance``, ``strata.hierarchy``) import it
+without importing any engine.
 """
 
 from __future__ import annotations

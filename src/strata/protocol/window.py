@@ -2,7 +2,7 @@
 
 The engine builds an :class:`Observation` every ``period`` seconds for each
 controller registered with ``Simulation.every``; the callback returns
-:class:`Actions` (or just a list of :class:`~strata.sim.hooks.Move`, or None).
+:class:`Actions` (or just a list of :class:`~strata.protocol.units.Move`, or None).
 The engine only enforces what comes back.
 """
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from strata.sim.hooks import KeyGroupLoad, Move
+from strata.protocol.units import KeyGroupLoad, Move
 
 
 @dataclass(frozen=True, slots=True)
