@@ -95,6 +95,22 @@ def test_window_latency_is_at_least_lateness_after_window_end():
     assert 1.0 <= lat.p50 <= 3.0 + 0.2 + 0.05
 
 
+def test_watermark_ticks_do_not_drift():
+    # Ticks every 0.2 s summed by repeated addition fall just short of 179 of the first 300 whole
+    # seconds, so those 1 s windows would fire a tick (0.2 s) late; tick k at k × 0.2 never does.
+    scenario = chain(
+        [{"kind": "window_aggregate", "window": {"size_s": 1, "watermark_s": 0}}],
+        rate=100,
+        arrivals="constant",
+        keys={"count": 1},
+    )
+    sim = Simulation(scenario, seed=1, watermark_interval=0.2).run(300.5)
+    lat = np.frombuffer(sim.metrics.lat["c"], dtype=float)
+    assert len(lat) == 300  # one result per window
+    # The newest record of a window is 0.01 s (the arrival spacing) older than its end.
+    assert lat.max() < 0.05
+
+
 def test_sink_totals_equal_reference_through_every_kind():
     scenario = chain(
         [

@@ -234,6 +234,7 @@ class Simulation:
                 if t is not None:
                     self._push(t, _GEN, pe, None)
                 if pe.needs_wm:
+                    pe.ticks = 1
                     self._push(self.wm_interval, _TICK, pe, None)
         for node, down_at, up_at in failures:
             if node not in self.node_by_name:
@@ -536,7 +537,10 @@ class Simulation:
             msg = Message(self._seq, pe.job, pe.name, inst.index, -1, now, wm, wm, kind=Kind.WATERMARK)
             self._deliver(inst, msg, now)
         if not final:
-            self._push(now + self.wm_interval, _TICK, pe, None)
+            # Tick k at exactly k × interval: adding the interval again and again drifts
+            # (0.2 is inexact in binary), so ticks meant for a window's end would land before it.
+            pe.ticks += 1
+            self._push(pe.ticks * self.wm_interval, _TICK, pe, None)
 
     def _deliver(self, inst: InstanceRt, msg: Message, now: float) -> None:
         node = inst.node

@@ -126,6 +126,7 @@ class PeRt:
         "stream",
         "target",
         "tat",
+        "ticks",
         "uid",
         "upstream",
         "wm_deferred",
@@ -175,6 +176,7 @@ class PeRt:
         self.limit: float | None = None
         self.limit_drop = True
         self.tat = 0.0
+        self.ticks = 0  # watermark ticks scheduled so far (tick k is due at k × interval)
         self.wm_deferred: deque[float] = deque()
 
 
