@@ -7,8 +7,9 @@ for good. Two runs with the same seed:
 
 - ``hierarchy``: the co-operative controller — the node-loss signal re-plans
   only the components with instances on the lost node (SODA on the capacity
-  the others leave, then the multi-resource placement), and the engine
-  rebinds those instances, with their keyed state, to live nodes;
+  the others leave, then the multi-resource placement), and the simulator
+  relocates those instances (``Actions(placement=…)``: paused, state shipped,
+  resumed on live nodes);
 - ``static``: the same initial plan, nobody reacting (same failed node).
 
 Reported: time from the failure to the new placement being enforced
@@ -34,7 +35,7 @@ from rich.table import Table
 
 from bench_hierarchy_cooperation import EPOCH_S, scenario
 from strata.hierarchy.controller import Controller, HierarchyConfig
-from strata.hierarchy.protocol import WindowStats
+from strata.hierarchy.protocol import Decisions, Observation, WindowStats
 from strata.hierarchy.sim_engine import SimEngine
 
 WINDOW_S = 1.0
@@ -64,23 +65,27 @@ def run(mode: str, duration: float, seed: int, node: str | None = None) -> dict:
     fail_at = duration / 2 + WINDOW_S / 2  # mid-window: the detection delay is not hidden by a lucky tick
     engine = SimEngine(sc, first, seed=seed, failures=[(victim, fail_at, None)])
     windows: list[WindowStats] = []
-
     at_replan: dict[str, int] = {}
 
-    def tick(w: WindowStats) -> None:
-        windows.append(w)
-        engine._window = w
-        if mode == "hierarchy":
-            engine.apply(ctl.step(engine.observe()))
+    class Loop:
+        """The control loop of the run: records every window; only the hierarchy run decides anything."""
+
+        def step(self, obs: Observation) -> Decisions:
+            windows.append(obs.window)
+            if mode != "hierarchy":
+                return Decisions(epoch=0)
+            d = ctl.step(obs)
             if not at_replan and any(s.startswith("node-loss") for s in ctl.log[-1].signals):
                 at_replan.update(engine.sim.metrics.drop_totals())
+            return d
 
-    engine.sim.every(WINDOW_S, tick)
+    engine.drive(Loop(), WINDOW_S)
     engine.sim.run(fail_at + 1e-6)
     lost_at_failure = engine.sim.metrics.drop_totals()
     engine.sim.run(duration)
     replan = next((entry for entry in ctl.log if any(s.startswith("node-loss") for s in entry.signals)), None)
-    rebinds = [r for r in engine.rebinds if r[0] >= fail_at]
+    moved = [r for r in engine.sim.migrations.relocations if r.requested >= fail_at]
+    installed = max((r.installed for r in moved), default=None)
     return {
         "mode": mode,
         "failed_node": victim,
@@ -88,7 +93,8 @@ def run(mode: str, duration: float, seed: int, node: str | None = None) -> dict:
         "replanned_at_s": replan.time if replan else None,
         "replanned_jobs": list(replan.replanned) if replan else [],
         "plan_wall_s": replan.plan_seconds if replan else None,
-        "instances_moved": len(rebinds),
+        "instances_moved": len(moved),
+        "placement_enforced_at_s": installed,
         "lost_at_failure": lost_at_failure.get("failure", 0),
         "lost_before_replan": (at_replan or engine.sim.metrics.drop_totals()).get("failure", 0)
         - lost_at_failure.get("failure", 0),
@@ -118,6 +124,7 @@ def main() -> None:
         "mode",
         "node",
         "new plan after",
+        "enforced after",
         "plan wall",
         "instances moved",
         "lost at failure",
@@ -138,6 +145,9 @@ def main() -> None:
             r["mode"],
             r["failed_node"],
             f"{r['replanned_at_s'] - r['fail_at_s']:.2f} s sim" if r["replanned_at_s"] is not None else "never",
+            f"{r['placement_enforced_at_s'] - r['fail_at_s']:.2f} s sim"
+            if r["placement_enforced_at_s"] is not None
+            else "-",
             f"{r['plan_wall_s']:.2f} s" if r["plan_wall_s"] is not None else "-",
             str(r["instances_moved"]),
             str(r["lost_at_failure"]),

@@ -1,25 +1,22 @@
 """The simulator as an :class:`~strata.hierarchy.protocol.Engine`: observe and enforce, nothing decided here.
 
-``strata.sim`` fixes placement and dispatch when a ``Simulation`` is built.
-The hierarchy needs three runtime capabilities on top; they live here, as
-an adapter, so the simulator itself stays untouched:
+Everything goes through the simulator's public API (``Simulation.apply``
+with :class:`~strata.protocol.window.Actions`, ``Simulation.every``, the
+``DispatchPolicy`` hook); this adapter adds what the hierarchy needs on top:
 
 - **switching the dispatch strategy** between units of work: every node runs
-  a :class:`SwitchableDispatch` (a ``DispatchPolicy`` through the public
-  hook) that, when the strategy changes, re-files the messages still queued
-  under the new strategy's keys; a message already running is never touched
-  (Cameo's dispatch is non-preemptive), so a switch happens between units;
-- **re-placement** of an instance on another node (after a node loss, or
-  when L0 moves it): the instance is rebound to the new node with its keyed
-  state (the simulator keeps state across a failure, as restored from a
-  checkpoint), its queued messages follow it, and both nodes' views and
-  policies are rebuilt. This reaches into the simulator's runtime records
-  (``InstanceRt.node``, ``NodeRt.view/policy/running/idle``) — the one place
-  outside ``strata.sim`` that does, kept to :meth:`SimEngine._rebind`;
+  a :class:`SwitchableDispatch` that, when the strategy changes, re-files the
+  messages still queued under the new strategy's keys; a message already
+  running is never touched (Cameo's dispatch is non-preemptive), so a switch
+  happens between units;
+- **re-placement** of instances (after a node loss, or when L0 moves them):
+  ``Actions(placement=…)`` — the simulator pauses a moved instance, ships its
+  state once nothing of it runs or waits at the old node, and resumes it on
+  the new node with everything it held (exactly once). Each node's policy is
+  built over every PE of the run, since an instance may be relocated to any node;
 - **stopping and restarting a job** (admission): its sources are capped at
   0 records/s in drop mode (a stopped query reads nothing) and lifted on restart.
 
-Rate caps and key-group moves go through ``Simulation.apply`` unchanged.
 Template switches are not supported by the simulator; a request is recorded
 in :attr:`SimEngine.unsupported` and the job keeps its template.
 """
@@ -30,8 +27,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from strata.dispatch import Priors, dispatcher
-from strata.hierarchy.protocol import Decisions, Observation, WindowStats
-from strata.model import Scenario
+from strata.hierarchy.protocol import Decisions, Observation, Placement, WindowStats
+from strata.model import Scenario, joined_graph
 from strata.protocol.units import DispatchFactory, DispatchPolicy, Message, NodeView
 from strata.sim import Actions, Simulation
 
@@ -72,24 +69,6 @@ class SwitchableDispatch:
             self._version = self._choice.version
             self._refile(self._factories(self._choice.name)(self.view), now)
 
-    def rebuild(self, view: NodeView, now: float) -> None:
-        """The node's PEs changed: a fresh policy for the new view, queued messages re-filed."""
-        self.view = view
-        self._version = self._choice.version
-        self._refile(self._factories(self._choice.name)(view), now)
-
-    def take(self, keep: Callable[[Message], bool], now: float) -> list[Message]:
-        """Remove and return the queued messages ``keep`` rejects (an instance leaving the node)."""
-        out: list[Message] = []
-        old = self._inner
-        self._inner = self._factories(self._choice.name)(self.view)
-        while (msg := old.pop(now)) is not None:
-            if keep(msg):
-                self._inner.push(msg, now)
-            else:
-                out.append(msg)
-        return out
-
     def push(self, msg: Message, now: float) -> None:
         self._sync(now)
         self._inner.push(msg, now)
@@ -122,6 +101,8 @@ class SimEngine:
         self.scenario = scenario
         self.choice = DispatchChoice(first.dispatch or "llf")
         priors = priors or Priors.from_scenario(scenario, first.admitted)
+        graph = joined_graph(scenario, first.admitted)
+        every_pe = tuple(graph)
         cache: dict[str, DispatchFactory] = {}
 
         def factories(name: str) -> DispatchFactory:
@@ -129,22 +110,29 @@ class SimEngine:
                 cache[name] = dispatcher(name, priors)
             return cache[name]
 
-        self._factories = factories
-        # The simulator records only positive shares; a PE the plan gives no cpu (a free source) has none.
-        placement = {pe: [(n, c) if c > 0 else n for n, c in insts] for pe, insts in first.placement.items()}
+        def policy(view: NodeView) -> SwitchableDispatch:
+            # The simulator does not rebuild a node's view when an instance is relocated onto it; a view of every
+            # PE keeps a moved PE's window semantics (Cameo's frontier) wherever it lands.
+            return SwitchableDispatch(replace(view, pes=every_pe), self.choice, factories)
+
         self.sim = Simulation(
             scenario,
             seed=seed,
             templates=first.admitted,
-            placement=placement,
-            dispatch=lambda view: SwitchableDispatch(view, self.choice, factories),
+            placement=_actions_placement(first.placement),
+            dispatch=policy,
             **simulation,
         )  # type: ignore[arg-type]
         self.templates = dict(first.admitted)
+        self.placement: dict[str, list[str]] = {pe: [n for n, _ in insts] for pe, insts in first.placement.items()}
+        self._sources = {
+            job: [pe for pe in graph if graph.nodes[pe]["job"] == job and graph.nodes[pe]["op"].source is not None]
+            for job in first.admitted
+        }
         self.stopped: set[str] = set()
         self.unsupported: list[str] = []
         self.switches: list[tuple[float, str]] = []  # (time, strategy) of every dispatch switch
-        self.rebinds: list[tuple[float, str, str, str]] = []  # (time, instance, from, to)
+        self.relocations: list[tuple[float, str, str, str]] = []  # (time, "pe#i", from, to) of every move asked
         self._window: WindowStats | None = None
 
     # ------------------------------------------------------------------ Engine protocol
@@ -166,6 +154,7 @@ class SimEngine:
             self.choice.set(decisions.dispatch)
             self.switches.append((now, decisions.dispatch))
         limits: dict[str, float | None] = dict(decisions.rate_limits or {})
+        mode = decisions.limit_mode
         if decisions.admitted is not None:
             for job, tpl in decisions.admitted.items():
                 if job in self.templates and tpl != self.templates[job]:
@@ -175,29 +164,38 @@ class SimEngine:
             for job in self.templates:
                 stop = job not in decisions.admitted
                 if stop != (job in self.stopped):
-                    for pe in self.sim.pes.values():
-                        if pe.job == job and pe.stream is not None:
-                            self.sim.apply(Actions(rate_limits={pe.name: 0.0 if stop else None}, limit_mode="drop"))
+                    # A stopped query reads nothing: its sources drop, whatever mode the other limits use.
+                    self.sim.apply(
+                        Actions(rate_limits={pe: 0.0 if stop else None for pe in self._sources[job]}, limit_mode="drop")
+                    )
                     (self.stopped.add if stop else self.stopped.discard)(job)
+        placement = None
         if decisions.placement:
+            placement = _actions_placement(decisions.placement)
             for pe, insts in decisions.placement.items():
-                rt = self.sim.pes.get(pe)
-                if rt is None:
+                if pe not in self.placement:
                     raise ValueError(f"placement[{pe!r}]: expected a PE the simulation runs")
-                if len(insts) != len(rt.instances):
+                old = self.placement[pe]
+                if len(insts) != len(old):
                     raise ValueError(
                         f"placement[{pe!r}]: the simulator cannot change instance counts at runtime "
-                        f"({len(rt.instances)} instances, {len(insts)} given)"
+                        f"({len(old)} instances, {len(insts)} given)"
                     )
-                for inst, (node, cpu) in zip(rt.instances, insts, strict=True):
-                    self._rebind(inst, node, cpu, now)
-        if limits or decisions.moves:
-            self.sim.apply(Actions(moves=list(decisions.moves), rate_limits=limits, limit_mode=decisions.limit_mode))
+                for i, ((node, _), was) in enumerate(zip(insts, old, strict=True)):
+                    if node != was:
+                        self.relocations.append((now, f"{pe}#{i}", was, node))
+        if limits or decisions.moves or placement:
+            self.sim.apply(
+                Actions(moves=list(decisions.moves), placement=placement, rate_limits=limits, limit_mode=mode)
+            )
+        if placement:
+            for pe, insts in decisions.placement.items():
+                self.placement[pe] = [n for n, _ in insts]
 
     # ------------------------------------------------------------------ control loop
 
     def drive(self, controller, window_s: float) -> None:
-        """Every ``window_s`` simulated seconds: observe, ``controller.step``, apply."""
+        """Every ``window_s`` simulated seconds: observe, ``controller.step``, apply (anything with ``step``)."""
 
         def tick(window: WindowStats) -> None:
             self._window = window
@@ -205,55 +203,7 @@ class SimEngine:
 
         self.sim.every(window_s, tick)
 
-    # ------------------------------------------------------------------ re-placement
 
-    def _view(self, node) -> NodeView:
-        """A node's view rebuilt from the instances bound to it now (as the simulator builds it at start)."""
-        pes: list[str] = []
-        share: dict[str, float] = {}
-        for inst in self.sim.instances:
-            if inst.node is node:
-                if inst.pe.name not in pes:
-                    pes.append(inst.pe.name)
-                if inst.share is not None:
-                    share[inst.pe.name] = share.get(inst.pe.name, 0.0) + inst.share
-        jobs = sorted({self.sim.pes[pe].job for pe in pes})
-        every = self.sim.pes
-        return replace(
-            node.view,
-            pes=tuple(pes),
-            target_latency={j: self.scenario.job[j].target_latency_s for j in jobs},
-            weight={j: node.view.weight.get(j, 1.0) for j in jobs},
-            downstream={pe: tuple(d.name for d, _ in rt.down) for pe, rt in every.items() if rt.job in jobs},
-            cost_per_record={pe: rt.cost for pe, rt in every.items() if rt.job in jobs},
-            share=share,
-        )
-
-    def _rebind(self, inst, node_name: str, cpu: float, now: float) -> None:
-        """Move one instance (state, queued and running messages) to ``node_name``."""
-        dst = self.sim.node_by_name.get(node_name)
-        if dst is None:
-            raise ValueError(f"placement: expected a node of the cluster; found {node_name!r}")
-        src = inst.node
-        inst.share = cpu if cpu > 0 else None
-        if src is dst:
-            return
-        if not dst.up:
-            raise ValueError(f"placement: node {node_name!r} is down")
-        moving = src.policy.take(lambda m: not (m.pe == inst.pe.name and m.instance == inst.index), now)
-        # A message already running finishes where it started, but is accounted to the instance's new node.
-        for seq, entry in list(src.running.items()):
-            if entry[0] is inst:
-                dst.running[seq] = src.running.pop(seq)
-                src.idle += 1
-                dst.idle -= 1
-        inst.node = dst
-        for n in (src, dst):
-            n.view = self._view(n)
-            n.policy.rebuild(n.view, now)
-        for msg in moving:
-            dst.policy.push(msg, now)
-        self.rebinds.append((now, inst.name, src.name, dst.name))
-        for n in (src, dst):
-            if n.up and n.idle > 0:
-                self.sim._offer(n, now)
+def _actions_placement(placement: Placement) -> dict[str, list]:
+    """The controller's placement as ``Actions(placement=…)`` takes it: a PE given no cpu runs with no share."""
+    return {pe: [(n, c) if c > 0 else n for n, c in insts] for pe, insts in placement.items()}
