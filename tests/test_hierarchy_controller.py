@@ -290,3 +290,62 @@ def test_rebinding_live_instances_to_other_nodes_loses_and_duplicates_nothing():
     assert all(3.0 <= r.installed < 6.0 for r in done)
     assert eng.sim.metrics.drop_totals() == {}
     assert eng.sim.metrics.sink_totals() == sink_totals(eng.sim)
+
+
+# ------------------------------------------------------------------ jobs with several templates
+
+
+def two_templates():
+    """One job whose first template ("exact", 20 cores minimum) cannot fit on 8 cores: the planner runs "sample"."""
+
+    def tpl(name, op, cost, cpu_min):
+        return {
+            "name": name,
+            "operators": [
+                {"name": "src", "kind": "source", "cost_per_record": 0.0, "source": {"rate": 100, "seed": 1}},
+                {"name": op, "kind": "map", "cost_per_record": cost, "cpu_min": cpu_min, "instances": 2},
+                {"name": "sink", "kind": "sink", "cost_per_record": 0.0},
+            ],
+            "streams": [{"from": "src", "to": op}, {"from": op, "to": "sink"}],
+        }
+
+    doc = {
+        "name": "templates",
+        "cluster": {"nodes": [{"name": "n0", "cores": 4}, {"name": "n1", "cores": 4}]},
+        "jobs": [
+            {
+                "id": "score",
+                "rank": 1,
+                "target_latency_s": 2.0,
+                "templates": [tpl("exact", "full", 0.2, 20.0), tpl("sample", "sampled", 0.005, 0.1)],
+            }
+        ],
+    }
+    return Scenario.model_validate(doc)
+
+
+def test_a_job_running_its_second_template_is_budgeted_signalled_and_replanned():
+    ctl = Controller(two_templates(), HierarchyConfig(epoch_s=1000.0, window_s=5.0))
+    d = ctl.start(0.0)
+    assert d.admitted == {"score": "sample"}
+    assert d.cpu_share == {"score": pytest.approx(ctl.plan.cpu()["score.sampled"])}
+    bad = {"score": LatencyStats(100, 0.4, 0.9, 3.0, 3.2, 0.3)}
+    for t in (5.0, 10.0):
+        out = ctl.step(Observation(window(t, placement=ctl.placement, latency=bad, ingest={"score.src": 100.0})))
+    assert out.replan == ("score",)
+    assert set(ctl.placement) == {"score.src", "score.sampled", "score.sink"}
+
+
+def test_observed_jobs_carry_the_measured_rates_and_costs_in_every_template():
+    from strata.hierarchy.jobs import job_maps, observed_jobs
+
+    sc = two_templates()
+    job_of, sources, _ = job_maps(sc)
+    assert job_of["score.sampled"] == job_of["score.full"] == "score" and sources == {"score.src": "score"}
+    for t in sc.job["score"].templates:
+        assert t.operator  # the spec's lookup is cached, as it is once any planner has run
+    [job] = observed_jobs(sc, {"score.src": 50.0}, {"score.sampled": 0.01}, {"score": 2.0})
+    sample = job.template("sample")
+    assert sample.operator["sampled"].cost_per_record == 0.01
+    assert sample.operator["src"].source.rate == 100.0 and sample.operator["src"].source.rate_curve is None
+    assert job.template("exact").operator["full"].cost_per_record == 0.2  # nothing measured: the spec's prior

@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 from strata.adapt.blocks import Composition
 from strata.adapt.features import ContextConfig, FeatureTracker, context, window_score, yields
 from strata.adapt.learner import ContextualBandit, DiscountedUCB
+from strata.hierarchy.jobs import job_maps
 from strata.hierarchy.protocol import Observation
-from strata.model import Scenario, joined_graph
-from strata.model.job import OperatorKind
+from strata.model import Scenario, chosen_templates
 
 
 @dataclass
@@ -32,15 +32,22 @@ class Choice:
 
 
 class Scorer:
-    """The per-window reward of a scenario's jobs (:func:`~strata.adapt.features.window_score`)."""
+    """The per-window reward of a scenario's jobs (:func:`~strata.adapt.features.window_score`).
+
+    Each job's yield is that of the template the engine reports running
+    (``Observation.templates``; the first templates if it reports none).
+    """
 
     def __init__(self, scenario: Scenario) -> None:
-        graph = joined_graph(scenario)
-        self.sources = {pe: graph.nodes[pe]["job"] for pe in graph if graph.nodes[pe]["op"].kind is OperatorKind.SOURCE}
-        self.job_yield = yields(scenario)
+        self.scenario = scenario
+        _, self.sources, _ = job_maps(scenario)
+        self._yields: dict[tuple, dict[str, float]] = {}
 
     def __call__(self, obs: Observation) -> float | None:
-        return window_score(obs, self.job_yield, self.sources)
+        key = tuple(sorted(obs.templates.items()))
+        if key not in self._yields:
+            self._yields[key] = yields(self.scenario, chosen_templates(self.scenario, obs.templates))
+        return window_score(obs, self._yields[key], self.sources)
 
 
 @dataclass

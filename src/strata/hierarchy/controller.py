@@ -43,12 +43,12 @@ from strata.adapt.blocks import BALANCING, PLACEMENT
 from strata.balance.controller import AutoFlow
 from strata.balance.loads import window_loads
 from strata.hierarchy.budgets import L1Budget, l1_budget, pools
+from strata.hierarchy.jobs import job_maps, observed_jobs
 from strata.hierarchy.multi_balance import Host, Item, MultiBalanceConfig, balance
 from strata.hierarchy.protocol import Decisions, Move, Observation, Placement
 from strata.hierarchy.scaling import Scaler, consolidate, ds2_parallelism
 from strata.hierarchy.signals import Debounce, Signal, SignalConfig, lost_nodes, miss_pressure, shortfall
 from strata.model import Cluster, Scenario, joined_graph
-from strata.model.job import OperatorKind
 from strata.plan import Options, Plan, PlanError, plan, replan
 from strata.plan.baselines import greedy, rr
 
@@ -124,13 +124,7 @@ class Controller:
         self._costs: dict[str, float] = {}  # PE → smoothed observed core-seconds per record
         self._load: dict[tuple[str, int], float] = {}  # (PE, instance) → cores it used in the last window
         self._moved: dict[tuple[str, int], float] = {}  # (PE, instance) → when L0 last moved it
-        graph = joined_graph(scenario)
-        self._job_of = {pe: graph.nodes[pe]["job"] for pe in graph}
-        self._sources = {pe: j for pe, j in self._job_of.items() if graph.nodes[pe]["op"].kind is OperatorKind.SOURCE}
-        self._jobs_graph = nx.Graph()
-        self._jobs_graph.add_nodes_from(j.id for j in scenario.jobs)
-        for u, v in graph.edges:
-            self._jobs_graph.add_edge(self._job_of[u], self._job_of[v])
+        self._job_of, self._sources, self._jobs_graph = job_maps(scenario)
 
     # ------------------------------------------------------------------ API
 
@@ -251,28 +245,6 @@ class Controller:
             self.down.add(node)
         self.down &= set(obs.nodes_down) | self.down
 
-    def _observed(self, jobs: set[str], margin: Mapping[str, float]) -> list:
-        """The jobs as observed: source rates = smoothed ingest × margin, costs = measured per-record costs."""
-        out = []
-        for jid in sorted(jobs):
-            job = self.scenario.job[jid]
-            tpls = []
-            for t in job.templates:
-                ops = []
-                for op in t.operators:
-                    pe = f"{jid}.{op.name}"
-                    upd = {}
-                    if pe in self._costs:
-                        upd["cost_per_record"] = self._costs[pe]
-                    if op.source is not None and pe in self._rates:
-                        # A source observed silent is planned at a trickle (SODA needs a positive primal rate).
-                        rate = max(self._rates[pe] * margin.get(jid, 1.0), 1e-3)
-                        upd["source"] = op.source.model_copy(update={"rate": rate, "rate_curve": None})
-                    ops.append(op.model_copy(update=upd) if upd else op)
-                tpls.append(t.model_copy(update={"operators": ops}))
-            out.append(job.model_copy(update={"templates": tpls}))
-        return out
-
     # ------------------------------------------------------------------ signals
 
     def _signals(self, obs: Observation) -> list[Signal]:
@@ -314,6 +286,10 @@ class Controller:
             if free > 0.05:
                 nodes.append(n.model_copy(update={"cores": free}) if free != n.cores else n)
         return Cluster(nodes=nodes) if nodes else None
+
+    def _observed(self, cluster: Cluster, margin: Mapping[str, float]) -> Scenario:
+        jobs = observed_jobs(self.scenario, self._rates, self._costs, margin)
+        return Scenario(name=self.scenario.name, cluster=cluster, jobs=jobs)
 
     def _run_planner(self, scenario: Scenario, previous: Plan | None) -> Plan:
         if self.placer == "greedy":
@@ -359,9 +335,8 @@ class Controller:
         t0 = time.perf_counter()
         cluster = self._live_cluster()
         margin = {s.job: 1.0 + self.config.headroom for s in signals if s.kind in ("miss", "shortfall")}
-        jobs = set(self.scenario.job)
-        sub = Scenario(name=self.scenario.name, cluster=cluster, jobs=self._observed(jobs, margin))
-        previous = self._restrict(self.plan, jobs, {n.name for n in cluster.all_nodes})
+        sub = self._observed(cluster, margin)
+        previous = self._restrict(self.plan, set(self.scenario.job), {n.name for n in cluster.all_nodes})
         try:
             new = self._run_planner(sub, previous)
         except (PlanError, RuntimeError) as e:  # RuntimeError: a solver failing beyond its fallbacks
@@ -391,9 +366,7 @@ class Controller:
         if cluster is None:
             self._note(f"re-plan of {sorted(jobs)} at {now:.1f}: no live node")
             return time.perf_counter() - t0
-        observed = Scenario(
-            name=self.scenario.name, cluster=cluster, jobs=self._observed(set(self.scenario.job), self._margin)
-        )
+        observed = self._observed(cluster, self._margin)
         previous = self._restrict(self.plan, set(self.plan.templates), {n.name for n in cluster.all_nodes})
         try:
             if self.placer == "planner":
