@@ -88,3 +88,71 @@ def test_profiled_costs_converge_from_wrong_priors_to_the_true_service_times():
     assert node.estimate("bulk.work")[0] == pytest.approx(2.4e-3)
     assert node.estimate("bulk.work")[1] == pytest.approx(1e-5)  # the sink
     assert node.estimate("alert.src") == pytest.approx((1e-5, 1e-3 + 1e-5))
+
+
+def firing_window(fire: float = 0.05) -> tuple[Scenario, dict[str, float]]:
+    """One core, 8 records/s of one key into a 1 s tumbling sum; only the window's firing costs much."""
+    ops = [
+        {
+            "name": "src",
+            "kind": "source",
+            "cost_per_record": 0.0,
+            "source": {"rate": 8.0, "keys": {"count": 1}, "arrivals": {"process": "constant"}},
+        },
+        {
+            "name": "win",
+            "kind": "window_aggregate",
+            "window": {"size_s": 1.0, "watermark_s": 0.0},
+            "aggregate": {"fn": "sum", "column": "value"},
+            "cost_per_record": 1e-3,
+        },
+        {"name": "out", "kind": "sink", "cost_per_record": 0.0},
+    ]
+    streams = [{"from": "src", "to": "win"}, {"from": "win", "to": "out"}]
+    scenario = Scenario.model_validate(
+        {
+            "cluster": {"nodes": [{"name": "n0", "cores": 1}]},
+            "jobs": [
+                {"id": "q", "rank": 1, "target_latency_s": 1.0, "templates": [{"operators": ops, "streams": streams}]}
+            ],
+        }
+    )
+    return scenario, {"q.win": fire}
+
+
+@pytest.mark.parametrize("policy", ["fifo", "cameo"])
+def test_a_window_firing_costs_its_records_times_fire_cost_and_loses_nothing(policy):
+    from strata.sim.reference import sink_totals
+
+    scenario, fire = firing_window()
+    factory = None if policy == "fifo" else dispatcher("cameo", Priors.from_scenario(scenario))
+    sim = Simulation(scenario, seed=1, dispatch=factory, watermark_interval=0.25, fire_cost=fire, record_inputs=True)
+    sim.run(1.9)
+    first = [t for _, _, t, _, _, _ in sim.inputs if t < 1.0]
+    # The window [0, 1) fires at the tick at t = 1 and its one result needs len(first) × 0.05 s of the only core
+    # (plus at most one 1 ms insert of a record arriving at t = 1 itself).
+    done = 1.0 + 0.05 * len(first)
+    assert list(sim.metrics.lat["q"]) == [pytest.approx(done - max(first), abs=1.5e-3)]
+    sim.run(8.0, drain=10.0)
+    assert sim.metrics.sink_totals() == sink_totals(sim)
+    assert sim.metrics.conservation()["balanced"].all()
+
+
+def test_cameo_profiles_a_window_firing_apart_from_the_records_it_aggregates():
+    scenario, fire = firing_window()
+    sim = Simulation(
+        scenario,
+        seed=1,
+        dispatch=dispatcher("cameo", Priors.from_scenario(scenario)),
+        watermark_interval=0.25,
+        fire_cost=fire,
+        record_inputs=True,
+    ).run(5.9)
+    expected = None  # the moving average (alpha 0.2) of the five firings' costs: records in the window × 0.05
+    for w in range(5):
+        cost = 0.05 * sum(1 for r in sim.inputs if w <= r[2] < w + 1)
+        expected = cost if expected is None else expected + 0.2 * (cost - expected)
+    policy = sim.nodes[0].policy
+    per_record, _ = policy.estimate("q.win")
+    assert per_record == pytest.approx(1e-3)  # the window's per-record cost, not polluted by its firings
+    assert policy.estimate_state_work("q.win") == pytest.approx(expected)

@@ -10,7 +10,11 @@ reported upstream as a reply context.
 
 Costs are profiled per record (a message may stand for several records):
 ``C_OM`` = the operator's per-record estimate × the message's records, and
-``C_path`` the per-record critical path downstream.
+``C_path`` the per-record critical path downstream. A message standing for no
+records is work on an operator's state — a window computing a result when it
+fires — and is profiled per message, apart from its operator's per-record
+cost: folding a whole firing into the per-record average would price every
+later record of the window as if it were a firing.
 """
 
 from __future__ import annotations
@@ -24,6 +28,8 @@ from strata.dispatch.queues import TwoLevelQueue
 from strata.dispatch.strategies import Strategy, WorkUnit, strategy
 from strata.model import Scenario, joined_graph
 from strata.protocol.units import DispatchFactory, Message, NodeView
+
+_STATE_WORK = "state"  # profile key suffix for messages standing for no records (a window's firing)
 
 
 @dataclass(frozen=True)
@@ -81,11 +87,12 @@ class StrategyDispatch:
         pe = msg.pe
         waits = self._waits.get(pe)
         t_mf = msg.frontier if waits is None else frontier(msg.event_time, msg.frontier, waits)
+        records = msg.records
         unit = WorkUnit(
             msg.job,
             t_mf,
             self._latency[msg.job],
-            self._profile[pe] * msg.records,
+            self._profile[pe] * records if records else self._profile[(pe, _STATE_WORK)],
             self._replies.path(pe),
             now,
             msg.seq,
@@ -105,7 +112,10 @@ class StrategyDispatch:
 
     def completed(self, msg: Message, service: float, now: float) -> None:
         pe = msg.pe
-        per_record = self._profile.observe(pe, service / msg.records if msg.records > 0 else service)
+        if not msg.records:
+            self._profile.observe((pe, _STATE_WORK), service)
+            return
+        per_record = self._profile.observe(pe, service / msg.records)
         self._replies.report(pe, per_record, self._down.get(pe, ()))
 
     def __len__(self) -> int:
@@ -114,6 +124,10 @@ class StrategyDispatch:
     def estimate(self, pe: str) -> tuple[float, float]:
         """Current (C_OM per record, C_path) of ``pe`` as this node prices its messages."""
         return self._profile[pe], self._replies.path(pe)
+
+    def estimate_state_work(self, pe: str) -> float:
+        """Current C_OM of a message of ``pe`` standing for no records (a window's firing)."""
+        return self._profile[(pe, _STATE_WORK)]
 
 
 def dispatcher(

@@ -123,6 +123,7 @@ class Simulation:
         record_inputs: bool = False,
         base_dir: Path | None = None,
         enforce_shares: bool = False,
+        fire_cost: Mapping[str, float] | None = None,
     ) -> None:
         if batch < 1:
             raise ValueError(f"batch: expected records per source message ≥ 1; found {batch}")
@@ -137,6 +138,7 @@ class Simulation:
         self._inv_bin = 1.0 / bin_s
         self.record_inputs = record_inputs
         self.enforce_shares = enforce_shares
+        self.fire_cost = dict(fire_cost or {})
         self.factory: DispatchFactory = dispatch or fifo
         self.graph = graph = joined_graph(scenario, templates)
         self.order = order = topological_order(graph)
@@ -174,6 +176,12 @@ class Simulation:
         need = set(windows).union(*(nx.ancestors(graph, w) for w in windows)) if windows else set()
         for pe in need:
             self.pes[pe].needs_wm = True
+        for pe, c in self.fire_cost.items():
+            if pe not in windows or c < 0:
+                raise ValueError(f"fire_cost[{pe!r}]: expected a window PE and core-seconds per record ≥ 0")
+            if any(d in windows for d in nx.descendants(graph, pe)):
+                # Its results would be computed after the watermark it forwards: a window downstream could fire early.
+                raise ValueError(f"fire_cost[{pe!r}]: not supported with a window downstream")
 
         node_pes: dict[str, list[str]] = {n.name: [] for n in cluster_nodes}
         node_share: dict[str, dict[str, float]] = {n.name: {} for n in cluster_nodes}
@@ -682,6 +690,8 @@ class Simulation:
             else:
                 tot[0] += records
                 tot[1] += records * msg.value
+        elif not records:  # a window's firing work (``fire_cost``): the result is computed
+            self.emit(inst, now, key, msg.value, 1, msg.uid, msg.event_time)
         else:
             wmap = inst.state.get(g)
             if wmap is None:
@@ -768,17 +778,33 @@ class Simulation:
                 self.send(inst, dst, msg, nbytes, now)
 
     def fire(self, inst: InstanceRt, now: float) -> None:
-        """Emit every window of ``inst`` whose due time its watermark has reached."""
+        """Emit every window of ``inst`` whose due time its watermark has reached.
+
+        With a ``fire_cost`` for the PE, each key's result is instead computed by
+        a unit of work queued at the instance (through dispatch, like any
+        message): ``fire_cost`` × the key's records in the window core-seconds,
+        standing for no new records (``records=0``), with frontier the window's
+        due time; the result is emitted when it completes.
+        """
         pe = inst.pe
         horizon = inst.wm - pe.size - pe.lateness
         due = sorted(k for k in inst.win_starts if k * pe.slide <= horizon)
+        per_record = self.fire_cost.get(pe.name, 0.0)
         for k in due:
             inst.win_starts.discard(k)
-            for wmap in inst.state.values():
+            for g, wmap in inst.state.items():
                 win = wmap.pop(k, None)
                 if win:
                     for key, acc in win.items():
-                        self.emit(inst, now, key, aggregate(pe.agg, acc), 1, window_uid(k, key, pe.index), acc[4])
+                        value, uid = aggregate(pe.agg, acc), window_uid(k, key, pe.index)
+                        if not per_record:
+                            self.emit(inst, now, key, value, 1, uid, acc[4])
+                            continue
+                        self._seq += 1
+                        work = Message(self._seq, pe.job, pe.name, inst.index, inst.gid, now, acc[4],
+                                       k * pe.slide + pe.size + pe.lateness, key, g, acc[0] * per_record,
+                                       _DATA, 0.0, None, 0, uid, value)  # fmt: skip
+                        self._deliver(inst, work, now)
 
     # ---------------------------------------------------------- failures
 
