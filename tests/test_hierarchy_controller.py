@@ -11,7 +11,7 @@ from strata.hierarchy.protocol import (
     Observation,
     WindowStats,
 )
-from strata.hierarchy.scaling import Scaler, consolidate, ds2_parallelism
+from strata.hierarchy.scaling import Scaler, consolidate, ds2_parallelism, spread
 from strata.hierarchy.signals import Debounce, miss_pressure, shortfall
 from strata.hierarchy.sim_engine import SimEngine
 from strata.model import Scenario
@@ -135,6 +135,17 @@ def test_ds2_parallelism_consolidation_and_scaler_hysteresis():
     assert s.update("p", 2, ceiling=4, current=2) == 2
 
 
+def test_scale_out_spreads_key_groups_and_the_scaler_starts_from_the_routing():
+    # All on instance 0 (10): g0 (4) to instance 1 → 6/4; then g3 (1) → 5/5; nothing lighter than a gap of 0.
+    loads = {0: 4.0, 1: 3.0, 2: 2.0, 3: 1.0}
+    assert spread(loads, dict.fromkeys(loads, 0), 2, limit=8) == {0: 1, 3: 1}
+    assert spread(loads, dict.fromkeys(loads, 0), 2, limit=1) == {0: 1}
+    s = Scaler(stable=2)
+    assert [s.update("p", 1, ceiling=4, current=4) for _ in range(2)] == [4, 1]
+    # Another level (balancing off, then on) left 4 instances routed: no measurement keeps 4, not the memory of 1.
+    assert s.update("p", None, ceiling=4, current=4) == 4
+
+
 # ------------------------------------------------------------------ the controller on synthetic observations
 
 
@@ -186,6 +197,18 @@ def test_miss_pressure_needs_two_windows_then_replans_then_cools_down():
     assert [s.replan for s in steps[2:5]] == [(), (), ()]
     assert all("cooldown until 30.0" in ctl.log[i].skipped[0] for i in (4, 5))
     assert steps[5].replan == ("lat",)
+
+
+def test_a_cooldown_does_not_hold_back_a_job_whose_ingest_has_changed_since_its_plan():
+    ctl, _ = started(replan_cooldown_s=60.0)
+    bad = {"lat": LatencyStats(100, 0.4, 0.9, 1.0, 1.2, 0.3)}
+    steps = []
+    for t, rate in ((5.0, 200.0), (10.0, 200.0), (15.0, 800.0), (20.0, 800.0)):
+        obs = window(t, placement=ctl.placement, latency=bad, ingest={"lat.src": rate, "agg.src": 300.0})
+        steps.append(ctl.step(Observation(obs)))
+    assert steps[1].replan == ("lat",)  # planned at a smoothed 200 records/s; cooldown until 70 s
+    # Smoothed ingest 650 at 20 s: |650 − 200| / 650 = 69% ≥ 50%, so the raised signal is acted on at once.
+    assert steps[3].replan == ("lat",) and "ingest changed 69%" in steps[3].reasons[0]
 
 
 def test_uncoordinated_mode_acts_on_the_first_window():

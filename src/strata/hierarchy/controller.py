@@ -46,7 +46,7 @@ from strata.hierarchy.budgets import L1Budget, l1_budget, pools
 from strata.hierarchy.jobs import job_maps, observed_jobs
 from strata.hierarchy.multi_balance import Host, Item, MultiBalanceConfig, balance
 from strata.hierarchy.protocol import Decisions, Move, Observation, Placement
-from strata.hierarchy.scaling import Scaler, consolidate, ds2_parallelism
+from strata.hierarchy.scaling import Scaler, consolidate, ds2_parallelism, spread
 from strata.hierarchy.signals import Debounce, Signal, SignalConfig, lost_nodes, miss_pressure, shortfall
 from strata.model import Cluster, Scenario, joined_graph
 from strata.plan import Options, Plan, PlanError, plan, replan
@@ -69,6 +69,9 @@ class HierarchyConfig:
     moves_per_window: int = 8  # L1 key-group moves per window, all PEs together
     signals: SignalConfig = field(default_factory=SignalConfig)
     replan_cooldown_s: float = 20.0
+    replan_on_change: float = (
+        0.5  # a job whose ingest changed this much (relative) since its last plan skips the cooldown
+    )
     headroom: float = 0.2  # DS2 headroom, and the cpu margin a pressured component is re-planned with
     scaling: bool = True
     coordinated: bool = True
@@ -115,6 +118,7 @@ class Controller:
         self.placer = cfg.placer
         self._last_full = -math.inf
         self._cooldown: dict[str, float] = {}
+        self._planned_ingest: dict[str, float] = {}  # job → the observed ingest its last (re)plan used
         sc = cfg.signals if cfg.coordinated else replace(cfg.signals, raise_after=1, clear_after=1)
         self._debounce = Debounce(sc.raise_after, sc.clear_after)
         self._balancer = AutoFlow(smoothing=cfg.smoothing if cfg.coordinated else 1.0)
@@ -125,6 +129,10 @@ class Controller:
         self._load: dict[tuple[str, int], float] = {}  # (PE, instance) → cores it used in the last window
         self._moved: dict[tuple[str, int], float] = {}  # (PE, instance) → when L0 last moved it
         self._job_of, self._sources, self._jobs_graph = job_maps(scenario)
+        self._nominal: dict[str, float] = {}  # job → Σ its first template's source rates in the spec
+        for job in scenario.jobs:
+            ops = job.templates[0].operators
+            self._nominal[job.id] = sum(op.source.rate for op in ops if op.source is not None)
 
     # ------------------------------------------------------------------ API
 
@@ -178,8 +186,13 @@ class Controller:
             for s in signals:
                 # A lost node is never waited out: its instances must move now.
                 if cfg.coordinated and s.kind != "node-loss" and self._cooldown.get(s.job, -math.inf) > now:
-                    skipped.append(f"{s} (cooldown until {self._cooldown[s.job]:.1f})")
-                    continue
+                    # The cooldown keeps a re-plan from being repeated on the same evidence; a job whose demand
+                    # has moved since is new evidence, and waiting would leave it on a plan for another load.
+                    change = self._ingest_change(s.job)
+                    if change < cfg.replan_on_change:
+                        skipped.append(f"{s} (cooldown until {self._cooldown[s.job]:.1f})")
+                        continue
+                    reasons.append(f"ingest changed {change:.0%} since the last plan of {s.job}")
                 jobs |= set(nx.node_connected_component(self._jobs_graph, s.job))
                 reasons.append(str(s))
             if jobs:
@@ -287,6 +300,19 @@ class Controller:
                 nodes.append(n.model_copy(update={"cores": free}) if free != n.cores else n)
         return Cluster(nodes=nodes) if nodes else None
 
+    def _job_ingest(self, job: str) -> float:
+        return sum(r for pe, r in self._rates.items() if self._sources.get(pe) == job)
+
+    def _remember_ingest(self, jobs: set[str]) -> None:
+        for j in jobs:
+            self._planned_ingest[j] = self._job_ingest(j)
+
+    def _ingest_change(self, job: str) -> float:
+        """|now − planned| / max(now, planned, a tenth of the spec's rate): 1 for a job that woke from idle."""
+        then, now = self._planned_ingest.get(job, 0.0), self._job_ingest(job)
+        floor = 0.1 * self._nominal.get(job, 0.0)
+        return abs(now - then) / max(now, then, floor, 1e-9)
+
     def _observed(self, cluster: Cluster, margin: Mapping[str, float]) -> Scenario:
         jobs = observed_jobs(self.scenario, self._rates, self._costs, margin)
         return Scenario(name=self.scenario.name, cluster=cluster, jobs=jobs)
@@ -348,6 +374,7 @@ class Controller:
         self.plan = new
         self._last_full = now
         self._place(set(new.assignment) | set(self.placement), budgeted=had, now=now)
+        self._remember_ingest(set(self.scenario.job))
         return time.perf_counter() - t0
 
     def _component_plan(self, now: float, jobs: set[str], signals: list[Signal]) -> float:
@@ -382,14 +409,17 @@ class Controller:
         self._place(
             {pe for pe in set(new.assignment) | set(self.placement) if self._job_of[pe] in jobs}, budgeted=True, now=now
         )
+        self._remember_ingest(jobs)
         return time.perf_counter() - t0
 
     def _place(self, pes: set[str], budgeted: bool, now: float) -> None:
         """The multi-resource balancer under the plan: every instance of ``pes`` on one of its PE's candidates.
 
         Hysteresis (co-operative mode): an instance L0 moved less than
-        ``instance_cooldown_s`` ago stays where it is unless its node is lost,
-        and a move must gain ``placement.min_gain`` of the objective.
+        ``instance_cooldown_s`` ago stays where it is unless its node is lost
+        or its job's ingest changed by ``replan_on_change`` since the last plan
+        (it was placed for another load), and a move must gain
+        ``placement.min_gain`` of the objective.
         """
         cfg = self.config
         graph = joined_graph(self.scenario, self.plan.templates)
@@ -416,6 +446,7 @@ class Controller:
                         and where is not None
                         and where not in self.down
                         and self._moved.get((pe, i), -math.inf) + cfg.instance_cooldown_s > now
+                        and self._ingest_change(self._job_of[pe]) < cfg.replan_on_change
                     )
                     items.append(
                         Item(
@@ -490,12 +521,17 @@ class Controller:
                 if n != max(table.values()) + 1:
                     scaled[pe] = n
             group_load = loads[pe].load if pe in loads else {}
+            busy_groups = set(migrating.get(pe, ()))
+            movable = {g: i for g, i in table.items() if g not in busy_groups}
             if n <= max(table.values()):
-                busy_groups = set(migrating.get(pe, ()))
-                movable = {g: i for g, i in table.items() if g not in busy_groups}
-                for g, dst in consolidate(group_load, movable, n).items():
-                    moves.append(Move(pe, g, dst))
-                    table[g] = dst
+                step = consolidate(group_load, movable, n)
+            elif pe in scaled:
+                step = spread(group_load, movable, n, max(budget.moves - len(moves), 0))
+            else:
+                step = {}
+            for g, dst in step.items():
+                moves.append(Move(pe, g, dst))
+                table[g] = dst
             tables[pe] = table
             active[pe] = max(n, max(table.values()) + 1)
         if mode is not None and tables:
