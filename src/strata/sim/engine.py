@@ -41,8 +41,11 @@ from strata.sim.fifo import fifo
 from strata.sim.metrics import Metrics
 from strata.sim.migration import Migrations
 from strata.sim.placement import resolve_placement
+from strata.sim.recovery import Recovery
 from strata.sim.runtime import (
+    DUPLICATE,
     EV_ACTION,
+    EV_CHECKPOINT,
     EV_CONTROL,
     EV_DELIVER,
     EV_DONE,
@@ -67,13 +70,14 @@ from strata.sim.semantics import (
     aggregate,
     key_group,
     outputs,
+    record_id,
     window_due,
     window_starts,
     window_uid,
 )
 from strata.sim.workload import SourceStream
 
-_GEN, _DELIVER, _DONE, _TICK, _CONTROL, _STATE, _FAIL, _RECOVER, _ACTION, _THROTTLE = (
+_GEN, _DELIVER, _DONE, _TICK, _CONTROL, _STATE, _FAIL, _RECOVER, _ACTION, _THROTTLE, _CHECKPOINT = (
     EV_GEN,
     EV_DELIVER,
     EV_DONE,
@@ -84,6 +88,7 @@ _GEN, _DELIVER, _DONE, _TICK, _CONTROL, _STATE, _FAIL, _RECOVER, _ACTION, _THROT
     EV_RECOVER,
     EV_ACTION,
     EV_THROTTLE,
+    EV_CHECKPOINT,
 )
 SHARE_BURST = 0.01  # seconds of cpu an instance may run ahead of its share
 _CODES = {
@@ -124,6 +129,8 @@ class Simulation:
         base_dir: Path | None = None,
         enforce_shares: bool = False,
         fire_cost: Mapping[str, float] | None = None,
+        recovery: str | None = None,
+        checkpoint_interval: float = 5.0,
     ) -> None:
         if batch < 1:
             raise ValueError(f"batch: expected records per source message ≥ 1; found {batch}")
@@ -139,6 +146,11 @@ class Simulation:
         self.record_inputs = record_inputs
         self.enforce_shares = enforce_shares
         self.fire_cost = dict(fire_cost or {})
+        if recovery not in (None, "replay"):
+            raise ValueError(f"recovery: expected None or 'replay'; found {recovery!r}")
+        if recovery and self.fire_cost:
+            # A result computed by a queued unit of work after its window left the state has no checkpoint to return to.
+            raise ValueError("recovery='replay' does not support fire_cost")
         self.factory: DispatchFactory = dispatch or fifo
         self.graph = graph = joined_graph(scenario, templates)
         self.order = order = topological_order(graph)
@@ -251,6 +263,7 @@ class Simulation:
             if up_at is not None:
                 self._push(up_at, _RECOVER, self.node_by_name[node], None)
         self._gen_stop = _INF
+        self.recovery: Recovery | None = Recovery(self, checkpoint_interval) if recovery else None
 
     # ------------------------------------------------------------------ public API
 
@@ -312,6 +325,8 @@ class Simulation:
                 self._control(a, t)
             elif code == _STATE:
                 self.migrations.arrived(a, t)
+                if self.recovery is not None:
+                    self.recovery.installed(a, t)
             elif code == _FAIL:
                 self._fail(a, t)
             elif code == _RECOVER:
@@ -320,6 +335,8 @@ class Simulation:
                 self._apply(a)
             elif code == _THROTTLE:
                 self._unthrottle(a, t)
+            elif code == _CHECKPOINT:
+                self.recovery.tick(t)
             if progress is not None and t >= next_report:
                 progress(t)
                 next_report = t + 1.0
@@ -520,12 +537,14 @@ class Simulation:
             self._service(pe, records) if pe.exp else records * pe.cost,
             _DATA,
             0.0,
-            None,
+            None if self.recovery is None else uid,
             records,
             uid,
             value,
         )
         pe.sent += records
+        if self.recovery is not None:
+            self.recovery.sent(pe, msg, 0.0)
         if release > now:
             if pe.needs_wm:
                 pe.wm_deferred.append(now)
@@ -540,6 +559,7 @@ class Simulation:
         deferred = pe.wm_deferred
         if deferred and not final:
             wm = min(wm, deferred[0])
+        pe.wm_last = wm
         for inst in pe.instances:
             self._seq += 1
             msg = Message(self._seq, pe.job, pe.name, inst.index, -1, now, wm, wm, kind=Kind.WATERMARK)
@@ -665,10 +685,16 @@ class Simulation:
             pe.kg_records[g] += records
         code = pe.code
         key = msg.key
+        rid = msg.payload
+        if rid is not None:  # recovery="replay": a record met before has no effect; outputs get record ids
+            if self.recovery.duplicate(inst, msg):
+                code = DUPLICATE
+            else:
+                rid = record_id(rid, pe.salt)
         if code in (PASS, SOURCE):
             n = records if code == SOURCE or pe.sel == 1.0 else outputs(records, pe.sel, msg.uid, pe.salt)
             if n:
-                self.emit(inst, now, key, msg.value, n, msg.uid, msg.event_time)
+                self.emit(inst, now, key, msg.value, n, msg.uid, msg.event_time, rid)
         elif code == KEYED:
             st = inst.state.get(g)
             if st is None:
@@ -681,7 +707,7 @@ class Simulation:
                 acc[1] += records * msg.value
             n = outputs(records, pe.sel, msg.uid, pe.salt)
             if n:
-                self.emit(inst, now, key, msg.value, n, msg.uid, msg.event_time)
+                self.emit(inst, now, key, msg.value, n, msg.uid, msg.event_time, rid)
         elif code == SINK:
             self.metrics.output(pe, now, now - msg.event_time, records)
             tot = pe.sink_totals.get(key)
@@ -692,7 +718,7 @@ class Simulation:
                 tot[1] += records * msg.value
         elif not records:  # a window's firing work (``fire_cost``): the result is computed
             self.emit(inst, now, key, msg.value, 1, msg.uid, msg.event_time)
-        else:
+        elif code == WINDOW:
             wmap = inst.state.get(g)
             if wmap is None:
                 wmap = inst.state[g] = {}
@@ -726,9 +752,21 @@ class Simulation:
             self._offer(node, now)
 
     def emit(
-        self, inst: InstanceRt, now: float, key: int, value: float, records: int, uid: int, event_time: float
+        self,
+        inst: InstanceRt,
+        now: float,
+        key: int,
+        value: float,
+        records: int,
+        uid: int,
+        event_time: float,
+        rid: int | None = None,
     ) -> None:
-        """Send ``records`` output records of one key to every downstream PE."""
+        """Send ``records`` output records of one key to every downstream PE.
+
+        ``rid`` (recovery="replay" only) identifies the output for de-duplication; it also routes
+        to unkeyed PEs, so that an output computed again after a restore reaches the same instance.
+        """
         pe = inst.pe
         pe.produced += records
         b = int(now * self._inv_bin)
@@ -745,6 +783,8 @@ class Simulation:
                 n = len(instances)
                 if n == 1:
                     dst = instances[0]
+                elif rid is not None:
+                    dst = instances[record_id(rid, d.salt) % n]
                 else:
                     dst = instances[rr[j] % n]
                     rr[j] += 1
@@ -764,13 +804,15 @@ class Simulation:
                 cost,
                 _DATA,
                 0.0,
-                None,
+                rid,
                 records,
                 uid,
                 value,
             )
             d.sent += records
             nbytes = bpr * records
+            if rid is not None:
+                self.recovery.sent(d, msg, nbytes)
             if dst.node is src_node:
                 metrics.local[b] += nbytes
                 self._deliver(dst, msg, now)
@@ -798,7 +840,7 @@ class Simulation:
                     for key, acc in win.items():
                         value, uid = aggregate(pe.agg, acc), window_uid(k, key, pe.index)
                         if not per_record:
-                            self.emit(inst, now, key, value, 1, uid, acc[4])
+                            self.emit(inst, now, key, value, 1, uid, acc[4], None if self.recovery is None else uid)
                             continue
                         self._seq += 1
                         work = Message(self._seq, pe.job, pe.name, inst.index, inst.gid, now, acc[4],
@@ -809,35 +851,52 @@ class Simulation:
     # ---------------------------------------------------------- failures
 
     def _fail(self, node: NodeRt, now: float) -> None:
-        """Node down: everything queued, held or running on it is lost and counted."""
+        """Node down: everything queued, held or running on it is lost and counted.
+
+        With recovery="replay" nothing is dropped: the losses are counted as
+        ``rolled_back`` and the node's instances are restored elsewhere
+        (:meth:`strata.sim.recovery.Recovery.restore`), their inputs replayed.
+        """
         if not node.up:
             return
         node.up = False
         node.failed_at = now
-        for inst in self.instances:
-            if inst.node is not node:
-                continue
-            pe = inst.pe
+        replay = self.recovery is not None
+        on_node = [inst for inst in self.instances if inst.node is node]
+        for inst in on_node:
             lost = inst.queued + sum(m.records for m in inst.held) + sum(m.records for m in inst.throttled)
             inst.throttled.clear()
             lost += sum(m.records for buf in inst.incoming.values() for m in buf)
             inst.queued = 0
             inst.held.clear()
-            inst.incoming.clear()
+            if replay:  # key groups still awaiting their state keep buffering (replayed records)
+                inst.incoming = {g: [] for g in inst.incoming}
+            else:
+                inst.incoming.clear()
             inst.chans.clear()
-            if lost:
-                pe.dropped["failure"] = pe.dropped.get("failure", 0) + lost
+            self._lost(inst.pe, lost)
         for inst, msg, _ in node.running.values():
             inst.pe.running -= 1
             inst.running -= 1
-            inst.pe.dropped["failure"] = inst.pe.dropped.get("failure", 0) + msg.records
+            self._lost(inst.pe, msg.records)
         node.running.clear()
         node.policy = self.factory(node.view)
         node.idle = node.cores
+        if replay:
+            self.recovery.restore(node, on_node, now)
         for pe in self.pes.values():
             if pe.paused and not pe.running:
                 self.migrations.on_drained(pe, now)
         self.metrics.failures.append((node.name, now, None))
+
+    def _lost(self, pe: PeRt, records: int) -> None:
+        """Count records lost with a failed node: dropped, or rolled back to be replayed (recovery="replay")."""
+        if not records:
+            return
+        if self.recovery is None:
+            pe.dropped["failure"] = pe.dropped.get("failure", 0) + records
+        else:
+            pe.rolled_back += records
 
     def _recover(self, node: NodeRt, now: float) -> None:
         if node.up:

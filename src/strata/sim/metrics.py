@@ -15,6 +15,9 @@ Definitions:
   being each PE's observed output per bin (``strata.model.importance``).
 - drops by reason: ``shed`` (rate limit), ``failure`` (node down), ``late``
   (window contributions after the window fired; a record stays processed).
+- with ``recovery="replay"`` (:mod:`strata.sim.recovery`) a failure drops
+  nothing: records lost with the node are ``rolled_back`` and sent again
+  (``replayed``); ``duplicates`` are records processed again without effect.
 """
 
 from __future__ import annotations
@@ -281,8 +284,9 @@ class Metrics:
 
     def conservation(self) -> pd.DataFrame:
         """Per PE, in records: every record sent is arrived or in flight; every arrival is
-        processed, lost to a failure, or still queued, held or running — counted
-        independently by scanning the queues and the event heap."""
+        processed, lost to a failure, rolled back (recovery="replay"), or still queued,
+        held or running — counted independently by scanning the queues and the event
+        heap. ``sent`` includes replays; ``done`` includes duplicates."""
         sim = self.sim
         flight: dict[str, int] = {}
         for _, _, code, _, msg in sim._heap:
@@ -309,14 +313,24 @@ class Metrics:
                 "done": pe.done,
                 "lost": lost,
                 "waiting": waiting.get(pe.name, 0),
+                "rolled_back": pe.rolled_back,
+                "replayed": pe.replayed,
+                "duplicates": pe.duplicates,
             }
             ok = row["sent"] == row["arrived"] + row["in_flight"]
-            ok &= row["arrived"] == row["done"] + lost + row["waiting"]
+            ok &= row["arrived"] == row["done"] + lost + row["rolled_back"] + row["waiting"]
             if pe.stream is not None:
-                ok &= row["generated"] == row["sent"] + row["shed"]
+                ok &= row["generated"] + row["replayed"] == row["sent"] + row["shed"]
             row["balanced"] = bool(ok)
             rows.append(row)
         return pd.DataFrame(rows)
+
+    def recovery(self) -> pd.DataFrame:
+        """One row per instance restored after a failure (recovery="replay"): where to, from which
+        checkpoint, state entries restored, records replayed to it."""
+        rec = self.sim.recovery
+        cols = ["node", "failed_at", "pe", "instance", "to", "checkpoint", "state_entries", "replayed"]
+        return pd.DataFrame([vars(r) for r in rec.log] if rec is not None else [], columns=cols)
 
     def sink_totals(self) -> dict[str, dict[int, tuple[float, float]]]:
         """Sink PE → key → (records, Σ value): the per-key aggregates exactly-once checks compare."""
@@ -345,7 +359,16 @@ class Metrics:
             "stream_affinity": local / (local + remote) if local + remote else float("nan"),
             "imbalance_max": float(imb["imbalance"].max()) if len(imb) else float("nan"),
             "migrations": len(sim.migrations.log),
-        }
+        } | (
+            {}
+            if sim.recovery is None
+            else {
+                "restored": len(sim.recovery.log),
+                "rolled_back": sum(pe.rolled_back for pe in sim.pes.values()),
+                "replayed": sum(pe.replayed for pe in sim.pes.values()),
+                "duplicates": sum(pe.duplicates for pe in sim.pes.values()),
+            }
+        )
 
     def write(self, out: Path) -> list[Path]:
         """Every table as Parquet under ``out`` plus summary.json; returns the paths written."""
@@ -363,6 +386,7 @@ class Metrics:
             "drops",
             "migrations",
             "conservation",
+            "recovery",
         ):
             path = out / f"{name}.parquet"
             getattr(self, name)().to_parquet(path, index=False)

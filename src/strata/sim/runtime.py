@@ -12,10 +12,22 @@ from strata.model import Operator
 from strata.protocol.units import DispatchPolicy, Message, NodeView
 from strata.sim.fifo import FifoDispatch
 
-# Operator behaviour codes (strata.sim.semantics describes each).
-SOURCE, PASS, KEYED, WINDOW, SINK = range(5)
+# Operator behaviour codes (strata.sim.semantics describes each); DUPLICATE: a record met before (no effect).
+SOURCE, PASS, KEYED, WINDOW, SINK, DUPLICATE = range(6)
 # Event codes of the engine's heap.
-EV_GEN, EV_DELIVER, EV_DONE, EV_TICK, EV_CONTROL, EV_STATE, EV_FAIL, EV_RECOVER, EV_ACTION, EV_THROTTLE = range(10)
+(
+    EV_GEN,
+    EV_DELIVER,
+    EV_DONE,
+    EV_TICK,
+    EV_CONTROL,
+    EV_STATE,
+    EV_FAIL,
+    EV_RECOVER,
+    EV_ACTION,
+    EV_THROTTLE,
+    EV_CHECKPOINT,
+) = range(11)
 
 
 class NodeRt:
@@ -95,6 +107,7 @@ class PeRt:
         "done",
         "down",
         "dropped",
+        "duplicates",
         "exp",
         "generated",
         "groups",
@@ -107,6 +120,7 @@ class PeRt:
         "lateness",
         "limit",
         "limit_drop",
+        "log",
         "name",
         "needs_wm",
         "op",
@@ -114,10 +128,13 @@ class PeRt:
         "outs",
         "paused",
         "produced",
+        "replayed",
+        "rolled_back",
         "route",
         "rr",
         "running",
         "salt",
+        "seen",
         "sel",
         "sent",
         "sink_totals",
@@ -130,6 +147,7 @@ class PeRt:
         "uid",
         "upstream",
         "wm_deferred",
+        "wm_last",
     )
 
     def __init__(self, name: str, job: str, op: Operator, index: int, code: int, target: float) -> None:
@@ -165,6 +183,14 @@ class PeRt:
         self.arrived = 0
         self.done = 0
         self.dropped: dict[str, int] = {}
+        # recovery="replay" (strata.sim.recovery): records processed again without effect, lost with a
+        # failed node (each replayed), re-sent from retention; messages sent to this PE and retained until
+        # a checkpoint covers them (record key → (message, bytes)); per key group, keys of records processed
+        self.duplicates = 0
+        self.rolled_back = 0
+        self.replayed = 0
+        self.log: dict[int, tuple[Message, float]] = {}
+        self.seen: list[dict[int, None]] = [{} for _ in range(self.groups)] if self.keyed else []
         self.out_bins: list[float] = []
         self.kg_busy = [0.0] * self.groups
         self.kg_records = [0] * self.groups
@@ -178,6 +204,7 @@ class PeRt:
         self.tat = 0.0
         self.ticks = 0  # watermark ticks scheduled so far (tick k is due at k × interval)
         self.wm_deferred: deque[float] = deque()
+        self.wm_last = float("-inf")  # the source's last watermark
 
 
 class InstanceRt:
@@ -187,6 +214,8 @@ class InstanceRt:
         "busy",
         "busy_bins",
         "chans",
+        "ckpt",
+        "fresh",
         "gid",
         "gone",
         "held",
@@ -201,6 +230,7 @@ class InstanceRt:
         "records",
         "rr",
         "running",
+        "seen",
         "share",
         "state",
         "throttled",
@@ -235,6 +265,11 @@ class InstanceRt:
         self.busy = 0.0
         self.busy_bins: list[float] = []
         self.records = 0
+        # recovery="replay": keys of records processed (unkeyed PEs; keyed ones per group in PeRt.seen),
+        # those processed since the last checkpoint, and the last checkpoint
+        self.seen: dict[int, None] = {}
+        self.fresh: list[int] = []
+        self.ckpt: object = None
 
     @property
     def name(self) -> str:

@@ -39,6 +39,19 @@ def outputs(records: int, selectivity: float, uid: int, salt: int) -> int:
     return math.floor(records * selectivity + (x >> 11) / 9007199254740992.0)
 
 
+def record_id(parent: int, salt: int) -> int:
+    """Id of an operator's output record made from the input record ``parent`` (recovery="replay").
+
+    SplitMix64's finaliser of ``parent ^ salt``: a bijection on 64 bits, so one PE
+    never gives two different inputs the same output id, and an output computed
+    again from the same input gets the same id (the receiver's de-duplication key).
+    """
+    x = (parent ^ salt) & _M64
+    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & _M64
+    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & _M64
+    return x ^ (x >> 31)
+
+
 def window_starts(event_time: float, size: float, slide: float) -> range:
     """Indices ``k`` of the windows ``[k·slide, k·slide + size)`` containing ``event_time``."""
     last = math.floor(event_time / slide)
