@@ -307,7 +307,7 @@ class Simulation:
         heap = self._heap
         pop = heapq.heappop
         gen, deliver, done = self._gen, self._deliver, self._done
-        next_report = self.now + 1.0
+        next_report = self.now + 1.0 if progress is not None else _INF  # one float compare per event
         events = 0
         while heap and heap[0][0] <= end:
             t, _, code, a, b = pop(heap)
@@ -337,7 +337,7 @@ class Simulation:
                 self._unthrottle(a, t)
             elif code == _CHECKPOINT:
                 self.recovery.tick(t)
-            if progress is not None and t >= next_report:
+            if t >= next_report:
                 progress(t)
                 next_report = t + 1.0
         self.events += events
@@ -399,7 +399,7 @@ class Simulation:
         node.idle -= 1
         inst.pe.running += 1
         inst.running += 1
-        node.running[msg.seq] = (inst, msg, now)
+        node.running[msg.seq] = msg
         self._seq += 1
         heapq.heappush(self._heap, (now + msg.cost, self._seq, _DONE, inst, msg))
 
@@ -875,7 +875,8 @@ class Simulation:
                 inst.incoming.clear()
             inst.chans.clear()
             self._lost(inst.pe, lost)
-        for inst, msg, _ in node.running.values():
+        for msg in node.running.values():
+            inst = self._instances_of[msg.pe][msg.instance]
             inst.pe.running -= 1
             inst.running -= 1
             self._lost(inst.pe, msg.records)

@@ -298,8 +298,8 @@ class Metrics:
             n += sum(m.records for buf in inst.incoming.values() for m in buf)
             waiting[inst.pe.name] = waiting.get(inst.pe.name, 0) + n
         for node in sim.nodes:
-            for inst, msg, _ in node.running.values():
-                waiting[inst.pe.name] = waiting.get(inst.pe.name, 0) + msg.records
+            for msg in node.running.values():
+                waiting[msg.pe] = waiting.get(msg.pe, 0) + msg.records
         rows = []
         for pe in sim.pes.values():
             lost = pe.dropped.get("failure", 0)

@@ -63,7 +63,7 @@ class NodeRt:
         self.state_free = 0.0
         self.up = True
         self.failed_at: float | None = None
-        self.running: dict[int, tuple[InstanceRt, Message, float]] = {}  # seq → (instance, message, start)
+        self.running: dict[int, Message] = {}  # seq → message running on a core
         self.busy = 0.0
         self.busy_bins: list[float] = []
 
