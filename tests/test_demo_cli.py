@@ -26,6 +26,6 @@ def test_the_demo_scenario_is_valid_and_its_prior_plan_samples_the_heavy_job():
     scenario = load_scenario(EXAMPLES / "demo.yaml")
     prior = ResourceLearner().refine(scenario, mean_offered_rates(scenario))
     result = plan(prior, None, Options(budget_s=1.0))
-    # exact scoring at the mean offered 2400 rec/s needs 1.92 cores next to the others' 0.4: over 2 cores
+    # exact scoring at the mean offered 2400 rec/s needs 1.44 cores next to the others' 0.85: over 2 cores
     assert result.templates == {"alerts": "default", "sessions": "default", "scoring": "sampled"}
     assert plan(scenario, None, Options(budget_s=1.0)).templates["scoring"] == "exact"  # at the nominal rate

@@ -125,3 +125,66 @@ def test_mean_offered_rate_of_onoff_bursts():
     # 100 rec/s, tripled a quarter of the time: 100 × (1 + 2 × 5/20) = 150
     assert mean_offered_rates(Scenario.model_validate(bursty)) == {"j.src": pytest.approx(150.0)}
     assert mean_offered_rates(SCENARIO) == {"j.src": 100.0}
+
+
+def test_admitted_ingest_is_the_bottleneck_rate_divided_by_the_gain_in_front_of_it():
+    from strata.learning import admitted_ingest
+
+    # src 100 rec/s → f (selectivity 0.5, 1e-4 s/rec) → m (3e-4 s/rec) → out (no cpu: sinks never limit)
+    plenty = {"j.src": 1.0, "j.f": 1.0, "j.m": 1.0}
+    assert admitted_ingest(SCENARIO, {"j": "t"}, plenty, {"j.src": 100.0}) == pytest.approx({"j.src": 100.0})
+    # f processes 1e-3 / 1e-4 = 10 rec/s of its input: 10 rec/s at the source
+    tight_f = {**plenty, "j.f": 1e-3}
+    assert admitted_ingest(SCENARIO, {"j": "t"}, tight_f, {"j.src": 100.0})["j.src"] == pytest.approx(10.0)
+    # m processes 3e-3 / 3e-4 = 10 rec/s, which f feeds at half the source rate: 20 rec/s
+    tight_m = {**plenty, "j.m": 3e-3}
+    assert admitted_ingest(SCENARIO, {"j": "t"}, tight_m, {"j.src": 100.0})["j.src"] == pytest.approx(20.0)
+    # the source itself (1e-5 s/rec) with 5e-4 cores: 50 rec/s; an offered rate under every capacity is kept
+    assert admitted_ingest(SCENARIO, {"j": "t"}, {**plenty, "j.src": 5e-4}, {"j.src": 100.0})["j.src"] == pytest.approx(
+        50.0
+    )
+    assert admitted_ingest(SCENARIO, {"j": "t"}, tight_m, {"j.src": 15.0})["j.src"] == pytest.approx(15.0)
+
+
+def test_rate_caps_hold_while_offered_load_or_backlog_exceeds_the_admitted_rate():
+    from strata.learning import rate_caps
+
+    admitted = {"a.s": 2420.0, "b.s": 400.0, "c.s": 1000.0, "d.s": 400.0}
+    offered = {"a.s": 4500.0, "b.s": 460.0, "c.s": 900.0, "d.s": 420.0}
+    # b: 15% over its rate (random arrivals, within tolerance); c: under its rate now but 5 s behind, so it
+    # drains at the cap; d: behind, but a cap at its rate could not drain a backlog it adds to
+    backlog = {"a.s": 0, "b.s": 100, "c.s": 5000, "d.s": 5000}
+    caps = rate_caps(admitted, offered, backlog, catch_up_s=2.0, tolerance=0.2, step=50.0)
+    assert caps == {"a.s": 2400.0, "b.s": None, "c.s": 1000.0, "d.s": None}
+    assert rate_caps({"a.s": 20.0}, {"a.s": 100.0}, {}, step=50.0) == {"a.s": 50.0}  # never below one step
+    with pytest.raises(ValueError, match="tolerance"):
+        rate_caps(admitted, offered, backlog, tolerance=1.5)
+
+
+def test_observe_window_feeds_each_pe_its_records_output_and_busy_time():
+    from strata.protocol.window import InstanceLoad
+    from strata.protocol.window import Observation as WindowStats
+
+    window = WindowStats(
+        now=2.0,
+        start=0.0,
+        key_groups=(),
+        instances=(
+            InstanceLoad("j.f", 0, "n", 300, 0.02, 0, 0),
+            InstanceLoad("j.f", 1, "n", 100, 0.02, 0, 0),
+        ),
+        node_utilisation={},
+        queue_lengths={},
+        latency={},
+        rates={"j.f": 100.0},  # 200 records out over the 2 s window
+        ingest={},
+        routing={},
+        placement={},
+        migrating=(),
+        dropped={},
+    )
+    learner = ResourceLearner(decay=1.0, min_samples=1)
+    learner.observe_window(window)
+    e = learner.estimate("j.f")
+    assert e.cost_per_record == pytest.approx(0.04 / 400)
+    assert e.selectivity == pytest.approx(0.5)

@@ -159,6 +159,23 @@ def write_run(tmp_path):
         "decisions": DECISIONS,
         "gate": gate,
         "observations": pd.DataFrame(),
+        "learning": pd.DataFrame(
+            [
+                {
+                    "mode": "strata",
+                    "t": t,
+                    "pe": "alerts.threshold",
+                    "cost_per_record": c,
+                    "prior_cost_per_record": 1e-4,
+                    "selectivity": 0.1,
+                    "prior_selectivity": 0.1,
+                    "fixed_s": 0.0,
+                    "marginal_s": c,
+                    "samples": n,
+                }
+                for t, c, n in ((2.0, 3e-4, 3), (4.0, 2.5e-4, 4))
+            ]
+        ),
     }
     for name, frame in tables.items():
         frame.to_csv(metrics / f"{name}.csv", index=False)
@@ -175,6 +192,7 @@ def test_report_is_one_file_with_embedded_figures(tmp_path):
     text = path.read_text()
     assert text.count("data:image/png;base64,") == 4  # latency over time, CDF, partition load, decisions
     assert "no record lost or duplicated" in text
+    assert "1.00e-04 → 2.50e-04" in text  # the learner's last estimate next to the prior
     assert "<script" not in text and "http" not in text.replace("http-equiv", "")  # nothing fetched
 
 

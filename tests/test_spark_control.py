@@ -60,6 +60,17 @@ def wait_for_rows(engine: SparkEngine, job: str, rows: int, timeout_s: float = 9
     raise AssertionError(f"{job} did not read {rows} rows in {timeout_s} s")
 
 
+def wait_for_batches(engine: SparkEngine, segment: int, count: int, timeout_s: float = 90.0) -> None:
+    """Until the segment has ``count`` committed batches (a loaded machine runs them slowly)."""
+    deadline = time.time() + timeout_s
+    while time.time() < deadline:
+        done = [b for b in engine.batch_observations() if b["segment"] == segment and b["rows_in"] is not None]
+        if len(done) >= count:
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"segment {segment} did not commit {count} batches in {timeout_s} s")
+
+
 def test_template_switch_at_a_batch_boundary_is_exactly_once_and_caps_hold(spark, tmp_path):
     engine = SparkEngine(spark, SCENARIO, tmp_path, EngineConfig(epoch=time.time(), triggers={"j": 0.5}))
     engine.apply(Decisions(0, admitted={"j": "wide"}))
@@ -72,7 +83,7 @@ def test_template_switch_at_a_batch_boundary_is_exactly_once_and_caps_hold(spark
     engine.apply(Decisions(2, rate_limits={"j.src": 100.0}))  # 100 rec/s × 0.5 s trigger = 50 rows per batch
     assert second.pipeline.rate_cap.get() == 50
     before = len(list(second.pipeline.batch_records()))
-    time.sleep(3)
+    wait_for_batches(engine, 1, before + 3)  # the batch in flight when the cap came, then two capped ones
     obs = engine.observe()
     engine.stop_all()
 

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 from strata.dispatch import LinearCost
 from strata.model import Job, OperatorKind, Scenario, Template, pe_id
+from strata.protocol.window import Observation as WindowStats
 
 
 @dataclass(frozen=True)
@@ -71,6 +72,18 @@ class ResourceLearner:
         fit.records_out = d * fit.records_out + records_out
         fit.line.observe(records_in, busy_s)
         fit.n += 1
+
+    def observe_window(self, window: WindowStats) -> None:
+        """Every PE's work in one observed window: records in and busy time summed over its instances,
+        records out from its output rate over the window."""
+        span = max(window.now - window.start, 1e-9)
+        records: dict[str, float] = {}
+        busy: dict[str, float] = {}
+        for inst in window.instances:
+            records[inst.pe] = records.get(inst.pe, 0.0) + inst.records
+            busy[inst.pe] = busy.get(inst.pe, 0.0) + inst.busy
+        for pe, n in records.items():
+            self.observe(pe, n, window.rates.get(pe, 0.0) * span, busy[pe])
 
     def estimate(self, pe: str) -> Estimate | None:
         """The PE's estimate, or None before ``min_samples`` observations."""

@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 
 from strata.report import plots
-from strata.report.tables import RunTables, comparison, load_tables
+from strata.report.tables import RunTables, comparison, learned, load_tables
 
 STYLE = """
 body { font-family: -apple-system, 'Segoe UI', Helvetica, Arial, sans-serif; margin: 2em auto; max-width: 1000px;
@@ -89,6 +89,12 @@ def render(t: RunTables) -> str:
     if timeline is not None:
         parts += ["<h2>Decisions on a timeline</h2>", _png(timeline)]
     parts += [
+        "<h2>Learned resource functions</h2>",
+        "<p class='note'>Strata's resource-function learner, fitted on every control window's micro-batches "
+        "(busy time split over a chain's operators in proportion to prior cost × records): its estimates replace "
+        "the spec's priors in the model every re-plan starts from, and rate caps are derived from the plan's cpu "
+        "under the model it was made on.</p>",
+        _table(learned(t.learning)),
         "<h2>Verification (sink vs reference, per query segment)</h2>",
         _table(
             _frame_rows(

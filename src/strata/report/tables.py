@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 
-TABLES = ("summary", "latency", "batches", "partitions", "checks", "decisions", "gate", "observations")
+TABLES = ("summary", "latency", "batches", "partitions", "checks", "decisions", "gate", "observations", "learning")
 
 
 @dataclass
@@ -25,6 +25,7 @@ class RunTables:
     decisions: pd.DataFrame
     gate: pd.DataFrame
     observations: pd.DataFrame
+    learning: pd.DataFrame
 
 
 class ReportError(ValueError):
@@ -111,3 +112,20 @@ def comparison(summary: pd.DataFrame, decisions: pd.DataFrame) -> list[dict[str,
         }
     )
     return rows
+
+
+def learned(learning: pd.DataFrame) -> list[dict[str, str]]:
+    """Per PE: the spec's prior and the learner's last estimate of cost per record and selectivity."""
+    if learning.empty:
+        return []
+    last = learning[learning["t"] == learning["t"].max()]
+    return [
+        {
+            "PE": r["pe"],
+            "cost per record (prior → learned)": f"{r['prior_cost_per_record']:.2e} → {r['cost_per_record']:.2e}",
+            "selectivity (prior → learned)": f"{r['prior_selectivity']:.3f} → {r['selectivity']:.3f}",
+            "fixed s / marginal s per record": f"{r['fixed_s']:.3f} / {r['marginal_s']:.2e}",
+            "windows observed": str(int(r["samples"])),
+        }
+        for _, r in last.iterrows()
+    ]

@@ -371,8 +371,16 @@ class SparkEngine:
         for job, segment in running.items():
             records = list(segment.pipeline.batch_records())
             seen = self._seen.get((job, segment.index), 0)
-            fresh_of[job] = records[seen:]
-            self._seen[(job, segment.index)] = len(records)
+            # A batch's record is written before its commit, and its progress event (its input rows) comes
+            # after, asynchronously: a batch is observed once its rows are known, in the next window if need be.
+            committed = self._committed_rows(segment.pipeline)
+            fresh = []
+            for r in records[seen:]:
+                if r["batch_id"] not in committed:
+                    break
+                fresh.append(r)
+            fresh_of[job] = fresh
+            self._seen[(job, segment.index)] = seen + len(fresh)
         # Batches that overlap share the cores: their wall times add up to more than the cores could give.
         # Scale them down to the capacity of the window, so a learned cost is core-seconds, not waiting.
         walls = sum(r["finished"] - r["released"] for fresh in fresh_of.values() for r in fresh)
@@ -468,11 +476,15 @@ class SparkEngine:
         offered = timeline.rows_before_tick(max(0, int((now - self.config.epoch) / self.config.tick_s)))
         return max(0, offered - self.end_row(segment))
 
+    def _committed_rows(self, pipeline: Pipeline) -> dict[int, int]:
+        """Batch id → input rows of the query's committed batches (from its progress events)."""
+        return self.progress.of(pipeline.query) if pipeline.query is not None else {}
+
     def _rows_in(self, pipeline: Pipeline, batch_ids: set[int]) -> int:
         """Input rows of the given batches, from the query's progress events."""
-        if pipeline.query is None or not batch_ids:
+        if not batch_ids:
             return 0
-        rows = self.progress.of(pipeline.query)
+        rows = self._committed_rows(pipeline)
         return sum(rows[b] for b in batch_ids if b in rows)
 
     def batch_observations(self) -> list[dict]:

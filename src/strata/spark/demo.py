@@ -35,10 +35,10 @@ import numpy as np
 import pandas as pd
 
 from strata.hierarchy.controller import Controller, HierarchyConfig
-from strata.hierarchy.protocol import Decisions
-from strata.learning import ResourceLearner, mean_offered_rates
+from strata.hierarchy.protocol import Decisions, WindowStats
+from strata.learning import ResourceLearner, admitted_ingest, mean_offered_rates, rate_caps
 from strata.model import OperatorKind, Scenario, pe_id
-from strata.plan import Options
+from strata.plan import Options, Plan
 from strata.spark.control import POOLS, EngineConfig, Segment, SparkEngine
 from strata.spark.gate import Gate, GateConfig
 from strata.spark.pipelines import AGGREGATIONS
@@ -116,7 +116,37 @@ class ModeRun:
     observations: list[dict] = field(default_factory=list)
     gate_rows: list[dict] = field(default_factory=list)
     controller_log: list[dict] = field(default_factory=list)
+    learned: list[dict] = field(default_factory=list)
     late_s: float = 0.0
+
+
+def pace(model: Scenario, plan: Plan, window: WindowStats, catch_up_s: float) -> dict[str, float | None]:
+    """Rate caps for every source of ``plan``: the ingest it admits under the resource functions of
+    ``model`` (the model it was made on), while the offered load or the source's backlog exceeds that
+    (:mod:`strata.learning.pacing`)."""
+    offered = dict(window.ingest)
+    admitted = admitted_ingest(model, plan.templates, plan.cpu(), offered)
+    backlog = {inst.pe: inst.queued for inst in window.instances if inst.pe in admitted}
+    return rate_caps(admitted, offered, backlog, catch_up_s)
+
+
+def learned_rows(learner: ResourceLearner, scenario: Scenario, t: float) -> list[dict]:
+    """The learner's estimate of every PE next to the spec's prior, at ``t`` (seconds after the epoch)."""
+    priors = {pe_id(j.id, op.name): op for j in scenario.jobs for tpl in j.templates for op in tpl.operators}
+    return [
+        {
+            "t": t,
+            "pe": pe,
+            "cost_per_record": e.cost_per_record,
+            "prior_cost_per_record": priors[pe].cost_per_record,
+            "selectivity": e.selectivity,
+            "prior_selectivity": priors[pe].selectivity,
+            "fixed_s": e.fixed_s,
+            "marginal_s": e.marginal_s,
+            "samples": e.samples,
+        }
+        for pe, e in sorted(learner.estimates().items())
+    ]
 
 
 def run_mode(
@@ -144,17 +174,15 @@ def run_mode(
         gate=gate,
     )
     run = ModeRun(mode, epoch, epoch + config.duration_s + config.drain_s, engine, gate_rows=gate_rows)
-    controller = None
+    controller = learner = None
     if mode == "strata":
+        learner = ResourceLearner()
         # the planner's prior of the offered load: each arrival process's long-run mean, not its nominal rate
-        prior = ResourceLearner().refine(scenario, mean_offered_rates(scenario))
+        offered = mean_offered_rates(scenario)
+        prior = learner.refine(scenario, offered)
         controller = Controller(prior, config.control)
-        # WORKAROUND (reported to issue 9): the Controller maps PEs to jobs over first templates only, so a
-        # plan choosing another template (scoring.sample) fails in budgets.pools with a KeyError.
-        controller._job_of.update(
-            {pe_id(j.id, op.name): j.id for j in prior.jobs for t in j.templates for op in t.operators}
-        )
         engine.apply(controller.start(now=time.time()))
+        planned = prior  # the model the plan in force was made on
     else:
         engine.apply(Decisions(0, admitted={j.id: j.templates[0].name for j in scenario.jobs}))
     run.late_s = max(0.0, time.time() - epoch)  # > 0: queries were still starting when input began
@@ -168,7 +196,15 @@ def run_mode(
         }
         run.observations.append(row)
         if controller is not None:
-            engine.apply(controller.step(obs))
+            learner.observe_window(obs.window)
+            # the learned resource functions are the model the Controller's next (re)plan starts from
+            controller.scenario = learner.refine(scenario, offered)
+            decisions = controller.step(obs)
+            if decisions.replan:
+                planned = controller.scenario
+            decisions.rate_limits = pace(planned, controller.plan, obs.window, config.window_s)
+            engine.apply(decisions)
+            run.learned += learned_rows(learner, scenario, obs.now - epoch)
         if on_tick is not None:
             on_tick(mode, obs.now - epoch, row)
         failed = engine.failures()
@@ -556,6 +592,7 @@ def collect(runs: list[ModeRun], scenario: Scenario, config: DemoConfig, spark, 
         "controller": pd.DataFrame(
             [{"mode": run.mode, **row, "t": row["time"] - run.epoch} for run in runs for row in run.controller_log]
         ),
+        "learning": pd.DataFrame([{"mode": run.mode, **row} for run in runs for row in run.learned]),
     }
     metrics = out / "metrics"
     metrics.mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,100 @@
+"""Rate caps from a plan (SODA's microQ pacing): admit at the sources only what the plan's cpu can process.
+
+A SODA plan gives every PE a cpu budget. With the (learned) resource functions
+the plan implies, per source, the largest rate its downstream PEs can process
+inside their budgets: the plan's *admitted ingest*. When the offered load is
+above it, the engine should read no faster than that — the rest waits in the
+source (deferred, not dropped) instead of piling up inside the operators.
+
+Admitted ingest. Record flow is linear in the source rates (every PE forwards
+``selectivity ×`` its input), so a PE ``k`` receives ``Σ_s g_sk r_s`` where
+``g_sk`` is the gain along the paths from source ``s``. Scaling each source by
+``f_s = min(1, min_k capacity_k / input_k)`` over the PEs ``k`` it reaches
+(``input_k`` at the offered rates) keeps every PE within its capacity, also
+where several sources meet: ``Σ_s f_s g_sk r_s ≤ (capacity_k / input_k) ·
+input_k``. For a chain it is exactly the bottleneck's rate divided by the gain
+in front of it.
+
+Pure functions over plain numbers and the model: no clock, no engine.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+
+import networkx as nx
+
+from strata.model import OperatorKind, Scenario, joined_graph
+from strata.model.importance import topological_order
+
+
+def admitted_ingest(
+    scenario: Scenario,
+    templates: Mapping[str, str],
+    cpu: Mapping[str, float],
+    offered: Mapping[str, float],
+) -> dict[str, float]:
+    """Source PE → the largest rate (≤ offered) the plan's ``cpu`` lets every downstream PE process.
+
+    ``templates``: the plan's admitted jobs and their templates; ``cpu``: PE → cores
+    (the plan's assignment); ``offered``: source PE → records/s offered (sources
+    absent from it are taken at their spec rate). A PE with no cpu in the plan
+    has no capacity under a linear resource function, so its sources get 0;
+    sinks are not budgeted by the planner and do not limit.
+    """
+    graph = joined_graph(scenario, templates)
+    order = topological_order(graph)
+    rates: dict[str, float] = {}
+    inputs: dict[str, float] = {}
+    for pe in order:
+        op = graph.nodes[pe]["op"]
+        if op.kind is OperatorKind.SOURCE:
+            inputs[pe] = offered.get(pe, op.source.rate)
+            rates[pe] = inputs[pe]
+        else:
+            inputs[pe] = sum(rates[u] for u in graph.predecessors(pe))
+            rates[pe] = op.selectivity * inputs[pe]
+    out = {}
+    for pe in order:
+        if graph.nodes[pe]["op"].kind is not OperatorKind.SOURCE:
+            continue
+        factor = 1.0
+        for k in [pe, *nx.descendants(graph, pe)]:
+            op = graph.nodes[k]["op"]
+            # a sink's rate is worth nothing in itself (importance is on the stream into it): SODA gives it no cpu
+            if inputs[k] <= 0 or op.kind is OperatorKind.SINK:
+                continue
+            capacity = op.resource.capacity(cpu.get(k, 0.0), op.cost_per_record)
+            factor = min(factor, capacity / inputs[k])
+        out[pe] = max(0.0, factor) * inputs[pe]
+    return out
+
+
+def rate_caps(
+    admitted: Mapping[str, float],
+    offered: Mapping[str, float],
+    backlog: Mapping[str, float],
+    catch_up_s: float = 2.0,
+    tolerance: float = 0.2,
+    step: float = 50.0,
+) -> dict[str, float | None]:
+    """Source PE → records/s cap, or None (no cap) — for every source in ``admitted``.
+
+    A source is capped at its admitted ingest while the load it offers (records/s) exceeds that by
+    more than ``tolerance`` (a share: random arrivals scatter around the planned rate, a burst goes
+    well past it), and afterwards while the offered load is below the admitted rate and its
+    ``backlog`` (records offered but not yet read) is more than ``catch_up_s`` of input at that rate:
+    the deferred records then drain at the admitted rate instead of arriving as one oversized,
+    non-preemptible micro-batch. A cap is rounded down to a multiple of ``step`` records/s (at least
+    one step), so small changes in the learned costs do not rewrite it every window.
+    """
+    if not 0 <= tolerance < 1 or catch_up_s < 0 or step <= 0:
+        raise ValueError(f"need tolerance in [0, 1), catch_up_s ≥ 0, step > 0; got {tolerance}, {catch_up_s}, {step}")
+    caps: dict[str, float | None] = {}
+    for pe, rate in admitted.items():
+        load = offered.get(pe, 0.0)
+        over = load > rate * (1 + tolerance)
+        draining = load < rate and backlog.get(pe, 0.0) > rate * catch_up_s
+        caps[pe] = max(step, step * math.floor(rate / step)) if (over or draining) else None
+    return caps
