@@ -18,11 +18,14 @@ decide, the engine only observes and enforces). Public API (stable):
         batch=1,                  # records per source message (coarse-graining for big runs; 1 = exact)
         service="deterministic",  # or "exponential", or {pe: ...}: service time = records × cost_per_record
         network_latency=5e-4,     # seconds, plus bytes / NIC bandwidth through the sender's NIC
+        rack_latency=0.0,         # seconds more between racks, after bytes / the sending rack's uplink
         watermark_interval=0.2,   # seconds between source watermarks
         bin_s=1.0,                # width of time-series bins
         failures=[("n3", 60.0, 90.0)],  # node down at 60 s, up at 90 s (None: stays down)
         record_inputs=False,      # keep every generated record (for reference checks)
         enforce_shares=False,     # True: an instance placed with a cpu share never uses more (cgroup-like)
+        recovery=None,            # "replay": upstream backup + checkpoints + de-duplication, no record lost
+        checkpoint_interval=5.0,  # seconds between checkpoints (recovery="replay")
     )
     sim.every(10.0, balancer)     # more controllers, any time
     sim.apply(Actions(moves=[Move("job.agg", 7, dst=2, mode="live")]), at=30.0)
@@ -53,6 +56,7 @@ Module map: ``engine`` (event loop), ``runtime`` (nodes, PEs, instances,
 channels), ``semantics`` (what each operator does to a record), ``workload``
 (arrivals, keys), ``placement``, ``migration`` (key-group moves, instance
 relocation), ``metrics``, ``observe``, ``fifo`` (default dispatch),
+``recovery`` (checkpoints, retention, replay after a failure),
 ``reference`` (offline recomputation for exactly-once checks), ``scenarios``
 (known-answer and benchmark scenarios), ``report`` (progress bar, summary
 tables), ``hooks`` (the contract). Full description: docs/sim.md.

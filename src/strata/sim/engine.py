@@ -64,6 +64,7 @@ from strata.sim.runtime import (
     InstanceRt,
     NodeRt,
     PeRt,
+    RackRt,
 )
 from strata.sim.semantics import (
     accumulate,
@@ -122,6 +123,7 @@ class Simulation:
         batch: int = 1,
         service: str | Mapping[str, str] = "deterministic",
         network_latency: float = 5e-4,
+        rack_latency: float = 0.0,
         watermark_interval: float = 0.2,
         bin_s: float = 1.0,
         failures: Iterable[tuple[str, float, float | None]] = (),
@@ -134,12 +136,13 @@ class Simulation:
     ) -> None:
         if batch < 1:
             raise ValueError(f"batch: expected records per source message ≥ 1; found {batch}")
-        if network_latency < 0 or watermark_interval <= 0 or bin_s <= 0:
-            raise ValueError("network_latency must be ≥ 0; watermark_interval and bin_s > 0")
+        if network_latency < 0 or rack_latency < 0 or watermark_interval <= 0 or bin_s <= 0:
+            raise ValueError("network_latency and rack_latency must be ≥ 0; watermark_interval and bin_s > 0")
         self.scenario = scenario
         self.seed = seed
         self.batch = batch
         self.latency = network_latency
+        self.rack_latency = rack_latency
         self.wm_interval = watermark_interval
         self.bin_s = bin_s
         self._inv_bin = 1.0 / bin_s
@@ -208,6 +211,7 @@ class Simulation:
         costs = {pe: self.pes[pe].cost for pe in order}
         targets = {j.id: j.target_latency_s for j in scenario.jobs if any(self.pes[p].job == j.id for p in order)}
         self.nodes: list[NodeRt] = []
+        racks = {r.name: RackRt(r.name, r.uplink) for r in scenario.cluster.racks}
         self.node_by_name: dict[str, NodeRt] = {}
         for k, n in enumerate(cluster_nodes):
             view = NodeView(
@@ -221,6 +225,8 @@ class Simulation:
                 share=node_share[n.name],
             )
             rt = NodeRt(n.name, k, view.cores, n.nic, view, self.factory(view))
+            if n.rack is not None:
+                rt.rack = racks[n.rack]
             self.nodes.append(rt)
             self.node_by_name[n.name] = rt
         self.instances: list[InstanceRt] = []
@@ -433,8 +439,10 @@ class Simulation:
             return
         self.metrics.remote[int(now * self._inv_bin)] += nbytes
         start = node.nic_free if node.nic_free > now else now
-        node.nic_free = start + nbytes / node.nic
-        arrive = node.nic_free + self.latency
+        node.nic_free = sent = start + nbytes / node.nic
+        if node.rack is not dst.node.rack:
+            sent = self._uplink(node.rack, sent, nbytes, now, False)
+        arrive = sent + self.latency
         last = src.last_arrival.get(dst.gid, 0.0)
         if arrive < last:  # FIFO per channel even after the destination changed node
             arrive = last
@@ -452,9 +460,28 @@ class Simulation:
         if src is dst:
             return now
         start = src.state_free if src.state_free > now else now
-        src.state_free = start + nbytes / src.nic
+        src.state_free = sent = start + nbytes / src.nic
         self.metrics.remote_bytes(now, nbytes)
-        return src.state_free + self.latency
+        if src.rack is not dst.rack:
+            sent = self._uplink(src.rack, sent, nbytes, now, True)
+        return sent + self.latency
+
+    def _uplink(self, rack: RackRt | None, t: float, nbytes: float, now: float, state: bool) -> float:
+        """When ``nbytes`` that left their node's NIC at ``t`` have left the node's rack for another rack.
+
+        They queue (FIFO) for the sending rack's uplink (``bytes / uplink``; a node
+        outside any rack has none), then take ``rack_latency`` more. As on NICs,
+        state transfers queue behind each other, not in front of data.
+        """
+        self.metrics.rack_bytes(now, nbytes)
+        if rack is not None:
+            free = rack.state_free if state else rack.free
+            t = (free if free > t else t) + nbytes / rack.uplink
+            if state:
+                rack.state_free = t
+            else:
+                rack.free = t
+        return t + self.rack_latency
 
     def state_arrives(self, t: float, migration: object) -> None:
         """Schedule a shipped key group's state to arrive at ``t``."""

@@ -53,6 +53,7 @@ class Metrics:
         self.out_bins: dict[str, list[float]] = {j: [] for j in jobs}
         self.local: list[float] = []
         self.remote: list[float] = []
+        self.inter_rack: list[float] = []
         self.deferred = 0
         self._so_far: dict[str, list[float]] = {j: [0, 0, 0.0, 0.0, 0] for j in jobs}  # cursor, n, Σ, max, misses
         self.failures: list[tuple[str, float, float | None]] = []
@@ -63,7 +64,7 @@ class Metrics:
     def extend(self, end: float) -> None:
         """Make every per-bin series long enough for sim times up to ``end``."""
         n = int(end / self.bin_s) + 2
-        lists = [*self.ingest_bins.values(), *self.out_bins.values(), self.local, self.remote]
+        lists = [*self.ingest_bins.values(), *self.out_bins.values(), self.local, self.remote, self.inter_rack]
         lists += [node.busy_bins for node in self.sim.nodes]
         lists += [inst.busy_bins for inst in self.sim.instances]
         lists += [pe.out_bins for pe in self.sim.pes.values()]
@@ -89,6 +90,9 @@ class Metrics:
 
     def remote_bytes(self, now: float, nbytes: float) -> None:
         self.remote[int(now / self.bin_s)] += nbytes
+
+    def rack_bytes(self, now: float, nbytes: float) -> None:
+        self.inter_rack[int(now / self.bin_s)] += nbytes
 
     # ---------------------------------------------------------------- tables
 
@@ -226,10 +230,15 @@ class Metrics:
         return pd.DataFrame(rows, columns=["t", "pe", "imbalance"])
 
     def network(self) -> pd.DataFrame:
-        """Per bin: bytes that stayed on a node and bytes that crossed the network."""
+        """Per bin: bytes that stayed on a node, bytes that crossed the network, and of those the inter-rack bytes."""
         k = self._bins()
         return pd.DataFrame(
-            {"t": [b * self.bin_s for b in range(k)], "local_bytes": self.local[:k], "remote_bytes": self.remote[:k]}
+            {
+                "t": [b * self.bin_s for b in range(k)],
+                "local_bytes": self.local[:k],
+                "remote_bytes": self.remote[:k],
+                "inter_rack_bytes": self.inter_rack[:k],
+            }
         )
 
     def latency_so_far(self) -> dict[str, LatencySoFar]:

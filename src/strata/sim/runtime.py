@@ -45,6 +45,7 @@ class NodeRt:
         "name",
         "nic",
         "nic_free",
+        "rack",
         "running",
         "state_free",
         "up",
@@ -61,6 +62,7 @@ class NodeRt:
         self.idle = cores
         self.nic_free = 0.0
         self.state_free = 0.0
+        self.rack: RackRt | None = None
         self.up = True
         self.failed_at: float | None = None
         self.running: dict[int, Message] = {}  # seq → message running on a core
@@ -77,6 +79,18 @@ class NodeRt:
         # The built-in FIFO's queue, which the engine uses directly (no method calls, no no-op
         # ``completed``); None for any other policy, which is called through the protocol.
         self.fifo: deque[Message] | None = policy.queue if type(policy) is FifoDispatch else None
+
+
+class RackRt:
+    """A rack: its uplink carries every byte leaving it for another rack (FIFO; state transfers apart)."""
+
+    __slots__ = ("free", "name", "state_free", "uplink")
+
+    def __init__(self, name: str, uplink: float) -> None:
+        self.name = name
+        self.uplink = uplink  # bytes/s
+        self.free = 0.0  # when the uplink has sent the last data message queued on it
+        self.state_free = 0.0
 
 
 class Channel:
