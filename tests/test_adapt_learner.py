@@ -1,9 +1,11 @@
-"""Bandits with known-mean arms: regret, tracking a change of the best arm, contexts, determinism."""
+"""Bandits with known-mean arms: regret, tracking a change, factored arms, floors, segments, determinism."""
+
+import itertools
 
 import numpy as np
 import pytest
 
-from strata.adapt import Composition, ContextualBandit, DiscountedUCB, SlidingWindowUCB, compositions
+from strata.adapt import Composition, DiscountedUCB, FactoredUCB, SegmentMemory, SlidingWindowUCB, compositions
 
 
 def play(bandit, means_at, steps, seed=0):
@@ -52,15 +54,68 @@ def test_every_arm_is_tried_first_and_rewards_are_clipped():
     assert np.allclose(b.means(), 1.0)
 
 
-def test_contexts_keep_separate_learners_and_same_seed_same_choices():
-    cb = ContextualBandit(lambda: DiscountedUCB(2, gamma=1.0, c=0.1, seed=0))
-    for _ in range(50):
-        for ctx, good in (("fine", 0), ("coarse", 1)):
-            a = cb.select(ctx)
-            cb.update(ctx, a, 1.0 if a == good else 0.0)
-    assert cb.select("fine") == 0 and cb.select("coarse") == 1
+def test_same_seed_same_choices():
     runs = [play(DiscountedUCB(4, gamma=0.9, seed=7), lambda t: [0.5] * 4, 200)[0] for _ in range(2)]
     assert (runs[0] == runs[1]).all()
+
+
+def test_factored_arms_share_evidence_through_their_blocks():
+    # Reward = dispatch effect + balancing effect: 15 arms, 8 block values. Sharing through the blocks finds the
+    # best arm (b, y) with less than half the regret of D-UCB over the 15 arms, on every seed.
+    f = {"a": 0.2, "b": 0.5, "c": 0.3, "d": 0.1, "e": 0.25}
+    g = {"x": 0.0, "y": 0.4, "z": 0.1}
+    arms = list(itertools.product(f, g))
+    means = [f[d] + g[b] for d, b in arms]
+    for seed in range(4):
+        regret = []
+        for learner in (FactoredUCB(arms, gamma=1.0, seed=seed), DiscountedUCB(len(arms), gamma=1.0, seed=seed)):
+            rng = np.random.default_rng(seed)
+            total = 0.0
+            for _ in range(40):
+                arm = learner.select()
+                learner.update(arm, means[arm] + rng.normal(0, 0.05))
+                total += max(means) - means[arm]
+            regret.append(total)
+        assert regret[0] < 0.5 * regret[1]
+
+
+def test_factored_untried_blocks_credit_outside_the_arm_set_and_own_evidence():
+    arms = [("llf", "on"), ("fifo", "on"), ("fifo", "off")]
+    b = FactoredUCB(arms, gamma=1.0, c=0.0, seed=0)
+    b.update(("fifo", "on"), 0.2)
+    b.update(("llf", "off"), 1.0)  # what ran is no arm: only its blocks learn
+    assert np.isnan(b.means()[[0, 2]]).all() and b.means()[1] == pytest.approx(0.2)
+    # overall mean 0.6; llf +0.4, on −0.4 → 0.6; fifo −0.4, off +0.4 → 0.6 (c = 0: no bonus).
+    assert b.index() == pytest.approx([0.6, 0.2, 0.6])  # fifo/on has its own play: its own mean, 0.2
+    assert np.isinf(FactoredUCB(arms).index()).all()  # nothing tried: every arm untried
+
+
+def test_a_floor_keeps_a_bad_arm_from_being_tried_again_and_again():
+    def retries(floor):
+        b = DiscountedUCB(2, gamma=0.95, c=0.3, floor=floor)
+        b.update(0, 0.0)
+        picks = []
+        for _ in range(300):
+            arm = b.select()
+            b.update(arm, 0.0 if arm == 0 else 0.9)
+            picks.append(arm)
+        return picks[1:].count(0)
+
+    assert retries(0.0) >= 5  # D-UCB: arm 0's count fades, its bonus grows, it is tried again every so often
+    assert retries(1.0) == 0  # bonus ≤ 0.3 · sqrt(0.5 ln 20) ≈ 0.37: 0 + 0.37 never beats 0.9
+
+
+def test_segments_resume_a_known_workload_and_warm_start_a_new_one():
+    first = DiscountedUCB(2, gamma=1.0)
+    for _ in range(10):
+        first.update(0, 1.0)
+        first.update(1, 0.0)
+    mem = SegmentMemory(first, radius=0.3, prior=1.0)
+    assert not mem.switch(np.array([0.0, 0.0]), np.array([2.0, 0.0]))
+    warm = mem.current
+    assert warm is not first and warm.n.tolist() == [1.0, 1.0] and warm.means().tolist() == [1.0, 0.0]
+    assert mem.switch(np.array([2.0, 0.0]), np.array([0.1, 0.1]))  # back within 0.3 of the first segment
+    assert mem.current is first
 
 
 def test_compositions_space_and_parsing():

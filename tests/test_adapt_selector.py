@@ -2,17 +2,8 @@
 
 import pytest
 
-from strata.adapt import (
-    Composition,
-    ContextConfig,
-    Features,
-    FeatureTracker,
-    Fixed,
-    Selector,
-    context,
-    window_score,
-    yields,
-)
+from strata.adapt import ChangeDetector, Composition, Features, FeatureTracker, Fixed, Selector, window_score, yields
+from strata.adapt.features import learning_reward
 from strata.hierarchy.protocol import InstanceLoad, KeyGroupLoad, LatencyStats, Observation, WindowStats
 from strata.model import Scenario
 
@@ -73,7 +64,7 @@ def test_window_score_counts_late_and_missing_outputs():
     assert yields(scenario(0.5)) == {"a": pytest.approx(0.5), "b": pytest.approx(0.5)}
 
 
-def test_features_known_answers_and_contexts():
+def test_features_known_answers_and_the_skew_of_a_trickle():
     tr = FeatureTracker(history=2)
     inst = [InstanceLoad("a.f", 0, "n0", 100, 0.5, 0, 0), InstanceLoad("a.f", 1, "n0", 300, 1.5, 0, 0)]
     kgs = [KeyGroupLoad("a.k", g, 0, 10, b, 0.0) for g, b in enumerate([4.0, 1.0, 1.0, 1.0, 1.0])]
@@ -82,16 +73,32 @@ def test_features_known_answers_and_contexts():
     assert f.unit_s == pytest.approx(2.0 / 400)
     assert f.burstiness == pytest.approx(0.5)  # std 100 / mean 200
     assert f.skew == pytest.approx(4.0 / 1.6)
-    cfg = ContextConfig(unit_s=0.004, burstiness=0.25, skew=3.0)
-    assert context(f, cfg) == ("coarse", "bursty", "flat")
-    assert context(Features(0.001, 0.1, 5.0), cfg) == ("fine", "steady", "skewed")
+    # Keyed work 0.08 of 2.0 busy core-seconds (< 10%): one hot group in a trickle is no skew.
+    trickle = [KeyGroupLoad("a.k", g, 0, 1, b, 0.0) for g, b in enumerate([0.08, 0.0, 0.0, 0.0])]
+    assert tr.update(obs(15.0, ingest={"a.src": 300.0}, instances=inst, key_groups=trickle)).skew == 1.0
+
+
+def test_change_detector_needs_two_windows_away_and_ignores_a_spike():
+    d = ChangeDetector(threshold=0.5, confirm=2)
+    fine, coarse = Features(0.001, 0.0, 1.0), Features(0.05, 0.0, 1.0)  # log10 unit sizes −3 and −1.3
+    assert [d.update(f) for f in (fine, fine, Features(0.001, 0.0, 20.0), fine)] == [False] * 4  # one spike
+    assert [d.update(f) for f in (coarse, coarse)] == [False, True]
+    assert d.previous == pytest.approx([-3.0, 0.0]) and d.centroid == pytest.approx([-1.30103, 0.0])
+    assert not d.update(Features(0.0, 0.0, 1.0))  # nothing processed: no measurement
+
+
+def test_learning_reward_credits_the_share_of_a_backlog_drained():
+    assert learning_reward(0.0, 1000, 600) == pytest.approx(0.4)
+    assert learning_reward(0.5, 1000, 0) == pytest.approx(1.0)
+    assert learning_reward(0.5, 1000, 1500) == pytest.approx(0.5)  # a growing backlog adds nothing
+    assert learning_reward(0.7, 0, 0) == pytest.approx(0.7)
 
 
 def test_selector_finds_each_phase_best_composition_and_remembers_a_returning_phase():
     sc = scenario()
     good = {"fine": Composition("llf"), "coarse": Composition("fair")}
     cands = [Composition("llf"), Composition("fair"), Composition("fifo")]
-    sel = Selector(sc, cands, gamma=0.95, c=0.3, contexts=ContextConfig(unit_s=0.01), seed=1)
+    sel = Selector(sc, cands, gamma=0.95, c=0.3, seed=1)
     picks = {"fine": [], "coarse": []}
     chosen = None
     for step, phase in enumerate(["fine"] * 40 + ["coarse"] * 40 + ["fine"] * 40):
@@ -108,9 +115,8 @@ def test_selector_finds_each_phase_best_composition_and_remembers_a_returning_ph
         picks[phase].append(chosen)
     assert sum(c == good["fine"] for c in picks["fine"][5:40]) >= 30
     assert sum(c == good["coarse"] for c in picks["coarse"][5:]) >= 30
-    # Back in the first context the learner already knows the answer: it starts on it (D-UCB still
-    # re-explores now and then, as its discounted counts of the other arms fade).
-    assert all(c == good["fine"] for c in picks["fine"][40:50])
+    # Back in the first workload the change detector finds the stored segment: the learner resumes on its answer.
+    assert all(c == good["fine"] for c in picks["fine"][41:50])  # from the window that confirms the change
     assert sum(c == good["fine"] for c in picks["fine"][40:]) >= 36
     rewards = [c.reward for c in sel.choices if c.reward is not None]
     assert len(rewards) == 119 and all(r == pytest.approx(1.0) or r == pytest.approx(0.2) for r in rewards)

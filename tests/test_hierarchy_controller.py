@@ -211,6 +211,19 @@ def test_a_cooldown_does_not_hold_back_a_job_whose_ingest_has_changed_since_its_
     assert steps[3].replan == ("lat",) and "ingest changed 69%" in steps[3].reasons[0]
 
 
+def test_a_job_whose_ingest_moved_since_its_plan_joins_a_component_replan():
+    ctl, _ = started()
+    bad = {"lat": LatencyStats(100, 0.4, 0.9, 1.0, 1.2, 0.3)}
+    steps = []
+    for t, agg, latency in ((5.0, 300.0, {}), (10.0, 0.0, bad), (15.0, 0.0, bad)):
+        obs = window(t, placement=ctl.placement, latency=latency, ingest={"lat.src": 200.0, "agg.src": agg})
+        steps.append(ctl.step(Observation(obs)))
+    # agg was planned at its spec's 300 records/s; smoothed ingest 300 → 150 → 75: |75 − 300| / 300 = 75%.
+    assert steps[2].replan == ("agg", "lat")
+    assert "stale:agg (ingest changed 75% since its plan)" in steps[2].reasons
+    assert ctl.plan.cpu()["agg.kv"] < 300 * 0.006  # re-planned on what it now receives
+
+
 def test_uncoordinated_mode_acts_on_the_first_window():
     ctl, _ = started(coordinated=False)
     bad = {"lat": LatencyStats(100, 0.4, 0.9, 1.0, 1.2, 0.3)}

@@ -9,11 +9,14 @@ with no user-given goal or model:
 - **burstiness**: coefficient of variation of total ingest over the last
   ``history`` (10) windows;
 - **skew**: max / mean load over the key groups of keyed operators (1 =
-  flat; independent of the routing, so balancing does not hide it).
+  flat; independent of the routing, so balancing does not hide it); 1 when
+  keyed operators did less than ``keyed_share`` (10%) of the window's work —
+  the skew of a trickle is noise (one record in one group reads as 16×).
 
-:func:`context` discretises them into a small tuple the contextual bandit
-keys on. :func:`window_score` is the reward: per running job, on-time
-outputs over the outputs its ingest should produce (so starving a job
+:class:`ChangeDetector` watches unit size and skew (on a log scale) and
+reports when the workload has left its segment — the learner's cue to stop
+trusting what it learnt. :func:`window_score` is the reward: per running job,
+on-time outputs over the outputs its ingest should produce (so starving a job
 costs as much as making it late), averaged over jobs — in [0, 1].
 """
 
@@ -37,20 +40,12 @@ class Features:
     skew: float
 
 
-@dataclass(frozen=True, slots=True)
-class ContextConfig:
-    """Where each feature is cut into two buckets, with the defaults."""
-
-    unit_s: float = 0.005  # fine < 5 ms ≤ coarse
-    burstiness: float = 0.25  # steady < 0.25 ≤ bursty
-    skew: float = 3.0  # flat < 3 ≤ skewed (max / mean key-group load)
-
-
 @dataclass
 class FeatureTracker:
     """Features of each window; keeps the ingest history burstiness needs."""
 
     history: int = 10
+    keyed_share: float = 0.1
     _ingest: deque[float] = field(default_factory=deque)
 
     def update(self, obs: Observation) -> Features:
@@ -67,20 +62,59 @@ class FeatureTracker:
         for kg in w.key_groups:
             per_group.setdefault(kg.pe, []).append(kg.busy)
         skew = 1.0
-        for loads in per_group.values():
-            total = sum(loads)
-            if total > 0:
-                skew = max(skew, max(loads) * len(loads) / total)
+        if sum(map(sum, per_group.values())) >= self.keyed_share * busy:
+            for loads in per_group.values():
+                total = sum(loads)
+                if total > 0:
+                    skew = max(skew, max(loads) * len(loads) / total)
         return Features(busy / records if records else 0.0, burst, skew)
 
 
-def context(f: Features, cfg: ContextConfig | None = None) -> tuple[str, str, str]:
-    cfg = cfg or ContextConfig()
-    return (
-        "coarse" if f.unit_s >= cfg.unit_s else "fine",
-        "bursty" if f.burstiness >= cfg.burstiness else "steady",
-        "skewed" if f.skew >= cfg.skew else "flat",
-    )
+def vector(f: Features) -> np.ndarray:
+    """What the change detector compares: log10 unit size and log10 skew (a factor of 10 is 1.0)."""
+    return np.array([np.log10(max(f.unit_s, 1e-6)), np.log10(max(f.skew, 1.0))])
+
+
+@dataclass
+class ChangeDetector:
+    """A new workload segment: ``confirm`` windows in a row farther than ``threshold`` from the segment's centroid.
+
+    The distance is Chebyshev over :func:`vector` (0.5 = a factor of 3 in unit
+    size or skew: a mix of unit sizes shifting within a bursty phase moves it
+    by up to 0.4). Burstiness is left out: a coefficient of variation over
+    past windows spikes at every change of level and lags it, so it would
+    report each change twice. Windows that processed nothing carry no unit
+    size and are skipped. The centroid is the running mean of the segment's
+    windows; after a change it restarts from the confirming windows.
+    """
+
+    threshold: float = 0.5
+    confirm: int = 2
+    centroid: np.ndarray | None = None
+    previous: np.ndarray | None = None  # the centroid of the segment the last change left
+    _n: int = 0
+    _away: list[np.ndarray] = field(default_factory=list)
+
+    def update(self, f: Features) -> bool:
+        """Feed one window; True when it completes a confirmed change (:attr:`previous` is the old centroid)."""
+        if f.unit_s <= 0:
+            return False
+        x = vector(f)
+        if self.centroid is None:
+            self.centroid, self._n = x, 1
+            return False
+        if float(np.max(np.abs(x - self.centroid))) <= self.threshold:
+            self._away.clear()
+            self._n += 1
+            self.centroid = self.centroid + (x - self.centroid) / self._n
+            return False
+        self._away.append(x)
+        if len(self._away) < self.confirm:
+            return False
+        self.previous = self.centroid
+        self.centroid, self._n = np.mean(self._away, axis=0), len(self._away)
+        self._away.clear()
+        return True
 
 
 def yields(scenario: Scenario, templates: Mapping[str, str] | None = None) -> dict[str, float]:
@@ -117,3 +151,20 @@ def window_score(
         on_time = stats.records * (1.0 - stats.miss_rate) if stats is not None else 0.0
         scores.append(min(1.0, on_time / expected))
     return float(np.mean(scores)) if scores else None
+
+
+def backlog(obs: Observation) -> int:
+    """Records waiting at the end of the window, over every instance (dispatch queues and buffers)."""
+    return sum(i.queued for i in obs.window.instances)
+
+
+def learning_reward(score: float, before: int, after: int) -> float:
+    """The reward the learner credits: the window's score, plus (1 − score) × the share of the backlog drained.
+
+    A window's lateness is mostly inherited when a backlog stands: every
+    composition would score ~0 on it, and the learner would learn nothing
+    (or blame the one in force). How much of the backlog it drained is the
+    part of the outcome the window's own composition caused.
+    """
+    drained = (before - after) / before if before > 0 else 0.0
+    return score + (1.0 - score) * min(1.0, max(0.0, drained))

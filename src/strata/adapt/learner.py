@@ -2,7 +2,7 @@
 
 Dean & Porter's emergent scheduler learns the best composition at runtime,
 and name the hard part: workloads diverge, rarely repeat and arrive
-sporadically, so the best arm changes. Two standard non-stationary bandits
+sporadically, so the best arm changes. Standard non-stationary bandits
 (rewards in [0, 1], arms by index):
 
 - :class:`DiscountedUCB` — Garivier & Moulines (ALT 2011), D-UCB: counts and
@@ -10,31 +10,48 @@ sporadically, so the best arm changes. Two standard non-stationary bandits
   ``c`` · sqrt(ξ log n_γ / N_γ(i)); old evidence fades, so a change of the
   best arm is found again in about 1 / (1 − γ) steps;
 - :class:`SlidingWindowUCB` — the same paper's SW-UCB: only the last
-  ``window`` plays count.
+  ``window`` plays count;
+- :class:`FactoredUCB` — D-UCB over arms built from blocks (a composition is
+  one block per level): besides each arm's own statistics it keeps one per
+  block value, so an arm never played is estimated from its blocks (playing
+  ``fifo/off`` teaches something about every ``fifo`` arm), and a block value
+  never played makes every arm holding it untried. A composition space
+  grows as a product; the evidence needed grows as the sum of the levels;
+- :class:`SegmentMemory` — learners per stationary segment of the workload
+  (found by a change detector on workload features), kept with the features'
+  centroid, so a workload that comes back resumes what it learnt and a new
+  one starts from a weak copy of the last (a warm start, not a blank).
 
-:class:`ContextualBandit` keeps one such learner per workload context (the
-discretised features of :mod:`strata.adapt.features`), so a workload that
-comes back finds the arm it learnt, while a new context starts fresh.
 Every choice is deterministic given the seed (ties broken by a seeded RNG).
 """
 
 from __future__ import annotations
 
+import copy
 import math
 from collections import deque
-from collections.abc import Callable, Hashable
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
 
 class DiscountedUCB:
-    """D-UCB over ``arms`` arms; ``gamma`` the discount per play, ``c`` the exploration weight, ξ = 0.5."""
+    """D-UCB over ``arms`` arms; ``gamma`` the discount per play, ``c`` the exploration weight, ξ = 0.5.
 
-    def __init__(self, arms: int, gamma: float = 0.95, c: float = 0.3, seed: int = 0) -> None:
-        if arms < 1 or not 0.0 < gamma <= 1.0 or c < 0:
-            raise ValueError("need arms ≥ 1, 0 < gamma ≤ 1 and c ≥ 0")
-        self.arms, self.gamma, self.c = arms, gamma, c
+    ``floor``: discounting stops at this many plays for an arm that had them.
+    Plain D-UCB (``floor=0``) lets an arm's count fade to nothing, so its
+    bonus grows without bound and every arm is tried again every
+    ~1/(1 − γ) steps — however badly it did. When a bad trial is costly and
+    lasting (a placement persists until the next plan), a floor keeps the
+    bonus of a tried arm bounded (about ``c`` · sqrt(ξ log n / floor)): it is
+    tried again only if the others fall to within that of its mean.
+    """
+
+    def __init__(self, arms: int, gamma: float = 0.95, c: float = 0.3, seed: int = 0, floor: float = 0.0) -> None:
+        if arms < 1 or not 0.0 < gamma <= 1.0 or c < 0 or floor < 0:
+            raise ValueError("need arms ≥ 1, 0 < gamma ≤ 1, c ≥ 0 and floor ≥ 0")
+        self.arms, self.gamma, self.c, self.floor = arms, gamma, c, floor
         self.n = np.zeros(arms)  # discounted plays
         self.s = np.zeros(arms)  # discounted reward sums
         self._rng = np.random.default_rng(seed)
@@ -52,15 +69,30 @@ class DiscountedUCB:
         best = np.flatnonzero(idx >= idx.max() - 1e-12)
         return int(best[0] if len(best) == 1 else self._rng.choice(best))
 
-    def update(self, arm: int, reward: float) -> None:
-        self.n *= self.gamma
-        self.s *= self.gamma
-        self.n[arm] += 1.0
-        self.s[arm] += min(1.0, max(0.0, reward))
+    def update(self, arm: int | None, reward: float, weight: float = 1.0) -> None:
+        """One step: a play of ``arm`` (None: of none of these arms, only the discount applies).
+
+        ``weight`` < 1 counts a play whose reward the arm only partly caused.
+        """
+        kept = np.maximum(self.n * self.gamma, np.minimum(self.n, self.floor))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            self.s = np.where(self.n > 0, self.s * kept / self.n, 0.0)
+        self.n = kept
+        if arm is not None:
+            self.n[arm] += weight
+            self.s[arm] += weight * min(1.0, max(0.0, reward))
 
     def means(self) -> np.ndarray:
         with np.errstate(divide="ignore", invalid="ignore"):
             return np.where(self.n > 0, self.s / self.n, np.nan)
+
+    def weakened(self, weight: float) -> DiscountedUCB:
+        """A copy whose every arm keeps its mean on at most ``weight`` plays (a prior, easily overruled)."""
+        out = DiscountedUCB(self.arms, self.gamma, self.c, floor=self.floor)
+        out._rng = np.random.default_rng(self._rng.integers(2**32))
+        out.n = np.minimum(self.n, weight)
+        out.s = np.where(self.n > 0, self.s / np.where(self.n > 0, self.n, 1.0), 0.0) * out.n
+        return out
 
 
 class SlidingWindowUCB:
@@ -92,20 +124,113 @@ class SlidingWindowUCB:
         self.history.append((arm, min(1.0, max(0.0, reward))))
 
 
+class FactoredUCB:
+    """D-UCB over arms that are tuples of block values (one per level), sharing evidence through the blocks.
+
+    An arm played (discounted plays ≥ ``own``) is indexed on its own
+    statistics, like D-UCB. An arm not yet played is indexed by an additive
+    (main-effects) estimate — the overall mean plus, per level, how far its
+    block value's mean (over every play of an arm holding it) lies from the
+    overall mean — plus the mean of its block values' confidence bonuses; it
+    is untried (∞) while one of its block values is. Block means mix the
+    other levels' values they were played with, which is why an arm's own
+    evidence takes over as soon as it has any.
+    """
+
+    def __init__(
+        self,
+        arms: Sequence[tuple[Hashable, ...]],
+        gamma: float = 0.99,
+        c: float = 0.3,
+        own: float = 0.5,
+        floor: float = 1.0,
+        seed: int = 0,
+    ) -> None:
+        if not arms or len({len(a) for a in arms}) != 1:
+            raise ValueError("arms: expected one or more tuples of the same length")
+        self.arms = [tuple(a) for a in arms]
+        self.own = own
+        self.values = [sorted({a[k] for a in self.arms}, key=str) for k in range(len(self.arms[0]))]
+        self._slot = [[vals.index(a[k]) for k, vals in enumerate(self.values)] for a in self.arms]
+        self._arm_of = {a: i for i, a in enumerate(self.arms)}
+        self.whole = DiscountedUCB(len(self.arms), gamma, c, seed, floor)
+        self.blocks = [DiscountedUCB(len(vals), gamma, c, seed + 1 + k, floor) for k, vals in enumerate(self.values)]
+        self._rng = np.random.default_rng(seed)
+
+    def index(self) -> np.ndarray:
+        whole = self.whole.index()
+        total = self.blocks[0].n.sum()
+        overall = sum(self.blocks[0].s) / total if total > 0 else 0.0
+        means = [b.means() for b in self.blocks]
+        bonus = [b.index() - np.nan_to_num(m) for b, m in zip(self.blocks, means, strict=True)]
+        out = np.empty(len(self.arms))
+        for i, slots in enumerate(self._slot):
+            if self.whole.n[i] >= self.own:
+                out[i] = whole[i]
+                continue
+            if any(np.isnan(means[k][j]) or np.isinf(bonus[k][j]) for k, j in enumerate(slots)):
+                out[i] = np.inf
+                continue
+            # Main effects: each block value's mean says how much better than average it did.
+            estimate = overall + sum(means[k][j] - overall for k, j in enumerate(slots))
+            out[i] = estimate + float(np.mean([bonus[k][j] for k, j in enumerate(slots)]))
+        return out
+
+    def select(self) -> int:
+        idx = self.index()
+        best = np.flatnonzero(idx >= idx.max() - 1e-12)
+        return int(best[0] if len(best) == 1 else self._rng.choice(best))
+
+    def update(self, played: int | tuple[Hashable, ...], reward: float, weight: float = 1.0) -> None:
+        """Credit ``played`` — an arm's index, or a tuple of block values that need not be an arm.
+
+        A tuple outside the arm set (what actually ran may mix blocks no
+        candidate combines) still teaches its block values; values no arm
+        holds are ignored.
+        """
+        blocks = self.arms[played] if isinstance(played, int) else tuple(played)
+        self.whole.update(self._arm_of.get(blocks), reward, weight)
+        for k, (vals, b) in enumerate(zip(self.values, self.blocks, strict=True)):
+            b.update(vals.index(blocks[k]) if blocks[k] in vals else None, reward, weight)
+
+    def means(self) -> np.ndarray:
+        """Each arm's own discounted mean (NaN if never played)."""
+        return self.whole.means()
+
+    def weakened(self, weight: float) -> FactoredUCB:
+        """A copy keeping every mean on at most ``weight`` plays: the warm start of a new segment."""
+        out = copy.copy(self)  # the arm layout is shared; the statistics are new
+        out.whole = self.whole.weakened(weight)
+        out.blocks = [b.weakened(weight) for b in self.blocks]
+        out._rng = np.random.default_rng(self._rng.integers(2**32))
+        return out
+
+
 @dataclass
-class ContextualBandit:
-    """One bandit per context; ``make`` builds the learner for a context seen for the first time."""
+class SegmentMemory:
+    """The learners of the workload's stationary segments, each kept with the centroid of its features.
 
-    make: Callable[[], DiscountedUCB | SlidingWindowUCB]
-    bandits: dict[Hashable, DiscountedUCB | SlidingWindowUCB] = field(default_factory=dict)
+    :meth:`switch` is called when a change detector reports a new segment:
+    the current learner is stored under ``centroid``; a stored segment whose
+    centroid lies within ``radius`` (Chebyshev distance) of the new features
+    is resumed, else the new segment starts from the current learner
+    weakened to ``prior`` plays per arm (what was good before is tried first,
+    and overruled by a few windows of evidence).
+    """
 
-    def _of(self, context: Hashable) -> DiscountedUCB | SlidingWindowUCB:
-        if context not in self.bandits:
-            self.bandits[context] = self.make()
-        return self.bandits[context]
+    current: FactoredUCB | DiscountedUCB
+    radius: float = 0.3
+    prior: float = 1.0
+    stored: list[tuple[np.ndarray, FactoredUCB | DiscountedUCB]] = field(default_factory=list)
 
-    def select(self, context: Hashable) -> int:
-        return self._of(context).select()
-
-    def update(self, context: Hashable, arm: int, reward: float) -> None:
-        self._of(context).update(arm, reward)
+    def switch(self, centroid: np.ndarray, features: np.ndarray) -> bool:
+        """Store the current segment, enter the one ``features`` belong to; True if it was seen before."""
+        self.stored.append((np.asarray(centroid, float), self.current))
+        near = [(float(np.max(np.abs(c - features))), k) for k, (c, _) in enumerate(self.stored[:-1])]
+        near = [(d, k) for d, k in near if d <= self.radius]
+        if near:
+            _, k = min(near)
+            _, self.current = self.stored.pop(k)
+            return True
+        self.current = self.current.weakened(self.prior)
+        return False

@@ -1,11 +1,23 @@
 """The meta level: choose the composition for the next unit of work from the last one's score (Dean & Porter).
 
-Each control window the :class:`Selector` (1) scores the window that just
-ended under the composition it chose last time and feeds that reward to the
-learner under the context it was chosen in, (2) measures the window's
-features, and (3) asks the learner for the composition of the next window.
-The controller enforces the choice safely: dispatch between units of work,
-balancing from the next window, placement at the next (re)plan.
+Each control window the :class:`Selector`
+
+1. scores the window that just ended and credits it to the composition that
+   ran it — fully if that composition also ran the window before (the
+   backlog it inherited was its own), by ``switch_weight`` otherwise (part of
+   what it was judged on was caused by its predecessor); the credit adds to
+   the score the share of the standing backlog the window drained
+   (:func:`~strata.adapt.features.learning_reward`), the part of a late
+   window its own composition caused;
+2. measures the window's features and asks a change detector whether the
+   workload left its segment; if so the learner of the new segment takes
+   over (:class:`~strata.adapt.learner.SegmentMemory`: a segment seen before
+   resumes, a new one starts from a weak copy of the last);
+3. asks the learner (:class:`~strata.adapt.learner.FactoredUCB`) for the next composition.
+
+No phase schedule, goal or model is given: segments are found from the
+features alone. The controller enforces the choice safely: dispatch between
+units of work, balancing from the next window, placement at the next (re)plan.
 """
 
 from __future__ import annotations
@@ -14,8 +26,8 @@ from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 
 from strata.adapt.blocks import Composition
-from strata.adapt.features import ContextConfig, FeatureTracker, context, window_score, yields
-from strata.adapt.learner import ContextualBandit, DiscountedUCB
+from strata.adapt.features import ChangeDetector, FeatureTracker, backlog, learning_reward, window_score, yields
+from strata.adapt.learner import FactoredUCB, SegmentMemory
 from strata.hierarchy.jobs import job_maps
 from strata.hierarchy.protocol import Observation
 from strata.model import Scenario, chosen_templates
@@ -61,7 +73,7 @@ class Fixed:
     def __post_init__(self) -> None:
         self._score = Scorer(self.scenario)
 
-    def select(self, obs: Observation) -> Composition:
+    def select(self, obs: Observation, ran: Composition | None = None) -> Composition:
         if self.choices:
             self.choices[-1].reward = self._score(obs)
         self.choices.append(Choice(obs.now, "fixed", 0))
@@ -70,37 +82,69 @@ class Fixed:
 
 @dataclass
 class Selector:
-    """Contextual non-stationary bandit over ``candidates`` (D-UCB per context by default).
+    """Factored discounted UCB over ``candidates``, one learner per workload segment (change detection).
 
-    ``contextual=False`` uses one learner for every context (discounting alone
-    tracks the changes).
+    ``gamma``: discount per window inside a segment (slow drift); ``c``:
+    exploration weight; ``switch_weight``: credit of a window that followed a
+    switch; ``prior``: plays per arm a new segment's warm start keeps, and
+    the floor under which discounting does not take a tried arm's count;
+    ``change``: the detector (``ChangeDetector(threshold=inf)`` for one
+    segment throughout).
     """
 
     scenario: Scenario
     candidates: Sequence[Composition]
-    gamma: float = 0.97
+    gamma: float = 0.99
     c: float = 0.3
-    contextual: bool = True
-    contexts: ContextConfig = field(default_factory=ContextConfig)
+    switch_weight: float = 0.5
+    prior: float = 1.0
+    change: ChangeDetector = field(default_factory=ChangeDetector)
     seed: int = 0
     choices: list[Choice] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         if not self.candidates:
             raise ValueError("candidates: expected at least one composition")
-        n = len(self.candidates)
-        self.learner = ContextualBandit(lambda: DiscountedUCB(n, self.gamma, self.c, self.seed))
+        arms = [self._blocks(c) for c in self.candidates]
+        first = FactoredUCB(arms, self.gamma, self.c, floor=self.prior, seed=self.seed)
+        self.memory = SegmentMemory(first, radius=self.change.threshold, prior=self.prior)
         self.tracker = FeatureTracker()
         self._score = Scorer(self.scenario)
+        self._segment = 0
+        self._segments = 0
+        self._ran: Composition | None = None
+        self._queued = 0
 
-    def select(self, obs: Observation) -> Composition:
+    @staticmethod
+    def _blocks(c: Composition) -> tuple[str, str, str]:
+        return (c.dispatch, c.balancing, c.placement)
+
+    def select(self, obs: Observation, ran: Composition | None = None) -> Composition:
+        """The composition for the next window; ``ran``: what was in force over the one that ended.
+
+        The controller passes ``ran`` because a placement block acts only
+        when a plan is made: a window runs under the placer of the plan in
+        force, whoever was chosen since. The window's reward is credited to
+        ``ran`` (its blocks, and the arm itself if it is a candidate); without
+        it, to the composition chosen last.
+        """
         reward = self._score(obs)
+        queued = backlog(obs)
         if self.choices:
             last = self.choices[-1]
             last.reward = reward
+            ran = ran or self.candidates[last.arm]
             if reward is not None:
-                self.learner.update(last.context, last.arm, reward)
-        ctx = context(self.tracker.update(obs), self.contexts) if self.contextual else "all"
-        arm = self.learner.select(ctx)
-        self.choices.append(Choice(obs.now, ctx, arm))
+                stayed = self._ran is None or self._ran == ran
+                credit = learning_reward(reward, self._queued, queued)
+                self.memory.current.update(self._blocks(ran), credit, 1.0 if stayed else self.switch_weight)
+            self._ran = ran
+        self._queued = queued
+        features = self.tracker.update(obs)
+        if self.change.update(features):
+            self.memory.switch(self.change.previous, self.change.centroid)
+            self._segments += 1
+            self._segment = self._segments
+        arm = self.memory.current.select()
+        self.choices.append(Choice(obs.now, self._segment, arm))
         return self.candidates[arm]

@@ -39,7 +39,7 @@ from dataclasses import dataclass, field, replace
 
 import networkx as nx
 
-from strata.adapt.blocks import BALANCING, PLACEMENT
+from strata.adapt.blocks import BALANCING, PLACEMENT, Composition
 from strata.balance.controller import AutoFlow
 from strata.balance.loads import window_loads
 from strata.hierarchy.budgets import L1Budget, l1_budget, pools
@@ -116,6 +116,7 @@ class Controller:
         self.dispatch = cfg.dispatch
         self.balancing = cfg.balancing
         self.placer = cfg.placer
+        self.placed_by = cfg.placer  # the placer that made the plan in force
         self._last_full = -math.inf
         self._cooldown: dict[str, float] = {}
         self._planned_ingest: dict[str, float] = {}  # job → the observed ingest its last (re)plan used
@@ -166,8 +167,10 @@ class Controller:
         old_pools = self._pools()
 
         # Meta level: the composition for this window (dispatch now; balancing now; placer at the next plan).
+        # What ran in the window that ended — the plan in force was made by whichever placer made it — is what the
+        # learner credits, not what it asked for.
         if self.selector is not None:
-            comp = self.selector.select(obs)
+            comp = self.selector.select(obs, Composition(self.dispatch, self.balancing, self.placed_by))
             if comp is not None:
                 self.dispatch, self.balancing, self.placer = comp.dispatch, comp.balancing, comp.placement
 
@@ -195,6 +198,14 @@ class Controller:
                     reasons.append(f"ingest changed {change:.0%} since the last plan of {s.job}")
                 jobs |= set(nx.node_connected_component(self._jobs_graph, s.job))
                 reasons.append(str(s))
+            if jobs and cfg.coordinated:
+                # Jobs whose ingest moved since their plan hold capacity planned for another load (an idle job
+                # its old share): they join the re-plan, so the signalling component is planned on what is free.
+                for j in sorted(set(self.scenario.job) - jobs):
+                    change = self._ingest_change(j)
+                    if change >= cfg.replan_on_change:
+                        jobs |= set(nx.node_connected_component(self._jobs_graph, j))
+                        reasons.append(f"stale:{j} (ingest changed {change:.0%} since its plan)")
             if jobs:
                 plan_seconds = self._component_plan(now, jobs, signals)
                 replanned = tuple(sorted(jobs))
@@ -301,7 +312,9 @@ class Controller:
         return Cluster(nodes=nodes) if nodes else None
 
     def _job_ingest(self, job: str) -> float:
-        return sum(r for pe, r in self._rates.items() if self._sources.get(pe) == job)
+        """The job's smoothed observed ingest; before any observation, the rate its spec promises (what L0 used)."""
+        seen = [r for pe, r in self._rates.items() if self._sources.get(pe) == job]
+        return sum(seen) if seen else self._nominal[job]
 
     def _remember_ingest(self, jobs: set[str]) -> None:
         for j in jobs:
@@ -364,14 +377,22 @@ class Controller:
         sub = self._observed(cluster, margin)
         previous = self._restrict(self.plan, set(self.scenario.job), {n.name for n in cluster.all_nodes})
         try:
-            new = self._run_planner(sub, previous)
-        except (PlanError, RuntimeError) as e:  # RuntimeError: a solver failing beyond its fallbacks
+            try:
+                new = self._run_planner(sub, previous)
+            except (PlanError, RuntimeError):  # RuntimeError: a solver failing beyond its fallbacks
+                if previous is None:
+                    raise
+                # The incremental reference (stay near the last plan) may be what cannot be met; plan afresh.
+                new = self._run_planner(sub, None)
+        except (PlanError, RuntimeError) as e:
             if self.plan is None:
                 raise
-            self._note(f"full epoch at {now:.1f}: planner failed ({e}); previous plan kept")
+            self._note(f"full epoch at {now:.1f}: planner failed ({e}); previous plan kept until the next epoch")
+            self._last_full = now
             return time.perf_counter() - t0
         had = bool(self.placement)
         self.plan = new
+        self._adopt_placer()
         self._last_full = now
         self._place(set(new.assignment) | set(self.placement), budgeted=had, now=now)
         self._remember_ingest(set(self.scenario.job))
@@ -404,6 +425,7 @@ class Controller:
             self._note(f"re-plan of {sorted(jobs)} at {now:.1f} failed ({e}); their plan kept")
             return time.perf_counter() - t0
         self.plan = new
+        self._adopt_placer()
         for j in jobs:
             self._cooldown[j] = now + self.config.replan_cooldown_s
         self._place(
@@ -411,6 +433,17 @@ class Controller:
         )
         self._remember_ingest(jobs)
         return time.perf_counter() - t0
+
+    def _adopt_placer(self) -> None:
+        """A plan by another placement block than the last is not bound by the last one's instance cooldowns.
+
+        The cooldowns keep one placer from undoing its own recent moves; when the
+        meta level hands placement to another block, that block starts from
+        where the instances are, free to correct what its predecessor did.
+        """
+        if self.placer != self.placed_by:
+            self._moved.clear()
+        self.placed_by = self.placer
 
     def _place(self, pes: set[str], budgeted: bool, now: float) -> None:
         """The multi-resource balancer under the plan: every instance of ``pes`` on one of its PE's candidates.
