@@ -115,6 +115,24 @@ def test_node_loss_during_a_relocation():
     assert "n2" not in sim.metrics.instances().node.tolist()
 
 
+def test_a_controller_places_restored_instances():
+    sim = Simulation(
+        _scenario(),
+        seed=2,
+        record_inputs=True,
+        placement=PLACEMENT,
+        recovery="replay",
+        checkpoint_interval=2.0,
+        failures=[("n1", 8.3, None)],
+    )
+    # After the loss of n1 a controller chooses where its instances run (instead of the default node).
+    sim.apply(Actions(placement={"c.op2": ["n0", "n2", "n2"], "c.op1": ["n0", "n2"]}), at=9.0)
+    _exactly_once(sim)
+    nodes = sim.metrics.instances().set_index(["pe", "instance"]).node
+    assert [nodes["c.op2", i] for i in range(3)] == ["n0", "n2", "n2"]
+    assert [nodes["c.op1", i] for i in range(2)] == ["n0", "n2"]
+
+
 def test_replay_runs_are_deterministic_and_default_counts_are_unchanged():
     def run(**kw: object) -> dict:
         sim = Simulation(_scenario(), seed=11, failures=[("n1", 6.1, None)], **kw).run(15.0)
