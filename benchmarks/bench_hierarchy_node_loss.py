@@ -3,22 +3,27 @@
 The co-operation workload (``bench_hierarchy_cooperation.scenario``) at 0.7×
 its rates (so that three nodes can carry it) runs for ``--duration`` seconds;
 half a window after half time the node holding the most instances goes down
-for good. Two runs with the same seed:
+for good. Three runs with the same seed:
 
-- ``hierarchy``: the co-operative controller — the node-loss signal re-plans
+- ``hierarchy``: the simulator's recovery (``recovery="replay"``: upstream
+  backup, checkpoints every ``CHECKPOINT_S``, de-duplication; the lost
+  instances restored at once from their checkpoints on the least-loaded live
+  node) under the co-operative controller — the node-loss signal re-plans
   only the components with instances on the lost node (SODA on the capacity
-  the others leave, then the multi-resource placement), and the simulator
-  relocates those instances (``Actions(placement=…)``: paused, state shipped,
-  resumed on live nodes);
-- ``static``: the same initial plan, nobody reacting (same failed node).
+  the others leave, then the multi-resource placement) and the simulator
+  relocates those instances where the plan puts them (``Actions(placement=…)``:
+  paused, state shipped, resumed);
+- ``static``: the same recovery, nobody re-planning (same failed node);
+- ``no recovery``: the controller without the simulator's recovery, which
+  loses what was queued on, running on or sent to the dead node.
 
-Reported: time from the failure to the new placement being enforced
-(simulated: the detection delay, at most one control window; wall: the
-planner's time), records lost at the failure instant (queued or running on
-the node — the simulator has no upstream backup to replay them), lost until
-the re-plan (sent to the dead node before it was detected) and lost after
-the re-plan (must be 0), and each job's miss rate and p99
-before the failure, in the epoch after it, and at the end.
+Reported: time from the failure to the new plan (simulated: the detection
+delay, at most one control window; wall: the planner's time) and to the new
+placement being enforced (the relocations installed), records lost (must be 0
+with recovery), rolled back / replayed / processed twice without effect,
+whether every sink equals the offline reference after a drain (exactly once;
+recovery runs), and each job's miss rate and p99 before the failure, in the
+epoch after it, and at the end.
 
     .venv/bin/python benchmarks/bench_hierarchy_node_loss.py [--duration 120] [--seed 1]
 """
@@ -39,6 +44,8 @@ from strata.hierarchy.protocol import Decisions, Observation, WindowStats
 from strata.hierarchy.sim_engine import SimEngine
 
 WINDOW_S = 1.0
+CHECKPOINT_S = 5.0
+DRAIN_S = 60.0
 SCALE = 0.7  # rates × 0.7: about 53% of four nodes, 71% of the three left after the loss
 
 
@@ -56,36 +63,34 @@ def latency_between(windows: list[WindowStats], a: float, b: float) -> dict[str,
 
 
 def run(mode: str, duration: float, seed: int, node: str | None = None) -> dict:
+    from strata.sim.reference import sink_totals
+
     sc = scenario(SCALE)
     ctl = Controller(sc, HierarchyConfig(window_s=WINDOW_S, epoch_s=EPOCH_S))
     first = ctl.start(0.0)
-    # The node holding the most instances in the first plan; the planner is time-budgeted, so the static run
-    # is handed the hierarchy run's victim rather than choosing again.
+    # The node holding the most instances in the first plan; the planner is time-budgeted, so the other runs
+    # are handed the first run's victim rather than choosing again.
     victim = node or Counter(n for insts in first.placement.values() for n, _ in insts).most_common(1)[0][0]
     fail_at = duration / 2 + WINDOW_S / 2  # mid-window: the detection delay is not hidden by a lucky tick
-    engine = SimEngine(sc, first, seed=seed, failures=[(victim, fail_at, None)])
+    recovery = mode != "no recovery"
+    extra = {"recovery": "replay", "checkpoint_interval": CHECKPOINT_S, "record_inputs": True} if recovery else {}
+    engine = SimEngine(sc, first, seed=seed, failures=[(victim, fail_at, None)], **extra)
     windows: list[WindowStats] = []
-    at_replan: dict[str, int] = {}
 
     class Loop:
-        """The control loop of the run: records every window; only the hierarchy run decides anything."""
+        """The control loop of the run: records every window; the static run decides nothing."""
 
         def step(self, obs: Observation) -> Decisions:
             windows.append(obs.window)
-            if mode != "hierarchy":
-                return Decisions(epoch=0)
-            d = ctl.step(obs)
-            if not at_replan and any(s.startswith("node-loss") for s in ctl.log[-1].signals):
-                at_replan.update(engine.sim.metrics.drop_totals())
-            return d
+            return Decisions(epoch=0) if mode == "static" else ctl.step(obs)
 
     engine.drive(Loop(), WINDOW_S)
     engine.sim.run(fail_at + 1e-6)
-    lost_at_failure = engine.sim.metrics.drop_totals()
-    engine.sim.run(duration)
-    replan = next((entry for entry in ctl.log if any(s.startswith("node-loss") for s in entry.signals)), None)
+    lost_at_failure = engine.sim.metrics.drop_totals().get("failure", 0)
+    engine.sim.run(duration, drain=DRAIN_S if recovery else None)
+    replan = next((e for e in ctl.log if mode != "static" and any(s.startswith("node-loss") for s in e.signals)), None)
     moved = [r for r in engine.sim.migrations.relocations if r.requested >= fail_at]
-    installed = max((r.installed for r in moved), default=None)
+    summary = engine.sim.metrics.summary()
     return {
         "mode": mode,
         "failed_node": victim,
@@ -93,14 +98,15 @@ def run(mode: str, duration: float, seed: int, node: str | None = None) -> dict:
         "replanned_at_s": replan.time if replan else None,
         "replanned_jobs": list(replan.replanned) if replan else [],
         "plan_wall_s": replan.plan_seconds if replan else None,
+        "restored": len(engine.sim.metrics.recovery()),
         "instances_moved": len(moved),
-        "placement_enforced_at_s": installed,
-        "lost_at_failure": lost_at_failure.get("failure", 0),
-        "lost_before_replan": (at_replan or engine.sim.metrics.drop_totals()).get("failure", 0)
-        - lost_at_failure.get("failure", 0),
-        "lost_after_replan": engine.sim.metrics.drop_totals().get("failure", 0) - at_replan.get("failure", 0)
-        if at_replan
-        else None,
+        "placement_enforced_at_s": max((r.installed for r in moved), default=None),
+        "lost_at_failure": lost_at_failure,
+        "lost": engine.sim.metrics.drop_totals().get("failure", 0),
+        "rolled_back": summary.get("rolled_back"),
+        "replayed": summary.get("replayed"),
+        "duplicates": summary.get("duplicates"),
+        "exactly_once": engine.sim.metrics.sink_totals() == sink_totals(engine.sim) if recovery else None,
         "other_drops": {k: v for k, v in engine.sim.metrics.drop_totals().items() if k != "failure"},
         "before": latency_between(windows, 0.0 + EPOCH_S / 2, fail_at),
         "epoch_after": latency_between(windows, fail_at, fail_at + EPOCH_S),
@@ -115,10 +121,10 @@ def main() -> None:
     args = ap.parse_args()
     console = Console(width=240)
     first = run("hierarchy", args.duration, args.seed)
-    runs = [first, run("static", args.duration, args.seed, first["failed_node"])]
+    runs = [first] + [run(m, args.duration, args.seed, first["failed_node"]) for m in ("static", "no recovery")]
     t = Table(
         title=f"Experiment 3: node loss at {args.duration / 2 + WINDOW_S / 2:.1f} s "
-        f"(window {WINDOW_S:.0f} s, rates × {SCALE}, seed {args.seed})"
+        f"(window {WINDOW_S:.0f} s, checkpoints every {CHECKPOINT_S:.0f} s, rates × {SCALE}, seed {args.seed})"
     )
     for col in (
         "mode",
@@ -126,13 +132,13 @@ def main() -> None:
         "new plan after",
         "enforced after",
         "plan wall",
-        "instances moved",
-        "lost at failure",
-        "lost until re-plan",
-        "lost after re-plan",
+        "restored / moved",
+        "lost",
+        "rolled back / replayed / dup",
+        "exactly once",
         "miss before",
         "miss epoch after",
-        "miss at end",
+        "p99 before (s)",
         "p99 epoch after (s)",
     ):
         t.add_column(col)
@@ -140,28 +146,38 @@ def main() -> None:
     def fmt(d: dict, key: str) -> str:
         return " ".join(f"{j}={v[key]:.3f}" for j, v in sorted(d.items()))
 
+    def after(r: dict, key: str) -> str:
+        return "-" if r[key] is None else f"{r[key] - r['fail_at_s']:.2f} s sim"
+
     for r in runs:
         t.add_row(
             r["mode"],
             r["failed_node"],
-            f"{r['replanned_at_s'] - r['fail_at_s']:.2f} s sim" if r["replanned_at_s"] is not None else "never",
-            f"{r['placement_enforced_at_s'] - r['fail_at_s']:.2f} s sim"
-            if r["placement_enforced_at_s"] is not None
-            else "-",
+            after(r, "replanned_at_s") if r["replanned_at_s"] is not None else "never",
+            after(r, "placement_enforced_at_s"),
             f"{r['plan_wall_s']:.2f} s" if r["plan_wall_s"] is not None else "-",
-            str(r["instances_moved"]),
-            str(r["lost_at_failure"]),
-            str(r["lost_before_replan"]),
-            "-" if r["lost_after_replan"] is None else str(r["lost_after_replan"]),
+            f"{r['restored']} / {r['instances_moved']}",
+            str(r["lost"]),
+            "-" if r["rolled_back"] is None else f"{r['rolled_back']} / {r['replayed']} / {r['duplicates']}",
+            "-" if r["exactly_once"] is None else str(r["exactly_once"]),
             fmt(r["before"], "miss_rate"),
             fmt(r["epoch_after"], "miss_rate"),
-            fmt(r["end"], "miss_rate"),
+            fmt(r["before"], "p99_s"),
             fmt(r["epoch_after"], "p99_s"),
         )
     console.print(t)
     out = Path(__file__).parent / "results" / "hierarchy_node_loss.json"
     out.write_text(
-        json.dumps({"duration_s": args.duration, "seed": args.seed, "window_s": WINDOW_S, "runs": runs}, indent=1)
+        json.dumps(
+            {
+                "duration_s": args.duration,
+                "seed": args.seed,
+                "window_s": WINDOW_S,
+                "checkpoint_s": CHECKPOINT_S,
+                "runs": runs,
+            },
+            indent=1,
+        )
     )
 
 

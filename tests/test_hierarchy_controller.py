@@ -264,6 +264,29 @@ def test_sim_engine_is_an_engine_and_node_loss_is_replanned_within_one_window_wi
     assert eng.sim.metrics.latency().set_index("job").loc["lat", "records"] > 0
 
 
+def test_node_loss_with_replay_recovery_and_the_controllers_replan_is_exactly_once():
+    from strata.sim.reference import sink_totals
+
+    sc = two_jobs(nodes=3, cores=4)
+    ctl = Controller(sc, HierarchyConfig(epoch_s=1000.0, window_s=1.0))
+    first = ctl.start(0.0)
+    lost = first.placement["agg.kv"][0][0]
+    eng = SimEngine(
+        sc, first, seed=3, failures=[(lost, 4.5, None)], recovery="replay", checkpoint_interval=1.0, record_inputs=True
+    )
+    eng.drive(ctl, 1.0)
+    eng.sim.run(10.0, drain=60.0)
+    assert any(s.startswith("node-loss") for e in ctl.log for s in e.signals)
+    restored = eng.sim.metrics.recovery()
+    assert len(restored) > 0 and set(restored["node"]) == {lost}
+    # The simulator restored the lost instances on a live node; the controller's re-plan then placed them.
+    assert all(lost not in {n for n, _ in insts} for insts in ctl.placement.values())
+    nodes = eng.sim.metrics.instances().set_index(["pe", "instance"]).node
+    assert all(nodes[pe, i] == n for pe, insts in ctl.placement.items() for i, (n, _) in enumerate(insts))
+    assert eng.sim.metrics.drop_totals() == {}
+    assert eng.sim.metrics.sink_totals() == sink_totals(eng.sim)
+
+
 def test_dispatch_switches_every_window_lose_and_duplicate_nothing():
     from strata.sim.reference import sink_totals
 
@@ -318,7 +341,7 @@ def test_rebinding_live_instances_to_other_nodes_loses_and_duplicates_nothing():
     eng.sim.run(3.0)
     eng.apply(Decisions(epoch=2, placement=moved))
     asked = {(pe, i): n for pe, insts in moved.items() for i, (n, _) in enumerate(insts)}
-    assert {(r[1].rsplit("#")[0], int(r[1].rsplit("#")[1])): r[3] for r in eng.relocations} == asked
+    assert {(r.pe, r.instance): r.dst for r in eng.sim.migrations.relocations} == asked
     eng.sim.run(6.0, drain=60.0)
     # Every instance of both PEs moved one node on, through the simulator's relocation (state shipped, resumed).
     done = eng.sim.migrations.relocations

@@ -34,7 +34,7 @@ uncoordinated baseline of the co-operation experiment.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 
 import networkx as nx
@@ -75,6 +75,9 @@ class HierarchyConfig:
     headroom: float = 0.2  # DS2 headroom, and the cpu margin a pressured component is re-planned with
     scaling: bool = True
     coordinated: bool = True
+    # Builds the meta level (a strata.adapt Selector or Fixed) for the controller's scenario when none is passed:
+    # how a caller that only hands over a config (the Spark demo's run loop) gets the learner.
+    meta: Callable[[Scenario], object] | None = None
 
     def __post_init__(self) -> None:
         if self.balancing not in BALANCING:
@@ -107,6 +110,8 @@ class Controller:
     def __init__(self, scenario: Scenario, config: HierarchyConfig | None = None, selector=None) -> None:
         self.scenario = scenario
         self.config = cfg = config or HierarchyConfig()
+        if selector is None and cfg.meta is not None:
+            selector = cfg.meta(scenario)
         self.selector = selector  # strata.adapt.Selector or None (fixed composition)
         self.plan: Plan | None = None
         self.placement: Placement = {}

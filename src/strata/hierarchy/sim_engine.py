@@ -124,7 +124,7 @@ class SimEngine:
             **simulation,
         )  # type: ignore[arg-type]
         self.templates = dict(first.admitted)
-        self.placement: dict[str, list[str]] = {pe: [n for n, _ in insts] for pe, insts in first.placement.items()}
+        self._instances = {pe: len(insts) for pe, insts in first.placement.items()}
         self._sources = {
             job: [pe for pe in graph if graph.nodes[pe]["job"] == job and graph.nodes[pe]["op"].source is not None]
             for job in first.admitted
@@ -132,7 +132,6 @@ class SimEngine:
         self.stopped: set[str] = set()
         self.unsupported: list[str] = []
         self.switches: list[tuple[float, str]] = []  # (time, strategy) of every dispatch switch
-        self.relocations: list[tuple[float, str, str, str]] = []  # (time, "pe#i", from, to) of every move asked
         self._window: WindowStats | None = None
 
     # ------------------------------------------------------------------ Engine protocol
@@ -171,26 +170,19 @@ class SimEngine:
                     (self.stopped.add if stop else self.stopped.discard)(job)
         placement = None
         if decisions.placement:
-            placement = _actions_placement(decisions.placement)
             for pe, insts in decisions.placement.items():
-                if pe not in self.placement:
+                if pe not in self._instances:
                     raise ValueError(f"placement[{pe!r}]: expected a PE the simulation runs")
-                old = self.placement[pe]
-                if len(insts) != len(old):
+                if len(insts) != self._instances[pe]:
                     raise ValueError(
                         f"placement[{pe!r}]: the simulator cannot change instance counts at runtime "
-                        f"({len(old)} instances, {len(insts)} given)"
+                        f"({self._instances[pe]} instances, {len(insts)} given)"
                     )
-                for i, ((node, _), was) in enumerate(zip(insts, old, strict=True)):
-                    if node != was:
-                        self.relocations.append((now, f"{pe}#{i}", was, node))
+            placement = _actions_placement(decisions.placement)
         if limits or decisions.moves or placement:
             self.sim.apply(
                 Actions(moves=list(decisions.moves), placement=placement, rate_limits=limits, limit_mode=mode)
             )
-        if placement:
-            for pe, insts in decisions.placement.items():
-                self.placement[pe] = [n for n, _ in insts]
 
     # ------------------------------------------------------------------ control loop
 
