@@ -87,6 +87,24 @@ DECISIONS = pd.DataFrame(
             "reasons": "epoch",
         },
         {"mode": "strata", "t": 4.0, "epoch": 0, "kind": "moves", "job": "keyed", "detail": "kg3→p1", "reasons": ""},
+        {
+            "mode": "strata",
+            "t": 6.0,
+            "epoch": 0,
+            "kind": "rate cap",
+            "job": "keyed",
+            "detail": "900 rec/s (1800 rows/batch)",
+            "reasons": "",
+        },
+        {
+            "mode": "strata",
+            "t": 12.0,
+            "epoch": 0,
+            "kind": "rate cap",
+            "job": "keyed",
+            "detail": "lifted",
+            "reasons": "",
+        },
     ]
 )
 
@@ -98,6 +116,8 @@ def test_comparison_rows_carry_the_ratios():
     assert rows[("alerts", "deadline misses")]["baseline"] == "40 of 100"
     assert rows[("keyed", "throughput rec/s")]["change"] == "95% of baseline"
     assert rows[("keyed", "partition imbalance")]["strata"] == "1.10"
+    assert rows[("keyed", "rate caps")]["strata"] == "1 set, 1 lifted"
+    assert rows[("keyed", "rate caps")]["change"] == "first: 900 rec/s"
     assert rows[("alerts", "admission / template")]["strata"] == "admit: template default"
     assert rows[("all", "total importance (on time)")]["change"] == "+38.0"
 

@@ -100,6 +100,15 @@ def comparison(summary: pd.DataFrame, decisions: pd.DataFrame) -> list[dict[str,
         ]
         if admit:
             add("admission / template", "admitted (first template)", "; ".join(admit[:3]))
+        caps = [d["detail"] for _, d in mine.iterrows() if d["kind"] == "rate cap"]
+        if caps:
+            capped = [c for c in caps if c != "lifted"]
+            add(
+                "rate caps",
+                "none",
+                f"{len(capped)} set, {len(caps) - len(capped)} lifted",
+                f"first: {capped[0].split(' (')[0]}" if capped else "",
+            )
     total_b = summary[summary["mode"] == "baseline"]["importance"].sum()
     total_s = summary[summary["mode"] == "strata"]["importance"].sum()
     rows.append(

@@ -121,11 +121,17 @@ class ModeRun:
 
 
 def pace(model: Scenario, plan: Plan, window: WindowStats, catch_up_s: float) -> dict[str, float | None]:
-    """Rate caps for every source of ``plan``: the ingest it admits under the resource functions of
+    """Rate caps for the sources of ``plan``: the ingest it admits under the resource functions of
     ``model`` (the model it was made on), while the offered load or the source's backlog exceeds that
-    (:mod:`strata.learning.pacing`)."""
+    (:mod:`strata.learning.pacing`). A required job's sources are never capped: the planner must fit
+    such a job whole, and when it falls short that is the Controller's shortfall signal (a re-plan),
+    not a reason to hold its input back."""
     offered = dict(window.ingest)
-    admitted = admitted_ingest(model, plan.templates, plan.cpu(), offered)
+    admitted = {
+        pe: rate
+        for pe, rate in admitted_ingest(model, plan.templates, plan.cpu(), offered).items()
+        if not model.job[pe.partition(".")[0]].required
+    }
     backlog = {inst.pe: inst.queued for inst in window.instances if inst.pe in admitted}
     return rate_caps(admitted, offered, backlog, catch_up_s)
 
