@@ -105,6 +105,8 @@ def evaluate(
                 m = min(ru.get(r, 0.0), rv.get(r, 0.0))
                 up_out[r] += t * (ru.get(r, 0.0) - m)
                 up_in[r] += t * (rv.get(r, 0.0) - m)
+    # Shares like 1/3 sum to a hair over 1; no stream keeps more than all of itself local.
+    local = min(local, total)
     nic = [max(out[n.name], inn[n.name]) / n.nic for n in nodes]
     nic_avg = sum((out[n.name] + inn[n.name]) / (2 * n.nic) for n in nodes) / len(nodes)
     cross = total - local

@@ -90,17 +90,23 @@ class State:
         wa, wb = self.where[a], self.where[b]
         if not wa or not wb:
             return
+        if len(wa) == 1 and len(wb) == 1 and not len(self.p.uplink):
+            # The common case, kept cheap: one node each end, no racks.
+            na, nb = wa[0], wb[0]
+            if na != nb:
+                self.out[na] += sign * t
+                self.inn[nb] += sign * t
+                self.cross += sign * t
+            return
         fa, fb = 1.0 / len(wa), 1.0 / len(wb)
-        local = 0.0
+        # Equal shards: on a node holding both ends, min(fa, fb) of the stream stays local.
+        m = min(fa, fb)
+        common = set(wa).intersection(wb)
         for n in wa:
-            m = fb if n in wb else 0.0
-            m = min(fa, m)
-            local += m
-            self.out[n] += sign * t * (fa - m)
+            self.out[n] += sign * t * (fa - m if n in common else fa)
         for n in wb:
-            m = min(fb, fa if n in wa else 0.0)
-            self.inn[n] += sign * t * (fb - m)
-        self.cross += sign * t * (1.0 - local)
+            self.inn[n] += sign * t * (fb - m if n in common else fb)
+        self.cross += sign * t * (1.0 - m * len(common))
         if len(self.p.uplink):
             ra: dict[int, float] = {}
             rb: dict[int, float] = {}
@@ -159,6 +165,45 @@ class State:
         if grp.prev is not None and p.move_limit is not None and node not in grp.prev and not self._is_moved(g):
             return self.moved + 1 <= p.move_limit
         return True
+
+    def can_spread(self, g: int, nodes: list[int]) -> bool:
+        """Whether ``g`` may occupy exactly ``nodes`` (distinct, equal shards) in place of its current nodes.
+
+        Memory per shard is charged at the group's fewest shards, which never undercounts a wider spread.
+        """
+        p, grp = self.p, self.p.groups[g]
+        if not grp.shards <= len(nodes) <= grp.limit or len(set(nodes)) != len(nodes):
+            return False
+        mine = set(self.where[g])
+        k_old, k_new = len(mine) or 1, len(nodes)
+        for n in nodes:
+            if n not in self.eligible[g] or p.exclude[g] & self.occ[n]:
+                return False
+            here = n in mine
+            if self.mem[n] - here * grp.memory + grp.memory > p.memory[n] + 1e-6:
+                return False
+            if self.minload[n] - here * grp.cpu_min / k_old + grp.cpu_min / k_new > p.cores[n] + 1e-9:
+                return False
+            if p.max_pes_per_node is not None and self.count[n] + (not here) * len(grp.pes) > p.max_pes_per_node:
+                return False
+        if grp.prev is not None and p.move_limit is not None:
+            moved = self.moved - self._is_moved(g) + any(n not in grp.prev for n in nodes)
+            return moved <= p.move_limit
+        return True
+
+    def spread(self, g: int, nodes: list[int]) -> None:
+        """Put ``g`` on exactly ``nodes`` (equal shards), whatever its shard count was."""
+        for e in self.incident[g]:
+            self._stream(e, -1)
+        was = self._is_moved(g)
+        for n in self.where[g]:
+            self._occupy(g, n, -1)
+        self.where[g] = list(nodes)
+        for n in nodes:
+            self._occupy(g, n, +1)
+        self.moved += int(self._is_moved(g)) - int(was)
+        for e in self.incident[g]:
+            self._stream(e, +1)
 
     def relocate(self, g: int, src: int, dst: int) -> None:
         for e in self.incident[g]:
@@ -313,6 +358,84 @@ def _round_robin_start(p: Problem) -> list[list[int]]:
     return st.where
 
 
+def _traffic_parts(p: Problem, most: float) -> list[list[int]]:
+    """Groups joined by traffic, cut into parts of at most ``most`` cpu along their heaviest streams.
+
+    Each connected set of groups is walked Prim-like from its heaviest stream (heaviest frontier
+    stream next), and the walk is cut whenever the next group would take the part past ``most``;
+    so a part is a connected run of heavy streams and only light streams cross between parts.
+    """
+    seen = [False] * len(p.groups)
+    parts: list[list[int]] = []
+    for a, _b, _ in sorted(p.streams, key=lambda s: -s[2]):
+        if seen[a]:
+            continue
+        frontier: list[tuple[float, int]] = [(0.0, a)]
+        part: list[int] = []
+        size = 0.0
+        while frontier:
+            _, g = heapq.heappop(frontier)
+            if seen[g]:
+                continue
+            goal = p.groups[g].goal
+            if part and size + goal > most:
+                parts.append(part)
+                part, size = [], 0.0
+            seen[g] = True
+            part.append(g)
+            size += goal
+            for h, t in p.neighbours[g]:
+                if not seen[h]:
+                    heapq.heappush(frontier, (-t, h))
+        parts.append(part)
+    parts += [[g] for g in range(len(p.groups)) if not seen[g]]
+    return parts
+
+
+def _spread_start(p: Problem) -> list[list[int]]:
+    """Whole traffic parts spread alike over a few nodes, largest part first.
+
+    A part spread in equal shares over the same k nodes keeps all its streams local and puts
+    1/k of its cpu on each node. For every part the fewest nodes (k from the most shards any of
+    its groups needs up to the fewest candidates any may have) whose room holds a 1/k slice are
+    taken, tightest first (best fit); a part that fits nowhere that way, and every group the
+    shared nodes do not suit, is placed on its own on the nodes with most room.
+    """
+    st = State(p, [[] for _ in p.groups])
+    most = float(p.cores.max()) * min(g.limit for g in p.groups)
+    parts = sorted(_traffic_parts(p, most), key=lambda part: -sum(p.groups[g].goal for g in part))
+    for part in parts:
+        goal = sum(p.groups[g].goal for g in part)
+        low = max(p.groups[g].shards for g in part)
+        high = min(p.groups[g].limit for g in part)
+        common = set.intersection(*(st.eligible[g] for g in part))
+        nodes = np.fromiter(sorted(common), dtype=int)
+        chosen: list[int] = []
+        for k in range(low, high + 1):
+            if len(nodes) < k:
+                break
+            room = p.cores[nodes] - st.load[nodes]
+            fit = nodes[room >= goal / k - 1e-9]
+            if len(fit) >= k:
+                tight = fit[np.argsort(p.cores[fit] - st.load[fit], kind="stable")]
+                chosen = [int(n) for n in tight[:k]]
+                break
+        for g in part:
+            if chosen and st.can_spread(g, chosen):
+                st.spread(g, chosen)
+            else:
+                _take(
+                    st,
+                    g,
+                    p.groups[g].shards,
+                    (
+                        (_by_key(st.elig_arr[g], st.load - p.cores, p.groups[g].shards + 8, full), not strict)
+                        for strict, full in ((True, False), (False, False), (False, True))
+                    ),
+                )
+    return st.where
+
+
 def search(
     p: Problem,
     deadline: float,
@@ -328,12 +451,15 @@ def search(
     candidates["greedy-by-traffic"] = _greedy_start(p, clusters=False)
     candidates["greedy-by-traffic-clusters"] = _greedy_start(p, clusters=True)
     candidates["round-robin-with-previous"] = _round_robin_start(p)
+    candidates["spread-parts"] = _spread_start(p)
     scored = sorted(((State(p, w).objective(), name, w) for name, w in candidates.items()), key=lambda s: s[:2])
     _obj, start, where = scored[0]
     st = State(p, where)
     rng = np.random.default_rng(seed)
     best_obj, best_where = st.objective(), [list(w) for w in st.where]
-    order = sorted(range(len(p.groups)), key=lambda g: -(sum(t for _, t in p.neighbours[g]) * 1e-9 + p.groups[g].goal))
+    # A group with no cpu goal and no traffic changes no metric wherever it goes: not worth a look.
+    active = [g for g in range(len(p.groups)) if p.groups[g].goal > 0 or p.neighbours[g]]
+    order = sorted(active, key=lambda g: -(sum(t for _, t in p.neighbours[g]) * 1e-9 + p.groups[g].goal))
     moves = done_rounds = 0
     complete = False
     while clock() < deadline:
@@ -371,8 +497,15 @@ def _targets(st: State, g: int) -> list[int]:
 
 
 def _improve(st: State, order: list[int], deadline: float, clock: Callable[[], float]) -> tuple[bool, int]:
-    """One pass of 1-opt moves and 2-opt swaps (first improvement per shard), then pulls and node swaps."""
-    improved, moves = False, 0
+    """One pass of pulls, then 1-opt moves and 2-opt swaps (first improvement per shard), then node swaps.
+
+    Pulls come first: they are the moves that win traffic, and a pass may not finish by the deadline.
+    """
+    improved, moves = _pull_together(st, st.objective(), deadline, clock)
+    if clock() < deadline:
+        gained, n = _move_blocks(st, deadline, clock)
+        improved |= gained
+        moves += n
     cur = st.objective()
     groups = st.p.groups
     for i, g in enumerate(order):
@@ -389,10 +522,11 @@ def _improve(st: State, order: list[int], deadline: float, clock: Callable[[], f
                         break
                     st.relocate(g, dst, src)
                 # Swap partners: the two PEs on dst closest in size, so loads barely change.
-                partners = sorted(
+                partners = heapq.nsmallest(
+                    2,
                     (h for h in st.occ[dst] if h != g and src not in st.where[h]),
                     key=lambda h: (abs(groups[h].goal / len(st.where[h]) - size), h),
-                )[:2]
+                )
                 done = False
                 for h in partners:
                     if st.can_host(g, dst, swap_out=h) and st.can_host(h, src, swap_out=g):
@@ -407,10 +541,6 @@ def _improve(st: State, order: list[int], deadline: float, clock: Callable[[], f
                 if done:
                     break
     if clock() < deadline:
-        gained, n = _pull_together(st, cur, deadline, clock)
-        improved |= gained
-        moves += n
-    if clock() < deadline:
         gained, n = _swap_nodes(st)
         improved |= gained
         moves += n
@@ -418,23 +548,87 @@ def _improve(st: State, order: list[int], deadline: float, clock: Callable[[], f
 
 
 def _pull_together(st: State, cur: float, deadline: float, clock: Callable[[], float]) -> tuple[bool, int]:
-    """Heaviest streams first: put a one-shard end onto the other end's node."""
+    """Heaviest streams first: bring a stream's two ends onto the same nodes.
+
+    Three ways, first improvement wins: a one-shard end moves onto a node of the other end; one end
+    takes the other end's node set; both ends spread over the union of their nodes. Under the
+    traffic model a stream whose ends are spread alike over the same nodes stays wholly local, so
+    spreading a heavy pair over two nodes keeps their traffic off the network while the load of
+    each node changes little — the move that makes large chained PEs fit beside each other.
+    """
     improved, moves = False, 0
     for i, (a, b, _) in enumerate(sorted(st.p.streams, key=lambda s: -s[2])[:200]):
         if i % 16 == 0 and clock() >= deadline:
             break
-        for mover, other in ((a, b), (b, a)):
-            if len(st.where[mover]) != 1:
-                continue
+        if _pull_pair(st, a, b, cur):
+            cur, improved, moves = st.objective(), True, moves + 1
+    return improved, moves
+
+
+def _pull_pair(st: State, a: int, b: int, cur: float) -> bool:
+    """Try the pulls of :func:`_pull_together` on stream ``a → b``; keep the first that improves."""
+    wa, wb = st.where[a], st.where[b]
+    if set(wa) == set(wb):
+        return False
+    for mover, other in ((a, b), (b, a)):
+        if len(st.where[mover]) == 1:
             src = st.where[mover][0]
             for dst in st.where[other]:
                 if dst != src and st.can_host(mover, dst, leaving=src):
                     st.relocate(mover, src, dst)
-                    val = st.objective()
-                    if val < cur - 1e-12:
-                        cur, improved, moves = val, True, moves + 1
-                        break
+                    if st.objective() < cur - 1e-12:
+                        return True
                     st.relocate(mover, dst, src)
+    union = sorted(set(wa) | set(wb))
+    layouts = [{a: list(wb)}, {b: list(wa)}, {a: union, b: union}]
+    for layout in layouts:
+        before = {g: list(st.where[g]) for g in layout}
+        done = []
+        for g, nodes in layout.items():
+            if not st.can_spread(g, nodes):
+                break
+            st.spread(g, nodes)
+            done.append(g)
+        if len(done) == len(layout) and st.objective() < cur - 1e-12:
+            return True
+        for g in reversed(done):
+            st.spread(g, before[g])
+    return False
+
+
+def _move_blocks(st: State, deadline: float, clock: Callable[[], float]) -> tuple[bool, int]:
+    """Move groups spread alike over the same nodes (a block) together, keeping their streams local.
+
+    Largest block first: widen it onto the eligible node with most room, or trade its busiest node
+    for that node; the first change that improves is kept.
+    """
+    p = st.p
+    blocks: dict[tuple[int, ...], list[int]] = {}
+    for g, nodes in enumerate(st.where):
+        if p.groups[g].goal > 0:
+            blocks.setdefault(tuple(sorted(nodes)), []).append(g)
+    cur = st.objective()
+    improved, moves = False, 0
+    for nodes, members in sorted(blocks.items(), key=lambda b: (-sum(p.groups[g].goal for g in b[1]), b[0])):
+        if clock() >= deadline:
+            break
+        common = np.fromiter(set.intersection(*(st.eligible[g] for g in members)) - set(nodes), dtype=int)
+        if not len(common):
+            continue
+        free = int(common[np.argmax(p.cores[common] - st.load[common])])
+        busiest = max(nodes, key=lambda n: (st.load[n] / p.cores[n], n))
+        for layout in (sorted([*nodes, free]), sorted([free, *(n for n in nodes if n != busiest)])):
+            done = []
+            for g in members:
+                if not st.can_spread(g, layout):
+                    break
+                st.spread(g, layout)
+                done.append(g)
+            if len(done) == len(members) and st.objective() < cur - 1e-12:
+                cur, improved, moves = st.objective(), True, moves + 1
+                break
+            for g in reversed(done):
+                st.spread(g, list(nodes))
     return improved, moves
 
 
