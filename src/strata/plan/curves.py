@@ -10,9 +10,11 @@ for every cpu budget from the component's minimum (Σ cpu_min) to its saturation
   tangent lines given by the budget row's dual, solve there, recurse until the
   chord and the tangents agree within ``tol``. Every breakpoint carries the
   optimal allocation, which microQ's pacing constraints interpolate.
-- **General components**: the MILP (λ-formulation of non-concave pieces) solved
-  on a cpu grid whose resolution the caller refines while time allows; the
-  curve is made non-decreasing (unused cpu may stay idle).
+- **General components**: on a cpu grid whose resolution the caller refines
+  while time allows. Out-trees (chains, fan-outs) get the exact grid DP of
+  :mod:`strata.plan.tree_dp`; components with fan-in get :func:`grid_curve`, the
+  MILP (λ-formulation of non-concave pieces) at each grid budget, made
+  non-decreasing (unused cpu may stay idle).
 """
 
 from __future__ import annotations

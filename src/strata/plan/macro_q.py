@@ -2,9 +2,12 @@
 
 Three nested loops, as in the paper. Inner: for one admitted set and template
 choice, split the joined graph into weak components, take each component's
-importance curve (:mod:`strata.plan.curves`, cached by the jobs and templates it
-contains) and solve the separable RAP across components (:mod:`strata.plan.rap`:
-Fox's greedy when every curve is concave, DP on a cpu grid otherwise). Middle:
+importance curve, cached by the jobs and templates it contains (exact by the
+sandwich method when it is an LP, :mod:`strata.plan.curves`; otherwise on a cpu
+grid — by dynamic programming for out-trees, :mod:`strata.plan.tree_dp`, by the
+MILP at each grid budget for components with fan-in) and solve the separable
+RAP across components (:mod:`strata.plan.rap`: Fox's greedy when every curve is
+concave, DP on a cpu grid otherwise). Middle:
 template choices — exhaustive when there are few combinations, otherwise
 coordinate ascent from the previous epoch's choice. Outer: rank-legal admission
 sets (a cut-off rank r*: every job ranked better is in, every job ranked worse
@@ -26,6 +29,7 @@ from strata.model import Job, Scenario, importance, joined_graph, propagate
 from strata.plan import rap
 from strata.plan.curves import Curve, component_model, grid_curve, lp_curve
 from strata.plan.plan import PlanError
+from strata.plan.tree_dp import dp_curve, is_out_tree
 
 EXHAUSTIVE = 64  # at most this many subsets / template combinations are enumerated outright
 GRID_POINTS = (9, 33, 129)  # cpu grid of general curves, refined while time allows
@@ -86,8 +90,16 @@ def check_required(scenario: Scenario, capacity: float, memory: float) -> None:
         raise PlanError(problems)
 
 
+class _OutOfTime(Exception):
+    """The phase deadline passed in the middle of an evaluation that an earlier answer can replace."""
+
+
 class _Evaluator:
-    """Scores (admitted set, templates) with cached component curves."""
+    """Scores (admitted set, templates) with cached component curves.
+
+    The deadline is hard: once any answer exists, an evaluation still running when the deadline
+    (less the reserve for the final bookkeeping) passes is abandoned between component curves.
+    """
 
     def __init__(self, scenario: Scenario, capacity: float, memory: float, deadline: float, clock: Callable[[], float]):
         self.scenario, self.capacity, self.memory = scenario, capacity, memory
@@ -98,7 +110,9 @@ class _Evaluator:
         self.timed_out = False
         self.last = 0.0  # seconds the last full evaluation took
         self.last_step = 0.0  # seconds the last one-job (incremental) evaluation took
-        self.reserve = 0.0  # seconds kept for the final bookkeeping (a share of a full evaluation)
+        # Seconds kept for the final bookkeeping: at least 5% of the phase, more if evaluations are slow.
+        self.reserve = 0.05 * max(0.0, deadline - clock())
+        self.answered = False
         self.needs = {(j.id, t.name): (t.cpu_min, t.memory) for j in scenario.jobs for t in j.templates}
         self.producers: dict[tuple[str, str], set[str]] = {}
         self.consumers: dict[str, set[str]] = {}
@@ -123,7 +137,13 @@ class _Evaluator:
             return f"memory {mem / 2**30:.3g} GiB > {self.memory / 2**30:.3g} GiB"
         return None
 
+    def stop(self) -> float:
+        """The clock value at which the search must stop (the deadline less the reserve)."""
+        return self.deadline - self.reserve
+
     def curve(self, graph: nx.DiGraph, pes: tuple[str, ...], templates: Mapping[str, str]) -> Curve:
+        if self.answered and self.clock() > self.stop():
+            raise _OutOfTime
         jobs = sorted({graph.nodes[p]["job"] for p in pes})
         key = (tuple((j, templates[j]) for j in jobs), self.points)
         hit = self.cache.get(key) or self.cache.get((key[0], None))
@@ -131,11 +151,15 @@ class _Evaluator:
             return hit
         model = component_model(graph, pes)
         if model.linear:
-            curve = lp_curve(model, deadline=self.deadline, clock=self.clock)
+            curve = lp_curve(model, deadline=self.stop(), clock=self.clock)
             if curve.exact:  # a curve cut short by the deadline is not kept for later evaluations
                 self.cache[(key[0], None)] = curve
         else:
-            curve = grid_curve(model, self.points, self.left)
+            # Trees get the grid DP (exact on the grid); fan-in needs the MILP at each grid budget.
+            if is_out_tree(graph, pes):
+                curve = dp_curve(graph, model, self.points)
+            else:
+                curve = grid_curve(model, self.points, self.left)
             self.cache[key] = curve
         return curve
 
@@ -151,12 +175,16 @@ class _Evaluator:
             return None
         self.evaluations += 1
         began = self.clock()
-        if base is None or changed is None:
-            graph = joined_graph(self.scenario, dict(templates))
-            comps = sorted(tuple(sorted(c)) for c in nx.weakly_connected_components(graph))
-            curves = [self.curve(graph, c, templates) for c in comps]
-        else:
-            comps, curves = self._rebuild(templates, base, changed)
+        try:
+            if base is None or changed is None:
+                graph = joined_graph(self.scenario, dict(templates))
+                comps = sorted(tuple(sorted(c)) for c in nx.weakly_connected_components(graph))
+                curves = [self.curve(graph, c, templates) for c in comps]
+            else:
+                comps, curves = self._rebuild(templates, base, changed)
+        except _OutOfTime:
+            self.timed_out = True
+            return None
         concave = all(c.concave for c in curves)
         if concave:
             budgets = rap.greedy(curves, self.capacity)
@@ -168,6 +196,7 @@ class _Evaluator:
             self.reserve = max(self.reserve, 0.3 * took)
         else:
             self.last_step = took
+        self.answered = True
         return Allocation(dict(templates), rap.total(curves, budgets), comps, curves, budgets, concave)
 
     def _rebuild(
