@@ -5,13 +5,15 @@ Setting (``strata.balance.experiment``): one keyed sum over Zipf(s) keys
 actor), source and sink on a separate node, 1 Gbit/s NICs. Each run lasts
 ``--seconds`` of input, then drains; every run checks exactly once (per-key
 sink aggregates = offline reference over the same generated input) and
-conservation. Two experiments, each printing a table and writing
+conservation. Four experiments, each printing a table and writing
 ``benchmarks/results/balance_<name>.json``:
 
 - ``grid``: s ∈ {0.8, 1.0, 1.2, 1.5}, without and with hot-key drift (the Zipf
   rank → key mapping shifts by one key every ``--drift`` s, which permutes the
   key-group loads), policies ``static`` (hash routing), ``live`` (AutoFlow,
-  marker protocol), ``stop`` (the same decisions, stop-the-world). The mean
+  marker protocol), ``precopy`` (the same decisions, the marker protocol after
+  a snapshot of the state was copied), ``stop`` (the same decisions,
+  stop-the-world). The mean
   instance load is 0.7 of a core, lowered where one key group alone would
   exceed a core (load = min(0.7, 0.9 / best achievable imbalance)), so a
   balanced table exists. Reported: imbalance (max/mean busy per 2 s window)
@@ -19,21 +21,26 @@ conservation. Two experiments, each printing a table and writing
   until within 10% of it, throughput, p50/p99 latency while converging, during
   migrations and steady after ``--warmup`` s, migration time, bytes moved.
   AutoFlow rounds every 2 s window on demand (``--no-demand``: processed busy
-  time, the earlier behaviour); ``--tick T`` also looks every T s and rounds
-  early when an instance falls behind (off by default: see ``seeds``). Each
+  time, the earlier behaviour) and, looking every ``--tick`` s (0.25; 0 = off),
+  early when an instance falls behind. Each
   balancer run is replayed — the same moves at the same times, no balancer —
   with negligible state (1 byte/key): the p99 of the same "during" intervals
   in that replay is what the load change alone costs, so during / replay is
   what the migrations add. Recovery: windows after each drift step until one
   is within 10% of its LPT bound.
-- ``seeds``: the two drift cells that missed a target (s = 1.0, 1.2), live,
-  seeds 1–5, three variants — ``before`` (busy time, one round per window),
-  ``demand``, ``after`` (demand + early rounds every 0.25 s) — with recovery,
-  p99 during / steady and during / replay.
+- ``seeds``: every grid cell over seeds 1–5 for chosen ``VARIANTS`` (default:
+  ``after`` = live with early rounds, ``precopy``, ``stop``; also ``before``
+  = busy time, one round per window, and ``demand`` = one round per window),
+  with recovery and p99 during / steady per seed (``--replay-runs``: and
+  during / replay).
+- ``attribution``: where the latency of the slowest outputs during migration
+  comes from (held for the migration, queued at a move's source or
+  destination, or at an instance no move involves), from a trace of every
+  message the keyed operator runs.
 - ``migration``: s = 1.0 at load 0.5 (hash routing already sustainable), no
   balancer; four forced moves of one key group (the 16th hottest, to the next
-  instance) at 10, 20, 30, 40 s, live vs stop, state per key 1 KB … 1 MB:
-  migration time (request → state installed) and p99 latency of outputs
+  instance) at 10, 20, 30, 40 s, live vs precopy vs stop, state per key 1 KB …
+  1 MB: migration time (request → state installed) and p99 latency of outputs
   completing during a move (or 2 s after) vs the steady p99.
 
 Targets (issue 6): imbalance within 10% of the LPT bound within 3 rounds; p99
@@ -67,7 +74,7 @@ console = Console(width=200)
 CONFIG = BalanceConfig(threshold=1.08, max_moves=8, cooldown_s=10.0)
 SMOOTHING = 1.0  # no smoothing: under drift an EWMA lags (measured: p99 26 ms vs 14 ms at s=1, drift 15 s)
 WINDOW_S = 2.0
-TICK_S = 0.25  # "after" variant of `seeds`: AutoFlow looks this often for an instance falling behind
+TICK_S = 0.25  # AutoFlow looks this often for an instance falling behind (early rounds)
 FREE_STATE = 1  # bytes per key in the replay: the routing decisions without the state to ship
 SETTLE_S = 2.0  # forced moves: an output within 2 s after a move ends still counts as "during" (backlog drains)
 
@@ -108,12 +115,12 @@ def grid(
     warmup: float = 10.0,
     state_per_key: int = 32768,
     seed: int = 1,
-    tick: float = 0.0,
+    tick: float = TICK_S,
     demand: bool = True,
     zipf: str = "0.8,1.0,1.2,1.5",
     out: str = "grid",
 ) -> None:
-    """Zipf s × drift × {static, live, stop}; ``--zipf`` picks values of s, ``--out`` names the JSON."""
+    """Zipf s × drift × {static, live, precopy, stop}; ``--zipf`` picks values of s, ``--out`` names the JSON."""
     rows = []
     tick_s = tick or None
     table = Table(
@@ -158,7 +165,7 @@ def grid(
             )
             free, _ = actor_scenario(s, drift_s, rate=rate, load=load, state_bytes_per_key=FREE_STATE, seed=seed)
             steps = [k * drift_s for k in range(1, math.ceil(seconds / drift_s))] if drift_s else []
-            for policy in ("static", "live", "stop"):
+            for policy in ("static", "live", "precopy", "stop"):
                 t0 = time.perf_counter()
                 r = run(
                     policy,
@@ -266,6 +273,15 @@ def grid(
     )
 
 
+VARIANTS = {  # name → (policy, tick_s, demand)
+    "before": ("live", None, False),  # one round per 2 s window on processed busy time
+    "demand": ("live", None, True),  # the same rounds on demand
+    "after": ("live", TICK_S, True),  # demand and early rounds
+    "precopy": ("precopy", TICK_S, True),  # the same decisions, state pre-copied
+    "stop": ("stop", TICK_S, True),  # the same decisions, stop-the-world
+}
+
+
 @app.command()
 def seeds(
     seconds: float = 60.0,
@@ -274,22 +290,24 @@ def seeds(
     warmup: float = 10.0,
     state_per_key: int = 32768,
     n: int = 5,
-    zipf: str = "1.0,1.2",
-    variants: str = "before,demand,after",
+    zipf: str = "0.8,1.0,1.2,1.5",
+    drifts: str = "yes,no",
+    variants: str = "after,precopy,stop",
+    replay_runs: bool = False,
     out: str = "seeds",
 ) -> None:
-    """The two drift cells that missed a target (s = 1.0, 1.2), live, over ``n`` seeds: before vs after.
+    """Grid cells (``--zipf`` × ``--drifts``) over seeds 1..``n``, for the ``VARIANTS`` named in ``--variants``.
 
-    "before": one round per 2 s window on processed busy time (no tick, no
-    demand); "demand": the same rounds on demand; "after": demand and early
-    rounds every ``TICK_S``. Each run is replayed with negligible state (see ``grid``).
+    One seed decides little here (the same algorithm gives 0.9–2.8 × steady at
+    s = 1.2 over seeds), so every target is checked per seed. ``--replay-runs``
+    also replays each run with negligible state (see ``grid``).
     """
-    known = {"before": (None, False), "demand": (None, True), "after": (TICK_S, True)}
-    chosen = {name: known[name] for name in variants.split(",")}
+    chosen = {name: VARIANTS[name] for name in variants.split(",")}
     rows = []
-    table = Table(title=f"drift every {drift:g} s, live, seeds 1..{n}; latency ms")
+    table = Table(title=f"seeds 1..{n}, drift every {drift:g} s where on; latency ms")
     for col in (
         "s",
+        "drift",
         "variant",
         "seed",
         "recovery",
@@ -305,71 +323,83 @@ def seeds(
         "exact",
     ):
         table.add_column(col, justify="right")
-    steps = [k * drift for k in range(1, math.ceil(seconds / drift))]
     for s in (float(x) for x in zipf.split(",")):
         _, best = best_imbalance_bounds(expected_group_loads(s), 8)
         load = min(0.7, 0.9 / best)
-        for seed in range(1, n + 1):
-            scenario, placement = actor_scenario(
-                s, drift, rate=rate, load=load, state_bytes_per_key=state_per_key, seed=seed
-            )
-            free, _ = actor_scenario(s, drift, rate=rate, load=load, state_bytes_per_key=FREE_STATE, seed=seed)
-            for name, (tick_s, demand) in chosen.items():
-                r = run(
-                    "live",
-                    scenario,
-                    placement,
-                    seconds,
-                    window_s=WINDOW_S,
-                    config=CONFIG,
-                    smoothing=SMOOTHING,
-                    seed=seed,
-                    tick_s=tick_s,
-                    demand=demand,
+        for drift_s in [drift if d == "yes" else None for d in drifts.split(",")]:
+            steps = [k * drift_s for k in range(1, math.ceil(seconds / drift_s))] if drift_s else []
+            for seed in range(1, n + 1):
+                scenario, placement = actor_scenario(
+                    s, drift_s, rate=rate, load=load, state_bytes_per_key=state_per_key, seed=seed
                 )
-                summ = r.summary(warmup)
-                f = replay(r, free, placement, window_s=WINDOW_S, seed=seed)
-                t = f.output_time
-                replayed = f.percentiles((t >= warmup) & (t < seconds) & f.during(r.migration_intervals(1.0)))["p99"]
-                during, steady = summ["during_migration"]["p99"], summ["steady"]["p99"]
-                early = sum(1 for x in r.balancer.rounds if x.trigger == "overload")
-                row = {
-                    "zipf_s": s,
-                    "variant": name,
-                    "seed": seed,
-                    "tick_s": tick_s,
-                    "demand": demand,
-                    "load": load,
-                    "recovery_windows_per_drift_step": recovery(r, steps),
-                    "imbalance_after_warmup": summ["imbalance_after_warmup"],
-                    "best_lpt_after_warmup": summ["best_lpt_after_warmup"],
-                    "p99_during": during,
-                    "p99_steady": steady,
-                    "during_over_steady_p99": during / steady,
-                    "replay_free_state_during_p99": replayed,
-                    "during_over_replay_p99": during / replayed,
-                    "migrations": summ["migrations"],
-                    "early_rounds": early,
-                    "exactly_once": summ["exactly_once"] and summ["conserved"] and f.exactly_once and f.conserved,
-                }
-                rows.append(row)
-                table.add_row(
-                    f"{s:g}",
-                    name,
-                    str(seed),
-                    ",".join(map(str, row["recovery_windows_per_drift_step"])),
-                    f"{row['imbalance_after_warmup']:.3f}",
-                    f"{row['best_lpt_after_warmup']:.3f}",
-                    ms(during),
-                    ms(steady),
-                    f"{during / steady:.2f}",
-                    ms(replayed),
-                    f"{during / replayed:.2f}",
-                    str(row["migrations"]),
-                    str(early),
-                    "yes" if row["exactly_once"] else "NO",
-                )
-                console.print(f"  s={s:g} seed={seed} {name} done")
+                free, _ = actor_scenario(s, drift_s, rate=rate, load=load, state_bytes_per_key=FREE_STATE, seed=seed)
+                for name, (policy, tick_s, demand) in chosen.items():
+                    r = run(
+                        policy,
+                        scenario,
+                        placement,
+                        seconds,
+                        window_s=WINDOW_S,
+                        config=CONFIG,
+                        smoothing=SMOOTHING,
+                        seed=seed,
+                        tick_s=tick_s,
+                        demand=demand,
+                    )
+                    summ = r.summary(warmup)
+                    replayed, exact = math.nan, summ["exactly_once"] and summ["conserved"]
+                    if replay_runs:
+                        f = replay(r, free, placement, window_s=WINDOW_S, seed=seed)
+                        t = f.output_time
+                        during_mask = (t >= warmup) & (t < seconds) & f.during(r.migration_intervals(1.0))
+                        replayed = f.percentiles(during_mask)["p99"]
+                        exact = exact and f.exactly_once and f.conserved
+                    during, steady = summ["during_migration"]["p99"], summ["steady"]["p99"]
+                    early = sum(1 for x in r.balancer.rounds if x.trigger == "overload")
+                    row = {
+                        "zipf_s": s,
+                        "drift_s": drift_s,
+                        "variant": name,
+                        "policy": policy,
+                        "seed": seed,
+                        "tick_s": tick_s,
+                        "demand": demand,
+                        "load": load,
+                        "rounds_to_10pct": rounds_to_target(r),
+                        "recovery_windows_per_drift_step": recovery(r, steps),
+                        "imbalance_after_warmup": summ["imbalance_after_warmup"],
+                        "best_lpt_after_warmup": summ["best_lpt_after_warmup"],
+                        "throughput": summ["throughput"],
+                        "p50_during": summ["during_migration"]["p50"],
+                        "p50_steady": summ["steady"]["p50"],
+                        "p99_during": during,
+                        "p99_steady": steady,
+                        "during_over_steady_p99": during / steady,
+                        "replay_free_state_during_p99": replayed,
+                        "during_over_replay_p99": during / replayed,
+                        "migrations": summ["migrations"],
+                        "early_rounds": early,
+                        "exactly_once": exact,
+                    }
+                    rows.append(row)
+                    table.add_row(
+                        f"{s:g}",
+                        "yes" if drift_s else "no",
+                        name,
+                        str(seed),
+                        ",".join(map(str, row["recovery_windows_per_drift_step"])) or "—",
+                        f"{row['imbalance_after_warmup']:.3f}",
+                        f"{row['best_lpt_after_warmup']:.3f}",
+                        ms(during),
+                        ms(steady),
+                        f"{during / steady:.2f}",
+                        ms(replayed),
+                        "—" if math.isnan(replayed) else f"{during / replayed:.2f}",
+                        str(row["migrations"]),
+                        str(early),
+                        "yes" if exact else "NO",
+                    )
+                    console.print(f"  s={s:g} drift={drift_s} seed={seed} {name} done")
     console.print(table)
     write(
         out,
@@ -379,16 +409,146 @@ def seeds(
             "drift_period_s": drift,
             "warmup_s": warmup,
             "state_bytes_per_key": state_per_key,
-            "replay_state_bytes_per_key": FREE_STATE,
+            "replay_state_bytes_per_key": FREE_STATE if replay_runs else None,
             "window_s": WINDOW_S,
+            "tick_s": TICK_S,
+            "variants": {name: VARIANTS[name] for name in chosen},
             "rows": rows,
         },
     )
 
 
 @app.command()
+def attribution(
+    cells: str = "1.0:15:1,1.0:15:3,1.2:15:1,1.2:15:3",
+    variants: str = "demand,after,precopy",
+    seconds: float = 60.0,
+    rate: float = 4000.0,
+    warmup: float = 10.0,
+    state_per_key: int = 32768,
+    out: str = "attribution",
+) -> None:
+    """Where the latency of outputs during migration comes from (cells: s:drift:seed, drift 0 = none).
+
+    Every message the keyed operator runs is traced (``TracedFifo``); its
+    latency here is when it completes at the operator minus its event time
+    (the sink adds the last hop). "During" and "steady" are the summary's
+    phases. Of the slowest 1% during migration, the table gives the share
+    held for a migration (buffered at a new owner until the state arrived, or
+    held by a stop-the-world pause), the share run by an instance that is the
+    source or the destination of a move in flight, and the rest (an instance
+    no move involves); with the mean wait held and the mean wait in the queue.
+    "p99 involved" is the p99 of the outputs run by an instance of a move in
+    flight, against the steady p99.
+    """
+    rows = []
+    table = Table(title="latency attribution, slowest 1% of outputs during migration; ms")
+    for col in (
+        "s",
+        "drift",
+        "seed",
+        "variant",
+        "p99 migr",
+        "p99 steady",
+        "held",
+        "at src",
+        "at dst",
+        "uninvolved",
+        "mean held",
+        "mean queued",
+        "p99 involved",
+        "involved/steady",
+    ):
+        table.add_column(col, justify="right")
+    for cell in cells.split(","):
+        zs, ds, seeds_ = cell.split(":")
+        s, drift_s, seed = float(zs), float(ds) or None, int(seeds_)
+        _, best = best_imbalance_bounds(expected_group_loads(s), 8)
+        load = min(0.7, 0.9 / best)
+        scenario, placement = actor_scenario(
+            s, drift_s, rate=rate, load=load, state_bytes_per_key=state_per_key, seed=seed
+        )
+        for name in variants.split(","):
+            policy, tick_s, demand = VARIANTS[name]
+            log: list[tuple[float, ...]] = []
+            r = run(
+                policy,
+                scenario,
+                placement,
+                seconds,
+                window_s=WINDOW_S,
+                config=CONFIG,
+                smoothing=SMOOTHING,
+                seed=seed,
+                tick_s=tick_s,
+                demand=demand,
+                trace=log,
+            )
+            started, inst, _, event, arrived, pushed, cost = np.array(log).T
+            done = started + cost
+            lat = done - event
+            held = pushed - arrived > 1e-12
+            moves = r.sim.metrics.migrations()
+            moves = moves[moves.src != moves.dst]
+            during = np.zeros(len(done), dtype=bool)
+            src = np.zeros(len(done), dtype=bool)
+            dst = np.zeros(len(done), dtype=bool)
+            for m in moves.itertuples():
+                inside = (done >= m.requested) & (done <= m.installed + 1.0)
+                during |= inside
+                src |= inside & (inst == m.src)
+                dst |= inside & (inst == m.dst)
+            late = (done >= warmup) & (done < seconds)
+            mig, steady = late & during, late & ~during
+            p99_mig, p99_steady = float(np.quantile(lat[mig], 0.99)), float(np.quantile(lat[steady], 0.99))
+            top = mig & (lat >= p99_mig)
+            involved = mig & (src | dst)
+            p99_inv = float(np.quantile(lat[involved], 0.99)) if involved.any() else math.nan
+            at_src, at_dst = top & ~held & src, top & ~held & dst & ~src
+            row = {
+                "zipf_s": s,
+                "drift_s": drift_s,
+                "seed": seed,
+                "variant": name,
+                "p99_during": p99_mig,
+                "p99_steady": p99_steady,
+                "top_records": int(top.sum()),
+                "share_held": float(held[top].mean()),
+                "share_at_move_src": float(at_src.sum() / top.sum()),
+                "share_at_move_dst": float(at_dst.sum() / top.sum()),
+                "share_uninvolved": float((top & ~held & ~src & ~dst).sum() / top.sum()),
+                "mean_held_s": float((pushed - arrived)[top & held].mean()) if (top & held).any() else 0.0,
+                "mean_queued_s": float((started - pushed)[top].mean()),
+                "p99_involved": p99_inv,
+                "involved_over_steady_p99": p99_inv / p99_steady,
+            }
+            rows.append(row)
+            table.add_row(
+                f"{s:g}",
+                "yes" if drift_s else "no",
+                str(seed),
+                name,
+                ms(p99_mig),
+                ms(p99_steady),
+                f"{row['share_held']:.0%}",
+                f"{row['share_at_move_src']:.0%}",
+                f"{row['share_at_move_dst']:.0%}",
+                f"{row['share_uninvolved']:.0%}",
+                ms(row["mean_held_s"]),
+                ms(row["mean_queued_s"]),
+                ms(p99_inv),
+                f"{row['involved_over_steady_p99']:.2f}",
+            )
+            console.print(f"  s={s:g} drift={drift_s} seed={seed} {name} done")
+    console.print(table)
+    write(
+        out, {"seconds": seconds, "rate": rate, "warmup_s": warmup, "state_bytes_per_key": state_per_key, "rows": rows}
+    )
+
+
+@app.command()
 def migration(seconds: float = 50.0, rate: float = 4000.0, seed: int = 1) -> None:
-    """Migration time and latency impact vs state size, live vs stop-the-world (forced moves)."""
+    """Migration time and latency impact vs state size, live vs precopy vs stop-the-world (forced moves)."""
     loads = expected_group_loads(1.0)
     group = sorted(loads, key=lambda g: -loads[g])[15]
     rows = []
@@ -408,7 +568,7 @@ def migration(seconds: float = 50.0, rate: float = 4000.0, seed: int = 1) -> Non
         table.add_column(col, justify="right")
     for kb in (1, 16, 64, 256, 1024):
         scenario, placement = actor_scenario(1.0, rate=rate, load=0.5, state_bytes_per_key=kb * 1024, seed=seed)
-        for mode in ("live", "stop"):
+        for mode in ("live", "precopy", "stop"):
             moves = [(10.0 * k, Move(PE, group, (group + k) % 8, mode)) for k in range(1, 5)]
             r = run("static", scenario, placement, seconds, seed=seed, moves=moves)
             summ = r.summary(warmup=5.0, settle_s=SETTLE_S)
@@ -454,6 +614,7 @@ def run_all() -> None:
     migration()
     grid()
     seeds()
+    attribution()
 
 
 if __name__ == "__main__":

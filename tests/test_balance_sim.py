@@ -123,7 +123,7 @@ def test_live_move_while_records_of_the_group_are_in_flight_on_every_channel():
         assert uids == emitted[upstream]
 
 
-@pytest.mark.parametrize("mode", ["live", "stop"])
+@pytest.mark.parametrize("mode", ["live", "precopy", "stop"])
 def test_two_moves_of_the_same_group_back_to_back(mode):
     sim = Simulation(_fan_in(), seed=6, network_latency=0.01, record_inputs=True)
     sim.run(1.0)
@@ -161,7 +161,7 @@ def test_an_instance_without_key_groups_receives_load():
     _exactly_once(sim)
 
 
-@pytest.mark.parametrize("mode", ["live", "stop"])
+@pytest.mark.parametrize("mode", ["live", "precopy", "stop"])
 def test_autoflow_under_hot_key_drift_is_exactly_once_and_balances(mode):
     scenario, placement = actor_scenario(
         1.0, drift_period_s=4.0, instances=4, rate=1200.0, keys=2000, key_groups=32, load=0.6

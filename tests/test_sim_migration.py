@@ -44,7 +44,7 @@ def _random_moves(sim: Simulation, pe: str, every: float, until: float, mode: st
         t += every
 
 
-@pytest.mark.parametrize("mode", ["live", "stop"])
+@pytest.mark.parametrize("mode", ["live", "precopy", "stop"])
 def test_moves_with_records_in_flight_on_every_channel_are_exactly_once(mode):
     sim = Simulation(_keyed(), seed=1, record_inputs=True, network_latency=0.005)
     _random_moves(sim, "c.op2", 0.5, 10.0, mode)
@@ -128,6 +128,43 @@ def test_state_transfer_takes_bytes_over_bandwidth_plus_latency():
     # 4 groups hold equal key counts → 1e8 bytes over a 1.25e8 B/s NIC.
     assert m.bytes == pytest.approx(1e8, rel=0.05)
     assert m.installed - m.shipped == pytest.approx(m.bytes / 1.25e8 + 0.01, rel=0.02)
+
+
+def test_precopy_switches_the_route_once_the_snapshot_is_over_and_ships_only_the_changes():
+    scenario = chain(
+        [{"kind": "keyed_stateful", "instances": 2, "key_groups": 4, "state_bytes": 4e8}],
+        keys={"count": 40},
+        rate=500,
+        nodes=2,
+    )
+    placement = {"c.src": "n0", "c.op1": ["n0", "n1"], "c.sink": "n0"}
+    quiet = Simulation(scenario, seed=1, network_latency=0.01, placement=placement, record_inputs=True)
+    quiet.run(5.0, drain=0.0)  # sources stopped, everything processed: the group's state no longer changes
+    quiet.apply(Move("c.op1", 0, 1, "precopy"))
+    quiet.run(10.0)
+    m = quiet.metrics.migrations().iloc[0]
+    # The snapshot (1e8 bytes over a 1.25e8 B/s NIC, plus latency) goes first; the route switches when it is over.
+    assert m.started - m.requested == pytest.approx(1e8 / 1.25e8 + 0.01, rel=0.02)
+    assert m.bytes == pytest.approx(1e8, rel=0.05)  # nothing changed since the snapshot: no second copy
+    assert m.installed - m.shipped == pytest.approx(0.01)
+    assert quiet.pes["c.op1"].route[0] == 1 and 0 in quiet.pes["c.op1"].instances[1].state
+
+    # 4000 uniform keys: during the 0.8 s snapshot about 100 records reach group 0's ≈ 900 keys.
+    many = chain(
+        [{"kind": "keyed_stateful", "instances": 2, "key_groups": 4, "state_bytes": 4e8}],
+        keys={"count": 4000},
+        rate=500,
+        nodes=2,
+    )
+    busy = Simulation(many, seed=1, network_latency=0.01, placement=placement, record_inputs=True)
+    busy.apply(Move("c.op1", 0, 1, "precopy"), at=10.0)
+    busy.run(15.0, drain=10.0)
+    _exact(busy)
+    m = busy.metrics.migrations().iloc[0]
+    snapshot = (m.started - m.requested - 0.01) * 1.25e8
+    changes = m.bytes - snapshot
+    assert 0 < changes < 0.2 * snapshot  # the changed entries ship again, not the group
+    assert m.installed - m.shipped == pytest.approx(changes / 1.25e8 + 0.01, rel=0.02)
 
 
 def test_stop_the_world_pauses_the_operator_live_does_not():
@@ -257,7 +294,9 @@ class _Shuffled:
         return len(self.items)
 
 
-_move = st.tuples(st.floats(0.1, 2.5), st.integers(0, 15), st.integers(0, 2), st.sampled_from(["live", "stop"]))
+_move = st.tuples(
+    st.floats(0.1, 2.5), st.integers(0, 15), st.integers(0, 2), st.sampled_from(["live", "precopy", "stop"])
+)
 
 
 @settings(max_examples=8, deadline=None)

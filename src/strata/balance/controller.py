@@ -91,8 +91,10 @@ def fell_behind(
 class AutoFlow:
     """Per-window rebalancing of every keyed operator (AutoFlow's scheduler loop).
 
-    ``mode`` is what the engine should run: ``live`` (AutoFlow's markers) or
-    ``stop`` (the stop-the-world baseline); the decisions are the same.
+    ``mode`` is what the engine should run: ``live`` (AutoFlow's markers),
+    ``precopy`` (the markers after a snapshot of the state was copied, so
+    records wait for the changes only) or ``stop`` (the stop-the-world
+    baseline); the decisions are the same.
     ``smoothing`` is the weight of the newest window in the loads the
     algorithm sees (1.0 = the window as measured). ``pes`` limits the
     operators balanced (None: every operator that reports key-group loads).
@@ -119,8 +121,8 @@ class AutoFlow:
     _window: dict[str, _Window] = field(default_factory=dict)  # per PE: what was observed since its last round
 
     def __post_init__(self) -> None:
-        if self.mode not in ("live", "stop"):
-            raise ValueError(f"mode is 'live' or 'stop', not {self.mode!r}")
+        if self.mode not in ("live", "precopy", "stop"):
+            raise ValueError(f"mode is 'live', 'precopy' or 'stop', not {self.mode!r}")
         if not 0.0 < self.smoothing <= 1.0:
             raise ValueError(f"smoothing is a weight in (0, 1]; got {self.smoothing}")
         if self.window_s is not None and self.window_s <= 0:

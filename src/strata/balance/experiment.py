@@ -8,8 +8,9 @@ instance of the keyed operator gets its own one-core node, and the source and
 the sink share an extra ``io`` node.
 
 ``run`` drives one simulation with one routing policy — ``static`` (hash
-routing, never changed), ``live`` (AutoFlow with the marker protocol) or
-``stop`` (the same decisions, enforced stop-the-world) — records the
+routing, never changed), ``live`` (AutoFlow with the marker protocol),
+``precopy`` (the same, with the state pre-copied) or ``stop`` (the same
+decisions, enforced stop-the-world) — records the
 instances' imbalance every window, and reduces the simulator's tables to the
 figures the benchmarks report. Every run ends with a drain and checks exactly
 once: per-key sink aggregates against the offline reference, and conservation.
@@ -30,12 +31,13 @@ from strata.balance.loads import imbalance, window_loads
 from strata.balance.lpt import best_imbalance_bounds
 from strata.generators import skewed
 from strata.model import Scenario
-from strata.sim import Move, Observation, Simulation
+from strata.protocol.units import Message, NodeView
+from strata.sim import FifoDispatch, Move, Observation, Simulation
 from strata.sim.reference import sink_totals
 from strata.sim.semantics import key_group
 
 PE = "skewed0.agg"
-POLICIES = ("static", "live", "stop")
+POLICIES = ("static", "live", "precopy", "stop")
 
 
 def actor_scenario(
@@ -114,6 +116,36 @@ class Recorder:
         self.windows.append(
             Window(obs.now, imbalance(busy), low, lpt_imb, sum(1 for pe, _ in obs.migrating if pe == self.pe))
         )
+
+
+class TracedFifo(FifoDispatch):
+    """FIFO dispatch (the default order) that logs every message of ``pe`` it runs, for latency attribution.
+
+    Per message: (popped = started, instance, key group, event time, arrived
+    at the instance, pushed to dispatch, service). A record buffered at a new
+    owner until its group's state arrived was pushed when the state was
+    installed, so pushed − arrived is its wait for the migration and popped −
+    pushed its wait in the queue. The order is FIFO's, so the run is the same
+    as without the trace.
+    """
+
+    def __init__(self, view: NodeView, pe: str, log: list[tuple[float, ...]]) -> None:
+        super().__init__(view)
+        self.pe = pe
+        self.log = log
+        self.pushed: dict[int, float] = {}
+
+    def push(self, msg: Message, now: float) -> None:
+        if msg.pe == self.pe:
+            self.pushed[msg.seq] = now
+        super().push(msg, now)
+
+    def pop(self, now: float) -> Message | None:
+        msg = super().pop(now)
+        if msg is not None and msg.pe == self.pe:
+            pushed = self.pushed.pop(msg.seq)
+            self.log.append((now, msg.instance, msg.key_group, msg.event_time, msg.created, pushed, msg.cost))
+        return msg
 
 
 @dataclass
@@ -205,6 +237,7 @@ def run(
     moves: Sequence[tuple[float, Move]] = (),
     tick_s: float | None = None,
     demand: bool = True,
+    trace: list[tuple[float, ...]] | None = None,
 ) -> Run:
     """Simulate ``duration`` seconds under ``policy``, then drain and check exactly once.
 
@@ -214,6 +247,7 @@ def run(
     on overload (None: one round per ``window_s``, nothing in between).
     ``demand``: AutoFlow's load is demand (arrived records), not processed
     work. ``moves``: extra (time, move) to force. Output times are known to ``bin_s``.
+    ``trace``: a list to fill with every message the keyed operator runs (``TracedFifo``).
     """
     if policy not in POLICIES:
         raise ValueError(f"policy: expected one of {POLICIES}; found {policy!r}")
@@ -232,7 +266,16 @@ def run(
     controllers: list[tuple[float, Any]] = [(window_s, recorder)]
     if balancer is not None:
         controllers.append((tick_s or window_s, lambda obs: balancer(obs) if obs.now <= duration else None))
-    sim = Simulation(scenario, seed=seed, placement=placement, controllers=controllers, record_inputs=True, bin_s=bin_s)
+    dispatch = None if trace is None else (lambda view: TracedFifo(view, PE, trace))
+    sim = Simulation(
+        scenario,
+        seed=seed,
+        placement=placement,
+        controllers=controllers,
+        record_inputs=True,
+        bin_s=bin_s,
+        dispatch=dispatch,
+    )
     for at, move in moves:
         sim.apply(move, at=at)
     sim.run(duration, drain=drain)

@@ -19,6 +19,14 @@ Other key groups keep flowing throughout. A move of a key group that is
 already moving waits for the first to finish (back-to-back moves are queued per
 key group, in request order).
 
+``mode='precopy'`` — the live protocol with the state pre-copied (as live VM
+migration and Rhino do), so the new owner's buffer waits for the changes only:
+before step 1, ``h`` ships a snapshot of ``g``'s state to ``c`` while it keeps
+processing ``g`` (the route is unchanged); once the snapshot has arrived, steps
+1–4 run as above, except that in step 3 ``h`` ships only the entries of ``g``
+changed or added since the snapshot (the state installed is ``h``'s whole
+state, so the result is the same; only the bytes on the wire differ).
+
 ``mode='stop'`` — the stop-the-world baseline. The PE pauses (its instances take
 no new messages: arrivals and anything dispatch pops are held), the routes
 switch, and once no message of the PE is running every moved group's state is
@@ -42,7 +50,7 @@ from typing import TYPE_CHECKING
 
 from strata.protocol.units import Kind, Message, Move
 from strata.sim.placement import resolve_placement
-from strata.sim.runtime import WINDOW, Channel, InstanceRt, PeRt
+from strata.sim.runtime import WINDOW, Channel, InstanceRt, NodeRt, PeRt
 
 if TYPE_CHECKING:
     from strata.sim.engine import Simulation
@@ -60,13 +68,14 @@ class Migration:
     dst: int
     mode: str
     requested: float
-    started: float = math.nan
+    started: float = math.nan  # the route switched (precopy: once the snapshot arrived)
     shipped: float = math.nan
     installed: float = math.nan
-    bytes: float = 0.0
+    bytes: float = 0.0  # state shipped: the whole group, or (precopy) the snapshot plus the changes
     expected: int = 0  # markers awaited (upstream instances)
     seen: int = 0
     state: dict | None = field(default=None, repr=False)
+    snapshot: dict | None = field(default=None, repr=False)  # precopy: the state as copied, until the markers
 
 
 @dataclass(eq=False)
@@ -97,6 +106,7 @@ class Migrations:
         self.redirected = 0  # records that reached a stop-moved group's old owner and were passed on
         self.relocations: list[Relocation] = []
         self.pending_relocations: list[tuple[InstanceRt, str]] = []
+        self.snapshot_free: dict[str, float] = {}  # per node: when its last precopy snapshot is sent
 
     # -------------------------------------------------------------- requests
 
@@ -122,8 +132,8 @@ class Migrations:
             raise ValueError(f"Move.key_group of {move.pe!r}: expected 0..{pe.groups - 1}; found {move.key_group}")
         if not 0 <= move.dst < len(pe.instances):
             raise ValueError(f"Move.dst of {move.pe!r}: expected 0..{len(pe.instances) - 1}; found {move.dst}")
-        if move.mode not in ("live", "stop"):
-            raise ValueError(f"Move.mode: expected 'live' or 'stop'; found {move.mode!r}")
+        if move.mode not in ("live", "precopy", "stop"):
+            raise ValueError(f"Move.mode: expected 'live', 'precopy' or 'stop'; found {move.mode!r}")
 
     def _kick(self, pe: PeRt, now: float) -> None:
         """Start whatever may start on ``pe``: a waiting stop batch first, else waiting live moves."""
@@ -152,15 +162,43 @@ class Migrations:
         g = move.key_group
         h = pe.instances[pe.route[g]]
         c = pe.instances[move.dst]
-        mig = Migration(pe.name, g, h.index, c.index, "live", now, started=now)
+        mig = Migration(pe.name, g, h.index, c.index, move.mode, now)
         self.log.append(mig)
         if h is c:
-            mig.shipped = mig.installed = now
+            mig.started = mig.shipped = mig.installed = now
             return
+        self.active[(pe.name, g)] = mig
+        if move.mode == "precopy":
+            state = h.state.get(g)
+            mig.snapshot = _copy_state(pe, state) if state else {}
+            mig.bytes = self._entry_bytes(pe) * (_entries(pe, state) if state else 0)
+            self.sim.state_arrives(self._snapshot_time(h.node, c.node, mig.bytes, now), mig)
+            return
+        self._switch(pe, mig, now)
+
+    def _snapshot_time(self, src: NodeRt, dst: NodeRt, nbytes: float, now: float) -> float:
+        """When a precopy snapshot sent now arrives: bytes / bandwidth + latency, behind earlier snapshots.
+
+        Snapshots queue behind each other on their own, not in front of the
+        changes shipped after the markers: those are what records wait for
+        (the engine's model of state vs data transfers, one level down).
+        """
+        if src is dst:
+            return now
+        start = max(self.snapshot_free.get(src.name, 0.0), now)
+        self.snapshot_free[src.name] = start + nbytes / src.nic
+        self.sim.metrics.remote_bytes(now, nbytes)
+        return self.snapshot_free[src.name] + self.sim.latency
+
+    def _switch(self, pe: PeRt, mig: Migration, now: float) -> None:
+        """Steps 1–2 of the live protocol: route ``mig.group`` to its new owner, markers to the old."""
+        g = mig.group
+        h = pe.instances[mig.src]
+        c = pe.instances[mig.dst]
+        mig.started = now
         c.gone.discard(g)
         pe.route[g] = c.index
         c.incoming[g] = []
-        self.active[(pe.name, g)] = mig
         mig.expected = len(pe.upstream)
         sim = self.sim
         for u in pe.upstream:
@@ -179,17 +217,25 @@ class Migrations:
         h = pe.instances[mig.src]
         c = pe.instances[mig.dst]
         mig.state = h.state.pop(mig.group, None)
-        mig.bytes = self.group_bytes(pe, mig.state)
+        if mig.snapshot is None:
+            nbytes = self.group_bytes(pe, mig.state)
+        else:
+            changed = _changed_entries(pe, mig.snapshot, mig.state or {})
+            nbytes = self._entry_bytes(pe, _entries(pe, mig.state) if mig.state else 0) * changed
+            mig.snapshot = None
+        mig.bytes += nbytes
         mig.shipped = now
         if mig.mode == "stop":
             h.gone.add(mig.group)
-        arrive = self.sim.transfer_time(h.node, c.node, mig.bytes, now)
+        arrive = self.sim.transfer_time(h.node, c.node, nbytes, now)
         self.sim.state_arrives(arrive, mig)
 
     def arrived(self, item: Migration | Relocation, now: float) -> None:
         """Shipped state reached its destination."""
         if isinstance(item, Relocation):
             self._relocated(item, now)
+        elif math.isnan(item.started):  # a precopy snapshot: now switch the route
+            self._switch(self.sim.pes[item.pe], item, now)
         else:
             self.on_state(item, now)
 
@@ -422,13 +468,18 @@ class Migrations:
     # -------------------------------------------------------------- sizes
 
     def group_bytes(self, pe: PeRt, state: dict | None) -> float:
+        """Bytes of ``state``, a group's state just taken out of its instance."""
         if not state:
             return 0.0
         entries = _entries(pe, state)
+        return self._entry_bytes(pe, entries) * entries
+
+    def _entry_bytes(self, pe: PeRt, detached: int = 0) -> float:
+        """Bytes per state entry of ``pe``; ``detached``: entries taken out of the instances, still counted."""
         if pe.op.state_bytes > 0:
-            total = sum(_entries(pe, st) for inst in pe.instances for st in inst.state.values()) + entries
-            return pe.op.state_bytes * entries / total
-        return ENTRY_BYTES * entries
+            total = sum(_entries(pe, st) for inst in pe.instances for st in inst.state.values()) + detached
+            return pe.op.state_bytes / (total or 1)
+        return ENTRY_BYTES
 
     def state_sizes(self, pe: PeRt) -> list[float]:
         """Bytes of state per key group of ``pe`` (0 for groups in flight or empty)."""
@@ -452,3 +503,19 @@ def _entries(pe: PeRt, state: dict) -> int:
     if pe.code == WINDOW:
         return sum(len(win) for win in state.values())
     return len(state)
+
+
+def _copy_state(pe: PeRt, state: dict) -> dict:
+    """A snapshot of one group's state (accumulators are updated in place, so they are copied too)."""
+    if pe.code == WINDOW:
+        return {k: {key: list(acc) for key, acc in win.items()} for k, win in state.items()}
+    return {key: list(acc) for key, acc in state.items()}
+
+
+def _changed_entries(pe: PeRt, snapshot: dict, state: dict) -> int:
+    """Entries of ``state`` added or changed since ``snapshot`` (what a precopy move ships last)."""
+    if pe.code == WINDOW:
+        return sum(
+            sum(1 for key, acc in win.items() if snapshot.get(k, {}).get(key) != acc) for k, win in state.items()
+        )
+    return sum(1 for key, acc in state.items() if snapshot.get(key) != acc)
