@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
 from strata.dispatch import Priors, dispatcher, model_demand, slot_dispatcher
@@ -90,8 +92,10 @@ def test_profiled_costs_converge_from_wrong_priors_to_the_true_service_times():
     assert node.estimate("alert.src") == pytest.approx((1e-5, 1e-3 + 1e-5))
 
 
-def firing_window(fire: float = 0.05) -> tuple[Scenario, dict[str, float]]:
-    """One core, 8 records/s of one key into a 1 s tumbling sum; only the window's firing costs much."""
+def firing_window(
+    fire: float = 0.05, insert: float = 1e-3, sum_stage: bool = False
+) -> tuple[Scenario, dict[str, float]]:
+    """One core, 8 records/s of one key into a 1 s tumbling sum (→ a 1 ms sum stage) → sink; firing costs most."""
     ops = [
         {
             "name": "src",
@@ -104,11 +108,12 @@ def firing_window(fire: float = 0.05) -> tuple[Scenario, dict[str, float]]:
             "kind": "window_aggregate",
             "window": {"size_s": 1.0, "watermark_s": 0.0},
             "aggregate": {"fn": "sum", "column": "value"},
-            "cost_per_record": 1e-3,
+            "cost_per_record": insert,
         },
-        {"name": "out", "kind": "sink", "cost_per_record": 0.0},
+        *([{"name": "sum", "kind": "keyed_stateful", "cost_per_record": 1e-3}] if sum_stage else []),
+        {"name": "out", "kind": "sink", "cost_per_record": 1e-3 if sum_stage else 0.0},
     ]
-    streams = [{"from": "src", "to": "win"}, {"from": "win", "to": "out"}]
+    streams = [{"from": a["name"], "to": b["name"]} for a, b in itertools.pairwise(ops)]
     scenario = Scenario.model_validate(
         {
             "cluster": {"nodes": [{"name": "n0", "cores": 1}]},
@@ -156,3 +161,22 @@ def test_cameo_profiles_a_window_firing_apart_from_the_records_it_aggregates():
     per_record, _ = policy.estimate("q.win")
     assert per_record == pytest.approx(1e-3)  # the window's per-record cost, not polluted by its firings
     assert policy.estimate_state_work("q.win") == pytest.approx(expected)
+
+
+@pytest.mark.parametrize("policy", ["fifo", "cameo", "edf"])
+def test_after_a_firing_the_deadline_strategies_finish_the_result_before_the_next_windows_records(policy):
+    # The window [0, 1) fires at t = 1 and its result is computed by t = 1 + 0.05 n (n its records). Records of the
+    # next window arriving meanwhile wait behind the firing; under FIFO their 20 ms window inserts are queued ahead
+    # of the result's sink message (the result reaches the sum stage first, then the sink at the tail), so the
+    # result waits for all of them. Cameo and EDF run the result's sum and sink first: those messages are due at its
+    # records' event time + L, the next window's records only when that window is due, a second later.
+    scenario, fire = firing_window(insert=0.02, sum_stage=True)
+    factory = None if policy == "fifo" else dispatcher(policy, Priors.from_scenario(scenario))
+    sim = Simulation(scenario, seed=1, dispatch=factory, watermark_interval=0.25, fire_cost=fire, record_inputs=True)
+    sim.run(1.9)
+    first = [t for _, _, t, _, _, _ in sim.inputs if t < 1.0]
+    computed = 1.0 + 0.05 * len(first)
+    waiting = sum(1 for _, _, t, _, _, _ in sim.inputs if 1.0 <= t < computed)
+    done = computed + 2e-3 + (0.02 * waiting if policy == "fifo" else 0.0)
+    assert waiting >= 3  # records of the next window that arrived while the result was computed
+    assert list(sim.metrics.lat["q"]) == [pytest.approx(done - max(first))]
