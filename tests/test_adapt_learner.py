@@ -79,14 +79,16 @@ def test_factored_arms_share_evidence_through_their_blocks():
         assert regret[0] < 0.5 * regret[1]
 
 
-def test_factored_untried_blocks_credit_outside_the_arm_set_and_own_evidence():
+def test_factored_untried_blocks_credit_to_what_ran_and_own_evidence():
     arms = [("llf", "on"), ("fifo", "on"), ("fifo", "off")]
     b = FactoredUCB(arms, gamma=1.0, c=0.0, seed=0)
-    b.update(("fifo", "on"), 0.2)
-    b.update(("llf", "off"), 1.0)  # what ran is no arm: only its blocks learn
-    assert np.isnan(b.means()[[0, 2]]).all() and b.means()[1] == pytest.approx(0.2)
+    b.update(1, 0.2)
+    b.update(1, 1.0, ran=("llf", "off"))  # fifo/on chosen, llf/off ran (no arm): the blocks learn llf and off
+    assert np.isnan(b.means()[[0, 2]]).all() and b.means()[1] == pytest.approx(0.6)
     # overall mean 0.6; llf +0.4, on −0.4 → 0.6; fifo −0.4, off +0.4 → 0.6 (c = 0: no bonus).
-    assert b.index() == pytest.approx([0.6, 0.2, 0.6])  # fifo/on has its own play: its own mean, 0.2
+    assert b.index() == pytest.approx([0.6, 0.6, 0.6])  # fifo/on was chosen twice: its own mean, 0.6
+    b.update(2, 0.0)
+    assert b.index()[2] == pytest.approx(0.0)
     assert np.isinf(FactoredUCB(arms).index()).all()  # nothing tried: every arm untried
 
 

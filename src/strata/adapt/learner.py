@@ -152,7 +152,6 @@ class FactoredUCB:
         self.own = own
         self.values = [sorted({a[k] for a in self.arms}, key=str) for k in range(len(self.arms[0]))]
         self._slot = [[vals.index(a[k]) for k, vals in enumerate(self.values)] for a in self.arms]
-        self._arm_of = {a: i for i, a in enumerate(self.arms)}
         self.whole = DiscountedUCB(len(self.arms), gamma, c, seed, floor)
         self.blocks = [DiscountedUCB(len(vals), gamma, c, seed + 1 + k, floor) for k, vals in enumerate(self.values)]
         self._rng = np.random.default_rng(seed)
@@ -176,20 +175,23 @@ class FactoredUCB:
             out[i] = estimate + float(np.mean([bonus[k][j] for k, j in enumerate(slots)]))
         return out
 
-    def select(self) -> int:
+    def select(self, allowed: np.ndarray | None = None) -> int:
+        """The arm of highest index among ``allowed`` (a boolean mask; all arms if None)."""
         idx = self.index()
+        if allowed is not None:
+            idx = np.where(allowed, idx, -np.inf)
         best = np.flatnonzero(idx >= idx.max() - 1e-12)
         return int(best[0] if len(best) == 1 else self._rng.choice(best))
 
-    def update(self, played: int | tuple[Hashable, ...], reward: float, weight: float = 1.0) -> None:
-        """Credit ``played`` — an arm's index, or a tuple of block values that need not be an arm.
+    def update(self, arm: int, reward: float, weight: float = 1.0, ran: tuple[Hashable, ...] | None = None) -> None:
+        """Credit the choice of ``arm``; its blocks, or those of ``ran`` if what ran differed from what was chosen.
 
-        A tuple outside the arm set (what actually ran may mix blocks no
-        candidate combines) still teaches its block values; values no arm
-        holds are ignored.
+        The arm's own statistics answer "what follows from choosing it"; the
+        blocks learn from what actually ran (a level may not have enacted the
+        choice). Block values no arm holds are ignored.
         """
-        blocks = self.arms[played] if isinstance(played, int) else tuple(played)
-        self.whole.update(self._arm_of.get(blocks), reward, weight)
+        self.whole.update(arm, reward, weight)
+        blocks = self.arms[arm] if ran is None else tuple(ran)
         for k, (vals, b) in enumerate(zip(self.values, self.blocks, strict=True)):
             b.update(vals.index(blocks[k]) if blocks[k] in vals else None, reward, weight)
 

@@ -25,6 +25,8 @@ from __future__ import annotations
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from strata.adapt.blocks import Composition
 from strata.adapt.features import ChangeDetector, FeatureTracker, backlog, learning_reward, window_score, yields
 from strata.adapt.learner import FactoredUCB, SegmentMemory
@@ -88,6 +90,8 @@ class Selector:
     exploration weight; ``switch_weight``: credit of a window that followed a
     switch; ``prior``: plays per arm a new segment's warm start keeps, and
     the floor under which discounting does not take a tried arm's count;
+    ``dwell``: windows a balancing mode and a placement block run before
+    another may replace them (dispatch may change every window);
     ``change``: the detector (``ChangeDetector(threshold=inf)`` for one
     segment throughout).
     """
@@ -98,6 +102,7 @@ class Selector:
     c: float = 0.3
     switch_weight: float = 0.5
     prior: float = 1.0
+    dwell: int = 3
     change: ChangeDetector = field(default_factory=ChangeDetector)
     seed: int = 0
     choices: list[Choice] = field(default_factory=list)
@@ -123,10 +128,10 @@ class Selector:
         """The composition for the next window; ``ran``: what was in force over the one that ended.
 
         The controller passes ``ran`` because a placement block acts only
-        when a plan is made: a window runs under the placer of the plan in
-        force, whoever was chosen since. The window's reward is credited to
-        ``ran`` (its blocks, and the arm itself if it is a candidate); without
-        it, to the composition chosen last.
+        when a plan is made (and L0 may refuse it): a window runs under the
+        placer of the plan in force. The window's reward is credited to the
+        composition chosen last (what choosing it led to) and to the blocks
+        of ``ran`` (what ran); without ``ran``, to the chosen one's blocks.
         """
         reward = self._score(obs)
         queued = backlog(obs)
@@ -137,7 +142,8 @@ class Selector:
             if reward is not None:
                 stayed = self._ran is None or self._ran == ran
                 credit = learning_reward(reward, self._queued, queued)
-                self.memory.current.update(self._blocks(ran), credit, 1.0 if stayed else self.switch_weight)
+                weight = 1.0 if stayed else self.switch_weight
+                self.memory.current.update(last.arm, credit, weight, ran=self._blocks(ran))
             self._ran = ran
         self._queued = queued
         features = self.tracker.update(obs)
@@ -145,6 +151,25 @@ class Selector:
             self.memory.switch(self.change.previous, self.change.centroid)
             self._segments += 1
             self._segment = self._segments
-        arm = self.memory.current.select()
+        arm = self.memory.current.select(self._allowed())
         self.choices.append(Choice(obs.now, self._segment, arm))
         return self.candidates[arm]
+
+    def _allowed(self) -> np.ndarray | None:
+        """Arms that keep the slow blocks (balancing, placement) unless they have run ``dwell`` windows.
+
+        Dispatch acts on the next unit of work and may change every window;
+        a balancing mode or a placement acts over several windows (moves,
+        migrations, a plan), and switching them every window only thrashes.
+        """
+        if not self.choices:
+            return None
+        now = self.candidates[self.choices[-1].arm]
+        held = 0
+        for c in reversed(self.choices):
+            if (self.candidates[c.arm].balancing, self.candidates[c.arm].placement) != (now.balancing, now.placement):
+                break
+            held += 1
+        if held >= self.dwell:
+            return None
+        return np.array([(c.balancing, c.placement) == (now.balancing, now.placement) for c in self.candidates])

@@ -69,9 +69,8 @@ class HierarchyConfig:
     moves_per_window: int = 8  # L1 key-group moves per window, all PEs together
     signals: SignalConfig = field(default_factory=SignalConfig)
     replan_cooldown_s: float = 20.0
-    replan_on_change: float = (
-        0.5  # a job whose ingest changed this much (relative) since its last plan skips the cooldown
-    )
+    placer_tolerance: float = 0.02  # importance a baseline placement block may give up against SODA's plan
+    replan_on_change: float = 0.5  # relative ingest change since a job's last plan that lifts its cooldowns
     headroom: float = 0.2  # DS2 headroom, and the cpu margin a pressured component is re-planned with
     scaling: bool = True
     coordinated: bool = True
@@ -335,12 +334,33 @@ class Controller:
         jobs = observed_jobs(self.scenario, self._rates, self._costs, margin)
         return Scenario(name=self.scenario.name, cluster=cluster, jobs=jobs)
 
-    def _run_planner(self, scenario: Scenario, previous: Plan | None) -> Plan:
-        if self.placer == "greedy":
+    def _run_planner(self, scenario: Scenario, previous: Plan | None, placer: str) -> Plan:
+        if placer == "greedy":
             return greedy(scenario, self.config.plan.weights)
-        if self.placer == "round-robin":
+        if placer == "round-robin":
             return rr(scenario, self.config.plan.weights)
         return plan(scenario, previous, self.config.plan)
+
+    def _vetted(self, make: Callable[[str], Plan], now: float) -> tuple[Plan, str]:
+        """The plan of the placement block the meta level chose, if it keeps L0's objective; else SODA's.
+
+        L0's primary objective is importance, and an upper level's objective
+        binds the levels below: the meta level may hand placement to a
+        baseline block only while its plan's importance is within
+        ``placer_tolerance`` of SODA's on the same observed scenario. A block
+        that would starve a job (round-robin onto an overloaded node) is
+        refused at the plan, before its placement persists for an epoch.
+        """
+        if self.placer == "planner":
+            return make("planner"), "planner"
+        proposal, soda = make(self.placer), make("planner")
+        if proposal.importance >= (1.0 - self.config.placer_tolerance) * soda.importance:
+            return proposal, self.placer
+        soda.notes.append(
+            f"{now:.1f}: {self.placer} placement refused (importance {proposal.importance:.4g} "
+            f"< {soda.importance:.4g} of SODA's plan); SODA's plan kept"
+        )
+        return soda, "planner"
 
     def _restrict(self, previous: Plan | None, jobs: set[str], nodes: set[str]) -> Plan | None:
         """``previous`` cut down to ``jobs`` and live ``nodes``: the incremental-movement reference of a re-plan.
@@ -381,14 +401,18 @@ class Controller:
         margin = {s.job: 1.0 + self.config.headroom for s in signals if s.kind in ("miss", "shortfall")}
         sub = self._observed(cluster, margin)
         previous = self._restrict(self.plan, set(self.scenario.job), {n.name for n in cluster.all_nodes})
-        try:
+
+        def attempt(placer: str) -> Plan:
             try:
-                new = self._run_planner(sub, previous)
+                return self._run_planner(sub, previous, placer)
             except (PlanError, RuntimeError):  # RuntimeError: a solver failing beyond its fallbacks
                 if previous is None:
                     raise
                 # The incremental reference (stay near the last plan) may be what cannot be met; plan afresh.
-                new = self._run_planner(sub, None)
+                return self._run_planner(sub, None, placer)
+
+        try:
+            new, by = self._vetted(attempt, now)
         except (PlanError, RuntimeError) as e:
             if self.plan is None:
                 raise
@@ -397,7 +421,7 @@ class Controller:
             return time.perf_counter() - t0
         had = bool(self.placement)
         self.plan = new
-        self._adopt_placer()
+        self._adopt_placer(by)
         self._last_full = now
         self._place(set(new.assignment) | set(self.placement), budgeted=had, now=now)
         self._remember_ingest(set(self.scenario.job))
@@ -421,16 +445,19 @@ class Controller:
             return time.perf_counter() - t0
         observed = self._observed(cluster, self._margin)
         previous = self._restrict(self.plan, set(self.plan.templates), {n.name for n in cluster.all_nodes})
+
+        def attempt(placer: str) -> Plan:
+            if placer == "planner":
+                return replan(observed, previous, jobs, self.config.plan)
+            return self._run_planner(observed, previous, placer)
+
         try:
-            if self.placer == "planner":
-                new = replan(observed, previous, jobs, self.config.plan)
-            else:
-                new = self._run_planner(observed, previous)
+            new, by = self._vetted(attempt, now)
         except (PlanError, RuntimeError) as e:  # RuntimeError: a solver failing beyond its fallbacks
             self._note(f"re-plan of {sorted(jobs)} at {now:.1f} failed ({e}); their plan kept")
             return time.perf_counter() - t0
         self.plan = new
-        self._adopt_placer()
+        self._adopt_placer(by)
         for j in jobs:
             self._cooldown[j] = now + self.config.replan_cooldown_s
         self._place(
@@ -439,16 +466,16 @@ class Controller:
         self._remember_ingest(jobs)
         return time.perf_counter() - t0
 
-    def _adopt_placer(self) -> None:
+    def _adopt_placer(self, placer: str) -> None:
         """A plan by another placement block than the last is not bound by the last one's instance cooldowns.
 
         The cooldowns keep one placer from undoing its own recent moves; when the
         meta level hands placement to another block, that block starts from
         where the instances are, free to correct what its predecessor did.
         """
-        if self.placer != self.placed_by:
+        if placer != self.placed_by:
             self._moved.clear()
-        self.placed_by = self.placer
+        self.placed_by = placer
 
     def _place(self, pes: set[str], budgeted: bool, now: float) -> None:
         """The multi-resource balancer under the plan: every instance of ``pes`` on one of its PE's candidates.
