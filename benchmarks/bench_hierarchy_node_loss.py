@@ -90,7 +90,8 @@ def run(mode: str, duration: float, seed: int, node: str | None = None) -> dict:
     engine.sim.run(duration, drain=DRAIN_S if recovery else None)
     replan = next((e for e in ctl.log if mode != "static" and any(s.startswith("node-loss") for s in e.signals)), None)
     # The instances the node-loss re-plan moved (later epochs may move others, for other reasons).
-    moved = [r for r in engine.sim.migrations.relocations if replan is not None and abs(r.requested - replan.time) < 1e-9]
+    at = replan.time if replan is not None else None
+    moved = [r for r in engine.sim.migrations.relocations if at is not None and abs(r.requested - at) < 1e-9]
     summary = engine.sim.metrics.summary()
     return {
         "mode": mode,
