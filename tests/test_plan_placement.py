@@ -149,3 +149,58 @@ def test_max_pes_per_node_is_respected():
         for n in nodes:
             per_node[n] = per_node.get(n, 0) + 1
     assert max(per_node.values()) <= 3
+
+
+def test_neighbourhood_milp_finds_the_best_re_placement_of_its_groups():
+    # Pipeline b stays where it is; a's groups, all on node 0, are re-placed within nodes {0, 1}.
+    # The restricted MILP, with b as its context, must find what brute force over those moves finds.
+    s = two_pipelines()
+    g = joined_graph(s)
+    goals = {pe: 0.3 for pe in g}
+    rates = propagate(g)
+    p = build_problem(s.cluster, g, goals, rates, Weights(), max_candidates=1)
+    start = [[0] if pe[0].startswith("a.") else [1 + i % 2] for i, pe in enumerate(grp.pes for grp in p.groups)]
+    free = [i for i, grp in enumerate(p.groups) if grp.pes[0].startswith("a.")]
+    best = None
+    for choice in itertools.product([0, 1], repeat=len(free)):
+        where = [list(w) for w in start]
+        for i, n in zip(free, choice, strict=True):
+            where[i] = [n]
+        val = mini_w.State(p, where).objective()
+        best = val if best is None else min(best, val)
+    st = mini_w.State(p, start)
+    sub, ctx, _ = macro_w_module._restrict(st, [0, 1], free)
+    status, shares, _ = solve_milp(sub, time_limit=20, context=ctx)
+    assert status == "optimal"
+    where = [list(w) for w in start]
+    for i, sh in zip(free, shares, strict=True):
+        where[i] = [n for n, f in sh.items() if f > 1e-6]
+    assert mini_w.State(p, where).objective() == pytest.approx(best, rel=1e-6)
+
+
+def test_large_instances_improve_mini_w_by_neighbourhood_milps_never_for_the_worse(monkeypatch):
+    monkeypatch.setattr(macro_w_module, "MILP_MAX_BINARIES", 0)  # every instance counts as large
+    s = two_pipelines()
+    g = joined_graph(s)
+    goals = {pe: 0.3 for pe in g}
+    rates = propagate(g)
+    p = build_problem(s.cluster, g, goals, rates, Weights())
+    bad = [[i % 3] for i in range(len(p.groups))]  # round robin: every stream crosses nodes
+    where, tried, _, _ = macro_w_module.improve_by_milp(p, bad, deadline=float("inf"), clock=lambda: 0.0)
+    assert tried >= 1
+    assert mini_w.State(p, where).objective() < mini_w.State(p, bad).objective()
+    w = macro_w(s.cluster, g, goals, rates, deadline_s=2)
+    assert w.detail.startswith(("won: miniW;", "won: miniW+MILP neighbourhoods;"))
+    assert "neighbourhoods" in w.detail
+
+
+def test_a_failing_solver_on_a_large_instance_leaves_mini_w_in_charge(monkeypatch):
+    def broken(*args, **kwargs):
+        raise RuntimeError("solver unavailable")
+
+    monkeypatch.setattr(macro_w_module, "MILP_MAX_BINARIES", 0)
+    monkeypatch.setattr(macro_w_module, "solve_milp", broken)
+    result = plan(two_pipelines(), options=Options(budget_s=2))
+    phase = next(p for p in result.phases if p.name == "macroW")
+    assert phase.status == "fallback-to-miniW" and "solver unavailable" in phase.detail
+    assert result.importance > 0

@@ -116,8 +116,14 @@ class Program:
         h.passModel(lp)
         return h
 
-    def solve(self, time_limit: float | None = None, mip_gap: float = 1e-6) -> Solution:
-        """Solve (or re-solve after :meth:`set_row_bounds`, warm-started)."""
+    def solve(
+        self, time_limit: float | None = None, mip_gap: float = 1e-6, start: Mapping[int, float] | None = None
+    ) -> Solution:
+        """Solve (or re-solve after :meth:`set_row_bounds`, warm-started).
+
+        ``start`` gives values of some columns (e.g. every binary) of a known feasible answer: a
+        MIP start, which HiGHS completes and uses as its first incumbent.
+        """
         if self.n_cols == 0:
             return Solution("optimal", 0.0, np.zeros(0), np.zeros(self.n_rows))
         if self._highs is None:
@@ -125,6 +131,11 @@ class Program:
         elif time_limit is not None:
             self._highs.setOptionValue("time_limit", max(1e-3, float(time_limit)))
         h = self._highs
+        if start:
+            cols = sorted(start)
+            h.setSolution(
+                len(cols), np.asarray(cols, dtype=np.int32), np.asarray([start[c] for c in cols], dtype=float)
+            )
         h.run()
         status = h.getModelStatus()
         info = h.getInfo()

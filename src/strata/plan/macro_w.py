@@ -3,8 +3,12 @@
 Two prongs, as in the paper: a MILP solved by HiGHS under a time limit, and
 miniW's local search (:mod:`strata.plan.mini_w`), which also post-processes from
 the MILP's answer when there is one. The better answer by the weighted metrics
-is kept. If the MILP is too large, fails or finds nothing by its time limit,
-miniW's answer stands and the phase status says so (``fallback-to-miniW``).
+is kept. An instance too large for the whole MILP (more than
+``MILP_MAX_BINARIES`` candidate binaries) gets miniW first and then the MILP over
+neighbourhoods of miniW's answer — a few nodes' groups re-placed exactly with the
+rest fixed, warm-started from miniW, kept when better (large-neighbourhood
+search). If the MILP fails or finds nothing better, miniW's answer stands and
+the phase status says so (``fallback-to-miniW``).
 
 MILP: y[g,n] ∈ {0,1} makes node n a candidate of group g, φ[g,n] ∈ [0, y] its
 share of g's cpu goal (Σ_n φ = 1); node cpu_min, memory, candidate count,
@@ -12,14 +16,14 @@ exlocation, PEs per node and movement are linear in y; node cpu above cpu_min
 is soft (Σ goal·φ / cores ≤ max_cpu, which the objective weighs) because the
 goals were set without node boundaries and microQ fits them into the cores. A stream's share
 kept on node n is s ≤ φ[u,n], s ≤ φ[v,n]; NIC and link traffic follow, and the
-max terms are epigraph variables.
+max terms are epigraph variables. Every group takes at least its ``shards`` nodes.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import networkx as nx
 import numpy as np
@@ -30,7 +34,7 @@ from strata.plan.lp import Program
 from strata.plan.metrics import Weights, evaluate, flows
 from strata.plan.placement import Problem, assignment_of, build_problem
 
-MILP_MAX_BINARIES = 6000  # larger instances skip the MILP: miniW alone within the deadline
+MILP_MAX_BINARIES = 6000  # larger instances: miniW first, then the MILP over neighbourhoods of its answer
 
 
 @dataclass
@@ -43,12 +47,45 @@ class MacroW:
     problem: Problem
 
 
-def solve_milp(p: Problem, time_limit: float) -> tuple[str, list[dict[int, float]] | None, str]:
-    """The MILP above; returns (status, node shares per group or None, detail)."""
+@dataclass
+class Context:
+    """What the rest of the cluster fixes around a neighbourhood: the constants of a restricted MILP.
+
+    Per neighbourhood node: the cpu goal, cpu_min, memory, PE count and NIC bytes out/in of the
+    groups kept where they are; per stream between a free group and a kept one, the kept end's
+    shares on the neighbourhood nodes; the metrics' maxima over the nodes outside (floors for the
+    epigraph variables) and the cluster's node count and NIC total (the averages' denominators).
+    With these the MILP's objective is the whole placement's, less a constant (without racks).
+    """
+
+    load: np.ndarray
+    min_load: np.ndarray
+    memory: np.ndarray
+    count: np.ndarray
+    out: np.ndarray
+    inn: np.ndarray
+    pinned: list[tuple[int, dict[int, float], float, bool]]  # (free group, kept end's shares, bytes/s, free end sends)
+    cpu_floor: float
+    nic_floor: float
+    nodes: int
+    total_nic: float
+    equal: bool = False  # each group keeps exactly ``shards`` nodes with equal shares (miniW's model)
+
+    @classmethod
+    def alone(cls, p: Problem) -> Context:
+        zero = np.zeros(len(p.names))
+        return cls(zero, zero, zero, zero, zero, zero, [], 0.0, 0.0, len(p.names), float(p.nic.sum()))
+
+
+def solve_milp(
+    p: Problem, time_limit: float, context: Context | None = None, start: list[list[int]] | None = None
+) -> tuple[str, list[dict[int, float]] | None, str]:
+    """The MILP above, warm-started from ``start`` (each group's nodes) if given.
+
+    Returns (status, node shares per group or None, detail).
+    """
     began = time.perf_counter()
-    binaries = sum(len(g.eligible) for g in p.groups)
-    if binaries > MILP_MAX_BINARIES:
-        return "skipped", None, f"{binaries} binaries exceed the MILP size limit {MILP_MAX_BINARIES}"
+    ctx = context or Context.alone(p)
     w = p.weights
     prog = Program(maximize=False)
     nn = len(p.names)
@@ -59,18 +96,31 @@ def solve_milp(p: Problem, time_limit: float) -> tuple[str, list[dict[int, float
         y.append({n: prog.binary() for n in grp.eligible})
         phi.append({n: prog.var(0.0, 1.0) for n in grp.eligible})
         prog.row(dict.fromkeys(phi[g].values(), 1.0), lower=1.0, upper=1.0)
-        prog.row(dict.fromkeys(y[g].values(), 1.0), upper=grp.limit if grp.goal > 0 else 1)
+        if ctx.equal:
+            prog.row(dict.fromkeys(y[g].values(), 1.0), lower=grp.shards, upper=grp.shards)
+        else:
+            prog.row(dict.fromkeys(y[g].values(), 1.0), lower=grp.shards, upper=grp.limit if grp.goal > 0 else 1)
         for n in grp.eligible:
-            prog.row({phi[g][n]: 1.0, y[g][n]: -1.0}, upper=0.0)
+            if ctx.equal:
+                prog.row({phi[g][n]: 1.0, y[g][n]: -1.0 / grp.shards}, lower=0.0, upper=0.0)
+            else:
+                prog.row({phi[g][n]: 1.0, y[g][n]: -1.0}, upper=0.0)
             load[n][phi[g][n]] = grp.goal
     for n in range(nn):
         # Node cpu is soft here, as in miniW: the goals ignore labels and nodes, and microQ fits them
         # into the cores; an overloaded node shows in max_cpu. cpu_min is hard.
-        prog.row({phi[g][n]: p.groups[g].cpu_min for g in range(len(p.groups)) if n in phi[g]}, upper=float(p.cores[n]))
-        prog.row({y[g][n]: p.groups[g].memory for g in range(len(p.groups)) if n in y[g]}, upper=float(p.memory[n]))
+        prog.row(
+            {phi[g][n]: p.groups[g].cpu_min for g in range(len(p.groups)) if n in phi[g]},
+            upper=float(p.cores[n] - ctx.min_load[n]),
+        )
+        prog.row(
+            {y[g][n]: p.groups[g].memory for g in range(len(p.groups)) if n in y[g]},
+            upper=float(p.memory[n] - ctx.memory[n]),
+        )
         if p.max_pes_per_node is not None:
             prog.row(
-                {y[g][n]: len(p.groups[g].pes) for g in range(len(p.groups)) if n in y[g]}, upper=p.max_pes_per_node
+                {y[g][n]: len(p.groups[g].pes) for g in range(len(p.groups)) if n in y[g]},
+                upper=float(p.max_pes_per_node - ctx.count[n]),
             )
     for g, others in enumerate(p.exclude):
         for h in others:
@@ -106,24 +156,45 @@ def solve_milp(p: Problem, time_limit: float) -> tuple[str, list[dict[int, float
                 out[n][phi[a][n]] = out[n].get(phi[a][n], 0.0) + t
             if n in phi[b]:
                 inn[n][phi[b][n]] = inn[n].get(phi[b][n], 0.0) + t
-    max_cpu, max_nic = prog.var(cost=w.max_cpu), prog.var(cost=w.max_nic)
+    # Streams to kept groups: local where the free end shares a node with the kept end's share there.
+    base_out, base_in = ctx.out.copy(), ctx.inn.copy()
+    for g, kept, t, sends in ctx.pinned:
+        mine, theirs = (out, inn) if sends else (inn, out)
+        for n, col in phi[g].items():
+            mine[n][col] = mine[n].get(col, 0.0) + t
+        for n, f in kept.items():
+            (base_in if sends else base_out)[n] += t * f
+            if n in phi[g]:
+                s = prog.var(0.0, min(1.0, f))
+                prog.row({s: 1.0, phi[g][n]: -1.0}, upper=0.0)
+                cross[s] = cross.get(s, 0.0) - t
+                mine[n][s] = mine[n].get(s, 0.0) - t
+                theirs[n][s] = theirs[n].get(s, 0.0) - t
+    max_cpu = prog.var(lower=ctx.cpu_floor, cost=w.max_cpu)
+    max_nic = prog.var(lower=ctx.nic_floor, cost=w.max_nic)
     for n in range(nn):
-        prog.row({**{k: c / p.cores[n] for k, c in load[n].items()}, max_cpu: -1.0}, upper=0.0)
-        for side in (out[n], inn[n]):
-            prog.row({**{k: c / p.nic[n] for k, c in side.items()}, max_nic: -1.0}, upper=0.0)
+        prog.row(
+            {**{k: c / p.cores[n] for k, c in load[n].items()}, max_cpu: -1.0}, upper=-float(ctx.load[n] / p.cores[n])
+        )
+        for side, base in ((out[n], base_out[n]), (inn[n], base_in[n])):
+            prog.row({**{k: c / p.nic[n] for k, c in side.items()}, max_nic: -1.0}, upper=-float(base / p.nic[n]))
         for k, c in load[n].items():
-            prog.add_cost(k, w.avg_cpu * c / p.cores[n] / nn)
+            prog.add_cost(k, w.avg_cpu * c / p.cores[n] / ctx.nodes)
         for side in (out[n], inn[n]):
             for k, c in side.items():
-                prog.add_cost(k, w.avg_nic * c / p.nic[n] / (2 * nn))
+                prog.add_cost(k, w.avg_nic * c / p.nic[n] / (2 * ctx.nodes))
     if len(p.uplink) == 0:
         for k, c in cross.items():
-            prog.add_cost(k, (w.avg_link + w.max_link) * c / float(p.nic.sum()))
+            prog.add_cost(k, (w.avg_link + w.max_link) * c / ctx.total_nic)
     else:
         _rack_terms(prog, p, phi, w)
-    start = time.perf_counter()
-    sol = prog.solve(time_limit=max(0.05, time_limit - (start - began)), mip_gap=1e-4)
-    took = time.perf_counter() - start
+    hint = None
+    if start is not None:
+        hint = {c: float(n in start[g]) for g in range(len(p.groups)) for n, c in y[g].items()}
+        hint.update({c: float(n in start[g]) / len(start[g]) for g in range(len(p.groups)) for n, c in phi[g].items()})
+    solving = time.perf_counter()
+    sol = prog.solve(time_limit=max(0.05, time_limit - (solving - began)), mip_gap=1e-4, start=hint)
+    took = time.perf_counter() - solving
     if not sol.usable:
         return "failed", None, f"MILP {sol.status} after {took:.2f}s"
     shares = [{n: float(sol.x[c]) for n, c in phi[g].items() if sol.x[c] > 1e-6} for g in range(len(p.groups))]
@@ -175,25 +246,48 @@ def macro_w(
     rounds: int = 30,
     clock: Callable[[], float] = time.perf_counter,
 ) -> MacroW:
-    """Candidate nodes for the admitted PEs, by the better of the MILP and miniW."""
+    """Candidate nodes for the admitted PEs, by the better of the MILP and miniW.
+
+    Up to ``MILP_MAX_BINARIES`` the MILP covers the whole instance first and miniW post-processes
+    from its answer. Larger instances give miniW the first part of the deadline and spend the
+    MILP's share re-solving neighbourhoods of miniW's answer exactly (:func:`improve_by_milp`).
+    The phase detail starts with the winner: ``MILP``, ``miniW`` or ``miniW+MILP neighbourhoods``.
+    """
     start = clock()
     weights = weights or Weights()
     p = build_problem(cluster, graph, goals, rates, weights, max_candidates, max_pes_per_node, previous, move_limit)
     traffic = flows(graph, rates)
+    # Scoring the answers after the search takes a moment; leave it inside the phase deadline.
+    deadline = start + 0.92 * deadline_s
+    binaries = sum(len(g.eligible) for g in p.groups)
+    if binaries > MILP_MAX_BINARIES:
+        found = mini_w.search(p, start + 0.92 * deadline_s * (1 - milp_share), clock, seed=seed, rounds=rounds)
+        how = f"miniW from {found.start}: {found.moves} improving moves, {found.rounds} perturbation rounds"
+        try:
+            where, tried, gained, why = improve_by_milp(p, found.where, deadline, clock, seed)
+        except Exception as e:  # a solver crash must not cost the epoch its plan
+            where, tried, gained, why = found.where, 0, 0, f"MILP raised {type(e).__name__}: {e}"
+        mini = assignment_of(p, where, goals)
+        mini_m = evaluate(cluster, mini, traffic, weights)
+        won = "miniW+MILP neighbourhoods" if gained else "miniW"
+        detail = (
+            f"won: {won}; {how}; whole MILP skipped ({binaries} binaries > {MILP_MAX_BINARIES}); "
+            f"MILP on {tried} neighbourhoods, {gained} improved ({why})"
+        )
+        return MacroW(_candidates(p, mini), mini, mini_m, "feasible" if gained else "fallback-to-miniW", detail, p)
     try:
         status, shares, why = solve_milp(p, deadline_s * milp_share)
     except Exception as e:  # a solver crash must not cost the epoch its plan
         status, shares, why = "failed", None, f"MILP raised {type(e).__name__}: {e}"
-    # Scoring the answers after the search takes a moment; leave it inside the phase deadline.
-    deadline = start + 0.92 * deadline_s
     starts = {"MILP": [sorted(sh) for sh in shares]} if shares is not None else None
     found = mini_w.search(p, deadline, clock, seed=seed, rounds=rounds, starts=starts)
     mini = assignment_of(p, found.where, goals)
     mini_m = evaluate(cluster, mini, traffic, weights)
     how = f"miniW from {found.start}: {found.moves} improving moves, {found.rounds} perturbation rounds"
     if shares is None:
-        label = "skipped" if status == "skipped" else "failed"
-        return MacroW(_candidates(p, mini), mini, mini_m, "fallback-to-miniW", f"MILP {label} ({why}); {how}", p)
+        return MacroW(
+            _candidates(p, mini), mini, mini_m, "fallback-to-miniW", f"won: miniW; MILP failed ({why}); {how}", p
+        )
     exact = assignment_of(p, shares, goals)
     exact_m = evaluate(cluster, exact, traffic, weights)
     if exact_m["objective"] <= mini_m["objective"] + 1e-12:
@@ -203,7 +297,7 @@ def macro_w(
             exact,
             exact_m,
             st,
-            f"{why}, objective {exact_m['objective']:.4g}; miniW {mini_m['objective']:.4g}",
+            f"won: MILP; {why}, objective {exact_m['objective']:.4g}; miniW {mini_m['objective']:.4g}",
             p,
         )
     st = "feasible" if status == "optimal" else "fallback-to-miniW"
@@ -212,9 +306,137 @@ def macro_w(
         mini,
         mini_m,
         st,
-        f"{why}, objective {exact_m['objective']:.4g}; kept miniW {mini_m['objective']:.4g} ({how})",
+        f"won: miniW; {why}, objective {exact_m['objective']:.4g}; kept miniW {mini_m['objective']:.4g} ({how})",
         p,
     )
+
+
+NEIGHBOURHOOD = 6  # nodes whose groups one neighbourhood MILP re-places
+
+
+def improve_by_milp(
+    p: Problem, where: list[list[int]], deadline: float, clock: Callable[[], float], seed: int = 0
+) -> tuple[list[list[int]], int, int, str]:
+    """Large-neighbourhood search: re-place the groups of a few nodes by the MILP, keep what improves.
+
+    Each round takes a neighbourhood — the busiest node not yet tried, the nodes it trades most
+    traffic with, and lightly loaded nodes — frees the groups lying wholly on it, and solves the
+    MILP for them with everything else fixed (:class:`Context`), under a time limit. The answer
+    (each group on its nodes with a positive share, in equal shards) replaces the old one if
+    miniW's exact objective improves. Returns (placement, neighbourhoods tried, improved, note).
+    """
+    st = mini_w.State(p, where)
+    rng = np.random.default_rng(seed)
+    order = [int(n) for n in np.argsort(-st.load / p.cores, kind="stable")]
+    tried = gained = 0
+    note = "none left" if not order else "deadline"
+    while order and clock() < deadline:
+        left = deadline - clock()
+        nodes = _neighbourhood(st, order.pop(0), rng)
+        inside = set(nodes)
+        free = [
+            g for g, w in enumerate(st.where) if w and set(w) <= inside and (p.groups[g].goal > 0 or p.neighbours[g])
+        ]
+        if not free:
+            continue
+        sub, ctx, now = _restrict(st, nodes, free)
+        _, shares, _ = solve_milp(sub, time_limit=min(left, max(0.05, 0.25 * left)), context=ctx, start=now)
+        tried += 1
+        if shares is None:
+            continue
+        before, old = st.objective(), {g: list(st.where[g]) for g in free}
+        for g in free:
+            st.spread(g, [])
+        placed = True
+        for i, g in enumerate(free):
+            target = sorted(nodes[n] for n, f in shares[i].items() if f > 1e-6)
+            if not st.can_spread(g, target):
+                placed = False
+                break
+            st.spread(g, target)
+        if placed and st.objective() < before - 1e-12:
+            gained += 1
+            continue
+        for g in free:
+            st.spread(g, [])
+        for g in free:
+            st.spread(g, old[g])
+    if not order:
+        note = "every node tried"
+    return st.where, tried, gained, note
+
+
+def _neighbourhood(st: mini_w.State, hot: int, rng: np.random.Generator) -> list[int]:
+    """``hot``, the nodes it trades most traffic with, and two of the ten least loaded nodes."""
+    p = st.p
+    trade: dict[int, float] = {}
+    for g in st.occ[hot]:
+        for h, t in p.neighbours[g]:
+            for n in st.where[h]:
+                if n != hot:
+                    trade[n] = trade.get(n, 0.0) + t / len(st.where[h])
+    nodes = [hot, *sorted(trade, key=lambda n: (-trade[n], n))[: NEIGHBOURHOOD - 3]]
+    light = [int(n) for n in np.argsort(st.load / p.cores, kind="stable")[:10] if int(n) not in nodes]
+    nodes += [int(n) for n in rng.permutation(light)[: NEIGHBOURHOOD - len(nodes)]] if light else []
+    return nodes
+
+
+def _restrict(st: mini_w.State, nodes: list[int], free: list[int]) -> tuple[Problem, Context, list[list[int]]]:
+    """The MILP over ``free`` groups on ``nodes`` with the rest of ``st`` as its context, and the
+    free groups' nodes now (the MILP's start)."""
+    p = st.p
+    idx = {n: i for i, n in enumerate(nodes)}
+    outside = np.ones(len(p.names), dtype=bool)
+    outside[nodes] = False
+    util = st.load / p.cores
+    nic = np.maximum(st.out, st.inn) / p.nic
+    cpu_floor = float(util[outside].max()) if outside.any() else 0.0
+    nic_floor = float(nic[outside].max()) if outside.any() else 0.0
+    old = {g: list(st.where[g]) for g in free}
+    for g in free:
+        st.spread(g, [])
+    base = [arr[nodes].copy() for arr in (st.load, st.minload, st.mem, st.count, st.out, st.inn)]
+    kept_occ = [set(st.occ[n]) for n in nodes]
+    for g in free:
+        st.spread(g, old[g])
+    local = {g: i for i, g in enumerate(free)}
+    groups, exclude = [], []
+    for g in free:
+        grp = p.groups[g]
+        allowed = [
+            idx[n]
+            for n in nodes
+            if n in st.eligible[g]
+            and not (p.exclude[g] & kept_occ[idx[n]])
+            and (grp.prev is None or p.move_limit is None or n in grp.prev or n in old[g])
+        ]
+        groups.append(replace(grp, eligible=allowed, prev=None, shards=len(old[g]), limit=len(old[g])))
+        exclude.append({local[h] for h in p.exclude[g] if h in local})
+    streams, pinned = [], []
+    for a, b, t in p.streams:
+        if a in local and b in local:
+            streams.append((local[a], local[b], t))
+        elif a in local or b in local:
+            mine, kept = (a, b) if a in local else (b, a)
+            shares = {idx[n]: 1.0 / len(st.where[kept]) for n in st.where[kept] if n in idx}
+            pinned.append((local[mine], shares, t, mine == a))
+    sub = Problem(
+        cluster=p.cluster,
+        names=[p.names[n] for n in nodes],
+        cores=p.cores[nodes],
+        memory=p.memory[nodes],
+        nic=p.nic[nodes],
+        rack=p.rack[nodes],
+        uplink=p.uplink,
+        groups=groups,
+        group_of={},
+        streams=streams,
+        exclude=exclude,
+        weights=p.weights,
+        max_pes_per_node=p.max_pes_per_node,
+    )
+    ctx = Context(*base, pinned, cpu_floor, nic_floor, len(p.names), float(p.nic.sum()), equal=True)
+    return sub, ctx, [[idx[n] for n in old[g]] for g in free]
 
 
 def _candidates(p: Problem, assignment: Mapping[str, Mapping[str, float]]) -> dict[str, list[str]]:
