@@ -11,30 +11,42 @@ Three experiments, each printing a table and writing ``benchmarks/results/plan_<
   admission binds): macroQ and the full four-phase plan against the exact
   admission/template/cpu MILP (HiGHS, proven optimal).
 - ``scale``: a 10 000-PE, 1 000-node lsd-shaped instance with a 60 s budget.
+- ``curves``: general (non-LP) out-tree components — lsd chains with step values
+  and convex resource tables — traced by the grid DP and by the MILP at each
+  grid budget: seconds and values at 9/33/129 points.
 
-Timings are wall-clock on a shared 2-core machine: noisy.
+Every SODA row records wall and cpu seconds, each phase's time against its
+deadline, the worst overrun over all phases and runs (negative: to spare), and
+which prong of macroW won (``MILP``, ``miniW`` or ``miniW+MILP neighbourhoods``).
+Wall-clock timings on a shared 2-core machine are noisy: the load average is
+recorded with every experiment.
 
-    .venv/bin/python benchmarks/bench_plan.py all
+    nice -n 5 .venv/bin/python benchmarks/bench_plan.py all     # or: gap | apps | scale | curves
 """
 
 from __future__ import annotations
 
 import json
+import os
 import statistics
 import time
 from pathlib import Path
 from typing import Any
 
+import networkx as nx
+import numpy as np
 import typer
 from rich.console import Console
 from rich.table import Table
 
 from strata.generators import dac, lsd
-from strata.model import Scenario
+from strata.model import Scenario, joined_graph
 from strata.plan import Options, Plan, plan
 from strata.plan.baselines import greedy, rand, rr
+from strata.plan.curves import component_model, grid_curve
 from strata.plan.exact import exact_macro_q
 from strata.plan.macro_q import macro_q
+from strata.plan.tree_dp import dp_curve, is_out_tree
 
 RESULTS = Path(__file__).parent / "results"
 app = typer.Typer(add_completion=False, help=__doc__)
@@ -43,13 +55,28 @@ PHASES = ("macroQ", "macroW", "microQ", "microW")
 
 
 def write(name: str, doc: dict[str, Any]) -> None:
+    doc["load_average_end"] = os.getloadavg()
     RESULTS.mkdir(exist_ok=True)
     path = RESULTS / f"plan_{name}.json"
     path.write_text(json.dumps(doc, indent=1, default=float))
     console.print(f"wrote {path}")
 
 
-def row(p: Plan, seconds: float) -> dict[str, Any]:
+def overrun(p: Plan) -> float | None:
+    """Seconds the slowest phase ran past its deadline (negative: to spare); None for baselines."""
+    timed = [ph.seconds - ph.deadline for ph in p.phases if ph.deadline > 0]
+    return max(timed) if timed else None
+
+
+def winner(p: Plan) -> str | None:
+    """Which prong of macroW won, from the phase detail (``won: …;``)."""
+    for ph in p.phases:
+        if ph.name == "macroW" and ph.detail.startswith("won: "):
+            return ph.detail[5:].split(";", 1)[0]
+    return None
+
+
+def row(p: Plan, seconds: float, cpu: float) -> dict[str, Any]:
     phases = {ph.name: {"seconds": ph.seconds, "deadline": ph.deadline, "status": ph.status} for ph in p.phases}
     return {
         "planner": p.planner,
@@ -61,21 +88,26 @@ def row(p: Plan, seconds: float) -> dict[str, Any]:
         "objective": p.metrics["objective"],
         "admitted": len(p.admitted),
         "seconds": seconds,
+        "cpu_seconds": cpu,
         "phases": phases,
-        "within_deadlines": all(ph.seconds <= ph.deadline + 1e-3 for ph in p.phases if ph.deadline > 0),
+        "overrun": overrun(p),
+        "within_deadlines": all(ph.seconds <= ph.deadline for ph in p.phases if ph.deadline > 0),
+        "macroW_won": winner(p),
     }
 
 
-def timed(fn, *args, **kwargs) -> tuple[Plan, float]:
-    t = time.perf_counter()
+def timed(fn, *args, **kwargs) -> tuple[Any, float, float]:
+    """The result, wall seconds and cpu seconds of this process."""
+    t, c = time.perf_counter(), time.process_time()
     out = fn(*args, **kwargs)
-    return out, time.perf_counter() - t
+    return out, time.perf_counter() - t, time.process_time() - c
 
 
 @app.command()
 def apps(seeds: int = 3, budget: float = 5.0) -> None:
     configs = [("lsd", n) for n in (30, 50, 70, 82)] + [("dac", n) for n in (9, 15, 29, 30)]
     rows = []
+    load_start = os.getloadavg()
     for name, nodes in configs:
         for seed in range(1, seeds + 1):
             gen = lsd if name == "lsd" else dac
@@ -86,14 +118,14 @@ def apps(seeds: int = 3, budget: float = 5.0) -> None:
                 "seed": seed,
                 "pes": sum(len(j.templates[0].operators) for j in s.jobs),
             }
-            soda, t = timed(plan, s, options=Options(budget_s=budget))
-            rows.append({**base, **row(soda, t)})
+            soda, t, c = timed(plan, s, options=Options(budget_s=budget))
+            rows.append({**base, **row(soda, t, c)})
             for fn in (rand, rr, greedy):
-                p, t = timed(fn, s)
-                rows.append({**base, **row(p, t)})
+                p, t, c = timed(fn, s)
+                rows.append({**base, **row(p, t, c)})
             rr_load = rows[-2]["max_load"]
-            matched, t = timed(plan, s, options=Options(budget_s=budget, utilisation=max(0.05, rr_load)))
-            rows.append({**base, **row(matched, t), "planner": "SODA@RR-load"})
+            matched, t, c = timed(plan, s, options=Options(budget_s=budget, utilisation=max(0.05, rr_load)))
+            rows.append({**base, **row(matched, t, c), "planner": "SODA@RR-load"})
             console.print(f"{name} {nodes} nodes seed {seed}: done")
     table = Table(title=f"SODA vs baselines (mean of {seeds} seeds; SODA budget {budget:g} s)")
     for col in (
@@ -103,10 +135,13 @@ def apps(seeds: int = 3, budget: float = 5.0) -> None:
         "importance",
         "ingest",
         "affinity",
+        "min aff",
         "max load",
         "seconds",
+        "cpu s",
         *[f"{ph} s" for ph in PHASES],
-        "in deadlines",
+        "worst overrun s",
+        "macroW won",
     ):
         table.add_column(col, justify="right")
     summary = []
@@ -116,15 +151,28 @@ def apps(seeds: int = 3, budget: float = 5.0) -> None:
             sel = [r for r in rows if r["app"] == name and r["nodes"] == nodes and r["planner"] == planner]
             mean = {
                 k: statistics.fmean(r[k] for r in sel)
-                for k in ("importance", "ingest", "affinity", "max_load", "seconds")
+                for k in ("importance", "ingest", "affinity", "max_load", "seconds", "cpu_seconds")
             }
+            worst = max((r["overrun"] for r in sel if r["overrun"] is not None), default=None)
+            won = sorted({r["macroW_won"] for r in sel if r["macroW_won"]})
+            lowest = min(r["affinity"] for r in sel)
             ph = {
                 p: statistics.fmean(r["phases"][p]["seconds"] for r in sel) if p in sel[0]["phases"] else None
                 for p in PHASES
             }
             ok = all(r["within_deadlines"] for r in sel)
             summary.append(
-                {"app": name, "nodes": nodes, "planner": planner, **mean, "phase_seconds": ph, "within_deadlines": ok}
+                {
+                    "app": name,
+                    "nodes": nodes,
+                    "planner": planner,
+                    **mean,
+                    "min_affinity": lowest,
+                    "phase_seconds": ph,
+                    "within_deadlines": ok,
+                    "worst_overrun": worst,
+                    "macroW_won": won,
+                }
             )
             table.add_row(
                 name,
@@ -133,13 +181,54 @@ def apps(seeds: int = 3, budget: float = 5.0) -> None:
                 f"{mean['importance']:,.0f}",
                 f"{mean['ingest']:,.0f}",
                 f"{mean['affinity']:.3f}",
+                f"{lowest:.3f}",
                 f"{mean['max_load']:.3f}",
                 f"{mean['seconds']:.2f}",
+                f"{mean['cpu_seconds']:.2f}",
                 *[f"{ph[p]:.2f}" if ph[p] is not None else "" for p in PHASES],
-                "yes" if ok else "NO",
+                "" if worst is None else f"{worst:+.3f}",
+                ", ".join(won),
             )
     console.print(table)
-    write("apps", {"budget_s": budget, "seeds": seeds, "summary": summary, "rows": rows})
+    worst = max(r["overrun"] for r in rows if r["overrun"] is not None)
+    soda_runs = [r for r in rows if r["overrun"] is not None]
+    console.print(
+        f"worst phase overrun over all {len(soda_runs)} SODA runs: {worst:+.3f} s "
+        f"({sum(not r['within_deadlines'] for r in soda_runs)} runs with a phase past its deadline)"
+    )
+    target = []
+    for seed in range(1, seeds + 1):
+        pick = {r["planner"]: r for r in rows if r["app"] == "lsd" and r["nodes"] == 30 and r["seed"] == seed}
+        m, base_rr, base_rand = pick["SODA@RR-load"], pick["RR"], pick["RAND"]
+        met = m["affinity"] >= 0.7 and m["max_load"] <= base_rr["max_load"] + 1e-9
+        target.append(
+            {
+                "seed": seed,
+                "affinity": m["affinity"],
+                "max_load": m["max_load"],
+                "rr_max_load": base_rr["max_load"],
+                "rr_affinity": base_rr["affinity"],
+                "rand_affinity": base_rand["affinity"],
+                "met": met,
+            }
+        )
+        console.print(
+            f"lsd 30 nodes seed {seed}: SODA@RR-load affinity {m['affinity']:.3f}, max load {m['max_load']:.3f} "
+            f"(RR {base_rr['max_load']:.3f}, affinity {base_rr['affinity']:.3f}; RAND affinity "
+            f"{base_rand['affinity']:.3f}) -> {'met' if met else 'NOT met'}"
+        )
+    write(
+        "apps",
+        {
+            "budget_s": budget,
+            "seeds": seeds,
+            "load_average_start": load_start,
+            "worst_overrun_s": worst,
+            "lsd30_affinity_target": target,
+            "summary": summary,
+            "rows": rows,
+        },
+    )
 
 
 def small(seed: int) -> Scenario:
@@ -156,11 +245,12 @@ def small(seed: int) -> Scenario:
 @app.command()
 def gap(seeds: int = 10, budget: float = 5.0) -> None:
     rows = []
+    load_start = os.getloadavg()
     for seed in range(1, seeds + 1):
         s = small(seed)
-        e, te = timed(exact_macro_q, s, time_limit=120)
-        q, tq = timed(macro_q, s, deadline_s=budget)
-        p, tp = timed(plan, s, options=Options(budget_s=budget))
+        e, te, _ = timed(exact_macro_q, s, time_limit=120)
+        q, tq, _ = timed(macro_q, s, deadline_s=budget)
+        p, tp, cp = timed(plan, s, options=Options(budget_s=budget))
         pes = sum(len(j.templates[0].operators) for j in s.jobs)
         rows.append(
             {
@@ -174,6 +264,9 @@ def gap(seeds: int = 10, budget: float = 5.0) -> None:
                 "macro_q_status": q.status,
                 "plan": p.importance,
                 "plan_s": tp,
+                "plan_cpu_s": cp,
+                "plan_overrun": overrun(p),
+                "macroW_won": winner(p),
                 "admitted_exact": e.admitted,
                 "admitted_soda": p.admitted,
                 "templates_equal": e.templates == q.templates,
@@ -192,6 +285,8 @@ def gap(seeds: int = 10, budget: float = 5.0) -> None:
         "exact s",
         "macroQ s",
         "plan s",
+        "plan overrun s",
+        "macroW won",
     ):
         table.add_column(col, justify="right")
     for r in rows:
@@ -207,27 +302,43 @@ def gap(seeds: int = 10, budget: float = 5.0) -> None:
             f"{r['exact_s']:.2f}",
             f"{r['macro_q_s']:.2f}",
             f"{r['plan_s']:.2f}",
+            f"{r['plan_overrun']:+.3f}",
+            r["macroW_won"] or "",
         )
     console.print(table)
     worst_q = min(r["macro_q"] / r["exact"] for r in rows)
     worst_p = min(r["plan"] / r["exact"] for r in rows)
-    console.print(f"worst macroQ/exact {worst_q:.6f}; worst plan/exact {worst_p:.4f}")
-    write("gap", {"budget_s": budget, "rows": rows, "worst_macro_q_ratio": worst_q, "worst_plan_ratio": worst_p})
+    worst_over = max(r["plan_overrun"] for r in rows)
+    console.print(
+        f"worst macroQ/exact {worst_q:.6f}; worst plan/exact {worst_p:.4f}; worst phase overrun {worst_over:+.3f} s"
+    )
+    write(
+        "gap",
+        {
+            "budget_s": budget,
+            "load_average_start": load_start,
+            "rows": rows,
+            "worst_macro_q_ratio": worst_q,
+            "worst_plan_ratio": worst_p,
+            "worst_overrun_s": worst_over,
+        },
+    )
 
 
 @app.command()
 def scale(budget: float = 60.0, seed: int = 1) -> None:
+    load_start = os.getloadavg()
     t = time.perf_counter()
     s = Scenario.model_validate(lsd(seed=seed, jobs=1400, pes=10_000, nodes=1000, demand_cores=5000))
     gen_s = time.perf_counter() - t
     n_pes = sum(len(j.templates[0].operators) for j in s.jobs)
-    soda, ts = timed(plan, s, options=Options(budget_s=budget))
-    rows = [{"planner": "soda", **row(soda, ts)}]
+    soda, ts, cs = timed(plan, s, options=Options(budget_s=budget))
+    rows = [{"planner": "soda", **row(soda, ts, cs)}]
     for fn in (rr, greedy):
-        p, t = timed(fn, s)
-        rows.append({"planner": p.planner, **row(p, t)})
+        p, t, c = timed(fn, s)
+        rows.append({"planner": p.planner, **row(p, t, c)})
     table = Table(title=f"Scale: {n_pes} PEs (first templates), {len(s.cluster.all_nodes)} nodes, budget {budget:g} s")
-    for col in ("planner", "importance", "ingest", "affinity", "max load", "seconds", *PHASES):
+    for col in ("planner", "importance", "ingest", "affinity", "max load", "seconds", "cpu s", *PHASES):
         table.add_column(col, justify="right")
     for r in rows:
         table.add_row(
@@ -237,6 +348,7 @@ def scale(budget: float = 60.0, seed: int = 1) -> None:
             f"{r['affinity']:.3f}",
             f"{r['max_load']:.3f}",
             f"{r['seconds']:.1f}",
+            f"{r['cpu_seconds']:.1f}",
             *[
                 f"{r['phases'][p]['seconds']:.1f}/{r['phases'][p]['deadline']:.1f} {r['phases'][p]['status']}"
                 if p in r["phases"]
@@ -247,10 +359,14 @@ def scale(budget: float = 60.0, seed: int = 1) -> None:
     console.print(table)
     for ph in soda.phases:
         console.print(f"  {ph.name}: {ph.detail}")
+    console.print(f"worst phase overrun {overrun(soda):+.3f} s; macroW won: {winner(soda)}")
     write(
         "scale",
         {
             "budget_s": budget,
+            "load_average_start": load_start,
+            "worst_overrun_s": overrun(soda),
+            "macroW_won": winner(soda),
             "pes": n_pes,
             "nodes": len(s.cluster.all_nodes),
             "generate_s": gen_s,
@@ -260,11 +376,82 @@ def scale(budget: float = 60.0, seed: int = 1) -> None:
     )
 
 
+def general(seed: int) -> Scenario:
+    """lsd chains made general: step values on the sink streams, convex resource tables on some PEs."""
+    doc = lsd(seed=seed, nodes=4, jobs=4, pes=28, demand_cores=6, share=0.0, two_templates=0.0, required=0)
+    rng = np.random.default_rng(seed)
+    for job in doc["jobs"]:
+        tpl = job["templates"][0]
+        for op in tpl["operators"]:
+            if op["kind"] not in ("source", "sink") and rng.random() < 0.4:
+                full = 1.0 / op["cost_per_record"]  # records/s at one core, made convex: slow start
+                op["resource"] = {"kind": "table", "points": [[0, 0], [0.5, 0.2 * full], [1.0, full]]}
+        for st in tpl["streams"]:
+            if st.get("weight"):
+                st["value"] = {"kind": "step", "steps": [[100, 50], [400, 300], [1000, 900]]}
+    return Scenario.model_validate(doc)
+
+
+@app.command()
+def curves(seeds: int = 3) -> None:
+    """Grid DP against the MILP per grid budget on general out-tree components."""
+    rows = []
+    load_start = os.getloadavg()
+    for seed in range(1, seeds + 1):
+        s = general(seed)
+        graph = joined_graph(s)
+        for pes in sorted(tuple(sorted(c)) for c in nx.weakly_connected_components(graph)):
+            if not is_out_tree(graph, pes) or component_model(graph, pes).linear:
+                continue
+            for points in (9, 33, 129):
+                dp, t_dp, _ = timed(dp_curve, graph, component_model(graph, pes), points)
+                milp, t_milp, _ = timed(grid_curve, component_model(graph, pes), points, lambda: 60.0)
+                rows.append(
+                    {
+                        "seed": seed,
+                        "component": pes[0].split(".", 1)[0],
+                        "pes": len(pes),
+                        "points": points,
+                        "dp_s": t_dp,
+                        "milp_s": t_milp,
+                        "dp_value_at_saturation": float(dp.values[-1]),
+                        "milp_value_at_saturation": float(milp.values[-1]),
+                        "max_milp_minus_dp": float(np.max(milp.values - dp.values)),
+                        "dp_above_milp": bool(np.any(dp.values > milp.values + 1e-6 * np.maximum(1, milp.values))),
+                    }
+                )
+    table = Table(title="General out-tree components: grid DP vs MILP at each grid budget")
+    for col in ("seed", "job", "PEs", "points", "DP s", "MILP s", "DP value", "MILP value", "max MILP − DP"):
+        table.add_column(col, justify="right")
+    for r in rows:
+        table.add_row(
+            str(r["seed"]),
+            r["component"],
+            str(r["pes"]),
+            str(r["points"]),
+            f"{r['dp_s']:.3f}",
+            f"{r['milp_s']:.3f}",
+            f"{r['dp_value_at_saturation']:,.1f}",
+            f"{r['milp_value_at_saturation']:,.1f}",
+            f"{r['max_milp_minus_dp']:,.2f}",
+        )
+    console.print(table)
+    for points in (9, 33, 129):
+        sel = [r for r in rows if r["points"] == points]
+        if sel:
+            console.print(
+                f"{points} points: DP {sum(r['dp_s'] for r in sel):.2f} s, MILP {sum(r['milp_s'] for r in sel):.2f} s "
+                f"over {len(sel)} components"
+            )
+    write("curves", {"load_average_start": load_start, "rows": rows})
+
+
 @app.command(name="all")
 def run_all() -> None:
     gap()
     apps()
     scale()
+    curves()
 
 
 if __name__ == "__main__":

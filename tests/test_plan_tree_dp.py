@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from strata.model import Scenario, importance, joined_graph, propagate
-from strata.plan.curves import component_model, grid_curve
+from strata.plan.curves import better_of, component_model, grid_curve
 from strata.plan.tree_dp import dp_curve, is_out_tree
 from tests.test_plan_cases import chain, scenario
 
@@ -96,3 +96,15 @@ def test_fan_in_is_not_a_tree():
     doc["jobs"][1]["templates"][0]["streams"].append({"from": "a.src", "to": "p1"})
     graph = joined_graph(Scenario.model_validate(doc))
     assert not is_out_tree(graph, tuple(sorted(graph)))
+
+
+def test_better_of_keeps_the_higher_value_and_its_allocation_at_every_budget():
+    s = fan_out()
+    graph = joined_graph(s)
+    pes = tuple(sorted(graph))
+    dp = dp_curve(graph, component_model(graph, pes), 5)
+    milp = grid_curve(component_model(graph, pes), 5, lambda: 10.0)
+    both = better_of(dp, milp)
+    assert np.all(both.values == np.maximum(dp.values, milp.values))
+    for alloc, v in zip(both.allocs, both.values, strict=True):
+        assert importance(graph, propagate(graph, alloc)) == pytest.approx(v, rel=1e-6, abs=1e-6)

@@ -11,10 +11,13 @@ for every cpu budget from the component's minimum (Σ cpu_min) to its saturation
   chord and the tangents agree within ``tol``. Every breakpoint carries the
   optimal allocation, which microQ's pacing constraints interpolate.
 - **General components**: on a cpu grid whose resolution the caller refines
-  while time allows. Out-trees (chains, fan-outs) get the exact grid DP of
-  :mod:`strata.plan.tree_dp`; components with fan-in get :func:`grid_curve`, the
-  MILP (λ-formulation of non-concave pieces) at each grid budget, made
-  non-decreasing (unused cpu may stay idle).
+  while time allows, by :func:`grid_curve`, the MILP (λ-formulation of
+  non-concave pieces) at each grid budget, made non-decreasing (unused cpu may
+  stay idle). Out-trees (chains, fan-outs) also get the grid DP of
+  :mod:`strata.plan.tree_dp`, exact over allocations on the grid in bounded
+  time, and keep the better of the two at each budget (:func:`better_of`): the
+  MILP's cpu is continuous, so it wins between grid cpu values when it finishes
+  in its time limit; the DP holds every point when it does not.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from dataclasses import dataclass
 import networkx as nx
 import numpy as np
 
-from strata.model import Operator, propagate
+from strata.model import Operator, importance, propagate
 from strata.plan import formulation as F
 from strata.plan.lp import INF, Program
 
@@ -90,6 +93,7 @@ class ComponentModel:
     linear: bool
     saturation: float
     minimum: float
+    graph: nx.DiGraph  # the component's subgraph, to evaluate an allocation by propagation
 
 
 def component_model(graph: nx.DiGraph, pes: Iterable[str], unlimited: dict[str, float] | None = None) -> ComponentModel:
@@ -116,7 +120,7 @@ def component_model(graph: nx.DiGraph, pes: Iterable[str], unlimited: dict[str, 
     minimum = sum(op.cpu_min for op in ops.values())
     prog = Program(maximize=True)
     cols = F.build(prog, ops, inputs, values, bound, budget=max(saturation, minimum))
-    return ComponentModel(ops, prog, cols, F.is_linear(ops, values), max(saturation, minimum), minimum)
+    return ComponentModel(ops, prog, cols, F.is_linear(ops, values), max(saturation, minimum), minimum, sub)
 
 
 def _trim(model: ComponentModel, x: np.ndarray) -> dict[str, float]:
@@ -198,8 +202,23 @@ def grid_curve(model: ComponentModel, points: int, time_left: Callable[[], float
         f, _, alloc, st = _solve_at(model, float(b), max(1e-3, remaining / max(1, len(budgets) - len(values))))
         if st != "optimal":
             status = "time-limit" if st == "time-limit" else "feasible"
+        if alloc:
+            # What the allocation is worth when propagated: a rate the solver's tolerances leave a hair
+            # under a step threshold does not earn the step, whatever the MILP's objective says.
+            f = importance(model.graph, propagate(model.graph, alloc))
         if alloc and f > best:
             best, best_alloc = f, alloc
         values.append(best if best > -math.inf else 0.0)
         allocs.append(best_alloc)
     return Curve(tuple(model.ops), budgets.astype(float), np.array(values), allocs, exact=False, status=status)
+
+
+def better_of(a: Curve, b: Curve) -> Curve:
+    """Two curves on the same budgets, keeping at each budget the higher value and its allocation."""
+    if len(a.budgets) != len(b.budgets) or not np.allclose(a.budgets, b.budgets):
+        raise ValueError("curves on different budgets")
+    take_b = b.values > a.values
+    values = np.where(take_b, b.values, a.values)
+    allocs = [bb if t else aa for aa, bb, t in zip(a.allocs, b.allocs, take_b, strict=True)]
+    status = a.status if a.status == b.status else "feasible"
+    return Curve(a.pes, a.budgets, values, allocs, exact=a.exact and b.exact, status=status)

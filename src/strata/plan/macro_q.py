@@ -4,8 +4,8 @@ Three nested loops, as in the paper. Inner: for one admitted set and template
 choice, split the joined graph into weak components, take each component's
 importance curve, cached by the jobs and templates it contains (exact by the
 sandwich method when it is an LP, :mod:`strata.plan.curves`; otherwise on a cpu
-grid — by dynamic programming for out-trees, :mod:`strata.plan.tree_dp`, by the
-MILP at each grid budget for components with fan-in) and solve the separable
+grid by the MILP at each grid budget, and for out-trees also by dynamic
+programming, :mod:`strata.plan.tree_dp`, the better kept) and solve the separable
 RAP across components (:mod:`strata.plan.rap`: Fox's greedy when every curve is
 concave, DP on a cpu grid otherwise). Middle:
 template choices — exhaustive when there are few combinations, otherwise
@@ -27,7 +27,7 @@ import networkx as nx
 
 from strata.model import Job, Scenario, importance, joined_graph, propagate
 from strata.plan import rap
-from strata.plan.curves import Curve, component_model, grid_curve, lp_curve
+from strata.plan.curves import Curve, better_of, component_model, grid_curve, lp_curve
 from strata.plan.plan import PlanError
 from strata.plan.tree_dp import dp_curve, is_out_tree
 
@@ -155,11 +155,9 @@ class _Evaluator:
             if curve.exact:  # a curve cut short by the deadline is not kept for later evaluations
                 self.cache[(key[0], None)] = curve
         else:
-            # Trees get the grid DP (exact on the grid); fan-in needs the MILP at each grid budget.
-            if is_out_tree(graph, pes):
-                curve = dp_curve(graph, model, self.points)
-            else:
-                curve = grid_curve(model, self.points, self.left)
+            curve = grid_curve(model, self.points, self.left)
+            if is_out_tree(graph, pes):  # the DP is exact on the grid whatever the MILP's time limits did
+                curve = better_of(curve, dp_curve(graph, model, self.points))
             self.cache[key] = curve
         return curve
 

@@ -330,8 +330,10 @@ def improve_by_milp(
     order = [int(n) for n in np.argsort(-st.load / p.cores, kind="stable")]
     tried = gained = 0
     note = "none left" if not order else "deadline"
-    while order and clock() < deadline:
-        left = deadline - clock()
+    overhead = 0.0  # the longest round's time outside the solver: what a round needs beyond its MILP
+    while order and deadline - clock() > 2 * overhead + 0.05:
+        began = clock()
+        left = deadline - began
         nodes = _neighbourhood(st, order.pop(0), rng)
         inside = set(nodes)
         free = [
@@ -340,7 +342,10 @@ def improve_by_milp(
         if not free:
             continue
         sub, ctx, now = _restrict(st, nodes, free)
-        _, shares, _ = solve_milp(sub, time_limit=min(left, max(0.05, 0.25 * left)), context=ctx, start=now)
+        solving = clock()
+        limit = max(0.05, 0.25 * left - 2 * overhead)
+        _, shares, _ = solve_milp(sub, time_limit=limit, context=ctx, start=now)
+        solved = clock()
         tried += 1
         if shares is None:
             continue
@@ -356,11 +361,12 @@ def improve_by_milp(
             st.spread(g, target)
         if placed and st.objective() < before - 1e-12:
             gained += 1
-            continue
-        for g in free:
-            st.spread(g, [])
-        for g in free:
-            st.spread(g, old[g])
+        else:
+            for g in free:
+                st.spread(g, [])
+            for g in free:
+                st.spread(g, old[g])
+        overhead = max(overhead, (solving - began) + (clock() - solved))
     if not order:
         note = "every node tried"
     return st.where, tried, gained, note

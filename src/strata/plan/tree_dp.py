@@ -19,9 +19,12 @@ tables are finite and the recursion is **exact on the grid** for every resource
 function (tables, convex or not) and every value function (steps, non-concave
 pieces): the curve's value at budget ``minimum + e·step`` is the best importance
 over all grid allocations with at most ``e`` steps, the same as enumerating them.
-It is not exact between grid points, and it does not cover components with
-fan-in (a PE fed by two streams); macroQ solves those with the MILP at each grid
-budget (:func:`strata.plan.curves.grid_curve`).
+It is not exact between grid points: every PE's cpu is a whole number of steps,
+so on a coarse grid a PE short of a step threshold by a fraction of a step loses
+it, where the MILP (continuous cpu) does not. macroQ therefore keeps, at each
+budget, the better of this DP and the MILP at that budget
+(:func:`strata.plan.curves.better_of`); components with fan-in (a PE fed by two
+streams) are not trees and get the MILP alone.
 """
 
 from __future__ import annotations
