@@ -104,12 +104,19 @@ def main() -> None:
     table = Table(
         title=f"Learner on Spark: examples/demo.yaml, {args.duration:.0f} s of input per run, seed {args.seed}"
     )
-    for col in ("t (s)", "adaptive: composition", "score", "fixed llf/aggressive: score"):
+    for col in ("window", "adaptive: t (s)", "composition", "score", "fixed llf/aggressive: t (s)", "score"):
         table.add_column(col, justify="right")
-    fixed = {t: r for t, _, r in runs["fixed"]["picks"]}
-    for t, name, r in runs["adaptive"]["picks"]:
+    ad, fx = runs["adaptive"]["picks"], runs["fixed"]["picks"]
+    for k in range(max(len(ad), len(fx))):
+        a = ad[k] if k < len(ad) else (None, "", None)
+        f = fx[k] if k < len(fx) else (None, "", None)
         table.add_row(
-            f"{t:.0f}", name, "-" if r is None else f"{r:.3f}", "-" if fixed.get(t) is None else f"{fixed[t]:.3f}"
+            str(k),
+            "" if a[0] is None else f"{a[0]:.0f}",
+            a[1],
+            "-" if a[2] is None else f"{a[2]:.3f}",
+            "" if f[0] is None else f"{f[0]:.0f}",
+            "-" if f[2] is None else f"{f[2]:.3f}",
         )
     console.print(table)
     for label, r in runs.items():
