@@ -6,14 +6,16 @@ Targets, per seed:
 - skewed keyed job: partition imbalance ≤ 1.2 (the baseline's reported);
 - no record lost or duplicated in either mode (reference comparison).
 
-Usage: ``.venv/bin/python benchmarks/bench_demo.py [--seeds 0 1 2] [--duration 40]``. Each seed is one
-full ``strata demo`` (its own session). Timing-dependent: on a shared machine the numbers are noisy.
+Usage: ``.venv/bin/python benchmarks/bench_demo.py [--seeds 0 1 2] [--duration 30]`` (30 s: what ``strata demo``
+runs). Each seed is one full ``strata demo`` (its own session). Timing-dependent: on a shared machine the
+numbers are noisy, so every seed records the load average before and after it.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import time
 from pathlib import Path
 
@@ -77,7 +79,7 @@ def targets(summary, checks) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--duration", type=float, default=40.0)
+    parser.add_argument("--duration", type=float, default=30.0)
     parser.add_argument("--spec", type=Path, default=ROOT / "examples" / "demo.yaml")
     parser.add_argument("--out", type=Path, default=ROOT / "runs" / "bench_demo")
     args = parser.parse_args()
@@ -86,6 +88,7 @@ def main() -> None:
     rows = []
     for seed in args.seeds:
         t0 = time.time()
+        load_before = os.getloadavg()
         result = run_demo(
             scenario,
             args.out / f"seed{seed}",
@@ -95,6 +98,9 @@ def main() -> None:
         row = {
             "seed": seed,
             "wall_s": time.time() - t0,
+            # the machine is shared: Spark timings scale with everything else running on its two cores
+            "load_average_before": load_before,
+            "load_average_after": os.getloadavg(),
             **targets(result.summary, result.checks),
             "summary": result.summary.to_dict("records"),
             "timings": result.timings,
@@ -102,7 +108,8 @@ def main() -> None:
         rows.append(row)
         console.print(
             f"seed {seed}: p99 {row['p99_baseline_s']:.2f} → {row['p99_strata_s']:.2f} s, misses "
-            f"{row['misses_baseline']} → {row['misses_strata']}, lost/dup {row['lost_or_duplicated']}"
+            f"{row['misses_baseline']} → {row['misses_strata']}, lost/dup {row['lost_or_duplicated']}, "
+            f"load average {load_before[0]:.1f} → {row['load_average_after'][0]:.1f}"
         )
     table = Table(title=f"bench_demo: plain Spark vs Strata ({args.duration:g} s per mode)", title_justify="left")
     for col in (
@@ -114,6 +121,7 @@ def main() -> None:
         "importance",
         "imbalance base→strata",
         "lost/dup",
+        "load avg",
     ):
         table.add_column(col, justify="right")
 
@@ -132,6 +140,7 @@ def main() -> None:
             f"{r['importance_baseline']:.0f} → {r['importance_strata']:.0f} " + mark(r["importance_ok"]),
             ", ".join(f"{a:.2f} → {b:.2f}" for a, b in r["imbalance"].values()) + " " + mark(r["imbalance_ok"]),
             f"{r['lost_or_duplicated']} " + mark(r["exactly_once_ok"]),
+            f"{r['load_average_before'][0]:.1f} → {r['load_average_after'][0]:.1f}",
         )
     console.print(table)
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
@@ -140,7 +149,9 @@ def main() -> None:
             {
                 "duration_s": args.duration,
                 "seeds": rows,
-                "note": "measured on the shared 2-core machine; timings are noisy",
+                "command": f"benchmarks/bench_demo.py --seeds {' '.join(map(str, args.seeds))} "
+                f"--duration {args.duration:g}",
+                "note": "measured on the shared 2-core machine; timings are noisy (see each seed's load average)",
             },
             indent=1,
             default=str,

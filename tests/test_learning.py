@@ -131,8 +131,9 @@ def test_admitted_ingest_is_the_bottleneck_rate_divided_by_the_gain_in_front_of_
     from strata.learning import admitted_ingest
 
     # src 100 rec/s → f (selectivity 0.5, 1e-4 s/rec) → m (3e-4 s/rec) → out (no cpu: sinks never limit)
+    # one core each: m processes 1 / 3e-4 = 3333 rec/s, fed at half the source rate: 6667 rec/s (above the offer)
     plenty = {"j.src": 1.0, "j.f": 1.0, "j.m": 1.0}
-    assert admitted_ingest(SCENARIO, {"j": "t"}, plenty, {"j.src": 100.0}) == pytest.approx({"j.src": 100.0})
+    assert admitted_ingest(SCENARIO, {"j": "t"}, plenty, {"j.src": 100.0}) == pytest.approx({"j.src": 20000 / 3})
     # f processes 1e-3 / 1e-4 = 10 rec/s of its input: 10 rec/s at the source
     tight_f = {**plenty, "j.f": 1e-3}
     assert admitted_ingest(SCENARIO, {"j": "t"}, tight_f, {"j.src": 100.0})["j.src"] == pytest.approx(10.0)
@@ -143,7 +144,7 @@ def test_admitted_ingest_is_the_bottleneck_rate_divided_by_the_gain_in_front_of_
     assert admitted_ingest(SCENARIO, {"j": "t"}, {**plenty, "j.src": 5e-4}, {"j.src": 100.0})["j.src"] == pytest.approx(
         50.0
     )
-    assert admitted_ingest(SCENARIO, {"j": "t"}, tight_m, {"j.src": 15.0})["j.src"] == pytest.approx(15.0)
+    assert admitted_ingest(SCENARIO, {"j": "t"}, tight_m, {"j.src": 15.0})["j.src"] == pytest.approx(20.0)  # not 15
 
 
 def test_rate_caps_hold_while_offered_load_or_backlog_exceeds_the_admitted_rate():

@@ -9,7 +9,7 @@ source (deferred, not dropped) instead of piling up inside the operators.
 Admitted ingest. Record flow is linear in the source rates (every PE forwards
 ``selectivity ×`` its input), so a PE ``k`` receives ``Σ_s g_sk r_s`` where
 ``g_sk`` is the gain along the paths from source ``s``. Scaling each source by
-``f_s = min(1, min_k capacity_k / input_k)`` over the PEs ``k`` it reaches
+``f_s = min_k capacity_k / input_k`` over the PEs ``k`` it reaches
 (``input_k`` at the offered rates) keeps every PE within its capacity, also
 where several sources meet: ``Σ_s f_s g_sk r_s ≤ (capacity_k / input_k) ·
 input_k``. For a chain it is exactly the bottleneck's rate divided by the gain
@@ -35,11 +35,13 @@ def admitted_ingest(
     cpu: Mapping[str, float],
     offered: Mapping[str, float],
 ) -> dict[str, float]:
-    """Source PE → the largest rate (≤ offered) the plan's ``cpu`` lets every downstream PE process.
+    """Source PE → the largest rate the plan's ``cpu`` lets every downstream PE process (above or below
+    the offered rate).
 
     ``templates``: the plan's admitted jobs and their templates; ``cpu``: PE → cores
     (the plan's assignment); ``offered``: source PE → records/s offered (sources
-    absent from it are taken at their spec rate). A PE with no cpu in the plan
+    absent from it are taken at their spec rate), which fixes the mix where
+    several sources meet. A PE with no cpu in the plan
     has no capacity under a linear resource function, so its sources get 0;
     sinks are not budgeted by the planner and do not limit.
     """
@@ -59,7 +61,7 @@ def admitted_ingest(
     for pe in order:
         if graph.nodes[pe]["op"].kind is not OperatorKind.SOURCE:
             continue
-        factor = 1.0
+        factor = math.inf
         for k in [pe, *nx.descendants(graph, pe)]:
             op = graph.nodes[k]["op"]
             # a sink's rate is worth nothing in itself (importance is on the stream into it): SODA gives it no cpu
@@ -67,7 +69,7 @@ def admitted_ingest(
                 continue
             capacity = op.resource.capacity(cpu.get(k, 0.0), op.cost_per_record)
             factor = min(factor, capacity / inputs[k])
-        out[pe] = max(0.0, factor) * inputs[pe]
+        out[pe] = math.inf if factor == math.inf else max(0.0, factor) * inputs[pe]
     return out
 
 

@@ -15,8 +15,9 @@ Enforcement of :class:`~strata.hierarchy.protocol.Decisions`:
   1, 2, 4, 8 ∝ share relative to the smallest); the gate puts each batch in that
   pool unless the batch is urgent (:mod:`strata.spark.gate`).
 - ``rate_limits`` (L0 microQ pacing): source PE → records/s, written to the
-  source's control file as rows per micro-batch (rate × the query's trigger
-  interval); None lifts the cap.
+  source's control file as rows per micro-batch (rate × the query's batch
+  interval: its trigger, or the measured interval between its recent batches
+  when they come slower, to the half second); None lifts the cap.
 - ``moves`` (L1): key-group moves on a managed keyed operator's routing table;
   they take effect at the next micro-batch and state moves with the key group.
 - ``dispatch`` (meta): the gate's strategy for the next batches.
@@ -308,14 +309,15 @@ class SparkEngine:
                 cap.set(None)
                 self._log(decisions, "rate cap", job, "lifted")
             return
-        interval = self.config.triggers.get(job) or self._batch_interval(segment)
+        # rows per batch × batches per second = the rate: on a loaded machine batches come slower than the trigger
+        interval = max(self.config.triggers.get(job) or 0.0, round(2 * self._batch_interval(segment)) / 2)
         rows = max(1, int(rate * interval))
         if cap.get() != rows:
             cap.set(rows)
             self._log(decisions, "rate cap", job, f"{rate:.0f} rec/s ({rows} rows/batch)")
 
     def _batch_interval(self, segment: Segment) -> float:
-        """Mean seconds between the query's recent batch starts (1 s before it has two batches)."""
+        """Mean seconds between the query's recent batch starts (1 s before it has two batches; ≥ 0.1 s)."""
         records = list(segment.pipeline.batch_records())[-10:]
         if len(records) < 2:
             return 1.0

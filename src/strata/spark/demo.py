@@ -209,6 +209,7 @@ def run_mode(
             if decisions.replan:
                 planned = controller.scenario
             decisions.rate_limits = pace(planned, controller.plan, obs.window, config.window_s)
+            row.update({f"cap:{pe}": cap for pe, cap in decisions.rate_limits.items()})
             engine.apply(decisions)
             run.learned += learned_rows(learner, scenario, obs.now - epoch)
         if on_tick is not None:
