@@ -24,6 +24,10 @@ from strata.plan.micro_q import MicroQ, micro_q
 from strata.plan.micro_w import Limits, micro_w
 from strata.plan.plan import Phase, Plan
 
+# Each phase aims to finish by this share of its deadline: the rest absorbs the steps no phase
+# can interrupt (a last solve, the final scoring) when the machine is busy. Unused time rolls over.
+AIM = 0.9
+
 
 @dataclass(frozen=True)
 class Options:
@@ -69,7 +73,7 @@ def plan(
         return max(1e-3, (budget - spent) * opt.shares[i] / (opt.shares[i] + later))
 
     t0, d = clock(), deadline(0)
-    q = macro_q(scenario, d, previous.templates if previous else None, capacity=cluster.total_cores, clock=clock)
+    q = macro_q(scenario, AIM * d, previous.templates if previous else None, capacity=cluster.total_cores, clock=clock)
     phases.append(Phase("macroQ", clock() - t0, d, q.status, q.detail))
 
     graph = joined_graph(scenario, q.templates)
@@ -81,7 +85,7 @@ def plan(
         graph,
         q.goals,
         q.rates,
-        d,
+        AIM * d,
         opt.weights,
         prev_cand,
         opt.max_candidates,
@@ -96,7 +100,7 @@ def plan(
 
     t0, d = clock(), deadline(2)
     try:
-        mq = micro_q(cluster, q.curves, q.budgets, w.candidates, d, clock)
+        mq = micro_q(cluster, q.curves, q.budgets, w.candidates, AIM * d, clock)
     except RuntimeError as e:  # the LP failed: keep macroW's split, scaled into each node's cores
         mq = scaled_into_cores(cluster, w.assignment, f"{e}; macroW's split scaled into node cores")
     phases.append(Phase("microQ", clock() - t0, d, mq.status, mq.detail))
@@ -112,7 +116,7 @@ def plan(
         for pe, parts in w.assignment.items()
     }
     nominal = {pe: {n: mq.goals.get(pe, 0.0) * f for n, f in shares[pe].items()} for pe in shares}
-    mw = micro_w(cluster, mq.goals, w.candidates, nominal, prev_assign, opt.limits, d)
+    mw = micro_w(cluster, mq.goals, w.candidates, nominal, prev_assign, opt.limits, AIM * d)
     against = "the previous epoch" if previous else "macroW's nominal split"
     phases.append(
         Phase(
