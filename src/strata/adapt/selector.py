@@ -37,7 +37,7 @@ from strata.model import Scenario, chosen_templates
 
 @dataclass
 class Choice:
-    """One window's decision, for reports: when, in which context, which arm, and the reward it then got."""
+    """One window's decision, for reports: when, in which workload segment (``context``), which arm, its score."""
 
     time: float
     context: Hashable
