@@ -129,3 +129,18 @@ def test_fixed_scores_the_same_way():
         o = obs(5.0 * (step + 1), ingest={"a.src": 100.0}, latency={"a": LatencyStats(500, 0.1, 0.2, 0.3, 0.4, 0.5)})
         assert f.select(o) == Composition("edf")
     assert [c.reward for c in f.choices] == [0.5, 0.5, None]
+
+
+def test_slow_blocks_dwell_while_dispatch_may_change_every_window():
+    sc = scenario()
+    cands = [Composition("llf", "off"), Composition("edf", "off"), Composition("llf", "threshold")]
+    held = Selector(sc, cands, dwell=3, seed=0)
+    free = Selector(sc, cands, dwell=1, seed=0)
+    for sel in (held, free):
+        for step in range(4):
+            lat = {"a": LatencyStats(500, 0.1, 0.2, 0.3, 0.4, 0.0)}
+            sel.select(obs(5.0 * (step + 1), ingest={"a.src": 100.0}, latency=lat))
+    # Untried arms have infinite index: without a dwell all three are tried in the first three windows, both
+    # balancing modes among them; with it the first three share their balancing mode.
+    assert len({cands[c.arm].balancing for c in held.choices[:3]}) == 1
+    assert len({cands[c.arm].balancing for c in free.choices[:3]}) == 2

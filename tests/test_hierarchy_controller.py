@@ -408,3 +408,49 @@ def test_observed_jobs_carry_the_measured_rates_and_costs_in_every_template():
     assert sample.operator["sampled"].cost_per_record == 0.01
     assert sample.operator["src"].source.rate == 100.0 and sample.operator["src"].source.rate_curve is None
     assert job.template("exact").operator["full"].cost_per_record == 0.2  # nothing measured: the spec's prior
+
+
+def test_l0_refuses_a_placement_block_whose_plan_loses_importance():
+    def job(i, cost):
+        return {
+            "id": f"j{i}",
+            "rank": 1,
+            "target_latency_s": 1.0,
+            "templates": [
+                {
+                    "operators": [
+                        {"name": "src", "kind": "source", "cost_per_record": 0.0, "source": {"rate": 100, "seed": i}},
+                        {"name": "w", "kind": "map", "cost_per_record": cost, "instances": 1, "cpu_max": 8},
+                        {"name": "sink", "kind": "sink", "cost_per_record": 0.0},
+                    ],
+                    "streams": [{"from": "src", "to": "w"}, {"from": "w", "to": "sink"}],
+                }
+            ],
+        }
+
+    doc = {
+        "name": "vet",
+        "cluster": {"nodes": [{"name": "small", "cores": 1}, {"name": "big", "cores": 8}]},
+        "jobs": [job(1, 0.05), job(2, 0.001)],
+    }
+    sc = Scenario.model_validate(doc)
+    # SODA serves both jobs in full (importance 200); round-robin puts j1's 5-core operator on the 1-core node
+    # (106.7, below 98% of 200): refused, SODA's plan runs. Greedy matches SODA (200): adopted.
+    rr_ctl = Controller(sc, HierarchyConfig(placer="round-robin"))
+    rr_ctl.start(0.0)
+    assert rr_ctl.placed_by == "planner" and rr_ctl.plan.importance == pytest.approx(200.0)
+    assert any("round-robin placement refused" in n for n in rr_ctl.plan.notes)
+    greedy_ctl = Controller(sc, HierarchyConfig(placer="greedy"))
+    greedy_ctl.start(0.0)
+    assert greedy_ctl.placed_by == "greedy" and greedy_ctl.plan.importance == pytest.approx(200.0)
+
+
+def test_the_meta_level_can_come_with_the_config():
+    from strata.adapt import Composition, Fixed
+
+    made = []
+    cfg = HierarchyConfig(meta=lambda sc: made.append(Fixed(sc, Composition("edf"))) or made[-1])
+    ctl = Controller(two_jobs(), cfg)
+    ctl.start(0.0)
+    ctl.step(Observation(window(5.0, placement=ctl.placement)))
+    assert ctl.selector is made[0] and ctl.dispatch == "edf"
