@@ -33,6 +33,8 @@ from strata.model import (
 )
 from strata.plan.lp import INF, Program
 
+STEP_MARGIN = 1e-6  # relative margin by which a rate must clear a step threshold in the MILP
+
 
 @dataclass(frozen=True)
 class ValueTerm:
@@ -195,8 +197,10 @@ def _step(prog: Program, value: StepValue, out: dict[int, float], v: int, top: f
     z = [prog.binary() for _ in levels]
     prog.row(dict.fromkeys(z, 1.0), lower=1.0, upper=1.0)
     prog.row({v: 1.0, **{zi: -lvl for zi, lvl in zip(z, levels, strict=True)}}, upper=0.0)
-    # out ≥ Σ low_k z_k: choosing interval k needs the rate to reach its threshold.
-    prog.row({**out, **{zi: -lo for zi, lo in zip(z, lows, strict=True)}}, lower=-1e-9)
+    # out ≥ Σ low_k z_k: choosing interval k needs the rate to reach its threshold — by a margin
+    # above the solver's feasibility tolerance, or a rate that only reaches it within tolerance is
+    # credited a step that propagating its allocation does not earn.
+    prog.row({**out, **{zi: -(lo + STEP_MARGIN * (1 + lo)) for zi, lo in zip(z, lows, strict=True)}}, lower=0.0)
 
 
 def is_linear(ops: Mapping[str, Operator], values: Sequence[ValueTerm]) -> bool:
