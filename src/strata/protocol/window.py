@@ -80,9 +80,13 @@ class Actions:
     names, in any form :mod:`strata.sim.placement` accepts, keeping their
     instance counts; moved instances pause, ship their state and resume on
     their new node (:meth:`strata.sim.migration.Migrations.relocate`).
+    ``instances``: PE → a larger instance count (scale-out; applied before
+    ``moves`` and ``placement``, so those may name the new instances;
+    :mod:`strata.sim.scaling`).
     """
 
     moves: list[Move] = field(default_factory=list)
     placement: Mapping | None = None
     rate_limits: Mapping[str, float | None] = field(default_factory=dict)
     limit_mode: str = "drop"
+    instances: Mapping[str, int] = field(default_factory=dict)

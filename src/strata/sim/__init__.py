@@ -56,7 +56,7 @@ Module map: ``engine`` (event loop), ``runtime`` (nodes, PEs, instances,
 channels), ``semantics`` (what each operator does to a record), ``workload``
 (arrivals, keys), ``placement``, ``migration`` (key-group moves, instance
 relocation), ``metrics``, ``observe``, ``fifo`` (default dispatch),
-``recovery`` (checkpoints, retention, replay after a failure),
+``recovery`` (checkpoints, retention, replay after a failure), ``scaling`` (scale-out at runtime),
 ``reference`` (offline recomputation for exactly-once checks), ``scenarios``
 (known-answer and benchmark scenarios), ``report`` (progress bar, summary
 tables), ``hooks`` (the contract). Full description: docs/sim.md.

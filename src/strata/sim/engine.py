@@ -37,6 +37,7 @@ import numpy as np
 from strata.model import OperatorKind, Scenario, joined_graph, topological_order
 from strata.protocol.units import DispatchFactory, KeyGroupLoad, Kind, Message, Move, NodeView
 from strata.protocol.window import Actions, InstanceLoad, LatencyStats, Observation
+from strata.sim import scaling
 from strata.sim.fifo import fifo
 from strata.sim.metrics import Metrics
 from strata.sim.migration import Migrations
@@ -1019,11 +1020,13 @@ class Simulation:
                 raise ValueError(f"rate_limits[{pe_name!r}]: expected a source PE 'job.operator'")
             if limit is not None and limit < 0:
                 raise ValueError(f"rate_limits[{pe_name!r}]: expected records/s ≥ 0 or None; found {limit}")
+        scaling.validate(self, dict(actions.instances))
         for pe_name, limit in actions.rate_limits.items():
             self.pes[pe_name].limit = limit
             self.pes[pe_name].limit_drop = actions.limit_mode == "drop"
-        if actions.moves:
-            self.migrations.request(actions.moves, self.now)
+        spread = [m for pe_name, n in actions.instances.items() for m in scaling.scale_out(self, pe_name, n)]
+        if spread or actions.moves:
+            self.migrations.request(spread + list(actions.moves), self.now)
         if actions.placement is not None:
             self.migrations.relocate(actions.placement, self.now)
 
