@@ -74,6 +74,8 @@ def test_without_recovery_the_same_failure_loses_records():
         ("live", "n1", 1e-4),  # the new owner, while it buffers the groups' records
         ("live", "n0", 0.1),  # the old owner, with the state on the wire (4 MB over a slow NIC)
         ("live", "n1", 0.1),  # the new owner, with the state on the wire
+        ("precopy", "n0", 1e-4),  # the old owner, with the snapshot on the wire
+        ("precopy", "n1", 0.1),
         ("stop", "n0", 1e-4),  # stop-the-world: the old owner, before it drains
         ("stop", "n1", 0.1),
     ],
