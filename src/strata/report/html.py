@@ -85,7 +85,7 @@ def render(t: RunTables) -> str:
     load = plots.partition_load(t.partitions)
     if load is not None:
         parts += ["<h2>Partition load of the keyed operator</h2>", _png(load)]
-    timeline = plots.decisions_timeline(t.decisions, t.gate, horizon)
+    timeline = plots.decisions_timeline(t.decisions, t.gate, horizon, t.observations)
     if timeline is not None:
         parts += ["<h2>Decisions on a timeline</h2>", _png(timeline)]
     parts += [

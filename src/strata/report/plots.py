@@ -100,22 +100,41 @@ def partition_load(partitions: pd.DataFrame) -> Figure | None:
     return fig
 
 
-def decisions_timeline(decisions: pd.DataFrame, gate: pd.DataFrame, horizon_s: float) -> Figure | None:
-    """Strata's decisions over time (one lane per kind), and each gated batch's pool and wait."""
+def decisions_timeline(
+    decisions: pd.DataFrame, gate: pd.DataFrame, horizon_s: float, observations: pd.DataFrame | None = None
+) -> Figure | None:
+    """Strata's decisions over time (one lane per kind), the rate caps in force per window (when the
+    observations carry them), and each gated batch's pool and wait."""
     d = decisions[decisions["mode"] == "strata"] if not decisions.empty else decisions
     if d.empty and gate.empty:
         return None
-    fig, (top, bottom) = plt.subplots(2, 1, figsize=(9, 4.5), sharex=True, gridspec_kw={"height_ratios": [1.2, 1]})
+    obs = observations if observations is not None else pd.DataFrame()
+    obs = obs[obs["mode"] == "strata"] if not obs.empty else obs
+    caps = [c for c in obs.columns if c.startswith("cap:")] if not obs.empty else []
+    panels = 3 if caps else 2
+    fig, axes = plt.subplots(
+        panels, 1, figsize=(9, 2.2 * panels), sharex=True, gridspec_kw={"height_ratios": [1.2, 0.8, 1][-panels:]}
+    )
+    top, bottom = axes[0], axes[-1]
     kinds = list(dict.fromkeys(d["kind"])) if not d.empty else []
     for lane, kind in enumerate(kinds):
         rows = d[d["kind"] == kind]
         top.scatter(rows["t"], [lane] * len(rows), marker="|", s=200)
+        if caps and kind == "rate cap":
+            continue  # drawn as lines below
         # decisions of one step share a time: one label per step, its decisions joined
         for k, (t, step) in enumerate(list(rows.groupby(rows["t"].round(1)))[:8]):
             text = "; ".join(f"{r['job']}: {str(r['detail'])[:24]}" for _, r in step.iterrows())
             top.annotate(text[:90], (t, lane), fontsize=6, xytext=(2, 3 + 7 * (k % 3)), textcoords="offset points")
     top.set_yticks(range(len(kinds)), kinds, fontsize=8)
     top.set_title("Strata's decisions (L0 admission / template / pool / cap, L1 moves, L2 strategy)", fontsize=10)
+    if caps:
+        middle = axes[1]
+        for col in caps:
+            # the cap a window decided holds until the next window: a step, with gaps where there was none
+            middle.step(obs["t"], pd.to_numeric(obs[col], errors="coerce"), where="post", label=col[4:])
+        middle.set_ylabel("rate cap rec/s", fontsize=8)
+        middle.legend(fontsize=7, ncol=4)
     if not gate.empty:
         g = gate[gate["mode"] == "strata"]
         for job in dict.fromkeys(g["query"]):
