@@ -188,3 +188,24 @@ def test_a_curve_cut_short_is_a_lower_bound_of_the_exact_one():
     for b in np.linspace(exact.minimum, exact.saturation, 9):
         assert cut.value_at(float(b)) <= exact.value_at(float(b)) + 1e-9
     assert cut.value_at(cut.saturation) == pytest.approx(exact.value_at(exact.saturation))
+
+
+def test_a_deadline_before_the_first_answer_holds_components_at_their_minimum():
+    # The clock jumps past the deadline after the first reading: no curve may be computed, yet
+    # macroQ returns a feasible rank-legal answer with every PE at cpu_min, and says so.
+    ticks = iter([0.0])
+
+    def clock() -> float:
+        return next(ticks, 100.0)
+
+    s = scenario(
+        [chain("a", 100, [0.001, 0.004], cpu_min=0.1, required=True), chain("b", 100, [0.001, 0.004], rank=2)],
+        nodes=2,
+        cores=1.0,
+    )
+    q = macro_q(s, 1.0, clock=clock)
+    assert q.status == "time-limit"
+    assert "held at their minimum" in q.detail
+    assert "a" in q.admitted
+    graph = joined_graph(s, q.templates)
+    assert q.goals == {pe: graph.nodes[pe]["op"].cpu_min for pe in graph}

@@ -24,6 +24,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 import networkx as nx
+import numpy as np
 
 from strata.model import Job, Scenario, importance, joined_graph, propagate
 from strata.plan import rap
@@ -113,6 +114,7 @@ class _Evaluator:
         # Seconds kept for the final bookkeeping: at least 5% of the phase, more if evaluations are slow.
         self.reserve = 0.05 * max(0.0, deadline - clock())
         self.answered = False
+        self.floors = 0  # components left at their minimum because the first evaluation ran out of time
         self.needs = {(j.id, t.name): (t.cpu_min, t.memory) for j in scenario.jobs for t in j.templates}
         self.producers: dict[tuple[str, str], set[str]] = {}
         self.consumers: dict[str, set[str]] = {}
@@ -149,6 +151,11 @@ class _Evaluator:
         hit = self.cache.get(key) or self.cache.get((key[0], None))
         if hit is not None:
             return hit
+        if self.clock() > self.stop():
+            # Out of time before the first answer: the component runs at its minimum (not cached).
+            self.floors += 1
+            self.timed_out = True
+            return floor_curve(graph, pes)
         model = component_model(graph, pes)
         if model.linear:
             curve = lp_curve(model, deadline=self.stop(), clock=self.clock)
@@ -376,6 +383,16 @@ def _greedy_boundary(ev: _Evaluator, fixed: list[Job], boundary: list[Job], prev
     return [chosen]
 
 
+def floor_curve(graph: nx.DiGraph, pes: tuple[str, ...]) -> Curve:
+    """A one-point curve: every PE at its cpu_min, worth what that propagates to (a feasible floor)."""
+    alloc = {pe: graph.nodes[pe]["op"].cpu_min for pe in pes}
+    sub = graph.subgraph(pes)
+    value = importance(sub, propagate(sub, alloc))
+    return Curve(
+        tuple(pes), np.array([sum(alloc.values())]), np.array([value]), [alloc], exact=False, status="time-limit"
+    )
+
+
 def _result(scenario: Scenario, best: Allocation, cut: int | None, ev: _Evaluator, exhaustive: bool) -> MacroQ:
     goals: dict[str, float] = {}
     for curve, b in zip(best.curves, best.budgets, strict=True):
@@ -409,6 +426,8 @@ def _result(scenario: Scenario, best: Allocation, cut: int | None, ev: _Evaluato
     detail = f"{len(best.curves)} components, {ev.evaluations} evaluations, RAP by {how}" + (
         "" if exhaustive else "; templates/boundary by local search"
     )
+    if ev.floors:
+        detail += f"; {ev.floors} components held at their minimum cpu (the deadline came before their curves)"
     return MacroQ(
         admitted,
         rejected,
