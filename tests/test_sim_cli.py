@@ -37,6 +37,28 @@ def test_simulate_rejects_bad_input_with_exit_2(tmp_path):
     assert result.exit_code == 2
 
 
+def test_simulate_node_failure_with_recovery_drops_nothing(tmp_path):
+    out = tmp_path / "m"
+    args = ["simulate", str(EXAMPLES / "pipeline.yaml"), "--duration", "8", "--fail", "n1@3", "--out", str(out)]
+    lossy = runner.invoke(app, args)
+    assert lossy.exit_code == 0, lossy.output
+    assert sum(json.loads((out / "summary.json").read_text())["dropped"].values()) > 0
+    recovered = runner.invoke(app, [*args, "--recovery", "--checkpoint-interval", "1"])
+    assert recovered.exit_code == 0, recovered.output
+    assert "instances restored" in recovered.output
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["dropped"] == {} or sum(summary["dropped"].values()) == 0
+    assert summary["restored"] > 0
+    assert pd.read_parquet(out / "conservation.parquet").balanced.all()
+
+
+def test_simulate_rejects_a_malformed_failure(tmp_path):
+    for bad in ("n1", "n1@x", "n1@5:2", "nope@3"):
+        result = runner.invoke(app, ["simulate", str(EXAMPLES / "pipeline.yaml"), "--fail", bad])
+        assert result.exit_code == 2, (bad, result.output)
+        assert "fail" in result.output
+
+
 def test_simulate_runs_a_plan_file(tmp_path):
     plan = {
         "admitted": ["alerts"],

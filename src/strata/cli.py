@@ -188,6 +188,15 @@ def simulate(
         Path | None,
         typer.Option(help="Run a plan from 'strata plan --json': its admitted jobs, templates and placement."),
     ] = None,
+    fail: Annotated[
+        list[str] | None,
+        typer.Option(help="Node failure NODE@DOWN[:UP] in simulated seconds (repeatable); without UP it stays down."),
+    ] = None,
+    recovery: Annotated[
+        bool,
+        typer.Option(help="Upstream backup, checkpoints and replay: a failed node's instances restart elsewhere."),
+    ] = False,
+    checkpoint_interval: Annotated[float, typer.Option(help="Seconds between state checkpoints (--recovery).")] = 5.0,
 ) -> None:
     """Simulate the scenario on its cluster message by message (FIFO dispatch; round-robin placement or --plan)."""
     from strata.sim import Simulation
@@ -201,7 +210,15 @@ def simulate(
     try:
         templates, placement = plan_file(plan) if plan is not None else (None, None)
         sim = Simulation(
-            scenario, seed=seed, batch=batch, base_dir=spec[0].parent, templates=templates, placement=placement
+            scenario,
+            seed=seed,
+            batch=batch,
+            base_dir=spec[0].parent,
+            templates=templates,
+            placement=placement,
+            failures=[_failure(text) for text in fail or []],
+            recovery="replay" if recovery else None,
+            checkpoint_interval=checkpoint_interval,
         )
     except ValueError as err:
         errors.print(f"[bold red]error[/] {err}", highlight=False, soft_wrap=True)
@@ -215,6 +232,19 @@ def simulate(
             f"wrote {out}/ (latency, timeseries, importance, nodes, instances, imbalance, network, "
             "drops, migrations, conservation; summary.json)"
         )
+
+
+def _failure(text: str) -> tuple[str, float, float | None]:
+    """``NODE@DOWN[:UP]`` → the simulator's ``(node, down_at, up_at)``."""
+    node, _, times = text.partition("@")
+    down, _, up = times.partition(":")
+    try:
+        down_at, up_at = float(down), float(up) if up else None
+    except ValueError:
+        raise ValueError(f"--fail: expected NODE@DOWN[:UP] in seconds; found {text!r}") from None
+    if not node or down_at < 0 or (up_at is not None and up_at <= down_at):
+        raise ValueError(f"--fail: expected NODE@DOWN[:UP] with 0 <= DOWN < UP; found {text!r}")
+    return node, down_at, up_at
 
 
 @app.command()

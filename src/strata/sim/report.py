@@ -72,6 +72,11 @@ def summary_tables(sim: Simulation) -> list[Table]:
     cluster.add_row("records generated / delivered to sinks", f"{s['generated']:,} / {s['delivered']:,}")
     dropped = ", ".join(f"{k} {v:,}" for k, v in sorted(s["dropped"].items())) or "0"
     cluster.add_row("records dropped", dropped)
+    if "restored" in s:
+        cluster.add_row(
+            "recovery: instances restored / records replayed / duplicates dropped",
+            f"{s['restored']:,} / {s['replayed']:,} / {s['duplicates']:,}",
+        )
     util = f"{s['node_utilisation_mean']:.1%} / {s['node_utilisation_max']:.1%}"
     cluster.add_row("node cpu utilisation mean / max", util)
     cluster.add_row("stream affinity (bytes kept on a node)", fmt(s["stream_affinity"]))
