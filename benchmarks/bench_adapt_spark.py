@@ -15,8 +15,10 @@ seeded input and the same Spark session:
 
 Spark places nothing, so every candidate keeps the planner's placement.
 Reported: the composition chosen in every window with its score (on-time
-outputs / expected outputs, :func:`strata.adapt.window_score`), the mean
-score of each run, and the load average (Spark timings depend on it). Sinks
+outputs / expected outputs summed over the last ``HORIZON`` windows —
+a 2 s window may hold no commit of a job whose outputs are on their way,
+:class:`strata.adapt.Scorer`), the mean score of each run, and the load
+average (Spark timings depend on it). Sinks
 are not verified here (``strata demo`` verifies them); this measures choice
 and score only.
 
@@ -50,6 +52,7 @@ CANDIDATES = [
     Composition("fifo", "off", "planner"),
 ]
 SPEC = Path(__file__).parent.parent / "examples" / "demo.yaml"
+HORIZON = 5  # windows (10 s) the score sums over: the session counts arrive once per 10 s event-time window
 
 
 def main() -> None:
@@ -74,7 +77,11 @@ def main() -> None:
             made: list = []
 
             def meta(sc, label=label, made=made):
-                chooser = Selector(sc, CANDIDATES, seed=args.seed) if label == "adaptive" else Fixed(sc, CANDIDATES[0])
+                chooser = (
+                    Selector(sc, CANDIDATES, seed=args.seed, horizon=HORIZON)
+                    if label == "adaptive"
+                    else Fixed(sc, CANDIDATES[0], horizon=HORIZON)
+                )
                 made.append(chooser)
                 return chooser
 
@@ -130,6 +137,7 @@ def main() -> None:
                 "duration_s": args.duration,
                 "seed": args.seed,
                 "candidates": [c.name for c in CANDIDATES],
+                "horizon_windows": HORIZON,
                 "load_before": load_before,
                 "load_after": load_after,
                 "runs": runs,

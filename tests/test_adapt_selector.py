@@ -144,3 +144,19 @@ def test_slow_blocks_dwell_while_dispatch_may_change_every_window():
     # balancing modes among them; with it the first three share their balancing mode.
     assert len({cands[c.arm].balancing for c in held.choices[:3]}) == 1
     assert len({cands[c.arm].balancing for c in free.choices[:3]}) == 2
+
+
+def test_a_horizon_sums_outputs_over_windows_as_micro_batches_commit():
+    sc = scenario()
+    lat = {"a": LatencyStats(500, 0.1, 0.2, 0.3, 0.4, 0.0)}
+    windows = [obs(5.0), obs(10.0, ingest={"a.src": 100.0}), obs(15.0, ingest={"a.src": 100.0}, latency=lat)]
+    scores = {}
+    for horizon in (1, 2):
+        f = Fixed(sc, Composition("edf"), horizon=horizon)
+        for o in windows:
+            f.select(o)
+        scores[horizon] = [c.reward for c in f.choices[:2]]
+    # 500 expected per window. Alone: nothing committed (0), then 500 on time (1). Summed over 2 windows: 500 of
+    # 1000 expected (0.5).
+    assert scores[1] == [0.0, 1.0]
+    assert scores[2] == [0.0, 0.5]

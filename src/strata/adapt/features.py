@@ -132,25 +132,33 @@ def yields(scenario: Scenario, templates: Mapping[str, str] | None = None) -> di
     return {job: out.get(job, 0.0) / r for job, r in src.items() if r > 0}
 
 
-def window_score(
-    obs: Observation, job_yield: Mapping[str, float], sources: Mapping[str, str], min_records: float = 5.0
-) -> float | None:
-    """Mean over jobs with ingest in the window of min(1, on-time outputs / expected outputs); None if none ran."""
+def outcomes(obs: Observation, job_yield: Mapping[str, float], sources: Mapping[str, str]) -> dict[str, tuple]:
+    """Job → (on-time outputs, expected outputs) in the window, for every job with ingest in it."""
     w = obs.window
     span = max(w.now - w.start, 1e-9)
     ingest: dict[str, float] = {}
     for pe, rate in w.ingest.items():
         if pe in sources:
             ingest[sources[pe]] = ingest.get(sources[pe], 0.0) + rate * span
-    scores = []
+    out = {}
     for job, records in ingest.items():
-        expected = records * job_yield.get(job, 1.0)
-        if expected < min_records:
-            continue
         stats = w.latency.get(job)
         on_time = stats.records * (1.0 - stats.miss_rate) if stats is not None else 0.0
-        scores.append(min(1.0, on_time / expected))
+        out[job] = (on_time, records * job_yield.get(job, 1.0))
+    return out
+
+
+def score(per_job: Mapping[str, tuple], min_records: float = 5.0) -> float | None:
+    """Mean over jobs expecting ≥ ``min_records`` outputs of min(1, on-time / expected); None if none did."""
+    scores = [min(1.0, on / exp) for on, exp in per_job.values() if exp >= min_records]
     return float(np.mean(scores)) if scores else None
+
+
+def window_score(
+    obs: Observation, job_yield: Mapping[str, float], sources: Mapping[str, str], min_records: float = 5.0
+) -> float | None:
+    """Mean over jobs with ingest in the window of min(1, on-time outputs / expected outputs); None if none ran."""
+    return score(outcomes(obs, job_yield, sources), min_records)
 
 
 def backlog(obs: Observation) -> int:

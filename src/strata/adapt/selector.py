@@ -22,13 +22,14 @@ units of work, balancing from the next window, placement at the next (re)plan.
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from strata.adapt.blocks import Composition
-from strata.adapt.features import ChangeDetector, FeatureTracker, backlog, learning_reward, window_score, yields
+from strata.adapt.features import ChangeDetector, FeatureTracker, backlog, learning_reward, outcomes, score, yields
 from strata.adapt.learner import FactoredUCB, SegmentMemory
 from strata.hierarchy.jobs import job_maps
 from strata.hierarchy.protocol import Observation
@@ -46,22 +47,35 @@ class Choice:
 
 
 class Scorer:
-    """The per-window reward of a scenario's jobs (:func:`~strata.adapt.features.window_score`).
+    """The reward of a scenario's jobs over the last ``horizon`` windows (:func:`~strata.adapt.features.score`).
 
     Each job's yield is that of the template the engine reports running
     (``Observation.templates``; the first templates if it reports none).
+    ``horizon`` 1 scores each window alone (the simulator, where outputs flow
+    record by record). On a micro-batch engine a window may hold no commit of
+    a job whose outputs are on their way; summing on-time and expected
+    outputs over a few windows keeps that aliasing out of the score.
     """
 
-    def __init__(self, scenario: Scenario) -> None:
+    def __init__(self, scenario: Scenario, horizon: int = 1) -> None:
+        if horizon < 1:
+            raise ValueError(f"horizon: expected ≥ 1 windows; found {horizon}")
         self.scenario = scenario
         _, self.sources, _ = job_maps(scenario)
         self._yields: dict[tuple, dict[str, float]] = {}
+        self._recent: deque[dict[str, tuple]] = deque(maxlen=horizon)
 
     def __call__(self, obs: Observation) -> float | None:
         key = tuple(sorted(obs.templates.items()))
         if key not in self._yields:
             self._yields[key] = yields(self.scenario, chosen_templates(self.scenario, obs.templates))
-        return window_score(obs, self._yields[key], self.sources)
+        self._recent.append(outcomes(obs, self._yields[key], self.sources))
+        total: dict[str, tuple[float, float]] = {}
+        for window in self._recent:
+            for job, (on, exp) in window.items():
+                a, b = total.get(job, (0.0, 0.0))
+                total[job] = (a + on, b + exp)
+        return score(total)
 
 
 @dataclass
@@ -70,14 +84,16 @@ class Fixed:
 
     scenario: Scenario
     composition: Composition
+    horizon: int = 1
     choices: list[Choice] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        self._score = Scorer(self.scenario)
+        self._score = Scorer(self.scenario, self.horizon)
 
     def select(self, obs: Observation, ran: Composition | None = None) -> Composition:
+        reward = self._score(obs)  # every window enters the score's horizon, the first one too
         if self.choices:
-            self.choices[-1].reward = self._score(obs)
+            self.choices[-1].reward = reward
         self.choices.append(Choice(obs.now, "fixed", 0))
         return self.composition
 
@@ -91,7 +107,8 @@ class Selector:
     switch; ``prior``: plays per arm a new segment's warm start keeps, and
     the floor under which discounting does not take a tried arm's count;
     ``dwell``: windows a balancing mode and a placement block run before
-    another may replace them (dispatch may change every window);
+    another may replace them (dispatch may change every window); ``horizon``:
+    windows the score sums over (:class:`Scorer`);
     ``change``: the detector (``ChangeDetector(threshold=inf)`` for one
     segment throughout).
     """
@@ -103,6 +120,7 @@ class Selector:
     switch_weight: float = 0.5
     prior: float = 1.0
     dwell: int = 3
+    horizon: int = 1
     change: ChangeDetector = field(default_factory=ChangeDetector)
     seed: int = 0
     choices: list[Choice] = field(default_factory=list)
@@ -114,7 +132,7 @@ class Selector:
         first = FactoredUCB(arms, self.gamma, self.c, floor=self.prior, seed=self.seed)
         self.memory = SegmentMemory(first, radius=self.change.threshold, prior=self.prior)
         self.tracker = FeatureTracker()
-        self._score = Scorer(self.scenario)
+        self._score = Scorer(self.scenario, self.horizon)
         self._segment = 0
         self._segments = 0
         self._ran: Composition | None = None
