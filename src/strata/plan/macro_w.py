@@ -330,6 +330,7 @@ def improve_by_milp(
     order = [int(n) for n in np.argsort(-st.load / p.cores, kind="stable")]
     tried = gained = 0
     note = "none left" if not order else "deadline"
+    first = st.objective()
     overhead = 0.0  # the longest round's time outside the solver: what a round needs beyond its MILP
     while order and deadline - clock() > 2 * overhead + 0.05:
         began = clock()
@@ -369,7 +370,7 @@ def improve_by_milp(
         overhead = max(overhead, (solving - began) + (clock() - solved))
     if not order:
         note = "every node tried"
-    return st.where, tried, gained, note
+    return st.where, tried, gained, f"{note}; objective {first:.6g} -> {st.objective():.6g}"
 
 
 def _neighbourhood(st: mini_w.State, hot: int, rng: np.random.Generator) -> list[int]:
