@@ -26,7 +26,11 @@ observations (so the re-plan is informed, not a repeat). Hysteresis: a
 signal must persist ``raise_after`` windows, a re-planned job is left alone
 ``replan_cooldown_s``, a moved key group stays put ``balance.cooldown_s``,
 and the placement may move at most ``placement.max_moves`` instances per
-(re)plan. With ``coordinated=False`` the same levels act alone on the same
+(re)plan; a job whose ingest moved by ``replan_on_change`` since its last
+plan is new evidence, not a repeat, so its cooldowns do not hold it back and
+it joins any component re-plan. The meta level's placement block is adopted
+only while its plan keeps SODA's importance (L0's objective binds below).
+With ``coordinated=False`` the same levels act alone on the same
 signals — no cooldowns, no budgets, L1 not told what L0 is moving — the
 uncoordinated baseline of the co-operation experiment.
 """
