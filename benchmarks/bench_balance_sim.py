@@ -29,8 +29,9 @@ conservation. Four experiments, each printing a table and writing
   what the migrations add. Recovery: windows after each drift step until one
   is within 10% of its LPT bound.
 - ``seeds``: every grid cell over seeds 1–5 for chosen ``VARIANTS`` (default:
-  ``after`` = live with early rounds, ``precopy``, ``stop``; also ``before``
-  = busy time, one round per window, and ``demand`` = one round per window),
+  ``precopy`` and ``stop``, the grid's controller; also ``after`` = live with
+  early rounds, ``before`` = busy time, one round per window, and ``demand`` =
+  one round per window),
   with recovery and p99 during / steady per seed (``--replay-runs``: and
   during / replay).
 - ``attribution``: where the latency of the slowest outputs during migration
@@ -292,7 +293,7 @@ def seeds(
     n: int = 5,
     zipf: str = "0.8,1.0,1.2,1.5",
     drifts: str = "yes,no",
-    variants: str = "after,precopy,stop",
+    variants: str = "precopy,stop",
     replay_runs: bool = False,
     out: str = "seeds",
 ) -> None:
