@@ -113,7 +113,12 @@ class KeyGroupLoad:
 
 @dataclass(frozen=True, slots=True)
 class Move:
-    """Move ``key_group`` of ``pe`` to ``dst`` instance; ``mode`` 'live' (AutoFlow) or 'stop' (baseline)."""
+    """Move ``key_group`` of ``pe`` to ``dst`` instance.
+
+    ``mode``: 'live' (AutoFlow's marker protocol), 'precopy' (live after a
+    snapshot of the group's state was copied, then only the changes) or 'stop'
+    (the stop-the-world baseline); docs/balance.md describes each.
+    """
 
     pe: str
     key_group: int
