@@ -12,8 +12,9 @@ conservation. Four experiments, each printing a table and writing
   rank → key mapping shifts by one key every ``--drift`` s, which permutes the
   key-group loads), policies ``static`` (hash routing), ``live`` (AutoFlow,
   marker protocol), ``precopy`` (the same decisions, the marker protocol after
-  a snapshot of the state was copied), ``stop`` (the same decisions,
-  stop-the-world). The mean
+  a snapshot of the state was copied), ``handover`` (precopy, the moved
+  group's queued records shipped with the state instead of run by the old
+  owner first), ``stop`` (the same decisions, stop-the-world). The mean
   instance load is 0.7 of a core, lowered where one key group alone would
   exceed a core (load = min(0.7, 0.9 / best achievable imbalance)), so a
   balanced table exists. Reported: imbalance (max/mean busy per 2 s window)
@@ -29,7 +30,7 @@ conservation. Four experiments, each printing a table and writing
   what the migrations add. Recovery: windows after each drift step until one
   is within 10% of its LPT bound.
 - ``seeds``: every grid cell over seeds 1–5 for chosen ``VARIANTS`` (default:
-  ``precopy`` and ``stop``, the grid's controller; also ``after`` = live with
+  ``handover``, ``precopy`` and ``stop``, the grid's controller; also ``after`` = live with
   early rounds, ``before`` = busy time, one round per window, and ``demand`` =
   one round per window),
   with recovery and p99 during / steady per seed (``--replay-runs``: and
@@ -40,7 +41,7 @@ conservation. Four experiments, each printing a table and writing
   message the keyed operator runs.
 - ``migration``: s = 1.0 at load 0.5 (hash routing already sustainable), no
   balancer; four forced moves of one key group (the 16th hottest, to the next
-  instance) at 10, 20, 30, 40 s, live vs precopy vs stop, state per key 1 KB …
+  instance) at 10, 20, 30, 40 s, live vs precopy vs handover vs stop, state per key 1 KB …
   1 MB: migration time (request → state installed) and p99 latency of outputs
   completing during a move (or 2 s after) vs the steady p99.
 
@@ -119,9 +120,10 @@ def grid(
     tick: float = TICK_S,
     demand: bool = True,
     zipf: str = "0.8,1.0,1.2,1.5",
+    policies: str = "static,live,precopy,handover,stop",
     out: str = "grid",
 ) -> None:
-    """Zipf s × drift × {static, live, precopy, stop}; ``--zipf`` picks values of s, ``--out`` names the JSON."""
+    """Zipf s × drift × ``--policies``; ``--zipf`` picks values of s, ``--out`` names the JSON."""
     rows = []
     tick_s = tick or None
     table = Table(
@@ -166,7 +168,7 @@ def grid(
             )
             free, _ = actor_scenario(s, drift_s, rate=rate, load=load, state_bytes_per_key=FREE_STATE, seed=seed)
             steps = [k * drift_s for k in range(1, math.ceil(seconds / drift_s))] if drift_s else []
-            for policy in ("static", "live", "precopy", "stop"):
+            for policy in policies.split(","):
                 t0 = time.perf_counter()
                 r = run(
                     policy,
@@ -279,6 +281,7 @@ VARIANTS = {  # name → (policy, tick_s, demand)
     "demand": ("live", None, True),  # the same rounds on demand
     "after": ("live", TICK_S, True),  # demand and early rounds
     "precopy": ("precopy", TICK_S, True),  # the same decisions, state pre-copied
+    "handover": ("handover", TICK_S, True),  # precopy, queued records shipped with the state
     "stop": ("stop", TICK_S, True),  # the same decisions, stop-the-world
 }
 
@@ -293,7 +296,7 @@ def seeds(
     n: int = 5,
     zipf: str = "0.8,1.0,1.2,1.5",
     drifts: str = "yes,no",
-    variants: str = "precopy,stop",
+    variants: str = "handover,precopy,stop",
     replay_runs: bool = False,
     out: str = "seeds",
 ) -> None:
@@ -422,7 +425,7 @@ def seeds(
 @app.command()
 def attribution(
     cells: str = "1.0:15:1,1.0:15:3,1.2:15:1,1.2:15:3",
-    variants: str = "demand,after,precopy",
+    variants: str = "demand,after,precopy,handover",
     seconds: float = 60.0,
     rate: float = 4000.0,
     warmup: float = 10.0,
@@ -549,7 +552,7 @@ def attribution(
 
 @app.command()
 def migration(seconds: float = 50.0, rate: float = 4000.0, seed: int = 1) -> None:
-    """Migration time and latency impact vs state size, live vs precopy vs stop-the-world (forced moves)."""
+    """Migration time and latency impact vs state size, live / precopy / handover / stop (forced moves)."""
     loads = expected_group_loads(1.0)
     group = sorted(loads, key=lambda g: -loads[g])[15]
     rows = []
@@ -569,7 +572,7 @@ def migration(seconds: float = 50.0, rate: float = 4000.0, seed: int = 1) -> Non
         table.add_column(col, justify="right")
     for kb in (1, 16, 64, 256, 1024):
         scenario, placement = actor_scenario(1.0, rate=rate, load=0.5, state_bytes_per_key=kb * 1024, seed=seed)
-        for mode in ("live", "precopy", "stop"):
+        for mode in ("live", "precopy", "handover", "stop"):
             moves = [(10.0 * k, Move(PE, group, (group + k) % 8, mode)) for k in range(1, 5)]
             r = run("static", scenario, placement, seconds, seed=seed, moves=moves)
             summ = r.summary(warmup=5.0, settle_s=SETTLE_S)

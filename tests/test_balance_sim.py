@@ -76,7 +76,8 @@ def _owners(sim: Simulation, pe: str, group: int) -> list[int]:
     return [i.index for i in sim.pes[pe].instances if group in i.state]
 
 
-def test_live_move_while_records_of_the_group_are_in_flight_on_every_channel():
+@pytest.mark.parametrize("mode", ["live", "handover"])
+def test_live_move_while_records_of_the_group_are_in_flight_on_every_channel(mode):
     policies: list[_Order] = []
 
     def factory(view):
@@ -95,11 +96,11 @@ def test_live_move_while_records_of_the_group_are_in_flight_on_every_channel():
         if code == EV_DELIVER and msg.kind is Kind.DATA and msg.pe == AGG and msg.key_group == hot
     }
     assert in_flight == {u.gid for u in agg.upstream}  # the precondition: every channel carries some
-    sim.apply(Move(AGG, hot, dst))
+    sim.apply(Move(AGG, hot, dst, mode))
     sim.run(3.0, drain=30.0)
 
     [mig] = sim.metrics.migrations().itertuples()
-    assert (mig.src, mig.dst, mig.mode) == (src, dst, "live")
+    assert (mig.src, mig.dst, mig.mode) == (src, dst, mode)
     assert 1.0 < mig.shipped <= mig.installed < 3.0
     assert agg.route[hot] == dst and _owners(sim, AGG, hot) == [dst]
     _exactly_once(sim)
@@ -123,7 +124,7 @@ def test_live_move_while_records_of_the_group_are_in_flight_on_every_channel():
         assert uids == emitted[upstream]
 
 
-@pytest.mark.parametrize("mode", ["live", "precopy", "stop"])
+@pytest.mark.parametrize("mode", ["live", "precopy", "handover", "stop"])
 def test_two_moves_of_the_same_group_back_to_back(mode):
     sim = Simulation(_fan_in(), seed=6, network_latency=0.01, record_inputs=True)
     sim.run(1.0)
@@ -161,7 +162,7 @@ def test_an_instance_without_key_groups_receives_load():
     _exactly_once(sim)
 
 
-@pytest.mark.parametrize("mode", ["live", "precopy", "stop"])
+@pytest.mark.parametrize("mode", ["live", "precopy", "handover", "stop"])
 def test_autoflow_under_hot_key_drift_is_exactly_once_and_balances(mode):
     scenario, placement = actor_scenario(
         1.0, drift_period_s=4.0, instances=4, rate=1200.0, keys=2000, key_groups=32, load=0.6
@@ -175,7 +176,7 @@ def test_autoflow_under_hot_key_drift_is_exactly_once_and_balances(mode):
     assert mean(balanced) < mean(static)
 
 
-@pytest.mark.parametrize("mode", ["live", "stop"])
+@pytest.mark.parametrize("mode", ["live", "handover", "stop"])
 def test_early_rounds_on_an_instance_falling_behind_stay_exactly_once(mode):
     # At load 0.85 each drift step overloads an instance: AutoFlow, looking every 0.25 s, rounds early.
     scenario, placement = actor_scenario(

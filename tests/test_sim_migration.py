@@ -12,7 +12,7 @@ from strata.sim.reference import sink_totals
 from strata.sim.scenarios import chain
 
 
-def _keyed(nodes: int = 3, window: bool = False, **extra):
+def _keyed(nodes: int = 3, window: bool = False, cores: float = 4, **extra):
     op = (
         {"kind": "window_aggregate", "window": {"size_s": 2}, "aggregate": {"fn": "sum"}}
         if window
@@ -23,6 +23,7 @@ def _keyed(nodes: int = 3, window: bool = False, **extra):
         keys={"count": 300, "zipf_s": 1.0},
         rate=3000,
         nodes=nodes,
+        cores=cores,
     )
 
 
@@ -44,7 +45,7 @@ def _random_moves(sim: Simulation, pe: str, every: float, until: float, mode: st
         t += every
 
 
-@pytest.mark.parametrize("mode", ["live", "precopy", "stop"])
+@pytest.mark.parametrize("mode", ["live", "precopy", "handover", "stop"])
 def test_moves_with_records_in_flight_on_every_channel_are_exactly_once(mode):
     sim = Simulation(_keyed(), seed=1, record_inputs=True, network_latency=0.005)
     _random_moves(sim, "c.op2", 0.5, 10.0, mode)
@@ -60,35 +61,117 @@ def test_moves_with_records_in_flight_on_every_channel_are_exactly_once(mode):
         assert all(pe.route[g] == inst.index for g in inst.state)
 
 
-def test_window_state_moves_exactly_once_under_reordering_dispatch():
-    class Lifo:
-        """Runs the newest message first: dispatch that reorders every channel."""
+class _Lifo:
+    """Runs the newest message first: dispatch that reorders every channel (and can give queued ones back)."""
 
-        def __init__(self, view):
-            self.stack = []
+    def __init__(self, view):
+        self.stack = []
 
-        def push(self, msg, now):
-            self.stack.append(msg)
+    def push(self, msg, now):
+        self.stack.append(msg)
 
-        def pop(self, now):
-            return self.stack.pop() if self.stack else None
+    def pop(self, now):
+        return self.stack.pop() if self.stack else None
 
-        def completed(self, msg, service, now):
-            pass
+    def completed(self, msg, service, now):
+        pass
 
-        def __len__(self):
-            return len(self.stack)
+    def withdraw(self, take):
+        taken = [m for m in self.stack if take(m)]
+        self.stack = [m for m in self.stack if not any(m is t for t in taken)]
+        return taken
 
-    sim = Simulation(_keyed(window=True), seed=2, record_inputs=True, dispatch=Lifo, network_latency=0.002)
-    _random_moves(sim, "c.op2", 0.3, 8.0, "live", seed=1)
+    def __len__(self):
+        return len(self.stack)
+
+
+@pytest.mark.parametrize("mode", ["live", "handover"])
+def test_window_state_moves_exactly_once_under_reordering_dispatch(mode):
+    sim = Simulation(_keyed(window=True), seed=2, record_inputs=True, dispatch=_Lifo, network_latency=0.002)
+    _random_moves(sim, "c.op2", 0.3, 8.0, mode, seed=1)
     sim.run(8.0, drain=20.0)
     _exact(sim)
 
 
-def test_back_to_back_moves_of_one_group_are_queued():
+def _handed(sim: Simulation) -> int:
+    return sum(m.handed for m in sim.migrations.log)
+
+
+@pytest.mark.parametrize("dispatch", [None, _Lifo])
+def test_handover_forwards_queued_records_of_a_window_operator_exactly_once(dispatch):
+    # Overloaded windows (≈ 1.3 cores of work per 1-core instance): every old owner has a queue to hand over,
+    # and watermarks overtake nothing — per-window results equal the reference, nothing dropped as late.
+    scenario = _keyed(nodes=4, window=True, cores=1, cost_per_record=1.3e-3)
+    sim = Simulation(scenario, seed=4, record_inputs=True, dispatch=dispatch, network_latency=0.002)
+    _random_moves(sim, "c.op2", 0.4, 6.0, "handover", seed=2)
+    sim.run(6.0, drain=60.0)
+    _exact(sim)
+    assert _handed(sim) > 100
+
+
+def test_handover_of_a_window_group_across_a_window_end_judges_no_record_late():
+    # The old owner has ≈ 0.2 s of records queued (1.2 cores of work on one core); the move comes just after the
+    # window [2, 3) s is due at the idle new owner. Its queued records of [2, 3) run at the old owner (handed over,
+    # the window would fire without them and they would be dropped as late); the later ones are handed over.
+    scenario = chain(
+        [
+            {
+                "kind": "window_aggregate",
+                "window": {"size_s": 1},
+                "aggregate": {"fn": "sum"},
+                "instances": 2,
+                "key_groups": 4,
+                "cost_per_record": 1e-3,
+            }
+        ],
+        keys={"count": 400},
+        rate=1600,
+        nodes=3,
+        cores=1,
+    )
+    placement = {"c.src": "n2", "c.op1": ["n0", "n1"], "c.sink": "n2"}
+    sim = Simulation(scenario, seed=1, network_latency=0.002, placement=placement, record_inputs=True)
+    sim.apply([Move("c.op1", 1, 0), Move("c.op1", 3, 0)])  # instance 0 owns groups 0, 1, 3; instance 1 group 2
+    sim.apply(Move("c.op1", 0, 1, "handover"), at=3.05)
+    sim.run(4.0, drain=30.0)
+    _exact(sim)
+    m = sim.migrations.log[-1]
+    assert m.handed > 100
+    assert m.shipped - m.started > 0.05  # waited for the group's records of the window already due at the new owner
+
+
+def test_handover_ships_at_the_markers_not_after_the_old_owners_backlog():
+    # Both instances get 1.25 cores of work on one core: at 2 s the old owner has ≈ 0.5 s of records queued.
+    scenario = chain(
+        [{"kind": "keyed_stateful", "instances": 2, "key_groups": 4, "cost_per_record": 1e-3}],
+        keys={"count": 400},
+        rate=2500,
+        nodes=3,
+        cores=1,
+    )
+    placement = {"c.src": "n2", "c.op1": ["n0", "n1"], "c.sink": "n2"}
+    waits = {}
+    for mode in ("precopy", "handover"):
+        sim = Simulation(scenario, seed=1, network_latency=0.002, placement=placement, record_inputs=True)
+        sim.apply(Move("c.op1", 0, 1, mode), at=2.0)
+        sim.run(3.0, drain=20.0)
+        _exact(sim)
+        [m] = sim.migrations.log
+        waits[mode] = m.shipped - m.started
+        if mode == "handover":
+            # Marker latency plus at most the one record of the group running (1 ms); its queued records go along.
+            assert waits[mode] <= 0.002 + 0.001 + 1e-9
+            assert m.handed > 100
+        else:
+            assert m.handed == 0
+    assert waits["precopy"] > 0.3
+
+
+@pytest.mark.parametrize("mode", ["live", "handover"])
+def test_back_to_back_moves_of_one_group_are_queued(mode):
     sim = Simulation(_keyed(), seed=3, record_inputs=True, network_latency=0.005)
     g = 5
-    sim.apply([Move("c.op2", g, 1), Move("c.op2", g, 2), Move("c.op2", g, 0)], at=2.0)
+    sim.apply([Move("c.op2", g, 1, mode), Move("c.op2", g, 2, mode), Move("c.op2", g, 0, mode)], at=2.0)
     sim.run(6.0, drain=10.0)
     _exact(sim)
     log = sim.metrics.migrations()
@@ -290,12 +373,20 @@ class _Shuffled:
     def completed(self, msg, service, now):
         pass
 
+    def withdraw(self, take):
+        taken = [m for m in self.items if take(m)]
+        self.items = [m for m in self.items if not any(m is t for t in taken)]
+        return taken
+
     def __len__(self):
         return len(self.items)
 
 
 _move = st.tuples(
-    st.floats(0.1, 2.5), st.integers(0, 15), st.integers(0, 2), st.sampled_from(["live", "precopy", "stop"])
+    st.floats(0.1, 2.5),
+    st.integers(0, 15),
+    st.integers(0, 2),
+    st.sampled_from(["live", "precopy", "handover", "stop"]),
 )
 
 

@@ -41,6 +41,7 @@ from strata.balance.loads import (
     scale_by_instance,
     window_loads,
 )
+from strata.protocol.units import MIGRATION_MODES as MODES
 from strata.protocol.units import Move
 
 if TYPE_CHECKING:
@@ -93,8 +94,10 @@ class AutoFlow:
 
     ``mode`` is what the engine should run: ``live`` (AutoFlow's markers),
     ``precopy`` (the markers after a snapshot of the state was copied, so
-    records wait for the changes only) or ``stop`` (the stop-the-world
-    baseline); the decisions are the same.
+    records wait for the changes only), ``handover`` (precopy, and the old
+    owner ships the group's queued records with the changes instead of
+    running them first) or ``stop`` (the stop-the-world baseline); the
+    decisions are the same.
     ``smoothing`` is the weight of the newest window in the loads the
     algorithm sees (1.0 = the window as measured). ``pes`` limits the
     operators balanced (None: every operator that reports key-group loads).
@@ -121,8 +124,8 @@ class AutoFlow:
     _window: dict[str, _Window] = field(default_factory=dict)  # per PE: what was observed since its last round
 
     def __post_init__(self) -> None:
-        if self.mode not in ("live", "precopy", "stop"):
-            raise ValueError(f"mode is 'live', 'precopy' or 'stop', not {self.mode!r}")
+        if self.mode not in MODES:
+            raise ValueError(f"mode is one of {MODES}, not {self.mode!r}")
         if not 0.0 < self.smoothing <= 1.0:
             raise ValueError(f"smoothing is a weight in (0, 1]; got {self.smoothing}")
         if self.window_s is not None and self.window_s <= 0:

@@ -9,7 +9,8 @@ the sink share an extra ``io`` node.
 
 ``run`` drives one simulation with one routing policy — ``static`` (hash
 routing, never changed), ``live`` (AutoFlow with the marker protocol),
-``precopy`` (the same, with the state pre-copied) or ``stop`` (the same
+``precopy`` (the same, with the state pre-copied), ``handover`` (precopy,
+the group's queued records shipped with the state) or ``stop`` (the same
 decisions, enforced stop-the-world) — records the
 instances' imbalance every window, and reduces the simulator's tables to the
 figures the benchmarks report. Every run ends with a drain and checks exactly
@@ -37,7 +38,7 @@ from strata.sim.reference import sink_totals
 from strata.sim.semantics import key_group
 
 PE = "skewed0.agg"
-POLICIES = ("static", "live", "precopy", "stop")
+POLICIES = ("static", "live", "precopy", "handover", "stop")
 
 
 def actor_scenario(

@@ -111,13 +111,18 @@ class KeyGroupLoad:
     state_bytes: float
 
 
+MIGRATION_MODES = ("live", "precopy", "handover", "stop")
+
+
 @dataclass(frozen=True, slots=True)
 class Move:
     """Move ``key_group`` of ``pe`` to ``dst`` instance.
 
     ``mode``: 'live' (AutoFlow's marker protocol), 'precopy' (live after a
-    snapshot of the group's state was copied, then only the changes) or 'stop'
-    (the stop-the-world baseline); docs/balance.md describes each.
+    snapshot of the group's state was copied, then only the changes),
+    'handover' (precopy, with the group's queued records shipped along instead
+    of run by the old owner) or 'stop' (the stop-the-world baseline);
+    docs/balance.md describes each.
     """
 
     pe: str

@@ -642,6 +642,8 @@ class Simulation:
             return
         if not node.up:
             return
+        if msg.kind is Kind.MARKER and self.migrations.on_arrival(inst, msg, now):
+            return  # a handover's marker: taken on arrival, not behind the channel's data
         ch = inst.chans.get(msg.upstream)
         if ch is None:
             ch = inst.chans[msg.upstream] = Channel()
@@ -776,6 +778,8 @@ class Simulation:
                 self.migrations.on_drained(pe, now)
             if inst.moving is not None:
                 self.migrations.check_relocation(inst, now)
+        if self.migrations.handing:
+            self.migrations.finished(inst, msg, now)
         if fifo is None or fifo:
             self._offer(node, now)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 
 from strata.protocol.units import DispatchPolicy, Message, NodeView
 
@@ -29,6 +30,16 @@ class FifoDispatch:
 
     def completed(self, msg: Message, service: float, now: float) -> None:
         return None
+
+    def withdraw(self, take: Callable[[Message], bool]) -> list[Message]:
+        """Remove and return the queued messages ``take`` selects, in queue order (a key-group handover)."""
+        kept: deque[Message] = deque()
+        taken: list[Message] = []
+        for msg in self.queue:
+            (taken if take(msg) else kept).append(msg)
+        self.queue.clear()  # in place: the engine holds this deque (NodeRt.fifo)
+        self.queue.extend(kept)
+        return taken
 
     def __len__(self) -> int:
         return len(self.queue)

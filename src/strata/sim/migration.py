@@ -27,6 +27,23 @@ processing ``g`` (the route is unchanged); once the snapshot has arrived, steps
 changed or added since the snapshot (the state installed is ``h``'s whole
 state, so the result is the same; only the bytes on the wire differ).
 
+``mode='handover'`` — ``precopy`` with the queued records handed over instead
+of waited for. In step 3 ``h`` handles a marker as soon as it arrives (every
+record of ``g`` sent before it on its channel has arrived, run or not); with
+every marker in hand it takes ``g``'s records still queued (or held, or
+throttled) out of its dispatch and ships them with the changes, ahead of
+whatever ``c`` buffered, in arrival order; it waits only for the records of
+``g`` running on its cores. The records keep their place in their channels:
+``h`` counts them until they ship (its watermark cannot pass them while it
+still holds ``g``'s windows), then ``c`` counts them. For window operators
+``c`` holds back every watermark that reaches it after the switch (a token
+in each upstream channel) until the handover is installed, and a record is
+handed over only if none of its windows is due at the watermark ``c`` can
+reach before that token; any other record of ``g`` runs at ``h`` first, as
+in ``precopy``. It needs a dispatch policy that can give queued messages
+back (``withdraw``, as FIFO does); on a node whose policy cannot, markers
+wait as in ``precopy``.
+
 ``mode='stop'`` — the stop-the-world baseline. The PE pauses (its instances take
 no new messages: arrivals and anything dispatch pops are held), the routes
 switch, and once no message of the PE is running every moved group's state is
@@ -44,13 +61,15 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from strata.protocol.units import MIGRATION_MODES as MODES
 from strata.protocol.units import Kind, Message, Move
 from strata.sim.placement import resolve_placement
 from strata.sim.runtime import WINDOW, Channel, InstanceRt, NodeRt, PeRt
+from strata.sim.semantics import window_due
 
 if TYPE_CHECKING:
     from strata.sim.engine import Simulation
@@ -76,6 +95,11 @@ class Migration:
     seen: int = 0
     state: dict | None = field(default=None, repr=False)
     snapshot: dict | None = field(default=None, repr=False)  # precopy: the state as copied, until the markers
+    handed: int = 0  # handover: records shipped with the state instead of run by the old owner
+    left: int = 0  # handover: records of the group still to run at the old owner before it ships
+    forward: list[Message] = field(default_factory=list, repr=False)  # handover: taken, not yet shipped
+    tokens: dict[int, int] = field(default_factory=dict, repr=False)  # window handover: upstream → held epoch at dst
+    bound: dict[int, float] = field(default_factory=dict, repr=False)  # … → watermark dst reaches before it
 
 
 @dataclass(eq=False)
@@ -107,6 +131,7 @@ class Migrations:
         self.relocations: list[Relocation] = []
         self.pending_relocations: list[tuple[InstanceRt, str]] = []
         self.snapshot_free: dict[str, float] = {}  # per node: when its last precopy snapshot is sent
+        self.handing: dict[tuple[str, int, int], Migration] = {}  # (pe, old owner, group) → handover waiting
 
     # -------------------------------------------------------------- requests
 
@@ -132,8 +157,8 @@ class Migrations:
             raise ValueError(f"Move.key_group of {move.pe!r}: expected 0..{pe.groups - 1}; found {move.key_group}")
         if not 0 <= move.dst < len(pe.instances):
             raise ValueError(f"Move.dst of {move.pe!r}: expected 0..{len(pe.instances) - 1}; found {move.dst}")
-        if move.mode not in ("live", "precopy", "stop"):
-            raise ValueError(f"Move.mode: expected 'live', 'precopy' or 'stop'; found {move.mode!r}")
+        if move.mode not in MODES:
+            raise ValueError(f"Move.mode: expected one of {MODES}; found {move.mode!r}")
 
     def _kick(self, pe: PeRt, now: float) -> None:
         """Start whatever may start on ``pe``: a waiting stop batch first, else waiting live moves."""
@@ -168,7 +193,7 @@ class Migrations:
             mig.started = mig.shipped = mig.installed = now
             return
         self.active[(pe.name, g)] = mig
-        if move.mode == "precopy":
+        if move.mode in ("precopy", "handover"):
             state = h.state.get(g)
             mig.snapshot = _copy_state(pe, state) if state else {}
             mig.bytes = self._entry_bytes(pe) * (_entries(pe, state) if state else 0)
@@ -200,6 +225,8 @@ class Migrations:
         pe.route[g] = c.index
         c.incoming[g] = []
         mig.expected = len(pe.upstream)
+        if mig.mode == "handover" and pe.needs_wm:
+            self._hold_watermarks(pe, c, mig)
         sim = self.sim
         for u in pe.upstream:
             marker = sim.new_message(pe, h.index, u.gid, now, now, -1, g, Kind.MARKER, mig)
@@ -207,10 +234,80 @@ class Migrations:
         if not pe.upstream:
             self._ship(pe, mig, now)
 
+    def _hold_watermarks(self, pe: PeRt, c: InstanceRt, mig: Migration) -> None:
+        """Window handover: a token in every upstream channel of ``c`` keeps later watermarks waiting.
+
+        Records ``h`` hands over were sent before the switch; a watermark sent
+        after it may be later than they are, so ``c`` takes none until they are
+        in its channels. ``bound``: the watermark ``c`` reaches on the channel
+        before the token (what it has, or what waits there already).
+        """
+        for u in pe.upstream:
+            ch = c.chans.get(u.gid)
+            if ch is None:
+                ch = c.chans[u.gid] = Channel()
+            waiting = [m.event_time for m in ch.ctrl if m.kind is Kind.WATERMARK]
+            mig.bound[u.gid] = max([c.wm_in.get(u.gid, -math.inf), *waiting])
+            mig.tokens[u.gid] = ch.epoch
+            ch.counts[ch.epoch] = ch.counts.get(ch.epoch, 0) + 1
+
+    def on_arrival(self, inst: InstanceRt, msg: Message, now: float) -> bool:
+        """A marker reached its old owner: a handover takes it at once (True); any other waits for its channel."""
+        mig: Migration = msg.payload
+        if mig.mode != "handover" or not hasattr(inst.node.policy, "withdraw"):
+            return False
+        mig.seen += 1
+        if mig.seen == mig.expected:
+            self._hand_over(inst.pe, mig, now)
+        return True
+
     def on_marker(self, inst: InstanceRt, msg: Message, now: float) -> None:
         mig: Migration = msg.payload
         mig.seen += 1
         if mig.seen == mig.expected:
+            self._ship(inst.pe, mig, now)
+
+    def _hand_over(self, pe: PeRt, mig: Migration, now: float) -> None:
+        """Every marker is in: take the group's waiting records from the old owner; ship once none runs there."""
+        h = pe.instances[mig.src]
+        g, name, index = mig.group, pe.name, h.index
+        horizon = mig.bound
+        windowed = pe.code == WINDOW
+        due = (pe.size, pe.slide, pe.lateness)
+        left = 0
+
+        def take(m: Message) -> bool:
+            nonlocal left
+            if m.pe != name or m.instance != index or m.key_group != g or not m.records:
+                return False  # records=0: a window's firing work, which has left the state already
+            if not windowed or horizon.get(m.upstream, -math.inf) < window_due(m.event_time, *due):
+                return True
+            left += 1
+            return False
+
+        taken = h.node.policy.withdraw(take)
+        h.queued -= sum(m.records for m in taken)
+        h.held = _keep(h.held, take, taken)
+        kept = _keep(h.throttled, take, taken)
+        h.throttled.clear()
+        h.throttled.extend(kept)
+        running = sum(1 for m in h.node.running.values() if m.pe == name and m.instance == index and m.key_group == g)
+        mig.forward = sorted(taken, key=lambda m: m.seq)  # arrival order on every channel
+        mig.left = left + running
+        if mig.left:
+            self.handing[(name, index, g)] = mig
+        else:
+            self._ship(pe, mig, now)
+
+    def finished(self, inst: InstanceRt, msg: Message, now: float) -> None:
+        """A message ran to completion: a handover waiting for it may ship."""
+        key = (inst.pe.name, inst.index, msg.key_group)
+        mig = self.handing.get(key)
+        if mig is None or not msg.records:
+            return
+        mig.left -= 1
+        if not mig.left:
+            del self.handing[key]
             self._ship(inst.pe, mig, now)
 
     def _ship(self, pe: PeRt, mig: Migration, now: float) -> None:
@@ -223,12 +320,30 @@ class Migrations:
             changed = _changed_entries(pe, mig.snapshot, mig.state or {})
             nbytes = self._entry_bytes(pe, _entries(pe, mig.state) if mig.state else 0) * changed
             mig.snapshot = None
+        if mig.forward:
+            nbytes += self._forward(pe, h, c, mig, now)
         mig.bytes += nbytes
         mig.shipped = now
         if mig.mode == "stop":
             h.gone.add(mig.group)
         arrive = self.sim.transfer_time(h.node, c.node, nbytes, now)
         self.sim.state_arrives(arrive, mig)
+
+    def _forward(self, pe: PeRt, h: InstanceRt, c: InstanceRt, mig: Migration, now: float) -> float:
+        """Put the handed-over records in ``c``'s buffer, ahead of what it holds; their bytes.
+
+        They travel with the state and wait there for it (the buffer is where
+        conservation and the controller see them); their channel accounting
+        moves from ``h`` to ``c`` now, so ``h``'s watermark may pass them.
+        """
+        records, mig.forward = mig.forward, []
+        chans = {id(ch): ch for ch in (self._rechannel(h, c, m, mig.tokens.get(m.upstream)) for m in records)}
+        for ch in chans.values():
+            self.sim.release(h, ch, now)
+        c.incoming[mig.group][:0] = records
+        mig.handed = sum(m.records for m in records)
+        per_record = {u.gid: next(b for d, b in u.pe.down if d is pe) for u in pe.upstream}
+        return sum(per_record.get(m.upstream, 0.0) * m.records for m in records)
 
     def arrived(self, item: Migration | Relocation, now: float) -> None:
         """Shipped state reached its destination."""
@@ -258,6 +373,7 @@ class Migrations:
         if pe.code == WINDOW:
             sim.fire(c, now)
         buffered = c.incoming.pop(g, [])
+        held = self._release_tokens(c, mig)
         if c.paused:
             c.held.extend(buffered)
         elif not c.node.up:
@@ -267,9 +383,27 @@ class Migrations:
             for msg in buffered:
                 c.queued += msg.records
                 policy.push(msg, now)
+            for ch in held:
+                sim.release(c, ch, now)
             sim._offer(c.node, now)
         del self.active[(pe.name, g)]
         self._kick(pe, now)
+
+    def _release_tokens(self, c: InstanceRt, mig: Migration) -> list[Channel]:
+        """Take a window handover's tokens out of ``c``'s channels; the channels to release."""
+        held = []
+        for gid, epoch in mig.tokens.items():
+            ch = c.chans.get(gid)
+            if ch is None:  # cleared by a failure of c's node
+                continue
+            left = ch.counts.get(epoch, 0) - 1
+            if left > 0:
+                ch.counts[epoch] = left
+            else:
+                ch.counts.pop(epoch, None)
+            held.append(ch)
+        mig.tokens = {}
+        return held
 
     # -------------------------------------------------------------- stop-the-world
 
@@ -346,11 +480,11 @@ class Migrations:
         else:
             pe.dropped["failure"] = pe.dropped.get("failure", 0) + sum(m.records for m in held)
 
-    def _rechannel(self, src: InstanceRt, dst: InstanceRt, msg: Message) -> Channel:
+    def _rechannel(self, src: InstanceRt, dst: InstanceRt, msg: Message, epoch: int | None = None) -> Channel:
         """Move a received record's channel accounting from ``src`` to ``dst``.
 
-        It is tagged with ``dst``'s oldest unreleased epoch on that channel, so
-        no control message waiting there overtakes it.
+        It is tagged with ``epoch`` or else ``dst``'s oldest unreleased epoch on
+        that channel, so no control message waiting there overtakes it.
         """
         ch = src.chans[msg.upstream]
         left = ch.counts.get(msg.epoch, 0) - 1
@@ -361,7 +495,9 @@ class Migrations:
         dch = dst.chans.get(msg.upstream)
         if dch is None:
             dch = dst.chans[msg.upstream] = Channel()
-        msg.epoch = dch.ctrl[0].epoch if dch.ctrl else dch.epoch
+        if epoch is None:
+            epoch = dch.ctrl[0].epoch if dch.ctrl else dch.epoch
+        msg.epoch = epoch
         dch.counts[msg.epoch] = dch.counts.get(msg.epoch, 0) + 1
         msg.instance = dst.index
         return ch
@@ -497,6 +633,14 @@ def _pe_of(key: object) -> str:
     if isinstance(key, tuple):
         return key[0]
     return key.rsplit("#", 1)[0] if isinstance(key, str) and "#" in key else key
+
+
+def _keep(msgs: Iterable[Message], take: Callable[[Message], bool], taken: list[Message]) -> list[Message]:
+    """The messages ``take`` rejects; the others are appended to ``taken``."""
+    kept = []
+    for m in msgs:
+        (taken if take(m) else kept).append(m)
+    return kept
 
 
 def _entries(pe: PeRt, state: dict) -> int:
