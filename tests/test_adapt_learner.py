@@ -126,3 +126,25 @@ def test_compositions_space_and_parsing():
     assert Composition.parse("sjf/aggressive/greedy") == Composition("sjf", "aggressive", "greedy")
     with pytest.raises(ValueError, match="dispatch"):
         Composition("random")
+
+
+def test_a_prior_spares_a_block_known_poor_until_evidence_overrules_it():
+    arms = [("llf", "on"), ("fifo", "on")]
+
+    def fifo_plays(reward_llf, prior):
+        b = FactoredUCB(arms, gamma=1.0, c=0.3, seed=0, prior=prior)
+        plays = 0
+        for _ in range(30):
+            arm = b.select()
+            plays += arm == 1
+            b.update(arm, reward_llf if arm == 0 else 0.6)
+        return plays
+
+    # llf earns 0.9: fifo's prior 0.5 plus its bonus (≤ 0.4 at 30 plays) stays below llf's index, so it is
+    # never tried; without a prior it is untried (∞) and is played.
+    assert fifo_plays(0.9, [{"llf": 1.0, "fifo": 0.5}]) == 0
+    assert fifo_plays(0.9, []) >= 1
+    # llf earns 0.2: evidence overrules the prior and fifo (0.6) takes over.
+    assert fifo_plays(0.2, [{"llf": 1.0, "fifo": 0.5}]) >= 20
+    with pytest.raises(ValueError):
+        FactoredUCB(arms, prior=[{}, {}, {}])

@@ -160,3 +160,29 @@ def test_a_horizon_sums_outputs_over_windows_as_micro_batches_commit():
     # 1000 expected (0.5).
     assert scores[1] == [0.0, 1.0]
     assert scores[2] == [0.0, 0.5]
+
+
+def test_windows_without_evidence_keep_the_composition_and_teach_nothing():
+    sc = scenario()
+    cands = [Composition("llf"), Composition("fifo"), Composition("edf")]
+    sel = Selector(sc, cands, horizon=2, seed=0)
+    lat = {"a": LatencyStats(500, 0.1, 0.2, 0.3, 0.4, 0.0)}
+    # Three windows with no input (no score), then a first scored window whose 2-window horizon still holds one
+    # without: none is evidence, so the composition in force (fifo) is kept and nothing is credited.
+    for step in range(3):
+        assert sel.select(obs(5.0 * (step + 1)), ran=cands[1]) == cands[1]
+    assert sel.select(obs(20.0, ingest={"a.src": 100.0}, latency=lat), ran=cands[1]) == cands[1]
+    assert sel.memory.current.whole.n.sum() == 0
+    sel.select(obs(25.0, ingest={"a.src": 100.0}, latency=lat), ran=cands[1])
+    assert sel.memory.current.whole.n[1] == pytest.approx(1.0)
+
+
+def test_a_window_is_credited_to_the_composition_that_ran_not_to_the_choice_not_yet_enacted():
+    sc = scenario()
+    cands = [Composition("llf", "threshold", "planner"), Composition("llf", "threshold", "greedy")]
+    sel = Selector(sc, cands, seed=0, blocks_prior=())
+    lat = {"a": LatencyStats(500, 0.1, 0.2, 0.3, 0.4, 0.0)}
+    sel.select(obs(5.0, ingest={"a.src": 100.0}, latency=lat), ran=cands[0])
+    sel.choices[-1].arm = 1  # greedy chosen; the plan in force is still the planner's
+    sel.select(obs(10.0, ingest={"a.src": 100.0}, latency=lat), ran=cands[0])
+    assert sel.memory.current.whole.n.tolist() == [1.0, 0.0]

@@ -32,6 +32,20 @@ BALANCING: dict[str, BalanceConfig | None] = {
 }
 PLACEMENT = ("planner", "greedy", "round-robin")
 
+# What is known before any play, as one play's worth of reward per block value
+# (strata.adapt.learner.FactoredUCB's ``prior``): Cameo (Xu et al., NSDI'21)
+# reports deadline-aware (least-laxity) dispatch ahead of FIFO for
+# latency-bound streams, and SODA (Wolf et al.) its planner ahead
+# of its greedy and round-robin baselines. Deadline-aware / planner start at 1,
+# the others at the uninformative 0.5: they are tried once the favoured
+# block's observed mean falls to within the confidence bonus of 0.5.
+# Balancing has no such published ordering and gets no prior.
+PRIOR: tuple[dict[str, float], ...] = (
+    {"llf": 1.0, "edf": 1.0, "sjf": 0.5, "fifo": 0.5, "fair": 0.5},
+    {},
+    {"planner": 1.0, "greedy": 0.5, "round-robin": 0.5},
+)
+
 
 @dataclass(frozen=True, slots=True)
 class Composition:

@@ -30,7 +30,7 @@ from __future__ import annotations
 import copy
 import math
 from collections import deque
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -135,6 +135,13 @@ class FactoredUCB:
     is untried (∞) while one of its block values is. Block means mix the
     other levels' values they were played with, which is why an arm's own
     evidence takes over as soon as it has any.
+
+    ``prior``: per level, block value → a prior mean entered as one play of
+    that value (knowledge available before any play, e.g. from published
+    comparisons); a value with a prior is not untried, so it is explored only
+    when its prior plus bonus beats what was observed. Like any play it is
+    discounted down to ``floor`` and overruled by evidence. The overall mean
+    counts real plays only.
     """
 
     def __init__(
@@ -145,21 +152,30 @@ class FactoredUCB:
         own: float = 0.5,
         floor: float = 1.0,
         seed: int = 0,
+        prior: Sequence[Mapping[Hashable, float]] = (),
     ) -> None:
         if not arms or len({len(a) for a in arms}) != 1:
             raise ValueError("arms: expected one or more tuples of the same length")
+        if len(prior) > len(arms[0]):
+            raise ValueError(f"prior: expected at most one mapping per level ({len(arms[0])}); found {len(prior)}")
         self.arms = [tuple(a) for a in arms]
         self.own = own
         self.values = [sorted({a[k] for a in self.arms}, key=str) for k in range(len(self.arms[0]))]
         self._slot = [[vals.index(a[k]) for k, vals in enumerate(self.values)] for a in self.arms]
         self.whole = DiscountedUCB(len(self.arms), gamma, c, seed, floor)
         self.blocks = [DiscountedUCB(len(vals), gamma, c, seed + 1 + k, floor) for k, vals in enumerate(self.values)]
+        for k, means in enumerate(prior):
+            for value, mean in means.items():
+                if value in self.values[k]:
+                    j = self.values[k].index(value)
+                    self.blocks[k].n[j] += 1.0
+                    self.blocks[k].s[j] += min(1.0, max(0.0, mean))
         self._rng = np.random.default_rng(seed)
 
     def index(self) -> np.ndarray:
         whole = self.whole.index()
-        total = self.blocks[0].n.sum()
-        overall = sum(self.blocks[0].s) / total if total > 0 else 0.0
+        total = self.whole.n.sum()
+        overall = self.whole.s.sum() / total if total > 0 else 0.0
         means = [b.means() for b in self.blocks]
         bonus = [b.index() - np.nan_to_num(m) for b, m in zip(self.blocks, means, strict=True)]
         out = np.empty(len(self.arms))
@@ -181,15 +197,26 @@ class FactoredUCB:
         if allowed is not None:
             idx = np.where(allowed, idx, -np.inf)
         best = np.flatnonzero(idx >= idx.max() - 1e-12)
+        if len(best) > 1 and np.isinf(idx[best[0]]):
+            # Untried arms go in the order of what is known of their blocks (a prior, or plays): known-good first.
+            known = np.array([self._known(i) for i in best])
+            best = best[known >= known.max() - 1e-12]
         return int(best[0] if len(best) == 1 else self._rng.choice(best))
 
-    def update(self, arm: int, reward: float, weight: float = 1.0, ran: tuple[Hashable, ...] | None = None) -> None:
-        """Credit the choice of ``arm``; its blocks, or those of ``ran`` if what ran differed from what was chosen.
+    def _known(self, arm: int) -> float:
+        """Sum over levels of the arm's block means, 0.5 (uninformative) for a value never played."""
+        means = [b.means()[j] for b, j in zip(self.blocks, self._slot[arm], strict=True)]
+        return float(sum(0.5 if np.isnan(m) else m for m in means))
 
-        The arm's own statistics answer "what follows from choosing it"; the
-        blocks learn from what actually ran (a level may not have enacted the
-        choice). Block values no arm holds are ignored.
+    def update(
+        self, arm: int | None, reward: float, weight: float = 1.0, ran: tuple[Hashable, ...] | None = None
+    ) -> None:
+        """Credit ``arm``'s own statistics (None: no arm's) and the blocks of ``ran`` (default: ``arm``'s).
+
+        Block values no arm holds are ignored.
         """
+        if arm is None and ran is None:
+            raise ValueError("update: expected an arm, the blocks that ran, or both")
         self.whole.update(arm, reward, weight)
         blocks = self.arms[arm] if ran is None else tuple(ran)
         for k, (vals, b) in enumerate(zip(self.values, self.blocks, strict=True)):

@@ -3,7 +3,8 @@
 Each control window the :class:`Selector`
 
 1. scores the window that just ended and credits it to the composition that
-   ran it — fully if that composition also ran the window before (the
+   ran it (the blocks in force, which may differ from the last choice: a
+   placement block acts only at the next plan) — fully if that composition also ran the window before (the
    backlog it inherited was its own), by ``switch_weight`` otherwise (part of
    what it was judged on was caused by its predecessor); the credit adds to
    the score the share of the standing backlog the window drained
@@ -15,8 +16,14 @@ Each control window the :class:`Selector`
    resumes, a new one starts from a weak copy of the last);
 3. asks the learner (:class:`~strata.adapt.learner.FactoredUCB`) for the next composition.
 
+A window that brings no evidence — no score (no job had input), or a score
+whose ``horizon`` still reaches back to windows without one (start-up) — is
+credited to nobody, and the composition in force is kept: switching on no
+evidence only spends exploration.
+
 No phase schedule, goal or model is given: segments are found from the
-features alone. The controller enforces the choice safely: dispatch between
+features alone; the only knowledge given is the stated prior over blocks
+(:data:`~strata.adapt.blocks.PRIOR`). The controller enforces the choice safely: dispatch between
 units of work, balancing from the next window, placement at the next (re)plan.
 """
 
@@ -28,7 +35,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from strata.adapt.blocks import Composition
+from strata.adapt.blocks import PRIOR, Composition
 from strata.adapt.features import ChangeDetector, FeatureTracker, backlog, learning_reward, outcomes, score, yields
 from strata.adapt.learner import FactoredUCB, SegmentMemory
 from strata.hierarchy.jobs import job_maps
@@ -110,26 +117,28 @@ class Selector:
     another may replace them (dispatch may change every window); ``horizon``:
     windows the score sums over (:class:`Scorer`);
     ``change``: the detector (``ChangeDetector(threshold=inf)`` for one
-    segment throughout).
+    segment throughout); ``blocks_prior``: per level, block value → prior mean
+    (:data:`~strata.adapt.blocks.PRIOR`; ``()`` for none).
     """
 
     scenario: Scenario
     candidates: Sequence[Composition]
     gamma: float = 0.99
-    c: float = 0.3
+    c: float = 0.2
     switch_weight: float = 0.5
     prior: float = 1.0
     dwell: int = 3
     horizon: int = 1
     change: ChangeDetector = field(default_factory=ChangeDetector)
     seed: int = 0
+    blocks_prior: Sequence[dict[str, float]] = PRIOR
     choices: list[Choice] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         if not self.candidates:
             raise ValueError("candidates: expected at least one composition")
         arms = [self._blocks(c) for c in self.candidates]
-        first = FactoredUCB(arms, self.gamma, self.c, floor=self.prior, seed=self.seed)
+        first = FactoredUCB(arms, self.gamma, self.c, floor=self.prior, seed=self.seed, prior=self.blocks_prior)
         self.memory = SegmentMemory(first, radius=self.change.threshold, prior=self.prior)
         self.tracker = FeatureTracker()
         self._score = Scorer(self.scenario, self.horizon)
@@ -137,6 +146,7 @@ class Selector:
         self._segments = 0
         self._ran: Composition | None = None
         self._queued = 0
+        self._scored = 0  # windows in a row with a score: the horizon is whole once it reaches ``horizon``
 
     @staticmethod
     def _blocks(c: Composition) -> tuple[str, str, str]:
@@ -147,21 +157,26 @@ class Selector:
 
         The controller passes ``ran`` because a placement block acts only
         when a plan is made (and L0 may refuse it): a window runs under the
-        placer of the plan in force. The window's reward is credited to the
-        composition chosen last (what choosing it led to) and to the blocks
-        of ``ran`` (what ran); without ``ran``, to the chosen one's blocks.
+        placer of the plan in force. The window's reward is credited to
+        ``ran`` — its blocks, and its own statistics if it is a candidate —
+        not to the choice: a placement chosen but not yet enacted would
+        otherwise collect the scores of the plan before it (and be retried on
+        them). Without ``ran``, the last choice ran.
         """
         reward = self._score(obs)
         queued = backlog(obs)
+        self._scored = self._scored + 1 if reward is not None else 0
+        evidence = self._scored >= self.horizon
         if self.choices:
             last = self.choices[-1]
             last.reward = reward
             ran = ran or self.candidates[last.arm]
-            if reward is not None:
+            if evidence:
                 stayed = self._ran is None or self._ran == ran
                 credit = learning_reward(reward, self._queued, queued)
                 weight = 1.0 if stayed else self.switch_weight
-                self.memory.current.update(last.arm, credit, weight, ran=self._blocks(ran))
+                played = self._index(ran)
+                self.memory.current.update(played, credit, weight, ran=self._blocks(ran))
             self._ran = ran
         self._queued = queued
         features = self.tracker.update(obs)
@@ -169,9 +184,20 @@ class Selector:
             self.memory.switch(self.change.previous, self.change.centroid)
             self._segments += 1
             self._segment = self._segments
-        arm = self.memory.current.select(self._allowed())
+        arm = self._held(ran)
+        if evidence or arm is None:
+            arm = self.memory.current.select(self._allowed())
         self.choices.append(Choice(obs.now, self._segment, arm))
         return self.candidates[arm]
+
+    def _held(self, ran: Composition | None) -> int | None:
+        """The arm in force: the last choice, or before any the composition the engine runs if it is a candidate."""
+        if self.choices:
+            return self.choices[-1].arm
+        return self._index(ran)
+
+    def _index(self, comp: Composition | None) -> int | None:
+        return list(self.candidates).index(comp) if comp in self.candidates else None
 
     def _allowed(self) -> np.ndarray | None:
         """Arms that keep the slow blocks (balancing, placement) unless they have run ``dwell`` windows.
