@@ -17,8 +17,11 @@ Spark places nothing, so every candidate keeps the planner's placement.
 Reported: the composition chosen in every window with its score (on-time
 outputs / expected outputs summed over the last ``HORIZON`` windows —
 a 2 s window may hold no commit of a job whose outputs are on their way,
-:class:`strata.adapt.Scorer`), the mean score of each run, and the load
-average (Spark timings depend on it). Sinks
+:class:`strata.adapt.Scorer`), the mean score of each run over its windows
+with evidence (a score whose horizon holds only windows with input — the
+windows the learner learns from; start-up windows before the sources run
+are neither scored nor learnt from, and the learner keeps its composition
+through them), and the load average (Spark timings depend on it). Sinks
 are not verified here (``strata demo`` verifies them); this measures choice
 and score only.
 
@@ -53,6 +56,16 @@ CANDIDATES = [
 ]
 SPEC = Path(__file__).parent.parent / "examples" / "demo.yaml"
 HORIZON = 5  # windows (10 s) the score sums over: the session counts arrive once per 10 s event-time window
+
+
+def evidence(rewards: list[float | None], horizon: int) -> list[float]:
+    """The scores whose horizon holds only scored windows (what :class:`strata.adapt.Selector` learns from)."""
+    out, run = [], 0
+    for r in rewards:
+        run = run + 1 if r is not None else 0
+        if run >= horizon:
+            out.append(r)
+    return out
 
 
 def main() -> None:
@@ -97,7 +110,7 @@ def main() -> None:
                 )
                 for c in chooser.choices
             ]
-            scored = [r for _, _, r in picks if r is not None]
+            scored = evidence([r for _, _, r in picks], HORIZON)
             runs[label] = {
                 "picks": picks,
                 "mean_score": float(np.mean(scored)) if scored else None,
@@ -128,7 +141,8 @@ def main() -> None:
     console.print(table)
     for label, r in runs.items():
         console.print(
-            f"{label}: mean score {r['mean_score']:.3f} over {r['windows']} windows ({r['wall_s']:.0f} s wall)"
+            f"{label}: mean score {r['mean_score']:.3f} over {r['windows']} windows with evidence "
+            f"({r['wall_s']:.0f} s wall)"
         )
     console.print(f"load average (1/5/15 min) before {load_before}, after {load_after}")
     (Path(__file__).parent / "results" / "adapt_spark.json").write_text(
