@@ -186,3 +186,21 @@ def test_a_window_is_credited_to_the_composition_that_ran_not_to_the_choice_not_
     sel.choices[-1].arm = 1  # greedy chosen; the plan in force is still the planner's
     sel.select(obs(10.0, ingest={"a.src": 100.0}, latency=lat), ran=cands[0])
     assert sel.memory.current.whole.n.tolist() == [1.0, 0.0]
+
+
+def test_windows_draining_the_backlog_left_by_a_change_of_workload_count_half():
+    sc = scenario()
+    sel = Selector(sc, [Composition("llf")], gamma=1.0, seed=0)
+    lat = {"a": LatencyStats(500, 0.1, 0.2, 0.3, 0.4, 0.0)}
+    # Unit size 1 ms for 3 windows, then 100 ms (the change is confirmed on its 2nd window, 200 records
+    # queued); half of that drains two windows later. Credited weights: 1, 1, 1, 1, then 0.5 until the
+    # window that ends with ≤ 100 queued, then 1 again.
+    units, queued = [0.001] * 3 + [0.1] * 5, [0, 0, 0, 150, 200, 150, 90, 80]
+    plays = []
+    for step, (unit, q) in enumerate(zip(units, queued, strict=True)):
+        inst = [InstanceLoad("a.f", 0, "n0", 100, 100 * unit, q, 0)]
+        sel.select(obs(5.0 * (step + 1), ingest={"a.src": 100.0}, latency=lat, instances=inst))
+        plays.append(float(sel.memory.current.whole.n.sum()))
+    assert sel._segments == 1
+    # The new segment starts from the old learner weakened to 1 play; then +0.5, +0.5 (drained), +1.
+    assert plays[4:] == pytest.approx([1.0, 1.5, 2.0, 3.0])

@@ -4,9 +4,12 @@ Each control window the :class:`Selector`
 
 1. scores the window that just ended and credits it to the composition that
    ran it (the blocks in force, which may differ from the last choice: a
-   placement block acts only at the next plan) — fully if that composition also ran the window before (the
-   backlog it inherited was its own), by ``switch_weight`` otherwise (part of
-   what it was judged on was caused by its predecessor); the credit adds to
+   placement block acts only at the next plan) — fully if that composition
+   also ran the window before (the backlog it inherited was its own), by
+   ``switch_weight`` otherwise (part of what it was judged on was caused by
+   its predecessor), and by ``switch_weight`` too after a change of segment
+   until half the backlog standing at the change has drained (the previous
+   workload's); the credit adds to
    the score the share of the standing backlog the window drained
    (:func:`~strata.adapt.features.learning_reward`), the part of a late
    window its own composition caused;
@@ -146,6 +149,7 @@ class Selector:
         self._segments = 0
         self._ran: Composition | None = None
         self._queued = 0
+        self._inherited: int | None = None  # the backlog at the last change of segment, until half of it drains
         self._scored = 0  # windows in a row with a score: the horizon is whole once it reaches ``horizon``
 
     @staticmethod
@@ -174,7 +178,11 @@ class Selector:
             if evidence:
                 stayed = self._ran is None or self._ran == ran
                 credit = learning_reward(reward, self._queued, queued)
-                weight = 1.0 if stayed else self.switch_weight
+                # Until the backlog standing at a change of segment is drained, part of each window's lateness is
+                # the previous workload's: like a switch, the window is only partly the composition's doing.
+                weight = 1.0 if stayed and self._inherited is None else self.switch_weight
+                if self._inherited is not None and queued <= self._inherited / 2:
+                    self._inherited = None
                 played = self._index(ran)
                 self.memory.current.update(played, credit, weight, ran=self._blocks(ran))
             self._ran = ran
@@ -182,6 +190,7 @@ class Selector:
         features = self.tracker.update(obs)
         if self.change.update(features):
             self.memory.switch(self.change.previous, self.change.centroid)
+            self._inherited = queued
             self._segments += 1
             self._segment = self._segments
         arm = self._held(ran)
