@@ -340,7 +340,7 @@ class Migrations:
         chans = {id(ch): ch for ch in (self._rechannel(h, c, m, mig.tokens.get(m.upstream)) for m in records)}
         for ch in chans.values():
             self.sim.release(h, ch, now)
-        c.incoming[mig.group][:0] = records
+        c.incoming.setdefault(mig.group, [])[:0] = records  # cleared if c's node failed meanwhile
         mig.handed = sum(m.records for m in records)
         per_record = {u.gid: next(b for d, b in u.pe.down if d is pe) for u in pe.upstream}
         return sum(per_record.get(m.upstream, 0.0) * m.records for m in records)
