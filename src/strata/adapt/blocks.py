@@ -37,8 +37,9 @@ PLACEMENT = ("planner", "greedy", "round-robin")
 # reports deadline-aware (least-laxity) dispatch ahead of FIFO for
 # latency-bound streams, and SODA (Wolf et al.) its planner ahead
 # of its greedy and round-robin baselines. Deadline-aware / planner start at 1,
-# the others at the uninformative 0.5: they are tried once the favoured
-# block's observed mean falls to within the confidence bonus of 0.5.
+# the others at 0.5: they are tried once the favoured block's observed mean
+# falls to within the confidence bonus of 0.5. sjf and fair are deadline-blind
+# like FIFO and are given FIFO's 0.5, an extrapolation no cited paper measured.
 # Balancing has no such published ordering and gets no prior.
 PRIOR: tuple[dict[str, float], ...] = (
     {"llf": 1.0, "edf": 1.0, "sjf": 0.5, "fifo": 0.5, "fair": 0.5},
