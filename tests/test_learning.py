@@ -153,11 +153,15 @@ def test_rate_caps_hold_while_offered_load_or_backlog_exceeds_the_admitted_rate(
     admitted = {"a.s": 2420.0, "b.s": 400.0, "c.s": 1000.0, "d.s": 400.0}
     offered = {"a.s": 4500.0, "b.s": 460.0, "c.s": 900.0, "d.s": 420.0}
     # b: 15% over its rate (random arrivals, within tolerance); c: under its rate now but 5 s behind, so it
-    # drains at the cap; d: behind, but a cap at its rate could not drain a backlog it adds to
+    # drains at the cap; d: within tolerance over its rate and 12 s behind: lifting the cap would read the
+    # whole backlog in one batch, so it stays (the backlog is the Controller's shortfall signal)
     backlog = {"a.s": 0, "b.s": 100, "c.s": 5000, "d.s": 5000}
     caps = rate_caps(admitted, offered, backlog, catch_up_s=2.0, tolerance=0.2, step=50.0)
-    assert caps == {"a.s": 2400.0, "b.s": None, "c.s": 1000.0, "d.s": None}
+    assert caps == {"a.s": 2400.0, "b.s": None, "c.s": 1000.0, "d.s": 400.0}
+    assert rate_caps(admitted, offered, {"c.s": 1999}, catch_up_s=2.0)["c.s"] is None  # under 2 s behind
     assert rate_caps({"a.s": 20.0}, {"a.s": 100.0}, {}, step=50.0) == {"a.s": 50.0}  # never below one step
+    # nothing observed yet (the plan's first window): capped at the admitted rate from the first batch
+    assert rate_caps(admitted, {"b.s": 460.0}, {}) == {"a.s": 2400.0, "b.s": None, "c.s": 1000.0, "d.s": 400.0}
     with pytest.raises(ValueError, match="tolerance"):
         rate_caps(admitted, offered, backlog, tolerance=1.5)
 

@@ -83,20 +83,26 @@ def rate_caps(
 ) -> dict[str, float | None]:
     """Source PE → records/s cap, or None (no cap) — for every source in ``admitted``.
 
-    A source is capped at its admitted ingest while the load it offers (records/s) exceeds that by
-    more than ``tolerance`` (a share: random arrivals scatter around the planned rate, a burst goes
-    well past it), and afterwards while the offered load is below the admitted rate and its
-    ``backlog`` (records offered but not yet read) is more than ``catch_up_s`` of input at that rate:
-    the deferred records then drain at the admitted rate instead of arriving as one oversized,
-    non-preemptible micro-batch. A cap is rounded down to a multiple of ``step`` records/s (at least
-    one step), so small changes in the learned costs do not rewrite it every window.
+    A source is capped at its admitted ingest while the load it offers (records/s) exceeds that by more
+    than ``tolerance`` (a share: random arrivals scatter around the planned rate, a burst goes well past
+    it), and afterwards while its ``backlog`` (records offered but not yet read) is more than
+    ``catch_up_s`` of input at that rate, whatever it offers: the deferred records then come at the
+    admitted rate instead of as one oversized, non-preemptible micro-batch (a window that straddles the
+    end of a burst offers a little over the rate, and lifting the cap there would read the whole backlog
+    at once). A backlog drains while the offer is below the admitted rate; a source that keeps offering
+    more cannot drain at the cap, and its backlog, reported as the source's queue, is the Controller's
+    capacity-shortfall signal (a re-plan). A source absent from ``offered`` (nothing observed yet: the
+    plan's first window) is capped too: until its offer is known the plan's rate is the only bound there
+    is, and a cap at or above what the source offers defers nothing. A cap is rounded down to a multiple
+    of ``step`` records/s (at least one step), so small changes in the learned costs do not rewrite it
+    every window.
     """
     if not 0 <= tolerance < 1 or catch_up_s < 0 or step <= 0:
         raise ValueError(f"need tolerance in [0, 1), catch_up_s ≥ 0, step > 0; got {tolerance}, {catch_up_s}, {step}")
     caps: dict[str, float | None] = {}
     for pe, rate in admitted.items():
-        load = offered.get(pe, 0.0)
+        load = offered.get(pe, math.inf)
         over = load > rate * (1 + tolerance)
-        draining = load < rate and backlog.get(pe, 0.0) > rate * catch_up_s
+        draining = backlog.get(pe, 0.0) > rate * catch_up_s
         caps[pe] = max(step, step * math.floor(rate / step)) if (over or draining) else None
     return caps

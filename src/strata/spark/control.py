@@ -28,7 +28,8 @@ PEs (:func:`strata.learning.attribute`) as ``instances`` and ``rates``; per key
 group and partition rows of managed keyed operators; per-job latency estimated
 from the batches' sink-side percentiles; ``ingest`` = records the source
 *offered* in the window (the generator's workload is a function of time), so a
-capped source still reports its demand. Busy time is a batch's wall time from
+capped source still reports its demand; a window that ends before the sources'
+epoch reports no ingest (nothing could be offered yet: no rate, not a rate of 0). Busy time is a batch's wall time from
 release to commit, scaled down when the window's batches together took more
 wall time than the cores could give (overlapping batches share the cores): an
 approximation of core-seconds.
@@ -182,14 +183,14 @@ class SparkEngine:
             self.gate.core.config = self.gate.config
             self.gate.core.by = dispatch_strategy(decisions.dispatch)
             self._log(decisions, "dispatch", "*", decisions.dispatch)
-        if decisions.admitted is not None:
-            self._admit(decisions)
-        if decisions.cpu_share is not None:
+        if decisions.cpu_share is not None:  # before admission: a query's first batch already runs in its pool
             pools = share_pools(decisions.cpu_share)
             for job, pool in pools.items():
                 if self.gate is not None and self.gate.base_pools.get(job) != pool:
                     self.gate.base_pools[job] = pool
                     self._log(decisions, "pool", job, f"{pool} ({decisions.cpu_share[job]:.2f} cores)")
+        if decisions.admitted is not None:
+            self._admit(decisions)
         if decisions.rate_limits is not None:
             for pe, rate in decisions.rate_limits.items():
                 self._rate_limit(decisions, pe, rate)
@@ -317,8 +318,11 @@ class SparkEngine:
             self._log(decisions, "rate cap", job, f"{rate:.0f} rec/s ({rows} rows/batch)")
 
     def _batch_interval(self, segment: Segment) -> float:
-        """Mean seconds between the query's recent batch starts (1 s before it has two batches; ≥ 0.1 s)."""
-        records = list(segment.pipeline.batch_records())[-10:]
+        """Mean seconds between the query's recent batch starts since the epoch (1 s before it has two such
+        batches; ≥ 0.1 s). Batches before the epoch read nothing and run the query's start-up (a stateful
+        query's first batch takes seconds): counting them would inflate the interval, and with it the rows
+        per batch of the first capped batches, just when every query is still slow."""
+        records = [r for r in segment.pipeline.batch_records() if r["started"] >= self.config.epoch][-10:]
         if len(records) < 2:
             return 1.0
         return max(0.1, (records[-1]["started"] - records[0]["started"]) / (len(records) - 1))
@@ -396,7 +400,10 @@ class SparkEngine:
             units += len(fresh)
             unit_rows += rows_in
             source = p.chain[0]
-            ingest[pe_id(job, source.name)] = self._generated(segment, start, now) / span
+            # the sources offer from the epoch on: a window before it has observed no offer (not a rate of 0)
+            offering = now - max(start, self.config.epoch)
+            if offering > 0:
+                ingest[pe_id(job, source.name)] = self._generated(segment, start, now) / offering
             parts = attribute(job, segment.pipeline.template, rows_in, rows_out, busy) if rows_in else []
             keyed = next((o for o in p.chain if p.options.is_managed(o)), None) if p.store is not None else None
             src_pe = pe_id(job, source.name)

@@ -120,19 +120,21 @@ class ModeRun:
     late_s: float = 0.0
 
 
-def pace(model: Scenario, plan: Plan, window: WindowStats, catch_up_s: float) -> dict[str, float | None]:
+def pace(model: Scenario, plan: Plan, window: WindowStats | None, catch_up_s: float) -> dict[str, float | None]:
     """Rate caps for the sources of ``plan``: the ingest it admits under the resource functions of
     ``model`` (the model it was made on), while the offered load or the source's backlog exceeds that
-    (:mod:`strata.learning.pacing`). A required job's sources are never capped: the planner must fit
-    such a job whole, and when it falls short that is the Controller's shortfall signal (a re-plan),
-    not a reason to hold its input back."""
-    offered = dict(window.ingest)
+    (:mod:`strata.learning.pacing`). With no ``window`` (the plan's start, before any observation) every
+    capped source starts at its admitted ingest, so the first micro-batches already follow the plan. A
+    required job's sources are never capped: the planner must fit such a job whole, and when it falls
+    short that is the Controller's shortfall signal (a re-plan), not a reason to hold its input back."""
+    offered = dict(window.ingest) if window is not None else {}
     admitted = {
         pe: rate
         for pe, rate in admitted_ingest(model, plan.templates, plan.cpu(), offered).items()
         if not model.job[pe.partition(".")[0]].required
     }
-    backlog = {inst.pe: inst.queued for inst in window.instances if inst.pe in admitted}
+    instances = window.instances if window is not None else ()
+    backlog = {inst.pe: inst.queued for inst in instances if inst.pe in admitted}
     return rate_caps(admitted, offered, backlog, catch_up_s)
 
 
@@ -187,7 +189,9 @@ def run_mode(
         offered = mean_offered_rates(scenario)
         prior = learner.refine(scenario, offered)
         controller = Controller(prior, config.control)
-        engine.apply(controller.start(now=time.time()))
+        decisions = controller.start(now=time.time())
+        decisions.rate_limits = pace(prior, controller.plan, None, config.window_s)  # from the first batch on
+        engine.apply(decisions)
         planned = prior  # the model the plan in force was made on
     else:
         engine.apply(Decisions(0, admitted={j.id: j.templates[0].name for j in scenario.jobs}))
