@@ -159,6 +159,11 @@ def test_rate_caps_hold_while_offered_load_or_backlog_exceeds_the_admitted_rate(
     caps = rate_caps(admitted, offered, backlog, catch_up_s=2.0, tolerance=0.2, step=50.0)
     assert caps == {"a.s": 2400.0, "b.s": None, "c.s": 1000.0, "d.s": 400.0}
     assert rate_caps(admitted, offered, {"c.s": 1999}, catch_up_s=2.0)["c.s"] is None  # under 2 s behind
+    # with idle cores, a backlog drains faster while the offer is below the admitted rate (c), not otherwise (d)
+    drain = {"a.s": 5000.0, "c.s": 2460.0, "d.s": 900.0}
+    caps = rate_caps(admitted, offered, backlog, catch_up_s=2.0, drain=drain)
+    assert caps == {"a.s": 2400.0, "b.s": None, "c.s": 2450.0, "d.s": 400.0}
+    assert rate_caps({"a.s": 2399.9999999999854}, {}, {}) == {"a.s": 2400.0}  # a float sum's shortfall
     assert rate_caps({"a.s": 20.0}, {"a.s": 100.0}, {}, step=50.0) == {"a.s": 50.0}  # never below one step
     # nothing observed yet (the plan's first window): capped at the admitted rate from the first batch
     assert rate_caps(admitted, {"b.s": 460.0}, {}) == {"a.s": 2400.0, "b.s": None, "c.s": 1000.0, "d.s": 400.0}

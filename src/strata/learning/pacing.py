@@ -80,6 +80,7 @@ def rate_caps(
     catch_up_s: float = 2.0,
     tolerance: float = 0.2,
     step: float = 50.0,
+    drain: Mapping[str, float] | None = None,
 ) -> dict[str, float | None]:
     """Source PE → records/s cap, or None (no cap) — for every source in ``admitted``.
 
@@ -96,6 +97,11 @@ def rate_caps(
     is, and a cap at or above what the source offers defers nothing. A cap is rounded down to a multiple
     of ``step`` records/s (at least one step), so small changes in the learned costs do not rewrite it
     every window.
+
+    ``drain`` (source PE → records/s, default: its admitted ingest) is the cap while a backlog drains
+    and the source offers less than its admitted ingest, e.g. the rate the cores the plan leaves idle
+    add to it (work conserving: deferred records are read as fast as the idle cpu allows, not only
+    with what the offer leaves under the plan's rate).
     """
     if not 0 <= tolerance < 1 or catch_up_s < 0 or step <= 0:
         raise ValueError(f"need tolerance in [0, 1), catch_up_s ≥ 0, step > 0; got {tolerance}, {catch_up_s}, {step}")
@@ -104,5 +110,10 @@ def rate_caps(
         load = offered.get(pe, math.inf)
         over = load > rate * (1 + tolerance)
         draining = backlog.get(pe, 0.0) > rate * catch_up_s
-        caps[pe] = max(step, step * math.floor(rate / step)) if (over or draining) else None
+        if over or draining:
+            cap = (drain or {}).get(pe, rate) if draining and load < rate else rate
+            # (a relative 1e-9 keeps a rate that float sums leave a hair under a multiple of step on it)
+            caps[pe] = max(step, step * math.floor(max(cap, rate) / step * (1 + 1e-9)))
+        else:
+            caps[pe] = None
     return caps
