@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import time
 from pathlib import Path
 
@@ -64,11 +65,16 @@ def run_live(
 
         started = time.time()
         title = f"strata run {scenario.name} on {runner.spark.sparkContext.master}"
+        # PySpark's own SIGINT handler cancels every running job, which kills a query mid-batch;
+        # Ctrl-C should instead end the wait and let runner.stop() finish the batches in flight.
+        pyspark_handler = signal.signal(signal.SIGINT, signal.default_int_handler)
         try:
             with Live(status_table(runner.status(), 0, title), console=console, refresh_per_second=2) as live:
                 wait(runner, duration_s, lambda rows: live.update(status_table(rows, time.time() - started, title)))
         except KeyboardInterrupt:
             console.print("[yellow]interrupted: stopping the queries[/]")
+        finally:
+            signal.signal(signal.SIGINT, pyspark_handler)
         runner.stop()
         rows = runner.status()
         console.print(status_table(rows, time.time() - started, title + " (final)"))
