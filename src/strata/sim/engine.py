@@ -79,19 +79,6 @@ from strata.sim.semantics import (
 )
 from strata.sim.workload import SourceStream
 
-_GEN, _DELIVER, _DONE, _TICK, _CONTROL, _STATE, _FAIL, _RECOVER, _ACTION, _THROTTLE, _CHECKPOINT = (
-    EV_GEN,
-    EV_DELIVER,
-    EV_DONE,
-    EV_TICK,
-    EV_CONTROL,
-    EV_STATE,
-    EV_FAIL,
-    EV_RECOVER,
-    EV_ACTION,
-    EV_THROTTLE,
-    EV_CHECKPOINT,
-)
 SHARE_BURST = 0.01  # seconds of cpu an instance may run ahead of its share
 _CODES = {
     OperatorKind.SOURCE: SOURCE,
@@ -259,16 +246,16 @@ class Simulation:
             if pe.stream is not None:
                 t = pe.stream.next_time()
                 if t is not None:
-                    self._push(t, _GEN, pe, None)
+                    self._push(t, EV_GEN, pe, None)
                 if pe.needs_wm:
                     pe.ticks = 1
-                    self._push(self.wm_interval, _TICK, pe, None)
+                    self._push(self.wm_interval, EV_TICK, pe, None)
         for node, down_at, up_at in failures:
             if node not in self.node_by_name:
                 raise ValueError(f"failures: expected a node of the cluster; found {node!r}")
-            self._push(down_at, _FAIL, self.node_by_name[node], None)
+            self._push(down_at, EV_FAIL, self.node_by_name[node], None)
             if up_at is not None:
-                self._push(up_at, _RECOVER, self.node_by_name[node], None)
+                self._push(up_at, EV_RECOVER, self.node_by_name[node], None)
         self._gen_stop = _INF
         self.recovery: Recovery | None = Recovery(self, checkpoint_interval) if recovery else None
 
@@ -280,12 +267,12 @@ class Simulation:
             raise ValueError(f"every: expected a period > 0 seconds; found {period}")
         ctrl = {"period": period, "callback": callback, "start": self.now, "snap": self._snapshot()}
         self._controllers.append(ctrl)
-        self._push(self.now + period, _CONTROL, ctrl, None)
+        self._push(self.now + period, EV_CONTROL, ctrl, None)
 
     def apply(self, actions: Actions | Iterable[Move] | Move | None, at: float | None = None) -> None:
         """Enforce ``actions`` now (or at sim time ``at``): moves, placement, rate limits."""
         if at is not None and at > self.now:
-            self._push(at, _ACTION, actions, None)
+            self._push(at, EV_ACTION, actions, None)
             return
         self._apply(actions)
 
@@ -308,7 +295,7 @@ class Simulation:
             self._gen_stop = until
             for pe in self.pes.values():
                 if pe.stream is not None and pe.needs_wm:
-                    self._push(until, _TICK, pe, None)
+                    self._push(until, EV_TICK, pe, None)
             end = until + drain
         self.metrics.extend(end)
         heap = self._heap
@@ -320,29 +307,29 @@ class Simulation:
             t, _, code, a, b = pop(heap)
             self.now = t
             events += 1
-            if code == _DONE:
+            if code == EV_DONE:
                 done(a, b, t)
-            elif code == _DELIVER:
+            elif code == EV_DELIVER:
                 deliver(a, b, t)
-            elif code == _GEN:
+            elif code == EV_GEN:
                 gen(a, t)
-            elif code == _TICK:
+            elif code == EV_TICK:
                 self._tick(a, t)
-            elif code == _CONTROL:
+            elif code == EV_CONTROL:
                 self._control(a, t)
-            elif code == _STATE:
+            elif code == EV_STATE:
                 self.migrations.arrived(a, t)
                 if self.recovery is not None:
                     self.recovery.installed(a, t)
-            elif code == _FAIL:
+            elif code == EV_FAIL:
                 self._fail(a, t)
-            elif code == _RECOVER:
+            elif code == EV_RECOVER:
                 self._recover(a, t)
-            elif code == _ACTION:
+            elif code == EV_ACTION:
                 self._apply(a)
-            elif code == _THROTTLE:
+            elif code == EV_THROTTLE:
                 self._unthrottle(a, t)
-            elif code == _CHECKPOINT:
+            elif code == EV_CHECKPOINT:
                 self.recovery.tick(t)
             if t >= next_report:
                 progress(t)
@@ -399,7 +386,7 @@ class Simulation:
         if inst.share is not None and self.enforce_shares:
             if inst.vtime > now + SHARE_BURST:
                 if not inst.throttled:
-                    self._push(inst.vtime - SHARE_BURST, _THROTTLE, inst, None)
+                    self._push(inst.vtime - SHARE_BURST, EV_THROTTLE, inst, None)
                 inst.throttled.append(msg)
                 return
             inst.vtime = (inst.vtime if inst.vtime > now else now) + msg.cost / inst.share
@@ -408,7 +395,7 @@ class Simulation:
         inst.running += 1
         node.running[msg.seq] = msg
         self._seq += 1
-        heapq.heappush(self._heap, (now + msg.cost, self._seq, _DONE, inst, msg))
+        heapq.heappush(self._heap, (now + msg.cost, self._seq, EV_DONE, inst, msg))
 
     def _unthrottle(self, inst: InstanceRt, now: float) -> None:
         """An instance's cpu share has caught up: as many of its throttled messages as the share
@@ -428,7 +415,7 @@ class Simulation:
             inst.queued += msg.records
             policy.push(msg, now)
         if waiting:
-            self._push(v - SHARE_BURST, _THROTTLE, inst, None)
+            self._push(v - SHARE_BURST, EV_THROTTLE, inst, None)
         self._offer(inst.node, now)
 
     def send(self, src: InstanceRt, dst: InstanceRt, msg: Message, nbytes: float, now: float) -> None:
@@ -449,7 +436,7 @@ class Simulation:
             arrive = last
         src.last_arrival[dst.gid] = arrive
         self._seq += 1
-        heapq.heappush(self._heap, (arrive, self._seq, _DELIVER, dst, msg))
+        heapq.heappush(self._heap, (arrive, self._seq, EV_DELIVER, dst, msg))
 
     def transfer_time(self, src: NodeRt, dst: NodeRt, nbytes: float, now: float) -> float:
         """When ``nbytes`` of state sent now from ``src`` arrive at ``dst``: bytes / bandwidth + latency.
@@ -486,7 +473,7 @@ class Simulation:
 
     def state_arrives(self, t: float, migration: object) -> None:
         """Schedule a shipped key group's state to arrive at ``t``."""
-        self._push(t, _STATE, migration, None)
+        self._push(t, EV_STATE, migration, None)
 
     def new_message(
         self,
@@ -536,7 +523,7 @@ class Simulation:
         nxt = stream.next_time()
         if nxt is not None:
             self._seq += 1
-            heapq.heappush(self._heap, (nxt, self._seq, _GEN, pe, None))
+            heapq.heappush(self._heap, (nxt, self._seq, EV_GEN, pe, None))
         release = now
         if pe.limit is not None:
             tat = pe.tat if pe.tat > now else now
@@ -576,7 +563,7 @@ class Simulation:
         if release > now:
             if pe.needs_wm:
                 pe.wm_deferred.append(now)
-            self._push(release, _DELIVER, inst, msg)
+            self._push(release, EV_DELIVER, inst, msg)
         else:
             self._deliver(inst, msg, now)
 
@@ -596,7 +583,7 @@ class Simulation:
             # Tick k at exactly k × interval: adding the interval again and again drifts
             # (0.2 is inexact in binary), so ticks meant for a window's end would land before it.
             pe.ticks += 1
-            self._push(pe.ticks * self.wm_interval, _TICK, pe, None)
+            self._push(pe.ticks * self.wm_interval, EV_TICK, pe, None)
 
     def _deliver(self, inst: InstanceRt, msg: Message, now: float) -> None:
         node = inst.node
@@ -1007,7 +994,7 @@ class Simulation:
         ctrl["snap"] = self._snapshot()
         ctrl["start"] = now
         self._apply(ctrl["callback"](obs))
-        self._push(now + ctrl["period"], _CONTROL, ctrl, None)
+        self._push(now + ctrl["period"], EV_CONTROL, ctrl, None)
 
     def _apply(self, actions: Actions | Iterable[Move] | Move | None) -> None:
         if actions is None:
