@@ -81,6 +81,11 @@ FREE_STATE = 1  # bytes per key in the replay: the routing decisions without the
 SETTLE_S = 2.0  # forced moves: an output within 2 s after a move ends still counts as "during" (backlog drains)
 
 
+def balanced(policy: str, scenario, placement, seconds: float, **kw: Any) -> Run:
+    """One run under the benchmark's balancer settings (window, config, no smoothing)."""
+    return run(policy, scenario, placement, seconds, window_s=WINDOW_S, config=CONFIG, smoothing=SMOOTHING, **kw)
+
+
 def write(name: str, doc: dict[str, Any]) -> None:
     RESULTS.mkdir(exist_ok=True)
     path = RESULTS / f"balance_{name}.json"
@@ -170,14 +175,11 @@ def grid(
             steps = [k * drift_s for k in range(1, math.ceil(seconds / drift_s))] if drift_s else []
             for policy in policies.split(","):
                 t0 = time.perf_counter()
-                r = run(
+                r = balanced(
                     policy,
                     scenario,
                     placement,
                     seconds,
-                    window_s=WINDOW_S,
-                    config=CONFIG,
-                    smoothing=SMOOTHING,
                     seed=seed,
                     tick_s=tick_s,
                     demand=demand,
@@ -338,14 +340,11 @@ def seeds(
                 )
                 free, _ = actor_scenario(s, drift_s, rate=rate, load=load, state_bytes_per_key=FREE_STATE, seed=seed)
                 for name, (policy, tick_s, demand) in chosen.items():
-                    r = run(
+                    r = balanced(
                         policy,
                         scenario,
                         placement,
                         seconds,
-                        window_s=WINDOW_S,
-                        config=CONFIG,
-                        smoothing=SMOOTHING,
                         seed=seed,
                         tick_s=tick_s,
                         demand=demand,
@@ -475,14 +474,11 @@ def attribution(
         for name in variants.split(","):
             policy, tick_s, demand = VARIANTS[name]
             log: list[tuple[float, ...]] = []
-            r = run(
+            r = balanced(
                 policy,
                 scenario,
                 placement,
                 seconds,
-                window_s=WINDOW_S,
-                config=CONFIG,
-                smoothing=SMOOTHING,
                 seed=seed,
                 tick_s=tick_s,
                 demand=demand,
