@@ -80,6 +80,19 @@ def ratio(a: float, b: float) -> float:
     return a / b if b > 0 else float("inf")
 
 
+def query_row(sim: Simulation, bursty: bool, seed: int, policy: str, t0: float, **extra: float) -> dict[str, Any]:
+    """One single-query run's row: the query's latency, ``extra``, utilisation and wall time since ``t0``."""
+    return {
+        "input": "bursty" if bursty else "steady",
+        "seed": seed,
+        "policy": policy,
+        **latency_rows(sim)["q"],
+        **extra,
+        "utilisation": sim.metrics.summary()["node_utilisation_mean"],
+        "wall_s": time.perf_counter() - t0,
+    }
+
+
 def latency_rows(sim: Simulation) -> dict[str, dict[str, float]]:
     table = sim.metrics.latency()
     return {
@@ -284,17 +297,7 @@ def single(seeds: int = 3, duration: float = 180.0, watermark: float = 0.2) -> d
                 t0 = time.perf_counter()
                 sim = Simulation(scenario, seed=seed, dispatch=make(scenario), watermark_interval=watermark)
                 sim.run(duration)
-                row = latency_rows(sim)["q"]
-                runs.append(
-                    {
-                        "input": "bursty" if bursty else "steady",
-                        "seed": seed,
-                        "policy": name,
-                        **row,
-                        "utilisation": sim.metrics.summary()["node_utilisation_mean"],
-                        "wall_s": time.perf_counter() - t0,
-                    }
-                )
+                runs.append(query_row(sim, bursty, seed, name, t0))
     summary = single_table(
         f"(1) single query, one 4-core node, watermark every {watermark:g} s, {seeds} seeds × "
         f"{duration:.0f} s: window-result latency (s), mean of seeds",
@@ -342,19 +345,10 @@ def single_parallel(
                     record_inputs=name == "fifo",
                 )
                 sim.run(duration)
-                row = latency_rows(sim)["q"]
-                runs.append(
-                    {
-                        "input": "bursty" if bursty else "steady",
-                        "seed": seed,
-                        "policy": name,
-                        **row,
-                        **({"staleness": staleness(sim)} if name == "fifo" else {}),
-                        "utilisation": sim.metrics.summary()["node_utilisation_mean"],
-                        "wall_s": time.perf_counter() - t0,
-                    }
-                )
-                console.print(f"{runs[-1]['input']} seed {seed} {name}: p50 {row['p50']:.4f} p99 {row['p99']:.4f}")
+                extra = {"staleness": staleness(sim)} if name == "fifo" else {}
+                r = query_row(sim, bursty, seed, name, t0, **extra)
+                runs.append(r)
+                console.print(f"{r['input']} seed {seed} {name}: p50 {r['p50']:.4f} p99 {r['p99']:.4f}")
     title = (
         f"(1) single query, 4 workers × 4 cores, 16 partitions per operator, 1,000 keys, {stages} stage(s) "
         f"after the window, watermark every {watermark:g} s, {seeds} seeds × {duration:.0f} s: "
@@ -461,21 +455,10 @@ def single_firing(
                     fire_cost=firing_cost(fire, stages, keys),
                 )
                 sim.run(duration)
-                row = latency_rows(sim)["q"]
                 from_end = np.array(ends)
-                runs.append(
-                    {
-                        "input": "bursty" if bursty else "steady",
-                        "seed": seed,
-                        "policy": name,
-                        **row,
-                        "end_p50": float(np.median(from_end)),
-                        "end_p99": float(np.percentile(from_end, 99)),
-                        "utilisation": sim.metrics.summary()["node_utilisation_mean"],
-                        "wall_s": time.perf_counter() - t0,
-                    }
-                )
-                r = runs[-1]
+                end = {"end_p50": float(np.median(from_end)), "end_p99": float(np.percentile(from_end, 99))}
+                r = query_row(sim, bursty, seed, name, t0, **end)
+                runs.append(r)
                 console.print(
                     f"{r['input']} seed {seed} {name}: p50 {r['p50']:.4f} p99 {r['p99']:.4f} "
                     f"from window end p50 {r['end_p50']:.4f} p99 {r['end_p99']:.4f}"
