@@ -86,6 +86,17 @@ def balanced(policy: str, scenario, placement, seconds: float, **kw: Any) -> Run
     return run(policy, scenario, placement, seconds, window_s=WINDOW_S, config=CONFIG, smoothing=SMOOTHING, **kw)
 
 
+def replayed_p99(r: Run, free, placement, seed: int, warmup: float, seconds: float) -> tuple[float, bool]:
+    """p99 during migration when ``r``'s moves are replayed with negligible state; and whether the replay was exact.
+
+    "During" is the summary's: the same migration intervals, the same outputs.
+    """
+    f = replay(r, free, placement, window_s=WINDOW_S, seed=seed)
+    t = f.output_time
+    during = (t >= warmup) & (t < seconds) & f.during(r.migration_intervals(1.0))
+    return f.percentiles(during)["p99"], f.exactly_once and f.conserved
+
+
 def write(name: str, doc: dict[str, Any]) -> None:
     RESULTS.mkdir(exist_ok=True)
     path = RESULTS / f"balance_{name}.json"
@@ -190,11 +201,8 @@ def grid(
                 steady, during = summ["steady"]["p99"], summ["during_migration"]["p99"]
                 replayed = math.nan
                 if r.balancer is not None:
-                    f = replay(r, free, placement, window_s=WINDOW_S, seed=seed)
-                    t = f.output_time
-                    intervals = r.migration_intervals(1.0)  # the summary's "during": same intervals, same outputs
-                    replayed = f.percentiles((t >= warmup) & (t < seconds) & f.during(intervals))["p99"]
-                    assert f.exactly_once and f.conserved
+                    replayed, exact = replayed_p99(r, free, placement, seed, warmup, seconds)
+                    assert exact
                 wall = time.perf_counter() - t0
                 early = sum(1 for x in r.balancer.rounds if x.trigger == "overload") if r.balancer else 0
                 row = {
@@ -352,11 +360,8 @@ def seeds(
                     summ = r.summary(warmup)
                     replayed, exact = math.nan, summ["exactly_once"] and summ["conserved"]
                     if replay_runs:
-                        f = replay(r, free, placement, window_s=WINDOW_S, seed=seed)
-                        t = f.output_time
-                        during_mask = (t >= warmup) & (t < seconds) & f.during(r.migration_intervals(1.0))
-                        replayed = f.percentiles(during_mask)["p99"]
-                        exact = exact and f.exactly_once and f.conserved
+                        replayed, replay_exact = replayed_p99(r, free, placement, seed, warmup, seconds)
+                        exact = exact and replay_exact
                     during, steady = summ["during_migration"]["p99"], summ["steady"]["p99"]
                     early = sum(1 for x in r.balancer.rounds if x.trigger == "overload")
                     row = {
