@@ -118,6 +118,14 @@ class StrategyDispatch:
         per_record = self._profile.observe(pe, service / msg.records)
         self._replies.report(pe, per_record, self._down.get(pe, ()))
 
+    def hold(self, pe: str, instance: int) -> None:
+        """A message of this activation started: under actor turns, the next core takes another one."""
+        self._queue.hold((pe, instance))
+
+    def free(self, pe: str, instance: int, now: float) -> None:
+        """The activation's turn is over: it competes again with its most urgent pending message."""
+        self._queue.free((pe, instance))
+
     def __len__(self) -> int:
         return len(self._queue)
 

@@ -10,6 +10,12 @@ heap holds one entry per (operator, head) pair; when an operator's head
 changes, the old entry is left behind and discarded when it surfaces (lazy
 deletion), so each push adds at most one outer entry and the amortised cost
 stays logarithmic.
+
+Under an actor runtime's turns an operator instance runs one message at a
+time, and Cameo's scheduler only considers activations not already running:
+``hold(op)`` takes an operator out of the outer order while its message runs
+(its heads are skipped when they surface) and ``free(op)`` puts it back with
+its current most urgent message.
 """
 
 from __future__ import annotations
@@ -28,11 +34,12 @@ class TwoLevelQueue(Generic[T]):
     head in the outer heap).
     """
 
-    __slots__ = ("_heads", "_len", "_ops")
+    __slots__ = ("_heads", "_held", "_len", "_ops")
 
     def __init__(self) -> None:
         self._ops: dict[Hashable, list[tuple[float, int, T]]] = {}
         self._heads: list[tuple[float, int, Hashable]] = []
+        self._held: set[Hashable] = set()
         self._len = 0
 
     def push(self, op: Hashable, key: float, seq: int, item: T) -> None:
@@ -46,18 +53,31 @@ class TwoLevelQueue(Generic[T]):
 
     def pop(self) -> T | None:
         """Remove and return the most urgent item, or None when empty."""
-        heads = self._heads
+        heads, held = self._heads, self._held
         while heads:
             _, seq, op = heappop(heads)
             queue = self._ops[op]
             if not queue or queue[0][1] != seq:
                 continue  # stale: this operator's head has changed since
+            if held and op in held:
+                continue  # running: ``free`` files its head again
             _, _, item = heappop(queue)
             if queue:
                 heappush(heads, (queue[0][0], queue[0][1], op))
             self._len -= 1
             return item
         return None
+
+    def hold(self, op: Hashable) -> None:
+        """``op`` is running a message: ``pop`` passes over its items until ``free(op)``."""
+        self._held.add(op)
+
+    def free(self, op: Hashable) -> None:
+        """``op`` may run again, ranked by its most urgent item."""
+        self._held.discard(op)
+        queue = self._ops.get(op)
+        if queue:
+            heappush(self._heads, (queue[0][0], queue[0][1], op))
 
     def __len__(self) -> int:
         return self._len

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import IntEnum
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 
 class Kind(IntEnum):
@@ -94,6 +94,24 @@ class DispatchPolicy(Protocol):
     def completed(self, msg: Message, service: float, now: float) -> None: ...
 
     def __len__(self) -> int: ...
+
+
+@runtime_checkable
+class TurnPolicy(DispatchPolicy, Protocol):
+    """A :class:`DispatchPolicy` that can run under an actor runtime's turns.
+
+    In an actor runtime (Orleans, which Cameo runs on) an operator instance is
+    an activation that processes one message at a time. With
+    ``Simulation(actor_turns=True)`` the engine calls ``hold(pe, instance)``
+    when a message of the instance starts on a core and ``free(pe, instance,
+    now)`` when it completes (after ``completed``); in between, ``pop`` must
+    not return a message of that instance. The policy keeps every queued
+    message meanwhile, so its order within and across instances stays its own.
+    """
+
+    def hold(self, pe: str, instance: int) -> None: ...
+
+    def free(self, pe: str, instance: int, now: float) -> None: ...
 
 
 DispatchFactory = Callable[[NodeView], DispatchPolicy]

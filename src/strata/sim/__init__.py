@@ -26,6 +26,8 @@ decide, the engine only observes and enforces). Public API (stable):
         enforce_shares=False,     # True: an instance placed with a cpu share never uses more (cgroup-like)
         recovery=None,            # "replay": upstream backup + checkpoints + de-duplication, no record lost
         checkpoint_interval=5.0,  # seconds between checkpoints (recovery="replay")
+        actor_turns=False,        # True: an instance runs one message at a time (an actor's turns);
+                                  # the policy must be a TurnPolicy (default then: turn_fifo)
     )
     sim.every(10.0, balancer)     # more controllers, any time
     sim.apply(Actions(moves=[Move("job.agg", 7, dst=2, mode="live")]), at=30.0)
@@ -43,6 +45,12 @@ t_MF: the source record's event time, or for a message entering a window
 operator the time its earliest window is due (window end + ``watermark_s``;
 :mod:`strata.sim.semantics`). :class:`~strata.protocol.units.NodeView` carries each
 job's target latency, every PE's downstream PEs and static cost per record.
+With ``actor_turns=True`` an instance runs one message at a time (an actor's
+turn): the policy must be a :class:`~strata.protocol.units.TurnPolicy`, told
+``hold(pe, instance)`` when a message starts and ``free(pe, instance, now)`` when
+it completes, and ``pop`` passes over held instances (``turn_fifo``: Orleans'
+ready activations in turn; ``strata.dispatch``'s two-level queue). Control
+messages take no turn.
 
 Controllers receive an :class:`~strata.protocol.window.Observation` (per-key-group
 loads as :class:`~strata.protocol.units.KeyGroupLoad`, per-instance loads, node
@@ -62,10 +70,19 @@ relocation), ``metrics``, ``observe``, ``fifo`` (default dispatch),
 tables), ``hooks`` (the contract). Full description: docs/sim.md.
 """
 
-from strata.protocol.units import DispatchFactory, DispatchPolicy, KeyGroupLoad, Kind, Message, Move, NodeView
+from strata.protocol.units import (
+    DispatchFactory,
+    DispatchPolicy,
+    KeyGroupLoad,
+    Kind,
+    Message,
+    Move,
+    NodeView,
+    TurnPolicy,
+)
 from strata.protocol.window import Actions, InstanceLoad, LatencySoFar, LatencyStats, Observation
 from strata.sim.engine import Simulation
-from strata.sim.fifo import FifoDispatch, fifo
+from strata.sim.fifo import FifoDispatch, TurnFifoDispatch, fifo, turn_fifo
 
 __all__ = [
     "Actions",
@@ -82,5 +99,8 @@ __all__ = [
     "NodeView",
     "Observation",
     "Simulation",
+    "TurnFifoDispatch",
+    "TurnPolicy",
     "fifo",
+    "turn_fifo",
 ]

@@ -5,7 +5,10 @@ Model (issue 4; DESIGN.md "How each level maps onto the simulator"):
 - A node has ``round(cores)`` cores (at least one), each running one message at a
   time, non-preemptively; which queued message runs next is the node's
   dispatch policy's choice (``pop``), offered to every idle core after every
-  push and completion.
+  push and completion. By default any idle core may run any instance's
+  message, several of one instance at once; with ``actor_turns`` an instance
+  runs one message at a time, as an actor (an Orleans activation, a Flink
+  subtask's thread) does: the policy holds its other messages meanwhile.
 - A message to an instance on another node leaves through the sender's NIC
   (FIFO, ``bytes / bandwidth``) and arrives ``network_latency`` later; on one
   node it arrives at once. Every upstream → instance channel is FIFO.
@@ -35,10 +38,10 @@ import networkx as nx
 import numpy as np
 
 from strata.model import OperatorKind, Scenario, joined_graph, topological_order
-from strata.protocol.units import DispatchFactory, KeyGroupLoad, Kind, Message, Move, NodeView
+from strata.protocol.units import DispatchFactory, KeyGroupLoad, Kind, Message, Move, NodeView, TurnPolicy
 from strata.protocol.window import Actions, InstanceLoad, LatencyStats, Observation
 from strata.sim import scaling
-from strata.sim.fifo import fifo
+from strata.sim.fifo import fifo, turn_fifo
 from strata.sim.metrics import Metrics
 from strata.sim.migration import Migrations
 from strata.sim.placement import resolve_placement
@@ -121,6 +124,7 @@ class Simulation:
         fire_cost: Mapping[str, float] | None = None,
         recovery: str | None = None,
         checkpoint_interval: float = 5.0,
+        actor_turns: bool = False,
     ) -> None:
         if batch < 1:
             raise ValueError(f"batch: expected records per source message ≥ 1; found {batch}")
@@ -142,7 +146,8 @@ class Simulation:
         if recovery and self.fire_cost:
             # A result computed by a queued unit of work after its window left the state has no checkpoint to return to.
             raise ValueError("recovery='replay' does not support fire_cost")
-        self.factory: DispatchFactory = dispatch or fifo
+        self.actor_turns = actor_turns
+        self.factory: DispatchFactory = dispatch or (turn_fifo if actor_turns else fifo)
         self.graph = graph = joined_graph(scenario, templates)
         self.order = order = topological_order(graph)
         self.now = 0.0
@@ -212,7 +217,14 @@ class Simulation:
                 cost_per_record=costs,
                 share=node_share[n.name],
             )
-            rt = NodeRt(n.name, k, view.cores, n.nic, view, self.factory(view))
+            policy = self.factory(view)
+            if actor_turns and not isinstance(policy, TurnPolicy):
+                # Without hold/free the policy could hand a second core a message of a running instance.
+                raise ValueError(
+                    f"actor_turns: the dispatch policy {type(policy).__name__} has no hold/free "
+                    "(strata.protocol.units.TurnPolicy); FIFO under turns is strata.sim.turn_fifo"
+                )
+            rt = NodeRt(n.name, k, view.cores, n.nic, view, policy)
             if n.rack is not None:
                 rt.rack = racks[n.rack]
             self.nodes.append(rt)
@@ -394,6 +406,8 @@ class Simulation:
         inst.pe.running += 1
         inst.running += 1
         node.running[msg.seq] = msg
+        if self.actor_turns:
+            node.policy.hold(msg.pe, msg.instance)
         self._seq += 1
         heapq.heappush(self._heap, (now + msg.cost, self._seq, EV_DONE, inst, msg))
 
@@ -683,7 +697,10 @@ class Simulation:
         records = msg.records
         fifo = node.fifo
         if fifo is None:
-            node.policy.completed(msg, service, now)
+            policy = node.policy
+            policy.completed(msg, service, now)
+            if self.actor_turns:  # the turn is over now: outputs emitted below may start its next message
+                policy.free(msg.pe, msg.instance, now)
         inst.busy += service
         node.busy += service
         inv = self._inv_bin
