@@ -199,6 +199,25 @@ def test_miss_pressure_needs_two_windows_then_replans_then_cools_down():
     assert steps[5].replan == ("lat",)
 
 
+def test_a_component_that_does_not_fit_next_to_the_others_escalates_to_a_full_plan(monkeypatch):
+    import strata.hierarchy.controller as controller
+    from strata.plan import PlanError
+
+    def no_room(*args, **kwargs):
+        raise PlanError("PE lat.f fits no node next to the PEs already placed")
+
+    monkeypatch.setattr(controller, "replan", no_room)
+    ctl, _ = started()
+    bad = {"lat": LatencyStats(100, 0.4, 0.9, 1.0, 1.2, 0.3)}
+    rates = {"lat.src": 400.0, "agg.src": 300.0}
+    steps = [ctl.step(Observation(window(t, placement=ctl.placement, latency=bad, ingest=rates))) for t in (5.0, 10.0)]
+    # The miss signal is raised on the second window; the component cannot be planned, so the same step plans
+    # everything on the observed rates (lat at a smoothed 400 records/s × 1.2 headroom) instead of keeping the
+    # plan made for 200 until the epoch at 1000 s.
+    assert steps[1].replan == ("*",) and steps[1].epoch == 2
+    assert ctl.plan.cpu()["lat.f"] == pytest.approx(400 * 1.2 * 0.004, rel=0.05)
+
+
 def test_a_cooldown_does_not_hold_back_a_job_whose_ingest_has_changed_since_its_plan():
     ctl, _ = started(replan_cooldown_s=60.0)
     bad = {"lat": LatencyStats(100, 0.4, 0.9, 1.0, 1.2, 0.3)}
@@ -440,9 +459,13 @@ def test_l0_refuses_a_placement_block_whose_plan_loses_importance():
     rr_ctl.start(0.0)
     assert rr_ctl.placed_by == "planner" and rr_ctl.plan.importance == pytest.approx(200.0)
     assert any("round-robin placement refused" in n for n in rr_ctl.plan.notes)
+    # The plan in force answered the round-robin choice: that is what the meta level is told ran, so a refused
+    # block collects the outcomes its choice led to (before, it was never credited and kept its prior for good).
+    assert rr_ctl.answered == "round-robin"
     greedy_ctl = Controller(sc, HierarchyConfig(placer="greedy"))
     greedy_ctl.start(0.0)
     assert greedy_ctl.placed_by == "greedy" and greedy_ctl.plan.importance == pytest.approx(200.0)
+    assert greedy_ctl.answered == "greedy"
 
 
 def test_the_meta_level_can_come_with_the_config():

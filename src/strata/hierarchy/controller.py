@@ -125,6 +125,9 @@ class Controller:
         self.balancing = cfg.balancing
         self.placer = cfg.placer
         self.placed_by = cfg.placer  # the placer that made the plan in force
+        # The placement block the plan in force answered: ``placed_by``, or a block L0 refused in favour of SODA's
+        # plan — choosing it led to that plan, so that is what the meta level learns of it.
+        self.answered = cfg.placer
         self._last_full = -math.inf
         self._cooldown: dict[str, float] = {}
         self._planned_ingest: dict[str, float] = {}  # job → the observed ingest its last (re)plan used
@@ -175,10 +178,10 @@ class Controller:
         old_pools = self._pools()
 
         # Meta level: the composition for this window (dispatch now; balancing now; placer at the next plan).
-        # What ran in the window that ended — the plan in force was made by whichever placer made it — is what the
-        # learner credits, not what it asked for.
+        # What ran in the window that ended — the plan in force, answering whichever placer was chosen when it was
+        # made — is what the learner credits, not a choice no plan has answered yet.
         if self.selector is not None:
-            comp = self.selector.select(obs, Composition(self.dispatch, self.balancing, self.placed_by))
+            comp = self.selector.select(obs, Composition(self.dispatch, self.balancing, self.answered))
             if comp is not None:
                 self.dispatch, self.balancing, self.placer = comp.dispatch, comp.balancing, comp.placement
 
@@ -215,8 +218,9 @@ class Controller:
                         jobs |= set(nx.node_connected_component(self._jobs_graph, j))
                         reasons.append(f"stale:{j} (ingest changed {change:.0%} since its plan)")
             if jobs:
+                epoch = self.epoch
                 plan_seconds = self._component_plan(now, jobs, signals)
-                replanned = tuple(sorted(jobs))
+                replanned = tuple(sorted(jobs)) if self.epoch == epoch else ("*",)
                 for s in signals:
                     if s.job in jobs:
                         self._debounce.reset((s.kind, s.job))
@@ -458,8 +462,12 @@ class Controller:
         try:
             new, by = self._vetted(attempt, now)
         except (PlanError, RuntimeError) as e:  # RuntimeError: a solver failing beyond its fallbacks
-            self._note(f"re-plan of {sorted(jobs)} at {now:.1f} failed ({e}); their plan kept")
-            return time.perf_counter() - t0
+            # The component does not fit next to the other components' decisions (they hold the capacity or the
+            # labelled nodes it needs). Keeping its plan would leave a job signalling a miss on a plan made for
+            # another load until the epoch ends; the signal escalates to a full plan now instead.
+            self._note(f"re-plan of {sorted(jobs)} at {now:.1f} failed ({e}); escalated to a full plan")
+            self.epoch += 1
+            return time.perf_counter() - t0 + self._full_plan(now, signals)
         self.plan = new
         self._adopt_placer(by)
         for j in jobs:
@@ -480,6 +488,7 @@ class Controller:
         if placer != self.placed_by:
             self._moved.clear()
         self.placed_by = placer
+        self.answered = self.placer
 
     def _place(self, pes: set[str], budgeted: bool, now: float) -> None:
         """The multi-resource balancer under the plan: every instance of ``pes`` on one of its PE's candidates.
