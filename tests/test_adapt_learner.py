@@ -120,6 +120,16 @@ def test_segments_resume_a_known_workload_and_warm_start_a_new_one():
     assert mem.current is first
 
 
+def test_segments_can_start_from_what_was_known_before_any_play():
+    first = DiscountedUCB(2, gamma=1.0)
+    first.update(0, 1.0)
+    mem = SegmentMemory(first, radius=0.3, start=lambda: DiscountedUCB(2, gamma=1.0))
+    assert not mem.switch(np.array([0.0, 0.0]), np.array([2.0, 0.0]))
+    assert mem.current.n.tolist() == [0.0, 0.0]
+    assert mem.switch(np.array([2.0, 0.0]), np.array([0.0, 0.2]))
+    assert mem.current is first
+
+
 def test_compositions_space_and_parsing():
     space = compositions()
     assert len(space) == 45 and len(set(space)) == 45

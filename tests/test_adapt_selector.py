@@ -188,9 +188,10 @@ def test_a_window_is_credited_to_the_composition_that_ran_not_to_the_choice_not_
     assert sel.memory.current.whole.n.tolist() == [1.0, 0.0]
 
 
-def test_windows_draining_the_backlog_left_by_a_change_of_workload_count_half():
+@pytest.mark.parametrize("warm_start", [False, True])
+def test_windows_draining_the_backlog_left_by_a_change_of_workload_count_half(warm_start):
     sc = scenario()
-    sel = Selector(sc, [Composition("llf")], gamma=1.0, seed=0)
+    sel = Selector(sc, [Composition("llf")], gamma=1.0, seed=0, warm_start=warm_start)
     lat = {"a": LatencyStats(500, 0.1, 0.2, 0.3, 0.4, 0.0)}
     # Unit size 1 ms for 3 windows, then 100 ms (the change is confirmed on its 2nd window, 200 records
     # queued); half of that drains two windows later. Credited weights: 1, 1, 1, 1, then 0.5 until the
@@ -202,5 +203,7 @@ def test_windows_draining_the_backlog_left_by_a_change_of_workload_count_half():
         sel.select(obs(5.0 * (step + 1), ingest={"a.src": 100.0}, latency=lat, instances=inst))
         plays.append(float(sel.memory.current.whole.n.sum()))
     assert sel._segments == 1
-    # The new segment starts from the old learner weakened to 1 play; then +0.5, +0.5 (drained), +1.
-    assert plays[4:] == pytest.approx([1.0, 1.5, 2.0, 3.0])
+    # The new segment starts from no play (the stated prior only), or warm from the old learner weakened to
+    # 1 play; then +0.5, +0.5 (drained), +1.
+    start = 1.0 if warm_start else 0.0
+    assert plays[4:] == pytest.approx([start, start + 0.5, start + 1.0, start + 2.0])

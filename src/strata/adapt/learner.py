@@ -30,7 +30,7 @@ from __future__ import annotations
 import copy
 import math
 from collections import deque
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -242,14 +242,20 @@ class SegmentMemory:
     :meth:`switch` is called when a change detector reports a new segment:
     the current learner is stored under ``centroid``; a stored segment whose
     centroid lies within ``radius`` (Chebyshev distance) of the new features
-    is resumed, else the new segment starts from the current learner
-    weakened to ``prior`` plays per arm (what was good before is tried first,
-    and overruled by a few windows of evidence).
+    is resumed. A new segment starts from ``start()`` when given — a learner
+    knowing only what was known before any play — else from the current
+    learner weakened to ``prior`` plays per arm (what was good before is tried
+    first, and overruled by a few windows of evidence). The warm start carries
+    the old segment's block estimates, and those mix the levels: a block that
+    did not matter there (placement, when every job is pinned) inherits the
+    score of the blocks it was played with, and is tried on that in a segment
+    where it matters.
     """
 
     current: FactoredUCB | DiscountedUCB
     radius: float = 0.3
     prior: float = 1.0
+    start: Callable[[], FactoredUCB | DiscountedUCB] | None = None
     stored: list[tuple[np.ndarray, FactoredUCB | DiscountedUCB]] = field(default_factory=list)
 
     def switch(self, centroid: np.ndarray, features: np.ndarray) -> bool:
@@ -261,5 +267,5 @@ class SegmentMemory:
             _, k = min(near)
             _, self.current = self.stored.pop(k)
             return True
-        self.current = self.current.weakened(self.prior)
+        self.current = self.start() if self.start is not None else self.current.weakened(self.prior)
         return False
