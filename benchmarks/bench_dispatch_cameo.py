@@ -16,7 +16,10 @@ Four experiments, each over several seeds, each printing a table and writing
   window's buffered records, so the work for each result arrives as a burst at
   the window's end and competes with the next window's ingest): FIFO, Cameo
   (least laxity), EDF and slots; latency measured as the simulator does (from
-  the key's newest record) and from the window's end.
+  the key's newest record) and from the window's end. ``--actor-turns``: each
+  operator instance runs one message at a time, as an Orleans activation
+  (``Simulation(actor_turns=True)``; FIFO is then Orleans' round-robin of
+  ready activations).
 - ``multi``: the ``multi-tenant`` generator (latency-sensitive filters, L = 1 s,
   next to bursty bulk window aggregations, L = 30 s): per-tenant latency,
   deadline-miss rate, bulk throughput (records through the bulk windows / s).
@@ -55,7 +58,7 @@ from strata.generators import multi_tenant
 from strata.model import OperatorKind, Scenario
 from strata.protocol.units import DispatchPolicy, Message
 from strata.sim import DispatchFactory, Observation, Simulation
-from strata.sim.fifo import fifo
+from strata.sim.fifo import fifo, turn_fifo
 
 RESULTS = Path(__file__).parent / "results"
 app = typer.Typer(add_completion=False, help=__doc__)
@@ -406,6 +409,13 @@ class WindowEndLatency:
             self._out.append(now - (msg.event_time // self._size + 1.0) * self._size)
         self._inner.completed(msg, service, now)
 
+    # Under actor turns only (the wrapped policy is then a TurnPolicy).
+    def hold(self, pe: str, instance: int) -> None:
+        self._inner.hold(pe, instance)
+
+    def free(self, pe: str, instance: int, now: float) -> None:
+        self._inner.free(pe, instance, now)
+
     def __len__(self) -> int:
         return len(self._inner)
 
@@ -423,6 +433,7 @@ def single_firing(
     keys: int = 200,
     inputs: str = "steady,bursty",
     policies: str = "fifo,cameo,slots,edf",
+    actor_turns: bool = False,
 ) -> dict[str, Any]:
     """(1) Single query whose window computes its results when it fires: FIFO, Cameo (LLF), EDF, slots.
 
@@ -433,7 +444,10 @@ def single_firing(
     record in the window) and from the window's end. ``slots`` gives the one
     dataflow every core of each worker, i.e. FIFO (slots per operator would
     need a core for each of the 5 operators on a 4-core worker); ``policies``
-    picks which run (FIFO always, as the reference).
+    picks which run (FIFO always, as the reference). ``actor_turns``: one
+    message per operator instance at a time; FIFO is then ``turn_fifo``
+    (Orleans' ready activations in turn), and slots, which have no turns, are
+    refused by the simulator.
     """
     chosen = inputs.split(",")
     every: Policies = {**BASE, "edf": lambda s: dispatcher("edf", Priors.from_scenario(s))}
@@ -450,9 +464,10 @@ def single_firing(
                 sim = Simulation(
                     scenario,
                     seed=seed,
-                    dispatch=observed(make(scenario) or fifo, sinks, 1.0, ends),
+                    dispatch=observed(make(scenario) or (turn_fifo if actor_turns else fifo), sinks, 1.0, ends),
                     watermark_interval=0.25,
                     fire_cost=firing_cost(fire, stages, keys),
+                    actor_turns=actor_turns,
                 )
                 sim.run(duration)
                 from_end = np.array(ends)
@@ -466,7 +481,7 @@ def single_firing(
     title = (
         f"(1) single query, window computing its results when it fires ({fire:g} of a record's unit), 4 workers × "
         f"4 cores, 16 partitions per operator, {keys} keys, {stages} stage(s) after the window, {seeds} seeds × "
-        f"{duration:.0f} s: latency from the key's newest record (s)"
+        f"{duration:.0f} s{', actor turns' if actor_turns else ''}: latency from the key's newest record (s)"
     )
     summary = single_table(title, runs)
     ends_summary = single_table(
@@ -477,6 +492,7 @@ def single_firing(
         "experiment": "single",
         "setting": f"parallel, window firing cost {fire:g}, {keys} keys, {stages} stage(s) after the window",
         "watermark_interval_s": 0.25,
+        "actor_turns": actor_turns,
         "duration_s": duration,
         "seeds": seeds,
         "target": "median >= 2.7x lower than FIFO",
@@ -484,7 +500,7 @@ def single_firing(
         "mean": summary,
         "mean_from_window_end": ends_summary,
     }
-    suffix = "" if len(chosen) == 2 else f"_{chosen[0]}"
+    suffix = ("" if len(chosen) == 2 else f"_{chosen[0]}") + ("_turns" if actor_turns else "")
     write(f"single_firing{stages}_fire{fire:g}_keys{keys}{suffix}", doc)
     return doc
 
