@@ -41,8 +41,8 @@ in each upstream channel) until the handover is installed, and a record is
 handed over only if none of its windows is due at the watermark ``c`` can
 reach before that token; any other record of ``g`` runs at ``h`` first, as
 in ``precopy``. It needs a dispatch policy that can give queued messages
-back (``withdraw``, as FIFO does); on a node whose policy cannot, markers
-wait as in ``precopy``.
+back (``withdraw``, as FIFO does); if the old owner's node has a policy that
+cannot, the move is a plain ``precopy``, with no watermark hold either.
 
 ``mode='stop'`` — the stop-the-world baseline. The PE pauses (its instances take
 no new messages: arrivals and anything dispatch pops are held), the routes
@@ -95,6 +95,7 @@ class Migration:
     seen: int = 0
     state: dict | None = field(default=None, repr=False)
     snapshot: dict | None = field(default=None, repr=False)  # precopy: the state as copied, until the markers
+    hands_over: bool = False  # handover proper, decided at the switch; else it runs as precopy
     handed: int = 0  # handover: records shipped with the state instead of run by the old owner
     left: int = 0  # handover: records of the group still to run at the old owner before it ships
     forward: list[Message] = field(default_factory=list, repr=False)  # handover: taken, not yet shipped
@@ -225,7 +226,11 @@ class Migrations:
         pe.route[g] = c.index
         c.incoming[g] = []
         mig.expected = len(pe.upstream)
-        if mig.mode == "handover" and pe.needs_wm:
+        # Without ``withdraw`` the old owner's markers wait behind their channels' data (precopy), so no window
+        # hold either: lifted only by this move's install, it would also keep waiting the marker of a move out of
+        # ``c``, and two crossing moves would wait for each other for ever.
+        mig.hands_over = mig.mode == "handover" and hasattr(h.node.policy, "withdraw")
+        if mig.hands_over and pe.needs_wm:
             self._hold_watermarks(pe, c, mig)
         sim = self.sim
         for u in pe.upstream:
@@ -254,7 +259,7 @@ class Migrations:
     def on_arrival(self, inst: InstanceRt, msg: Message, now: float) -> bool:
         """A marker reached its old owner: a handover takes it at once (True); any other waits for its channel."""
         mig: Migration = msg.payload
-        if mig.mode != "handover" or not hasattr(inst.node.policy, "withdraw"):
+        if not mig.hands_over:
             return False
         mig.seen += 1
         if mig.seen == mig.expected:
