@@ -45,10 +45,10 @@ from rich.console import Console
 from rich.table import Table
 
 from strata.adapt import Composition, Fixed, Selector
-from strata.hierarchy.controller import Controller, HierarchyConfig
-from strata.hierarchy.sim_engine import SimEngine
+from strata.control.controller import Controller, HierarchyConfig
 from strata.model import Scenario
 from strata.plan import Options
+from strata.sim.adapter import SimEngine
 
 CANDIDATES = [
     Composition("llf", "threshold", "planner"),

@@ -2,13 +2,13 @@
 
 ``examples/demo.yaml`` (an alert filter with a 2 s target next to a skewed
 keyed window aggregation and a heavy scoring job, bursts beyond two cores)
-runs twice through the demo's Strata loop (:func:`strata.spark.demo.run_mode`:
+runs twice through the demo's Strata loop (:func:`strata.experiments.demo.run_mode`:
 planner, dispatch gate, balancer, resource learner, pacing) on the same
 seeded input and the same Spark session:
 
 - ``adaptive``: :class:`strata.adapt.Selector` chooses the L2 dispatch
   strategy and the L1 balancing block every 2-second window, enforced by
-  :class:`strata.spark.control.SparkEngine` at micro-batch boundaries
+  :class:`strata.spark.engine.SparkEngine` at micro-batch boundaries
   (``Decisions.dispatch`` → the gate's strategy; key-group moves → routing);
 - ``fixed``: the demo's own composition (llf/aggressive) throughout, scored
   the same way (:class:`strata.adapt.Fixed`).
@@ -43,9 +43,9 @@ from rich.console import Console
 from rich.table import Table
 
 from strata.adapt import Composition, Fixed, Selector
+from strata.experiments.demo import DemoConfig, reseed, run_mode, warm_up
 from strata.model import load_scenario
-from strata.spark.control import POOLS
-from strata.spark.demo import DemoConfig, reseed, run_mode, warm_up
+from strata.spark.engine import POOLS
 from strata.spark.session import build_session
 
 CANDIDATES = [

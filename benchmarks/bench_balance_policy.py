@@ -31,8 +31,8 @@ from rich.console import Console
 from rich.table import Table
 
 from strata.balance import BalanceConfig, diminish_hotspots, imbalance, instance_loads, lower_bound, lpt, lpt_ratio
-from strata.balance.experiment import expected_group_loads
 from strata.balance.lpt import optimal_makespan
+from strata.experiments.autoflow import expected_group_loads
 
 RESULTS = Path(__file__).parent / "results"
 app = typer.Typer(add_completion=False, help=__doc__)

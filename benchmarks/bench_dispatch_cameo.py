@@ -57,7 +57,7 @@ from strata.dispatch import Priors, dispatcher, model_demand, slot_dispatcher
 from strata.generators import multi_tenant
 from strata.model import OperatorKind, Scenario
 from strata.protocol.units import DispatchPolicy, Message
-from strata.sim import DispatchFactory, Observation, Simulation
+from strata.sim import DispatchFactory, Simulation, WindowStats
 from strata.sim.fifo import fifo, turn_fifo
 
 RESULTS = Path(__file__).parent / "results"
@@ -743,7 +743,7 @@ def fair(seeds: int = 3, gap: float = 300.0, window: float = 10.0) -> dict[str, 
         for name, (make, weights) in policies.items():
             series: list[dict[str, float]] = []
 
-            def observe(obs: Observation, series: list = series) -> None:
+            def observe(obs: WindowStats, series: list = series) -> None:
                 busy: dict[str, float] = {}
                 for inst in obs.instances:
                     job = inst.pe.partition(".")[0]

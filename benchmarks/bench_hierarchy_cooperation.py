@@ -33,10 +33,10 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
-from strata.hierarchy.controller import Controller, HierarchyConfig
-from strata.hierarchy.protocol import Decisions, Observation
-from strata.hierarchy.sim_engine import SimEngine
+from strata.control.controller import Controller, HierarchyConfig
 from strata.model import Scenario
+from strata.protocol.engine import Decisions, Observation
+from strata.sim.adapter import SimEngine
 
 WINDOW_S = 2.0
 EPOCH_S = 30.0

@@ -39,9 +39,9 @@ from rich.console import Console
 from rich.table import Table
 
 from bench_hierarchy_cooperation import EPOCH_S, scenario
-from strata.hierarchy.controller import Controller, HierarchyConfig
-from strata.hierarchy.protocol import Decisions, Observation, WindowStats
-from strata.hierarchy.sim_engine import SimEngine
+from strata.control.controller import Controller, HierarchyConfig
+from strata.protocol.engine import Decisions, Observation, WindowStats
+from strata.sim.adapter import SimEngine
 
 WINDOW_S = 1.0
 CHECKPOINT_S = 5.0

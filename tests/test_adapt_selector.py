@@ -4,8 +4,8 @@ import pytest
 
 from strata.adapt import ChangeDetector, Composition, Features, FeatureTracker, Fixed, Selector, window_score, yields
 from strata.adapt.features import learning_reward
-from strata.hierarchy.protocol import InstanceLoad, KeyGroupLoad, LatencyStats, Observation, WindowStats
 from strata.model import Scenario
+from strata.protocol.engine import InstanceLoad, KeyGroupLoad, LatencyStats, Observation, WindowStats
 
 
 def scenario(selectivity=1.0):

@@ -22,10 +22,10 @@ from strata.balance import (
     optimal_makespan,
     window_loads,
 )
-from strata.balance.controller import AutoFlow, fell_behind
+from strata.balance.autoflow import AutoFlow, fell_behind
 from strata.balance.loads import demand_factors, scale_by_instance
 from strata.protocol.units import KeyGroupLoad, Move
-from strata.protocol.window import InstanceLoad, Observation
+from strata.protocol.window import InstanceLoad, WindowStats
 
 # ------------------------------------------------------------------ load windows
 
@@ -353,11 +353,11 @@ def _obs(
     loads: dict[int, float],
     route: tuple[int, ...],
     migrating: tuple[tuple[str, int], ...] = (),
-) -> Observation:
+) -> WindowStats:
     pe = "j.agg"
     nodes = tuple(f"n{i}" for i in range(len(busy)))
     span = now - start
-    return Observation(
+    return WindowStats(
         now=now,
         start=start,
         key_groups=tuple(KeyGroupLoad(pe, g, route[g], 10, load, 0.0) for g, load in loads.items()),

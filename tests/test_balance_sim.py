@@ -7,8 +7,8 @@ from collections import defaultdict
 import pytest
 
 from strata.balance import BalanceConfig
-from strata.balance.controller import AutoFlow
-from strata.balance.experiment import actor_scenario, run
+from strata.balance.autoflow import AutoFlow
+from strata.experiments.autoflow import actor_scenario, run
 from strata.model import Scenario
 from strata.sim import FifoDispatch, Kind, Move, Simulation
 from strata.sim.reference import sink_totals

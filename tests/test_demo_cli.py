@@ -19,7 +19,7 @@ def test_bad_duration_and_missing_spec_exit_2_without_spark(tmp_path):
 
 
 def test_the_demo_scenario_is_valid_and_its_prior_plan_samples_the_heavy_job():
-    from strata.learning import ResourceLearner, mean_offered_rates
+    from strata.control.estimation import ResourceLearner, mean_offered_rates
     from strata.model import load_scenario
     from strata.plan import Options, plan
 

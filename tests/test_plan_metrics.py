@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from strata.model import Cluster
-from strata.plan.metrics import Weights, evaluate
+from strata.plan.quality import Weights, evaluate
 
 # u runs on n0 with 1 core; v is split evenly over n0 and n1 (0.5 core each); stream u→v carries 100 B/s.
 # Kept on n0: min(f_u,n0 = 1, f_v,n0 = 0.5) = 0.5 → affinity 0.5, 50 B/s cross n0 → n1.

@@ -10,8 +10,8 @@ from strata.model import Scenario, joined_graph, propagate
 from strata.plan import Options, PlanError, mini_w, plan
 from strata.plan import macro_w as macro_w_module
 from strata.plan.macro_w import macro_w, solve_milp
-from strata.plan.metrics import Weights, evaluate, flows
 from strata.plan.placement import assignment_of, build_problem
+from strata.plan.quality import Weights, evaluate, flows
 from tests.test_plan_cases import chain, scenario
 
 

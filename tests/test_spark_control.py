@@ -7,10 +7,10 @@ import time
 
 import pytest
 
-from strata.hierarchy.protocol import Decisions
+from strata.experiments.demo import verify_segment
 from strata.model import Scenario
-from strata.spark.control import EngineConfig, SparkEngine
-from strata.spark.demo import verify_segment
+from strata.protocol.engine import Decisions
+from strata.spark.engine import EngineConfig, SparkEngine
 
 pytestmark = pytest.mark.spark
 

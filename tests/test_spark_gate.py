@@ -9,7 +9,7 @@ import pytest
 
 from strata.dispatch import WorkUnit
 from strata.model import Job
-from strata.spark.control import share_pools
+from strata.spark.engine import share_pools
 from strata.spark.gate import URGENT_POOL, Gate, GateConfig, GateCore, batch_frontier
 
 

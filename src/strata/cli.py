@@ -256,9 +256,9 @@ def demo(
     warmup: Annotated[bool, typer.Option(help="Warm the Python workers up before the measured runs.")] = True,
 ) -> None:
     """Plain Spark vs Strata on embedded Spark, same seeded input: side-by-side table and an HTML report."""
+    from strata.experiments.demo import DemoConfig, run_demo
     from strata.report import write_report
     from strata.report.console import side_by_side, verification_line
-    from strata.spark.demo import DemoConfig, run_demo
 
     if duration <= 0:
         errors.print(f"[bold red]error[/] --duration: expected seconds > 0; found {duration:g}")

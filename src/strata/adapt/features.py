@@ -28,9 +28,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from strata.hierarchy.protocol import Observation
 from strata.model import Scenario, joined_graph, propagate
 from strata.model.job import OperatorKind
+from strata.protocol.engine import Observation
 
 
 @dataclass(frozen=True, slots=True)

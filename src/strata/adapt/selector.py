@@ -41,9 +41,8 @@ import numpy as np
 from strata.adapt.blocks import PRIOR, Composition
 from strata.adapt.features import ChangeDetector, FeatureTracker, backlog, learning_reward, outcomes, score, yields
 from strata.adapt.learner import FactoredUCB, SegmentMemory
-from strata.hierarchy.jobs import job_maps
-from strata.hierarchy.protocol import Observation
-from strata.model import Scenario, chosen_templates
+from strata.model import Scenario, chosen_templates, job_maps
+from strata.protocol.engine import Observation
 
 
 @dataclass

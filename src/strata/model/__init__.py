@@ -13,6 +13,7 @@ from strata.model.functions import (
 from strata.model.importance import (
     chosen_templates,
     importance,
+    job_maps,
     joined_graph,
     offered_rates,
     propagate,
@@ -65,6 +66,7 @@ __all__ = [
     "WindowSpec",
     "chosen_templates",
     "importance",
+    "job_maps",
     "joined_graph",
     "load_scenario",
     "locate_problems",

@@ -108,3 +108,28 @@ def scenario_importance(
     """Importance of running ``templates`` (default: every job, first template) with ``cpu``."""
     graph = joined_graph(scenario, templates)
     return importance(graph, propagate(graph, cpu))
+
+
+def job_maps(scenario: Scenario) -> tuple[dict[str, str], dict[str, str], nx.Graph]:
+    """PE → job and source PE → job over every template of every job, and the jobs joined by shared streams.
+
+    Every template counts, not only the first: the planner may run any of a
+    job's templates, and a re-plan must know the PEs of whichever runs.
+    """
+    job_of: dict[str, str] = {}
+    sources: dict[str, str] = {}
+    jobs = nx.Graph()
+    jobs.add_nodes_from(j.id for j in scenario.jobs)
+    for job in scenario.jobs:
+        for tpl in job.templates:
+            for op in tpl.operators:
+                job_of[pe_id(job.id, op.name)] = job.id
+                if op.kind is OperatorKind.SOURCE:
+                    sources[pe_id(job.id, op.name)] = job.id
+    for job in scenario.jobs:
+        for tpl in job.templates:
+            for st in tpl.streams:
+                producer = job_of.get(resolve(job.id, st.src))
+                if producer is not None:
+                    jobs.add_edge(producer, job.id)
+    return job_of, sources, jobs

@@ -8,8 +8,8 @@ macroQ MILP live in :mod:`strata.plan.baselines` and :mod:`strata.plan.exact`.
 """
 
 from strata.plan.epoch import Options, plan, replan
-from strata.plan.metrics import Weights
 from strata.plan.micro_w import Limits
 from strata.plan.plan import Phase, Plan, PlanError
+from strata.plan.quality import Weights
 
 __all__ = ["Limits", "Options", "Phase", "Plan", "PlanError", "Weights", "plan", "replan"]

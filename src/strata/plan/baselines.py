@@ -19,8 +19,8 @@ import numpy as np
 
 from strata.model import Scenario, joined_graph, offered_rates, propagate, topological_order
 from strata.plan.epoch import finish
-from strata.plan.metrics import Weights
 from strata.plan.plan import Phase, Plan
+from strata.plan.quality import Weights
 
 
 def _eligibility(scenario: Scenario, graph: nx.DiGraph) -> Callable[[str], list[str]]:

@@ -19,10 +19,10 @@ from strata.model import Cluster, Scenario, importance, joined_graph, propagate
 from strata.model.job import OperatorKind
 from strata.plan.macro_q import macro_q
 from strata.plan.macro_w import macro_w
-from strata.plan.metrics import Weights, evaluate, flows
 from strata.plan.micro_q import MicroQ, micro_q
 from strata.plan.micro_w import Limits, micro_w
 from strata.plan.plan import Phase, Plan
+from strata.plan.quality import Weights, evaluate, flows
 
 # Each phase aims to finish by this share of its deadline: the rest absorbs the steps no phase
 # can interrupt (a last solve, the final scoring) when the machine is busy. Unused time rolls over.

@@ -31,8 +31,8 @@ import numpy as np
 from strata.model import Cluster
 from strata.plan import mini_w
 from strata.plan.lp import Program
-from strata.plan.metrics import Weights, evaluate, flows
 from strata.plan.placement import Problem, assignment_of, build_problem
+from strata.plan.quality import Weights, evaluate, flows
 
 MILP_MAX_BINARIES = 6000  # larger instances: miniW first, then the MILP over neighbourhoods of its answer
 

@@ -19,8 +19,8 @@ import networkx as nx
 import numpy as np
 
 from strata.model import Cluster, resolve
-from strata.plan.metrics import Weights
 from strata.plan.plan import PlanError
+from strata.plan.quality import Weights
 
 
 @dataclass

@@ -5,7 +5,7 @@ engine calls these objects at well-defined moments and never decides on its
 own beyond the documented defaults (FIFO dispatch, hash routing).
 
 Engine-neutral: ``strata.sim`` implements it message by message; the levels
-(``strata.dispatch``, ``strata.balance``, ``strata.hierarchy``) import it
+(``strata.dispatch``, ``strata.balance``, ``strata.control``) import it
 without importing any engine.
 """
 

@@ -1,6 +1,6 @@
 """What a periodic controller sees and what it may return (DESIGN.md, "observe()/apply()").
 
-The engine builds an :class:`Observation` every ``period`` seconds for each
+The engine builds an :class:`WindowStats` every ``period`` seconds for each
 controller registered with ``Simulation.every``; the callback returns
 :class:`Actions` (or just a list of :class:`~strata.protocol.units.Move`, or None).
 The engine only enforces what comes back.
@@ -50,7 +50,7 @@ class LatencySoFar:
 
 
 @dataclass(frozen=True, slots=True)
-class Observation:
+class WindowStats:
     """The world over ``[start, now)`` as engines expose it; plain data only."""
 
     now: float

@@ -13,7 +13,7 @@ decide, the engine only observes and enforces). Public API (stable):
         dispatch=None,            # DispatchFactory: NodeView → DispatchPolicy, one per node (default FIFO)
         placement=None,           # {pe: [(node, share), ...]} | {pe: [node, ...]} | {pe: node}
                                   # | {(pe, i) or "pe#i": node}; default round-robin (strata.sim.placement)
-        controllers=[(5.0, fn)],  # fn(Observation) → Actions | [Move] | Move | None, every 5 s
+        controllers=[(5.0, fn)],  # fn(WindowStats) → Actions | [Move] | Move | None, every 5 s
         templates=None,           # job → template name (default: first template of every job)
         batch=1,                  # records per source message (coarse-graining for big runs; 1 = exact)
         service="deterministic",  # or "exponential", or {pe: ...}: service time = records × cost_per_record
@@ -52,7 +52,7 @@ it completes, and ``pop`` passes over held instances (``turn_fifo``: Orleans'
 ready activations in turn; ``strata.dispatch``'s two-level queue). Control
 messages take no turn.
 
-Controllers receive an :class:`~strata.protocol.window.Observation` (per-key-group
+Controllers receive an :class:`~strata.protocol.window.WindowStats` (per-key-group
 loads as :class:`~strata.protocol.units.KeyGroupLoad`, per-instance loads, node
 utilisation, queue lengths, per-job latency in the window, rates, routing,
 placement, migrations pending) and return :class:`~strata.protocol.window.Actions`:
@@ -80,7 +80,7 @@ from strata.protocol.units import (
     NodeView,
     TurnPolicy,
 )
-from strata.protocol.window import Actions, InstanceLoad, LatencySoFar, LatencyStats, Observation
+from strata.protocol.window import Actions, InstanceLoad, LatencySoFar, LatencyStats, WindowStats
 from strata.sim.engine import Simulation
 from strata.sim.fifo import FifoDispatch, TurnFifoDispatch, fifo, turn_fifo
 
@@ -97,10 +97,10 @@ __all__ = [
     "Message",
     "Move",
     "NodeView",
-    "Observation",
     "Simulation",
     "TurnFifoDispatch",
     "TurnPolicy",
+    "WindowStats",
     "fifo",
     "turn_fifo",
 ]

@@ -39,7 +39,7 @@ import numpy as np
 
 from strata.model import OperatorKind, Scenario, joined_graph, topological_order
 from strata.protocol.units import DispatchFactory, KeyGroupLoad, Kind, Message, Move, NodeView, TurnPolicy
-from strata.protocol.window import Actions, InstanceLoad, LatencyStats, Observation
+from strata.protocol.window import Actions, InstanceLoad, LatencyStats, WindowStats
 from strata.sim import scaling
 from strata.sim.fifo import fifo, turn_fifo
 from strata.sim.metrics import Metrics
@@ -96,7 +96,7 @@ CONTROL_BYTES = 64.0
 _DATA = Kind.DATA
 _INF = float("inf")
 
-Controller = Callable[[Observation], "Actions | Iterable[Move] | Move | None"]
+Controller = Callable[[WindowStats], "Actions | Iterable[Move] | Move | None"]
 
 
 class Simulation:
@@ -954,7 +954,7 @@ class Simulation:
             "produced": {pe.name: pe.produced for pe in self.pes.values()},
         }
 
-    def observe(self, since: dict, start: float) -> Observation:
+    def observe(self, since: dict, start: float) -> WindowStats:
         """The world since snapshot ``since`` (taken at ``start``) as plain data."""
         now = self.now
         span = max(now - start, 1e-12)
@@ -989,7 +989,7 @@ class Simulation:
                     np.frombuffer(self.metrics.lat_n[job], dtype=np.int64)[k:],
                     self.scenario.job[job].target_latency_s,
                 )
-        return Observation(
+        return WindowStats(
             now=now,
             start=start,
             key_groups=tuple(kgs),

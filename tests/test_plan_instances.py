@@ -4,7 +4,7 @@ import itertools
 
 import pytest
 
-from strata.hierarchy.multi_balance import Host, Item, MultiBalanceConfig, _Loads, balance
+from strata.plan.instances import Host, Item, MultiBalanceConfig, _Loads, balance
 
 GiB = 2**30
 

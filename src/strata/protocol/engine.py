@@ -1,13 +1,13 @@
 """The engine-neutral contract between the hierarchy controller and an engine (DESIGN.md, rules 1–2).
 
-An engine (``strata.sim`` through :mod:`strata.hierarchy.sim_engine`, Spark
-through ``strata.spark.control``) implements :class:`Engine`: it turns the
+An engine (``strata.sim`` through :mod:`strata.sim.adapter`, Spark
+through ``strata.spark.engine``) implements :class:`Engine`: it turns the
 world into an :class:`Observation` and enforces :class:`Decisions`. Nothing in
-an engine decides; the :class:`~strata.hierarchy.controller.Controller` is a
+an engine decides; the :class:`~strata.control.controller.Controller` is a
 pure function of observations (time comes in them) and its own memory.
 
 The window measurements reuse the neutral plain-data types of :mod:`strata.protocol`
-(:class:`strata.protocol.window.Observation`, re-exported here as
+(:class:`strata.protocol.window.WindowStats`, re-exported here as
 :data:`WindowStats`; :class:`~strata.protocol.units.KeyGroupLoad`,
 :class:`~strata.protocol.units.Move`): they carry nothing simulator-specific. An
 engine that cannot measure a field leaves it empty (Spark has no per-node
@@ -32,8 +32,7 @@ from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
 from strata.protocol.units import KeyGroupLoad, Move
-from strata.protocol.window import InstanceLoad, LatencyStats
-from strata.protocol.window import Observation as WindowStats
+from strata.protocol.window import InstanceLoad, LatencyStats, WindowStats
 
 __all__ = [
     "Decisions",

@@ -8,7 +8,7 @@ partitions, sinks and the same movable keyed-state store for keyed operators:
   pool (Spark's FIFO order inside the default pool), the keyed store's hash
   routing table never changed (hash partitioning), no gate, no caps;
 - **strata** — the scheduling levels in control through
-  :class:`~strata.spark.control.SparkEngine`: L0 admission, template, cpu share
+  :class:`~strata.spark.engine.SparkEngine`: L0 admission, template, cpu share
   (FAIR pool) and rate caps, re-planned each epoch from learned costs; L1
   hotspot diminishing on the routing table; L2 the dispatch gate.
 
@@ -34,12 +34,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from strata.hierarchy.controller import Controller, HierarchyConfig
-from strata.hierarchy.protocol import Decisions, WindowStats
-from strata.learning import ResourceLearner, admitted_ingest, mean_offered_rates, rate_caps
+from strata.control.controller import Controller, HierarchyConfig
+from strata.control.estimation import ResourceLearner, mean_offered_rates
 from strata.model import OperatorKind, Scenario, pe_id
 from strata.plan import Options, Plan
-from strata.spark.control import POOLS, EngineConfig, Segment, SparkEngine
+from strata.plan.pacing import admitted_ingest, rate_caps
+from strata.protocol.engine import Decisions, WindowStats
+from strata.spark.engine import POOLS, EngineConfig, Segment, SparkEngine
 from strata.spark.gate import Gate, GateConfig
 from strata.spark.pipelines import AGGREGATIONS
 from strata.spark.workload import Timeline, Workload, generate
@@ -123,7 +124,7 @@ class ModeRun:
 def pace(model: Scenario, plan: Plan, window: WindowStats | None, catch_up_s: float) -> dict[str, float | None]:
     """Rate caps for the sources of ``plan``: the ingest it admits under the resource functions of ``model`` (the
     model it was made on), while the offered load or the source's backlog exceeds that
-    (:mod:`strata.learning.pacing`); a backlog drains, while the offer is below the admitted rate, at the
+    (:mod:`strata.plan.pacing`); a backlog drains, while the offer is below the admitted rate, at the
     rate the plan's cpu scaled up to the whole cluster allows (the cores the plan leaves idle go to the
     deferred records, in proportion to each PE's share). With no ``window`` (the plan's start, before any
     observation) every capped source starts at its admitted ingest, so the first micro-batches already

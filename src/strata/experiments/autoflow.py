@@ -26,14 +26,14 @@ from typing import Any
 
 import numpy as np
 
-from strata.balance.controller import AutoFlow
+from strata.balance.autoflow import AutoFlow
 from strata.balance.hotspot import BalanceConfig
 from strata.balance.loads import imbalance, window_loads
 from strata.balance.lpt import best_imbalance_bounds
 from strata.generators import skewed
 from strata.model import Scenario
 from strata.protocol.units import Message, NodeView
-from strata.sim import FifoDispatch, Move, Observation, Simulation
+from strata.sim import FifoDispatch, Move, Simulation, WindowStats
 from strata.sim.reference import sink_totals
 from strata.sim.semantics import key_group
 
@@ -108,7 +108,7 @@ class Recorder:
     until: float = math.inf
     windows: list[Window] = field(default_factory=list)
 
-    def __call__(self, obs: Observation) -> None:
+    def __call__(self, obs: WindowStats) -> None:
         if obs.now > self.until:
             return
         busy = [i.busy for i in obs.instances if i.pe == self.pe]

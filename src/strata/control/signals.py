@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from strata.hierarchy.protocol import Observation
+from strata.protocol.engine import Observation
 
 KINDS = ("node-loss", "shortfall", "miss", "hotspot")  # in the order the controller serves them
 

@@ -1,8 +1,8 @@
-"""The Spark engine adapter: Spark as a :class:`strata.hierarchy.protocol.Engine` (DESIGN.md, rules 1–2).
+"""The Spark engine adapter: Spark as a :class:`strata.protocol.engine.Engine` (DESIGN.md, rules 1–2).
 
 :class:`SparkEngine` only observes and enforces; nothing here decides.
 
-Enforcement of :class:`~strata.hierarchy.protocol.Decisions`:
+Enforcement of :class:`~strata.protocol.engine.Decisions`:
 
 - ``admitted`` (L0 admission, template): a job that is not running starts its
   chosen template's query; a running job absent from it is stopped; a job whose
@@ -24,7 +24,7 @@ Enforcement of :class:`~strata.hierarchy.protocol.Decisions`:
 
 Observation (``observe()``): per window, the micro-batches each query finished
 (rows in from the query's progress, rows out, duration) split over the chain's
-PEs (:func:`strata.learning.attribute`) as ``instances`` and ``rates``; per key
+PEs (:func:`strata.spark.engine.attribute`) as ``instances`` and ``rates``; per key
 group and partition rows of managed keyed operators; per-job latency estimated
 from the batches' sink-side percentiles; ``ingest`` = records the source
 *offered* in the window (the generator's workload is a function of time), so a
@@ -48,7 +48,8 @@ import numpy as np
 from pyspark.sql.streaming import StreamingQueryListener
 
 from strata.dispatch import strategy as dispatch_strategy
-from strata.hierarchy.protocol import (
+from strata.model import OperatorKind, Scenario, Template, pe_id
+from strata.protocol.engine import (
     Decisions,
     InstanceLoad,
     KeyGroupLoad,
@@ -56,8 +57,6 @@ from strata.hierarchy.protocol import (
     Observation,
     WindowStats,
 )
-from strata.learning import attribute
-from strata.model import Scenario, pe_id
 from strata.spark.gate import URGENT_POOL, Gate
 from strata.spark.listener import progress_row
 from strata.spark.pipelines import AGGREGATIONS, Pipeline, PipelineOptions
@@ -578,3 +577,47 @@ def _share_over(record: dict, target: float) -> float:
         if v <= target:
             below = q
     return 1.0 - below
+
+
+def attribute(
+    job: str,
+    template: Template,
+    records_in: float,
+    records_out: float,
+    busy_s: float,
+) -> list[tuple[str, float, float, float]]:
+    """Split one observation of a whole chain (a Spark micro-batch) into per-PE observations.
+
+    An engine that runs a template as one unit (Spark runs the chain in one
+    query) sees records in at the source, records out at the sink and the
+    unit's busy time. Records flow through the chain with the priors'
+    selectivities, except that the last operator before the sink is scaled so
+    the chain's output matches ``records_out``; busy time is split in
+    proportion to each PE's prior cost × records in. Returns (PE, in, out, busy).
+    """
+    order = _chain(template)
+    flows: list[tuple[str, float, float]] = []
+    rate = records_in
+    for k, op in enumerate(order):
+        out = rate if op.kind in (OperatorKind.SOURCE, OperatorKind.SINK) else rate * op.selectivity
+        if k == len(order) - 2 and op.kind is not OperatorKind.SOURCE:
+            out = records_out
+        flows.append((op.name, rate, out))
+        rate = out
+    weights = [template.operator[name].cost_per_record * r_in for name, r_in, _ in flows]
+    total = sum(weights) or 1.0
+    return [
+        (pe_id(job, name), r_in, r_out, busy_s * w / total)
+        for (name, r_in, r_out), w in zip(flows, weights, strict=True)
+    ]
+
+
+def _chain(template: Template) -> list:
+    nxt = {st.src: st.dst for st in template.streams}
+    src = [op for op in template.operators if op.kind is OperatorKind.SOURCE]
+    if len(src) != 1 or len(nxt) != len(template.operators) - 1:
+        raise ValueError(f"template {template.name!r} is not a chain source → … → sink")
+    order = [src[0]]
+    while order[-1].name in nxt:
+        order.append(template.operator[nxt[order[-1].name]])
+    return order

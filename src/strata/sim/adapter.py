@@ -1,4 +1,4 @@
-"""The simulator as an :class:`~strata.hierarchy.protocol.Engine`: observe and enforce, nothing decided here.
+"""The simulator as an :class:`~strata.protocol.engine.Engine`: observe and enforce, nothing decided here.
 
 Everything goes through the simulator's public API (``Simulation.apply``
 with :class:`~strata.protocol.window.Actions`, ``Simulation.every``, the
@@ -27,8 +27,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from strata.dispatch import Priors, dispatcher
-from strata.hierarchy.protocol import Decisions, Observation, Placement, WindowStats
 from strata.model import Scenario, joined_graph
+from strata.protocol.engine import Decisions, Observation, Placement, WindowStats
 from strata.protocol.units import DispatchFactory, DispatchPolicy, Message, NodeView
 from strata.sim import Actions, Simulation
 

@@ -2,8 +2,11 @@
 
 import pytest
 
-from strata.hierarchy.controller import Controller, HierarchyConfig
-from strata.hierarchy.protocol import (
+from strata.balance.ds2 import Scaler, consolidate, ds2_parallelism, spread
+from strata.control.controller import Controller, HierarchyConfig
+from strata.control.signals import Debounce, miss_pressure, shortfall
+from strata.model import Scenario
+from strata.protocol.engine import (
     Decisions,
     Engine,
     InstanceLoad,
@@ -11,10 +14,7 @@ from strata.hierarchy.protocol import (
     Observation,
     WindowStats,
 )
-from strata.hierarchy.scaling import Scaler, consolidate, ds2_parallelism, spread
-from strata.hierarchy.signals import Debounce, miss_pressure, shortfall
-from strata.hierarchy.sim_engine import SimEngine
-from strata.model import Scenario
+from strata.sim.adapter import SimEngine
 
 
 def two_jobs(nodes=4, cores=4):
@@ -200,7 +200,7 @@ def test_miss_pressure_needs_two_windows_then_replans_then_cools_down():
 
 
 def test_a_component_that_does_not_fit_next_to_the_others_escalates_to_a_full_plan(monkeypatch):
-    import strata.hierarchy.controller as controller
+    import strata.control.controller as controller
     from strata.plan import PlanError
 
     def no_room(*args, **kwargs):
@@ -415,7 +415,8 @@ def test_a_job_running_its_second_template_is_budgeted_signalled_and_replanned()
 
 
 def test_observed_jobs_carry_the_measured_rates_and_costs_in_every_template():
-    from strata.hierarchy.jobs import job_maps, observed_jobs
+    from strata.control.estimation import observed_jobs
+    from strata.model import job_maps
 
     sc = two_templates()
     job_of, sources, _ = job_maps(sc)

@@ -45,7 +45,7 @@ from strata.protocol.units import MIGRATION_MODES as MODES
 from strata.protocol.units import Move
 
 if TYPE_CHECKING:
-    from strata.protocol.window import Observation
+    from strata.protocol.window import WindowStats
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,7 +185,7 @@ class AutoFlow:
             )
         return moves
 
-    def __call__(self, obs: Observation) -> list[Move]:
+    def __call__(self, obs: WindowStats) -> list[Move]:
         """The simulator's periodic controller.
 
         ``Simulation(..., controllers=[(2.0, AutoFlow())])``: a round every 2 s;

@@ -5,8 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from strata.learning import ResourceLearner, attribute
+from strata.control.estimation import ResourceLearner
 from strata.model import Scenario
+from strata.spark.engine import attribute
 
 SCENARIO = Scenario.model_validate(
     {
@@ -113,7 +114,7 @@ def test_refine_writes_estimates_and_ingest_into_the_scenario():
 
 
 def test_mean_offered_rate_of_onoff_bursts():
-    from strata.learning import mean_offered_rates
+    from strata.control.estimation import mean_offered_rates
 
     bursty = SCENARIO.model_dump(by_alias=True)
     bursty["jobs"][0]["templates"][0]["operators"][0]["source"]["arrivals"] = {
@@ -128,7 +129,7 @@ def test_mean_offered_rate_of_onoff_bursts():
 
 
 def test_admitted_ingest_is_the_bottleneck_rate_divided_by_the_gain_in_front_of_it():
-    from strata.learning import admitted_ingest
+    from strata.plan.pacing import admitted_ingest
 
     # src 100 rec/s → f (selectivity 0.5, 1e-4 s/rec) → m (3e-4 s/rec) → out (no cpu: sinks never limit)
     # one core each: m processes 1 / 3e-4 = 3333 rec/s, fed at half the source rate: 6667 rec/s (above the offer)
@@ -148,7 +149,7 @@ def test_admitted_ingest_is_the_bottleneck_rate_divided_by_the_gain_in_front_of_
 
 
 def test_rate_caps_hold_while_offered_load_or_backlog_exceeds_the_admitted_rate():
-    from strata.learning import rate_caps
+    from strata.plan.pacing import rate_caps
 
     admitted = {"a.s": 2420.0, "b.s": 400.0, "c.s": 1000.0, "d.s": 400.0}
     offered = {"a.s": 4500.0, "b.s": 460.0, "c.s": 900.0, "d.s": 420.0}
@@ -172,8 +173,7 @@ def test_rate_caps_hold_while_offered_load_or_backlog_exceeds_the_admitted_rate(
 
 
 def test_observe_window_feeds_each_pe_its_records_output_and_busy_time():
-    from strata.protocol.window import InstanceLoad
-    from strata.protocol.window import Observation as WindowStats
+    from strata.protocol.window import InstanceLoad, WindowStats
 
     window = WindowStats(
         now=2.0,

@@ -16,7 +16,7 @@ scaling (active instances ≤ those placed; DS2) → L1 balancing (key group →
 active instance; max/mean load, move budget, PEs being re-placed frozen) →
 L2 dispatch (order of units of work; deadline misses).
 
-Signals up (:mod:`~strata.hierarchy.signals`) — deadline-miss pressure,
+Signals up (:mod:`~strata.control.signals`) — deadline-miss pressure,
 irreducible hotspot, capacity shortfall, node loss — trigger a re-plan of
 only the affected component (the jobs weakly connected to the signalling
 job, or holding instances on a lost node) before the epoch ends: the
@@ -44,17 +44,17 @@ from dataclasses import dataclass, field, replace
 import networkx as nx
 
 from strata.adapt.blocks import BALANCING, PLACEMENT, Composition
-from strata.balance.controller import AutoFlow
+from strata.balance.autoflow import AutoFlow
+from strata.balance.ds2 import Scaler, consolidate, ds2_parallelism, spread
 from strata.balance.loads import window_loads
-from strata.hierarchy.budgets import L1Budget, l1_budget, pools
-from strata.hierarchy.jobs import job_maps, observed_jobs
-from strata.hierarchy.multi_balance import Host, Item, MultiBalanceConfig, balance
-from strata.hierarchy.protocol import Decisions, Move, Observation, Placement
-from strata.hierarchy.scaling import Scaler, consolidate, ds2_parallelism, spread
-from strata.hierarchy.signals import Debounce, Signal, SignalConfig, lost_nodes, miss_pressure, shortfall
-from strata.model import Cluster, Scenario, joined_graph
+from strata.control.budgets import L1Budget, l1_budget, pools
+from strata.control.estimation import observed_jobs
+from strata.control.signals import Debounce, Signal, SignalConfig, lost_nodes, miss_pressure, shortfall
+from strata.model import Cluster, Scenario, job_maps, joined_graph
 from strata.plan import Options, Plan, PlanError, plan, replan
 from strata.plan.baselines import greedy, rr
+from strata.plan.instances import Host, Item, MultiBalanceConfig, balance
+from strata.protocol.engine import Decisions, Move, Observation, Placement
 
 
 @dataclass(frozen=True)

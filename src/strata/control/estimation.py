@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 from strata.dispatch import LinearCost
 from strata.model import Job, OperatorKind, Scenario, Template, pe_id
-from strata.protocol.window import Observation as WindowStats
+from strata.protocol.window import WindowStats
 
 
 @dataclass(frozen=True)
@@ -147,45 +147,34 @@ def mean_offered_rates(scenario: Scenario) -> dict[str, float]:
     return out
 
 
-def attribute(
-    job: str,
-    template: Template,
-    records_in: float,
-    records_out: float,
-    busy_s: float,
-) -> list[tuple[str, float, float, float]]:
-    """Split one observation of a whole chain (a Spark micro-batch) into per-PE observations.
+def observed_jobs(
+    scenario: Scenario,
+    rates: Mapping[str, float],
+    costs: Mapping[str, float],
+    margin: Mapping[str, float],
+) -> list[Job]:
+    """The jobs as observed: source rates = observed ingest × the job's margin, costs = measured per-record costs.
 
-    An engine that runs a template as one unit (Spark runs the chain in one
-    query) sees records in at the source, records out at the sink and the
-    unit's busy time. Records flow through the chain with the priors'
-    selectivities, except that the last operator before the sink is scaled so
-    the chain's output matches ``records_out``; busy time is split in
-    proportion to each PE's prior cost × records in. Returns (PE, in, out, busy).
+    Templates are built anew rather than copied: a pydantic copy keeps the
+    original's cached ``operator`` map, which would still answer with the
+    spec's operators.
     """
-    order = _chain(template)
-    flows: list[tuple[str, float, float]] = []
-    rate = records_in
-    for k, op in enumerate(order):
-        out = rate if op.kind in (OperatorKind.SOURCE, OperatorKind.SINK) else rate * op.selectivity
-        if k == len(order) - 2 and op.kind is not OperatorKind.SOURCE:
-            out = records_out
-        flows.append((op.name, rate, out))
-        rate = out
-    weights = [template.operator[name].cost_per_record * r_in for name, r_in, _ in flows]
-    total = sum(weights) or 1.0
-    return [
-        (pe_id(job, name), r_in, r_out, busy_s * w / total)
-        for (name, r_in, r_out), w in zip(flows, weights, strict=True)
-    ]
-
-
-def _chain(template: Template) -> list:
-    nxt = {st.src: st.dst for st in template.streams}
-    src = [op for op in template.operators if op.kind is OperatorKind.SOURCE]
-    if len(src) != 1 or len(nxt) != len(template.operators) - 1:
-        raise ValueError(f"template {template.name!r} is not a chain source → … → sink")
-    order = [src[0]]
-    while order[-1].name in nxt:
-        order.append(template.operator[nxt[order[-1].name]])
-    return order
+    out = []
+    for job in scenario.jobs:
+        jid = job.id
+        tpls = []
+        for t in job.templates:
+            ops = []
+            for op in t.operators:
+                pe = pe_id(jid, op.name)
+                upd = {}
+                if pe in costs:
+                    upd["cost_per_record"] = costs[pe]
+                if op.source is not None and pe in rates:
+                    # A source observed silent is planned at a trickle (SODA needs a positive primal rate).
+                    rate = max(rates[pe] * margin.get(jid, 1.0), 1e-3)
+                    upd["source"] = op.source.model_copy(update={"rate": rate, "rate_curve": None})
+                ops.append(op.model_copy(update=upd) if upd else op)
+            tpls.append(Template(name=t.name, operators=ops, streams=t.streams))
+        out.append(job.model_copy(update={"templates": tpls}))
+    return out
