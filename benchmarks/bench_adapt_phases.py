@@ -45,7 +45,9 @@ from rich.console import Console
 from rich.table import Table
 
 from strata.adapt import Composition, Fixed, Selector
+from strata.control import loop
 from strata.control.controller import Controller, HierarchyConfig
+from strata.control.simulation import sim_dispatch
 from strata.model import Scenario
 from strata.plan import Options
 from strata.sim.adapter import SimEngine
@@ -170,9 +172,8 @@ def run(sc: Scenario, chooser, first: Composition, duration: float, seed: int) -
         plan=Options(budget_s=0.5),
     )
     ctl = Controller(sc, cfg, selector=chooser)
-    engine = SimEngine(sc, ctl.start(0.0), seed=seed)
-    engine.drive(ctl, WINDOW_S)
-    engine.sim.run(duration)
+    engine = SimEngine(sc, dispatch=sim_dispatch(sc), seed=seed)
+    loop.run(engine, ctl, window_s=WINDOW_S, until=duration)
     return [(c.time, c.reward) for c in chooser.choices]
 
 

@@ -33,7 +33,9 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
+from strata.control import loop
 from strata.control.controller import Controller, HierarchyConfig
+from strata.control.simulation import sim_dispatch
 from strata.model import Scenario
 from strata.protocol.engine import Decisions, Observation
 from strata.sim.adapter import SimEngine
@@ -186,9 +188,9 @@ def run(mode: str, duration: float, seed: int) -> dict:
     ctl = Controller(sc, cfg)
     t0 = time.perf_counter()
     rec = Recorder(ctl)
-    engine = SimEngine(sc, ctl.start(0.0), seed=seed)
-    engine.drive(rec, WINDOW_S)
-    engine.sim.run(duration)
+    engine = SimEngine(sc, dispatch=sim_dispatch(sc), seed=seed)
+    engine.apply(ctl.start(0.0))
+    loop.steps(engine, rec, window_s=WINDOW_S, until=duration)
     epochs = int(duration // EPOCH_S)
     per_epoch = {k: [0] * epochs for k in ("key group", "instance")}
     for t, kind, _ in rec.moves:

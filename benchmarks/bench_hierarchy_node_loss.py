@@ -39,7 +39,9 @@ from rich.console import Console
 from rich.table import Table
 
 from bench_hierarchy_cooperation import EPOCH_S, scenario
+from strata.control import loop
 from strata.control.controller import Controller, HierarchyConfig
+from strata.control.simulation import sim_dispatch
 from strata.protocol.engine import Decisions, Observation, WindowStats
 from strata.sim.adapter import SimEngine
 
@@ -74,7 +76,8 @@ def run(mode: str, duration: float, seed: int, node: str | None = None) -> dict:
     fail_at = duration / 2 + WINDOW_S / 2  # mid-window: the detection delay is not hidden by a lucky tick
     recovery = mode != "no recovery"
     extra = {"recovery": "replay", "checkpoint_interval": CHECKPOINT_S, "record_inputs": True} if recovery else {}
-    engine = SimEngine(sc, first, seed=seed, failures=[(victim, fail_at, None)], **extra)
+    engine = SimEngine(sc, dispatch=sim_dispatch(sc), seed=seed, failures=[(victim, fail_at, None)], **extra)
+    engine.apply(first)
     windows: list[WindowStats] = []
 
     class Loop:
@@ -84,10 +87,11 @@ def run(mode: str, duration: float, seed: int, node: str | None = None) -> dict:
             windows.append(obs.window)
             return Decisions(epoch=0) if mode == "static" else ctl.step(obs)
 
-    engine.drive(Loop(), WINDOW_S)
-    engine.sim.run(fail_at + 1e-6)
+    loop.steps(engine, Loop(), window_s=WINDOW_S, until=fail_at + 1e-6)
     lost_at_failure = engine.sim.metrics.drop_totals().get("failure", 0)
-    engine.sim.run(duration, drain=DRAIN_S if recovery else None)
+    loop.steps(engine, Loop(), window_s=WINDOW_S, until=duration)
+    if recovery:
+        engine.sim.run(duration, drain=DRAIN_S)
     replan = next((e for e in ctl.log if mode != "static" and any(s.startswith("node-loss") for s in e.signals)), None)
     # The instances the node-loss re-plan moved (later epochs may move others, for other reasons).
     at = replan.time if replan is not None else None

@@ -4,7 +4,9 @@ import pytest
 
 from strata.balance.ds2 import Scaler, consolidate, ds2_parallelism, spread
 from strata.control.controller import Controller, HierarchyConfig
+from strata.control.loop import steps
 from strata.control.signals import Debounce, miss_pressure, shortfall
+from strata.control.simulation import sim_dispatch
 from strata.model import Scenario
 from strata.protocol.engine import (
     Decisions,
@@ -265,20 +267,20 @@ def test_sim_engine_is_an_engine_and_node_loss_is_replanned_within_one_window_wi
     ctl = Controller(sc, HierarchyConfig(epoch_s=1000.0, window_s=1.0))
     first = ctl.start(0.0)
     lost = first.placement["agg.kv"][0][0]
-    eng = SimEngine(sc, first, seed=3, failures=[(lost, 4.5, None)])
+    eng = SimEngine(sc, dispatch=sim_dispatch(sc), seed=3, failures=[(lost, 4.5, None)])
     assert isinstance(eng, Engine)
-    eng.drive(ctl, 1.0)
-    eng.sim.run(5.0)
+    eng.apply(first)
+    steps(eng, ctl, window_s=1.0, until=5.0)
     assert any(s.startswith("node-loss") for s in ctl.log[-1].signals)
     assert all(lost not in {n for n, _ in insts} for insts in ctl.placement.values())
     assert {r.src for r in eng.sim.migrations.relocations} == {lost}
-    eng.sim.run(6.0)
+    steps(eng, ctl, window_s=1.0, until=6.0)
     # The simulator relocates the lost instances (state shipped, resumed on live nodes) within the next second;
     # records sent to the dead node before then are the failure's loss. Once installed, nothing more is lost.
     assert all(r.installed < 6.0 for r in eng.sim.migrations.relocations)
     assert all(inst.node.up for inst in eng.sim.instances)
     lost_by_then = eng.sim.metrics.drop_totals().get("failure", 0)
-    eng.sim.run(10.0)
+    steps(eng, ctl, window_s=1.0, until=10.0)
     assert eng.sim.metrics.drop_totals().get("failure", 0) == lost_by_then
     assert eng.sim.metrics.latency().set_index("job").loc["lat", "records"] > 0
 
@@ -291,9 +293,16 @@ def test_node_loss_with_replay_recovery_and_the_controllers_replan_is_exactly_on
     first = ctl.start(0.0)
     lost = first.placement["agg.kv"][0][0]
     eng = SimEngine(
-        sc, first, seed=3, failures=[(lost, 4.5, None)], recovery="replay", checkpoint_interval=1.0, record_inputs=True
+        sc,
+        dispatch=sim_dispatch(sc),
+        seed=3,
+        failures=[(lost, 4.5, None)],
+        recovery="replay",
+        checkpoint_interval=1.0,
+        record_inputs=True,
     )
-    eng.drive(ctl, 1.0)
+    eng.apply(first)
+    steps(eng, ctl, window_s=1.0, until=10.0)
     eng.sim.run(10.0, drain=60.0)
     assert any(s.startswith("node-loss") for e in ctl.log for s in e.signals)
     restored = eng.sim.metrics.recovery()
@@ -312,7 +321,8 @@ def test_dispatch_switches_every_window_lose_and_duplicate_nothing():
     sc = two_jobs(nodes=2, cores=2)
     ctl = Controller(sc, HierarchyConfig(epoch_s=1000.0, window_s=0.5))
     first = ctl.start(0.0)
-    eng = SimEngine(sc, first, seed=5, record_inputs=True)
+    eng = SimEngine(sc, dispatch=sim_dispatch(sc), seed=5, record_inputs=True)
+    eng.apply(first)
     names = ["fifo", "llf", "sjf", "fair", "edf"]
 
     class Flipper:  # the controller, with a different strategy forced every window
@@ -321,7 +331,7 @@ def test_dispatch_switches_every_window_lose_and_duplicate_nothing():
             d.dispatch = names[len(eng.switches) % len(names)]
             return d
 
-    eng.drive(Flipper(), 0.5)
+    steps(eng, Flipper(), window_s=0.5, until=6.0)
     eng.sim.run(6.0, drain=60.0)
     assert len(eng.switches) >= 8
     assert eng.sim.metrics.drop_totals() == {}
@@ -351,7 +361,8 @@ def test_rebinding_live_instances_to_other_nodes_loses_and_duplicates_nothing():
     sc = two_jobs(nodes=3, cores=2)
     ctl = Controller(sc, HierarchyConfig(epoch_s=1000.0, window_s=1.0))
     first = ctl.start(0.0)
-    eng = SimEngine(sc, first, seed=7, record_inputs=True)
+    eng = SimEngine(sc, dispatch=sim_dispatch(sc), seed=7, record_inputs=True)
+    eng.apply(first)
     nodes = [n.name for n in sc.cluster.all_nodes]
     moved = {}
     for pe in ("lat.f", "agg.kv"):
@@ -414,8 +425,8 @@ def test_a_job_running_its_second_template_is_budgeted_signalled_and_replanned()
     assert set(ctl.placement) == {"score.src", "score.sampled", "score.sink"}
 
 
-def test_observed_jobs_carry_the_measured_rates_and_costs_in_every_template():
-    from strata.control.estimation import observed_jobs
+def test_the_model_as_observed_carries_the_measured_rates_and_costs_in_every_template():
+    from strata.control.estimation import ResourceLearner
     from strata.model import job_maps
 
     sc = two_templates()
@@ -423,11 +434,16 @@ def test_observed_jobs_carry_the_measured_rates_and_costs_in_every_template():
     assert job_of["score.sampled"] == job_of["score.full"] == "score" and sources == {"score.src": "score"}
     for t in sc.job["score"].templates:
         assert t.operator  # the spec's lookup is cached, as it is once any planner has run
-    [job] = observed_jobs(sc, {"score.src": 50.0}, {"score.sampled": 0.01}, {"score": 2.0})
+    learner = ResourceLearner(decay=1.0, min_samples=1)
+    learner.observe("score.sampled", 100, 100, 1.0)  # 0.01 core-seconds per record
+    learner.observe_window(window(5.0, placement={}, ingest={"score.src": 40.0}))
+    learner.observe_window(window(10.0, placement={}, ingest={"score.src": 60.0}))  # smoothed: 0.5 × 60 + 0.5 × 40
+    [job] = learner.refine(sc, margin={"score": 2.0}).jobs
     sample = job.template("sample")
-    assert sample.operator["sampled"].cost_per_record == 0.01
-    assert sample.operator["src"].source.rate == 100.0 and sample.operator["src"].source.rate_curve is None
+    assert sample.operator["sampled"].cost_per_record == pytest.approx(0.01)
+    assert sample.operator["src"].source.rate == pytest.approx(100.0) and sample.operator["src"].source.rate_curve is None
     assert job.template("exact").operator["full"].cost_per_record == 0.2  # nothing measured: the spec's prior
+    assert job.template("exact").operator["src"].source.rate == pytest.approx(100.0)  # one estimate per job's PE
 
 
 def test_l0_refuses_a_placement_block_whose_plan_loses_importance():

@@ -104,7 +104,7 @@ def test_attribute_splits_busy_by_prior_cost_and_matches_output():
 def test_refine_writes_estimates_and_ingest_into_the_scenario():
     learner = ResourceLearner(decay=1.0, min_samples=1)
     learner.observe("j.m", 100, 40, 0.05)
-    refined = learner.refine(SCENARIO, ingest={"j.src": 321.0})
+    refined = learner.refine(SCENARIO, prior={"j.src": 321.0})  # no offer observed yet: the prior rate
     ops = refined.job["j"].templates[0].operator
     assert ops["m"].cost_per_record == pytest.approx(5e-4)
     assert ops["m"].selectivity == pytest.approx(0.4)

@@ -99,7 +99,7 @@ def test_node_loss_during_a_key_group_migration(mode, node, after):
     moved = migs[migs.src != migs.dst]
     assert len(moved) > 10 and moved.installed.notna().all()
     assert (moved.installed > 10.0 + after).any()  # the failure came while moves were in flight
-    route = sim.observe(sim._snapshot(), sim.now).routing["c.op2"]
+    route = sim.observe(sim.snapshot(), sim.now).routing["c.op2"]
     assert all(route[m.key_group] == 1 for m in moves)
 
 

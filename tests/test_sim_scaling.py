@@ -32,7 +32,7 @@ def test_scaling_out_keyed_and_unkeyed_pes_is_exactly_once():
     inst = sim.metrics.instances().set_index(["pe", "instance"])
     for pe, n in (("c.op1", 3), ("c.op2", 4), ("c.op3", 2)):
         assert [inst.records[pe, i] > 0 for i in range(n)] == [True] * n  # every new instance got work
-    route = sim.observe(sim._snapshot(), sim.now).routing["c.op2"]
+    route = sim.observe(sim.snapshot(), sim.now).routing["c.op2"]
     # Group g moved to g mod 4 when that is a new instance (2 or 3); the others stayed at g mod 2.
     assert list(route) == [g % 4 if g % 4 >= 2 else g % 2 for g in range(128)]
     migs = sim.metrics.migrations()

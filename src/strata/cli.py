@@ -197,11 +197,23 @@ def simulate(
         typer.Option(help="Upstream backup, checkpoints and replay: a failed node's instances restart elsewhere."),
     ] = False,
     checkpoint_interval: Annotated[float, typer.Option(help="Seconds between state checkpoints (--recovery).")] = 5.0,
+    control: Annotated[
+        bool,
+        typer.Option(
+            "--control/--no-control",
+            help="Run Strata's controller (plan, pacing, balancing, dispatch, learning); --no-control: plain FIFO "
+            "dispatch on round-robin placement (or --plan's).",
+        ),
+    ] = True,
+    window: Annotated[float, typer.Option(help="Control window in simulated seconds.")] = 5.0,
+    epoch: Annotated[float, typer.Option(help="Seconds between full SODA epochs.")] = 60.0,
 ) -> None:
-    """Simulate the scenario on its cluster message by message (FIFO dispatch; round-robin placement or --plan)."""
-    from strata.sim import Simulation
+    """Simulate the scenario on its cluster message by message, under Strata's control loop (or --no-control)."""
+    from strata.control.controller import HierarchyConfig
+    from strata.control.simulation import simulate as simulate_scenario
+    from strata.plan import PlanError
     from strata.sim.placement import plan_file
-    from strata.sim.report import run_with_progress, summary_tables
+    from strata.sim.report import progress_bar, summary_tables
 
     scenario = load(spec)
     if duration <= 0:
@@ -209,28 +221,58 @@ def simulate(
         raise typer.Exit(code=2)
     try:
         templates, placement = plan_file(plan) if plan is not None else (None, None)
-        sim = Simulation(
-            scenario,
-            seed=seed,
-            batch=batch,
-            base_dir=spec[0].parent,
-            templates=templates,
-            placement=placement,
-            failures=[_failure(text) for text in fail or []],
-            recovery="replay" if recovery else None,
-            checkpoint_interval=checkpoint_interval,
-        )
-    except ValueError as err:
+        config = HierarchyConfig(window_s=window, epoch_s=epoch)
+        decided: list[int] = [0]
+
+        def count(obs, decisions) -> None:
+            decided[0] += 0 if decisions.empty() else 1
+
+        with progress_bar(console, duration) as tick:
+            engine, controller = simulate_scenario(
+                scenario,
+                duration,
+                control=control and plan is None,
+                config=config,
+                seed=seed,
+                templates=templates,
+                placement=placement,
+                progress=tick,
+                on_step=count,
+                batch=batch,
+                base_dir=spec[0].parent,
+                failures=[_failure(text) for text in fail or []],
+                recovery="replay" if recovery else None,
+                checkpoint_interval=checkpoint_interval,
+            )
+    except (ValueError, PlanError) as err:
         errors.print(f"[bold red]error[/] {err}", highlight=False, soft_wrap=True)
         raise typer.Exit(code=2) from None
-    run_with_progress(sim, duration, console)
+    sim = engine.sim
     for table in summary_tables(sim):
         console.print(table)
+    log = getattr(controller, "log", None)
+    if log is not None:
+        replans = sum(1 for entry in log if entry.replanned)
+        moves = sum(entry.key_group_moves for entry in log)
+        placed = sum(entry.placement_moves for entry in log)
+        console.print(
+            f"controller: {len(log)} steps, {replans} (re)plans, {placed} instance moves, {moves} key-group moves, "
+            f"{decided[0]} steps changed something; dispatch {controller.dispatch}, "
+            f"admitted {', '.join(sorted(controller.plan.templates)) or 'none'}"
+        )
+    else:
+        console.print("no controller (--no-control or --plan): FIFO dispatch, the placement given")
     if out is not None:
         sim.metrics.write(out)
+        if log is not None:
+            from dataclasses import asdict
+
+            import pandas as pd
+
+            pd.DataFrame([asdict(entry) for entry in log]).to_csv(Path(out) / "controller.csv", index=False)
         console.print(
             f"wrote {out}/ (latency, timeseries, importance, nodes, instances, imbalance, network, "
-            "drops, migrations, conservation; summary.json)"
+            "drops, migrations, conservation; summary.json" + ("; controller.csv)" if log is not None else ")")
         )
 
 

@@ -48,12 +48,13 @@ from strata.balance.autoflow import AutoFlow
 from strata.balance.ds2 import Scaler, consolidate, ds2_parallelism, spread
 from strata.balance.loads import window_loads
 from strata.control.budgets import L1Budget, l1_budget, pools
-from strata.control.estimation import observed_jobs
+from strata.control.estimation import ResourceLearner, mean_offered_rates
 from strata.control.signals import Debounce, Signal, SignalConfig, lost_nodes, miss_pressure, shortfall
 from strata.model import Cluster, Scenario, job_maps, joined_graph
 from strata.plan import Options, Plan, PlanError, plan, replan
 from strata.plan.baselines import greedy, rr
 from strata.plan.instances import Host, Item, MultiBalanceConfig, balance
+from strata.plan.pacing import pace
 from strata.protocol.engine import Decisions, Move, Observation, Placement
 
 
@@ -77,6 +78,7 @@ class HierarchyConfig:
     replan_on_change: float = 0.5  # relative ingest change since a job's last plan that lifts its cooldowns
     headroom: float = 0.2  # DS2 headroom, and the cpu margin a pressured component is re-planned with
     scaling: bool = True
+    pacing: bool = True  # L0 rate caps at the sources from the plan in force (SODA microQ's admitted ingest)
     coordinated: bool = True
     # Builds the meta level (a strata.adapt Selector or Fixed) for the controller's scenario when none is passed:
     # how a caller that only hands over a config (the Spark demo's run loop) gets the learner.
@@ -136,8 +138,11 @@ class Controller:
         self._balancer = AutoFlow(smoothing=cfg.smoothing if cfg.coordinated else 1.0)
         self._scaler = Scaler(cfg.headroom, stable=2 if cfg.coordinated else 1)
         self._margin: dict[str, float] = {}  # job → rate multiplier its last re-plan used
-        self._rates: dict[str, float] = {}  # source PE → smoothed observed ingest
-        self._costs: dict[str, float] = {}  # PE → smoothed observed core-seconds per record
+        # The one estimator of the model (costs, selectivities, offered rates); before any observation a source is
+        # expected at its arrival process's long-run mean rate.
+        self.estimator = ResourceLearner()
+        self._prior = mean_offered_rates(scenario)
+        self._planned_model = scenario  # the (learned) model the plan in force was made on: what pacing reads
         self._load: dict[tuple[str, int], float] = {}  # (PE, instance) → cores it used in the last window
         self._moved: dict[tuple[str, int], float] = {}  # (PE, instance) → when L0 last moved it
         self._job_of, self._sources, self._jobs_graph = job_maps(scenario)
@@ -158,6 +163,7 @@ class Controller:
             cpu_share=self._pools(),
             placement={pe: list(v) for pe, v in self.placement.items()},
             dispatch=self.dispatch,
+            rate_limits=self._pace(None),
             replan=("*",),
             reasons=("start",),
         )
@@ -228,7 +234,9 @@ class Controller:
         changed = {pe for pe, v in self.placement.items() if old_place.get(pe) != v}
         moves, scaled = self._level1(obs, changed)
 
-        d = Decisions(epoch=self.epoch, moves=moves, replan=replanned, reasons=tuple(reasons))
+        d = Decisions(
+            epoch=self.epoch, moves=moves, rate_limits=self._pace(obs.window), replan=replanned, reasons=tuple(reasons)
+        )
         if self.plan.templates != old_templates:
             d.admitted = dict(self.plan.templates)
         new_pools = self._pools()
@@ -260,26 +268,24 @@ class Controller:
     # ------------------------------------------------------------------ observations → model
 
     def _learn(self, obs: Observation) -> None:
-        """Smoothed source ingest and per-record cost per PE: what a re-plan uses instead of the spec's priors."""
+        """The window into the estimator (costs, selectivities, offered rates), instance loads and lost nodes."""
         w = obs.window
-        for pe, r in w.ingest.items():
-            old = self._rates.get(pe)
-            self._rates[pe] = r if old is None else 0.5 * r + 0.5 * old
-        busy: dict[str, float] = {}
-        recs: dict[str, int] = {}
+        self.estimator.observe_window(w)
         span = max(w.now - w.start, 1e-9)
         self._load = {(inst.pe, inst.instance): inst.busy / span for inst in w.instances}
-        for inst in w.instances:
-            busy[inst.pe] = busy.get(inst.pe, 0.0) + inst.busy
-            recs[inst.pe] = recs.get(inst.pe, 0) + inst.records
-        for pe, n in recs.items():
-            if n >= 20 and busy[pe] > 0:
-                c = busy[pe] / n
-                old = self._costs.get(pe)
-                self._costs[pe] = c if old is None else 0.5 * c + 0.5 * old
         for node in lost_nodes(obs, self.down):
             self.down.add(node)
         self.down &= set(obs.nodes_down) | self.down
+
+    def model(self, margin: Mapping[str, float] | None = None) -> Scenario:
+        """The scenario as observed so far: learned costs and selectivities, observed offer × ``margin`` per job."""
+        return self.estimator.refine(self.scenario, self._prior, margin)
+
+    def _pace(self, window) -> dict[str, float | None] | None:
+        """L0's rate caps for the plan in force (None: pacing off)."""
+        if not self.config.pacing:
+            return None
+        return pace(self._planned_model, self.plan, window, self.config.window_s)
 
     # ------------------------------------------------------------------ signals
 
@@ -325,7 +331,7 @@ class Controller:
 
     def _job_ingest(self, job: str) -> float:
         """The job's smoothed observed ingest; before any observation, the rate its spec promises (what L0 used)."""
-        seen = [r for pe, r in self._rates.items() if self._sources.get(pe) == job]
+        seen = [r for pe, r in self.estimator.ingest.items() if self._sources.get(pe) == job]
         return sum(seen) if seen else self._nominal[job]
 
     def _remember_ingest(self, jobs: set[str]) -> None:
@@ -339,8 +345,7 @@ class Controller:
         return abs(now - then) / max(now, then, floor, 1e-9)
 
     def _observed(self, cluster: Cluster, margin: Mapping[str, float]) -> Scenario:
-        jobs = observed_jobs(self.scenario, self._rates, self._costs, margin)
-        return Scenario(name=self.scenario.name, cluster=cluster, jobs=jobs)
+        return Scenario(name=self.scenario.name, cluster=cluster, jobs=self.model(margin).jobs)
 
     def _run_planner(self, scenario: Scenario, previous: Plan | None, placer: str) -> Plan:
         if placer == "greedy":
@@ -431,6 +436,7 @@ class Controller:
         self.plan = new
         self._adopt_placer(by)
         self._last_full = now
+        self._planned_model = self.model()
         self._place(set(new.assignment) | set(self.placement), budgeted=had, now=now)
         self._remember_ingest(set(self.scenario.job))
         return time.perf_counter() - t0
@@ -469,6 +475,7 @@ class Controller:
             self.epoch += 1
             return time.perf_counter() - t0 + self._full_plan(now, signals)
         self.plan = new
+        self._planned_model = self.model()
         self._adopt_placer(by)
         for j in jobs:
             self._cooldown[j] = now + self.config.replan_cooldown_s

@@ -52,12 +52,16 @@ class _Fit:
 class ResourceLearner:
     """Per-PE estimates from (records in, records out, busy core-seconds) observations."""
 
-    def __init__(self, decay: float = 0.9, min_samples: int = 3) -> None:
+    def __init__(self, decay: float = 0.9, min_samples: int = 3, ingest_weight: float = 0.5) -> None:
         if not 0.0 < decay <= 1.0:
             raise ValueError(f"decay must be in (0, 1]; got {decay}")
+        if not 0.0 < ingest_weight <= 1.0:
+            raise ValueError(f"ingest_weight must be in (0, 1]; got {ingest_weight}")
         self.decay = decay
         self.min_samples = min_samples
+        self.ingest_weight = ingest_weight
         self._fits: dict[str, _Fit] = {}
+        self._ingest: dict[str, float] = {}  # source PE → smoothed observed offer (records/s)
 
     def observe(self, pe: str, records_in: float, records_out: float, busy_s: float) -> None:
         """One unit of work at ``pe``; units with no input carry no information and are skipped."""
@@ -75,7 +79,8 @@ class ResourceLearner:
 
     def observe_window(self, window: WindowStats) -> None:
         """Every PE's work in one observed window: records in and busy time summed over its instances,
-        records out from its output rate over the window."""
+        records out from its output rate over the window; and each source's offered rate (its ingest,
+        smoothed with weight ``ingest_weight`` on the newest window)."""
         span = max(window.now - window.start, 1e-9)
         records: dict[str, float] = {}
         busy: dict[str, float] = {}
@@ -84,6 +89,15 @@ class ResourceLearner:
             busy[inst.pe] = busy.get(inst.pe, 0.0) + inst.busy
         for pe, n in records.items():
             self.observe(pe, n, window.rates.get(pe, 0.0) * span, busy[pe])
+        w = self.ingest_weight
+        for pe, r in window.ingest.items():
+            old = self._ingest.get(pe)
+            self._ingest[pe] = r if old is None else w * r + (1.0 - w) * old
+
+    @property
+    def ingest(self) -> dict[str, float]:
+        """Source PE → smoothed observed offer (records/s); absent until the source is observed."""
+        return dict(self._ingest)
 
     def estimate(self, pe: str) -> Estimate | None:
         """The PE's estimate, or None before ``min_samples`` observations."""
@@ -96,21 +110,31 @@ class ResourceLearner:
     def estimates(self) -> dict[str, Estimate]:
         return {pe: e for pe in self._fits if (e := self.estimate(pe)) is not None}
 
-    def refine(self, scenario: Scenario, ingest: Mapping[str, float] | None = None) -> Scenario:
-        """``scenario`` with fitted costs and selectivities, and source rates set to observed ingest.
+    def refine(
+        self,
+        scenario: Scenario,
+        prior: Mapping[str, float] | None = None,
+        margin: Mapping[str, float] | None = None,
+    ) -> Scenario:
+        """``scenario`` as observed: fitted costs and selectivities, source rates from the observed offer.
 
-        ``ingest``: source PE → offered records/s (what arrived, not what was
-        admitted). Operators without an estimate keep their priors; an operator
-        of the same name in several templates of a job shares one estimate.
+        A source's rate is its smoothed observed ingest × its job's ``margin``
+        (job → multiplier, default 1; a source observed silent is planned at a
+        trickle, since SODA needs a positive primal rate); before any
+        observation it is ``prior`` (source PE → records/s, e.g.
+        :func:`mean_offered_rates`), else the spec's. Operators without an
+        estimate keep their priors; an operator of the same name in several
+        templates of a job shares one estimate.
         """
         est = self.estimates()
-        offered = ingest or {}
-        jobs = [_refine_job(job, est, offered) for job in scenario.jobs]
+        rates = {pe: r for pe, r in (prior or {}).items() if r > 0}
+        observed = {pe: max(r, 1e-3) for pe, r in self._ingest.items()}
+        jobs = [_refine_job(job, est, {**rates, **observed}, (margin or {}).get(job.id, 1.0)) for job in scenario.jobs]
         # built anew, not model_copy'd: copies would keep the cached ``job`` / ``operator`` lookups
         return Scenario(name=scenario.name, description=scenario.description, cluster=scenario.cluster, jobs=jobs)
 
 
-def _refine_job(job: Job, est: Mapping[str, Estimate], offered: Mapping[str, float]) -> Job:
+def _refine_job(job: Job, est: Mapping[str, Estimate], rates: Mapping[str, float], margin: float) -> Job:
     templates = []
     for tpl in job.templates:
         ops = []
@@ -122,9 +146,10 @@ def _refine_job(job: Job, est: Mapping[str, Estimate], offered: Mapping[str, flo
                 update["cost_per_record"] = e.cost_per_record
                 if op.kind not in (OperatorKind.SOURCE, OperatorKind.SINK):
                     update["selectivity"] = e.selectivity
-            if op.kind is OperatorKind.SOURCE and offered.get(pe, 0) > 0:
-                update["source"] = op.source.model_copy(update={"rate": offered[pe]})
+            if op.kind is OperatorKind.SOURCE and pe in rates:
+                update["source"] = op.source.model_copy(update={"rate": rates[pe] * margin, "rate_curve": None})
             ops.append(op.model_copy(update=update) if update else op)
+        # Templates are built anew: a pydantic copy keeps the original's cached ``operator`` map.
         templates.append(Template(name=tpl.name, operators=ops, streams=tpl.streams))
     return job.model_copy(update={"templates": templates})
 
@@ -144,37 +169,4 @@ def mean_offered_rates(scenario: Scenario) -> dict[str, float]:
                     if a.process == "onoff":
                         factor += (a.burst_factor - 1.0) * min(a.on_s, a.period_s) / a.period_s
                     out[pe_id(job.id, op.name)] = op.source.rate * factor
-    return out
-
-
-def observed_jobs(
-    scenario: Scenario,
-    rates: Mapping[str, float],
-    costs: Mapping[str, float],
-    margin: Mapping[str, float],
-) -> list[Job]:
-    """The jobs as observed: source rates = observed ingest × the job's margin, costs = measured per-record costs.
-
-    Templates are built anew rather than copied: a pydantic copy keeps the
-    original's cached ``operator`` map, which would still answer with the
-    spec's operators.
-    """
-    out = []
-    for job in scenario.jobs:
-        jid = job.id
-        tpls = []
-        for t in job.templates:
-            ops = []
-            for op in t.operators:
-                pe = pe_id(jid, op.name)
-                upd = {}
-                if pe in costs:
-                    upd["cost_per_record"] = costs[pe]
-                if op.source is not None and pe in rates:
-                    # A source observed silent is planned at a trickle (SODA needs a positive primal rate).
-                    rate = max(rates[pe] * margin.get(jid, 1.0), 1e-3)
-                    upd["source"] = op.source.model_copy(update={"rate": rate, "rate_curve": None})
-                ops.append(op.model_copy(update=upd) if upd else op)
-            tpls.append(Template(name=t.name, operators=ops, streams=t.streams))
-        out.append(job.model_copy(update={"templates": tpls}))
     return out

@@ -27,6 +27,8 @@ import networkx as nx
 
 from strata.model import OperatorKind, Scenario, joined_graph
 from strata.model.importance import topological_order
+from strata.plan.plan import Plan
+from strata.protocol.window import WindowStats
 
 
 def admitted_ingest(
@@ -117,3 +119,32 @@ def rate_caps(
         else:
             caps[pe] = None
     return caps
+
+
+def pace(model: Scenario, plan: Plan, window: WindowStats | None, catch_up_s: float) -> dict[str, float | None]:
+    """Rate caps for the sources of ``plan``: the ingest it admits under the resource functions of ``model`` (the
+    model it was made on), while the offered load or the source's backlog exceeds that
+    (:func:`admitted_ingest`, :func:`rate_caps`); a backlog drains, while the offer is below the admitted rate, at the
+    rate the plan's cpu scaled up to the whole cluster allows (the cores the plan leaves idle go to the
+    deferred records, in proportion to each PE's share). With no ``window`` (the plan's start, before any
+    observation) every capped source starts at its admitted ingest, so the first micro-batches already
+    follow the plan. A required job's sources are never capped: the planner must fit such a job whole, and
+    when it falls short that is the Controller's shortfall signal (a re-plan), not a reason to hold its
+    input back."""
+    offered = dict(window.ingest) if window is not None else {}
+    cpu = plan.cpu()
+    admitted = {
+        pe: rate
+        for pe, rate in admitted_ingest(model, plan.templates, cpu, offered).items()
+        if not model.job[pe.partition(".")[0]].required
+    }
+    instances = window.instances if window is not None else ()
+    backlog: dict[str, float] = {}
+    for inst in instances:  # a source may run several instances
+        if inst.pe in admitted:
+            backlog[inst.pe] = backlog.get(inst.pe, 0) + inst.queued
+    # a backlog drains also on the cores the plan leaves idle, shared in proportion to the plan's cpu
+    scale = max(1.0, model.cluster.total_cores / max(sum(cpu.values()), 1e-9))
+    whole = {pe: c * scale for pe, c in cpu.items()}
+    drain = {pe: r for pe, r in admitted_ingest(model, plan.templates, whole, offered).items() if pe in admitted}
+    return rate_caps(admitted, offered, backlog, catch_up_s, drain=drain)

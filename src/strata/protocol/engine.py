@@ -124,7 +124,20 @@ class Decisions:
 
 @runtime_checkable
 class Engine(Protocol):
-    """An engine the controller can run: a snapshot out, decisions in. No decisions inside."""
+    """An engine the control loop can run: its clock, time passing, a snapshot out, decisions in. No decisions inside.
+
+    Time is the engine's own: wall-clock seconds for Spark, simulated seconds for
+    the simulator. The loop (:func:`strata.control.loop.run`) never reads a clock
+    of its own, so one loop drives both.
+    """
+
+    def now(self) -> float:
+        """The engine's current time in seconds."""
+        ...
+
+    def advance(self, until: float) -> bool:
+        """Let the world run up to time ``until``; False when it cannot go on (every query ended, a failure)."""
+        ...
 
     def observe(self) -> Observation:
         """The world since the previous call (the first call: since the start)."""

@@ -19,16 +19,22 @@ with :class:`~strata.protocol.window.Actions`, ``Simulation.every``, the
 
 Template switches are not supported by the simulator; a request is recorded
 in :attr:`SimEngine.unsupported` and the job keeps its template.
+
+The simulation is built when the first decisions arrive (the controller's
+``start``: admitted templates, placement, dispatch), so the loop of
+:mod:`strata.control.loop` drives it like any engine: ``advance`` runs
+simulated time, ``observe`` measures the window since the last call. The
+dispatch policies are given to the adapter (``dispatch``: strategy name and
+admitted templates → a node policy factory), so the engine imports no policy.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
-from strata.dispatch import Priors, dispatcher
 from strata.model import Scenario, joined_graph
-from strata.protocol.engine import Decisions, Observation, Placement, WindowStats
+from strata.protocol.engine import Decisions, Observation, Placement
 from strata.protocol.units import DispatchFactory, DispatchPolicy, Message, NodeView
 from strata.sim import Actions, Simulation
 
@@ -84,72 +90,101 @@ class SwitchableDispatch:
         return len(self._inner)
 
 
-class SimEngine:
-    """``strata.sim`` behind the Engine protocol, built from the controller's first decisions.
+DispatchMaker = Callable[[str, Mapping[str, str]], DispatchFactory]
+"""Strategy name and the admitted templates → the factory of each node's dispatch policy (given by the loop)."""
 
-    ``SimEngine(scenario, controller.start(), seed=1, **simulation_kwargs)``;
-    ``engine.drive(controller, window_s)`` registers the control loop
-    (observe → ``controller.step`` → apply every ``window_s`` simulated
-    seconds); then ``engine.sim.run(until)``.
+
+class SimEngine:
+    """``strata.sim`` behind the Engine protocol; the simulation is built from the first decisions applied.
+
+    ``SimEngine(scenario, dispatch=maker, seed=1, **simulation_kwargs)``, then
+    :func:`strata.control.loop.run` (start → apply; every window: advance,
+    observe, step, apply). ``progress(now, events)`` is called about once per
+    simulated second while time advances (events: heap events run so far). Without ``dispatch`` (or with first decisions
+    that name no strategy) every node runs the simulator's FIFO.
     """
 
     def __init__(
-        self, scenario: Scenario, first: Decisions, *, seed: int = 1, priors: Priors | None = None, **simulation: object
+        self,
+        scenario: Scenario,
+        *,
+        dispatch: DispatchMaker | None = None,
+        seed: int = 1,
+        progress: Callable[[float, int], None] | None = None,
+        **simulation: object,
     ) -> None:
-        if first.placement is None or first.admitted is None:
-            raise ValueError("SimEngine needs the controller's first decisions (placement and admitted jobs)")
         self.scenario = scenario
-        self.choice = DispatchChoice(first.dispatch or "llf")
-        priors = priors or Priors.from_scenario(scenario, first.admitted)
-        graph = joined_graph(scenario, first.admitted)
-        every_pe = tuple(graph)
-        cache: dict[str, DispatchFactory] = {}
-
-        def factories(name: str) -> DispatchFactory:
-            if name not in cache:
-                cache[name] = dispatcher(name, priors)
-            return cache[name]
-
-        def policy(view: NodeView) -> SwitchableDispatch:
-            # The simulator does not rebuild a node's view when an instance is relocated onto it; a view of every
-            # PE keeps a moved PE's window semantics (Cameo's frontier) wherever it lands.
-            return SwitchableDispatch(replace(view, pes=every_pe), self.choice, factories)
-
-        self.sim = Simulation(
-            scenario,
-            seed=seed,
-            templates=first.admitted,
-            placement=_actions_placement(first.placement),
-            dispatch=policy,
-            **simulation,
-        )  # type: ignore[arg-type]
-        self.templates = dict(first.admitted)
-        self._instances = {pe: len(insts) for pe, insts in first.placement.items()}
-        self._sources = {
-            job: [pe for pe in graph if graph.nodes[pe]["job"] == job and graph.nodes[pe]["op"].source is not None]
-            for job in first.admitted
-        }
+        self.seed = seed
+        self.progress = progress
+        self._make_dispatch = dispatch
+        self._simulation = simulation
+        self.sim: Simulation | None = None
+        self.choice: DispatchChoice | None = None
+        self.templates: dict[str, str] = {}
         self.stopped: set[str] = set()
         self.unsupported: list[str] = []
         self.switches: list[tuple[float, str]] = []  # (time, strategy) of every dispatch switch
-        self._window: WindowStats | None = None
+        self._instances: dict[str, int] = {}
+        self._sources: dict[str, list[str]] = {}
+        self._snap: dict | None = None
+        self._start = 0.0
+
+    def _build(self, first: Decisions) -> None:
+        scenario = self.scenario
+        admitted = first.admitted if first.admitted is not None else {j.id: j.templates[0].name for j in scenario.jobs}
+        graph = joined_graph(scenario, admitted)
+        every_pe = tuple(graph)
+        policy = None
+        if first.dispatch is not None and self._make_dispatch is not None:
+            make, choice = self._make_dispatch, DispatchChoice(first.dispatch)
+            self.choice = choice
+
+            def policy(view: NodeView) -> SwitchableDispatch:
+                # The simulator does not rebuild a node's view when an instance is relocated onto it; a view of
+                # every PE keeps a moved PE's window semantics (Cameo's frontier) wherever it lands.
+                return SwitchableDispatch(replace(view, pes=every_pe), choice, lambda name: make(name, admitted))
+
+        simulation = dict(self._simulation)
+        if first.placement is not None:
+            simulation["placement"] = _actions_placement(first.placement)
+        self.sim = Simulation(scenario, seed=self.seed, templates=admitted, dispatch=policy, **simulation)  # type: ignore[arg-type]
+        self.templates = dict(admitted)
+        self._instances = {pe.name: len(pe.instances) for pe in self.sim.pes.values()}
+        self._sources = {
+            job: [pe for pe in graph if graph.nodes[pe]["job"] == job and graph.nodes[pe]["op"].source is not None]
+            for job in admitted
+        }
+        self._snap, self._start = self.sim.snapshot(), self.sim.now
 
     # ------------------------------------------------------------------ Engine protocol
 
+    def now(self) -> float:
+        return self.sim.now if self.sim is not None else 0.0
+
+    def advance(self, until: float) -> bool:
+        """Run the simulation to ``until`` simulated seconds."""
+        if self.sim is None:
+            raise RuntimeError("advance() before the first decisions were applied")
+        sim, report = self.sim, self.progress
+        sim.run(until, progress=None if report is None else lambda now: report(now, sim.events))
+        return True
+
     def observe(self) -> Observation:
-        """The window the simulator measured for this control step, plus nodes down and the strategy in force."""
-        if self._window is None:
-            raise RuntimeError("observe() is called from the control loop (drive) once the first window closed")
-        w = self._window
+        """The window since the last observation, plus nodes down and the strategy in force."""
+        if self.sim is None:
+            raise RuntimeError("observe() before the first decisions were applied")
+        w = self.sim.observe(self._snap, self._start)
+        self._snap, self._start = self.sim.snapshot(), self.sim.now
         records = sum(i.records for i in w.instances)
         down = frozenset(n.name for n in self.sim.nodes if not n.up)
-        return Observation(
-            w, down, dict(self.templates), self.choice.name, records // self.sim.batch, float(self.sim.batch)
-        )
+        strategy = self.choice.name if self.choice is not None else None
+        return Observation(w, down, dict(self.templates), strategy, records // self.sim.batch, float(self.sim.batch))
 
     def apply(self, decisions: Decisions) -> None:
+        if self.sim is None:
+            self._build(decisions)
         now = self.sim.now
-        if decisions.dispatch is not None and decisions.dispatch != self.choice.name:
+        if decisions.dispatch is not None and self.choice is not None and decisions.dispatch != self.choice.name:
             self.choice.set(decisions.dispatch)
             self.switches.append((now, decisions.dispatch))
         limits: dict[str, float | None] = dict(decisions.rate_limits or {})
@@ -168,6 +203,8 @@ class SimEngine:
                         Actions(rate_limits={pe: 0.0 if stop else None for pe in self._sources[job]}, limit_mode="drop")
                     )
                     (self.stopped.add if stop else self.stopped.discard)(job)
+        # a stopped job's sources stay at 0 whatever pacing says
+        limits = {pe: r for pe, r in limits.items() if not any(pe in self._sources[j] for j in self.stopped)}
         placement = None
         if decisions.placement:
             for pe, insts in decisions.placement.items():
@@ -183,17 +220,6 @@ class SimEngine:
             self.sim.apply(
                 Actions(moves=list(decisions.moves), placement=placement, rate_limits=limits, limit_mode=mode)
             )
-
-    # ------------------------------------------------------------------ control loop
-
-    def drive(self, controller, window_s: float) -> None:
-        """Every ``window_s`` simulated seconds: observe, ``controller.step``, apply (anything with ``step``)."""
-
-        def tick(window: WindowStats) -> None:
-            self._window = window
-            self.apply(controller.step(self.observe()))
-
-        self.sim.every(window_s, tick)
 
 
 def _actions_placement(placement: Placement) -> dict[str, list]:

@@ -277,7 +277,7 @@ class Simulation:
         """Call ``callback(observation)`` every ``period`` seconds of simulated time; enforce what it returns."""
         if period <= 0:
             raise ValueError(f"every: expected a period > 0 seconds; found {period}")
-        ctrl = {"period": period, "callback": callback, "start": self.now, "snap": self._snapshot()}
+        ctrl = {"period": period, "callback": callback, "start": self.now, "snap": self.snapshot()}
         self._controllers.append(ctrl)
         self._push(self.now + period, EV_CONTROL, ctrl, None)
 
@@ -943,7 +943,8 @@ class Simulation:
 
     # ---------------------------------------------------------- controllers
 
-    def _snapshot(self) -> dict:
+    def snapshot(self) -> dict:
+        """The counters :meth:`observe` measures a window against (opaque; pass it back unchanged)."""
         return {
             "kg": {pe.name: (list(pe.kg_busy), list(pe.kg_records)) for pe in self.pes.values() if pe.keyed},
             "inst": [(i.busy, i.records) for i in self.instances],
@@ -1008,7 +1009,7 @@ class Simulation:
 
     def _control(self, ctrl: dict, now: float) -> None:
         obs = self.observe(ctrl["snap"], ctrl["start"])
-        ctrl["snap"] = self._snapshot()
+        ctrl["snap"] = self.snapshot()
         ctrl["start"] = now
         self._apply(ctrl["callback"](obs))
         self._push(now + ctrl["period"], EV_CONTROL, ctrl, None)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
@@ -13,8 +15,9 @@ from strata.sim.engine import Simulation
 MAX_JOBS = 15
 
 
-def run_with_progress(sim: Simulation, duration: float, console: Console) -> None:
-    """``sim.run(duration)`` with a rich progress bar over simulated time."""
+@contextmanager
+def progress_bar(console: Console, duration: float) -> Iterator[Callable[[float, int], None]]:
+    """A rich progress bar over simulated time; yields ``tick(now, events)`` for the run to call."""
     columns = (
         TextColumn("[bold]simulating"),
         BarColumn(),
@@ -25,13 +28,12 @@ def run_with_progress(sim: Simulation, duration: float, console: Console) -> Non
     )
     with Progress(*columns, console=console, transient=False) as bar:
         task = bar.add_task("sim", total=duration, rate="")
-        start = sim.events
 
-        def tick(now: float) -> None:
+        def tick(now: float, events: int) -> None:
             elapsed = bar.tasks[0].elapsed or 1e-9
-            bar.update(task, completed=min(now, duration), rate=f"{(sim.events - start) / elapsed:,.0f} ev/s")
+            bar.update(task, completed=min(now, duration), rate=f"{events / elapsed:,.0f} ev/s")
 
-        sim.run(duration, progress=tick)
+        yield tick
 
 
 def summary_tables(sim: Simulation) -> list[Table]:
