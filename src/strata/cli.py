@@ -133,16 +133,27 @@ def run(
     master: Annotated[str | None, typer.Option(help="Spark master URL (default: embedded local[*]).")] = None,
     out: Annotated[Path, typer.Option(help="Run directory: sinks, checkpoints, state, metrics.")] = Path("runs/latest"),
     sink: Annotated[str, typer.Option(help="parquet (idempotent per batch), memory or console.")] = "parquet",
+    control: Annotated[
+        bool,
+        typer.Option(
+            "--control/--no-control",
+            help="Strata in control (admission, templates, pools, rate caps, gate, key-group moves, learning); "
+            "--no-control: plain Spark for comparison.",
+        ),
+    ] = True,
 ) -> None:
-    """Run every job's pipeline on Spark Structured Streaming with live progress; write metrics to OUT."""
-    from strata.spark.live import run_live
+    """Run every job on Spark Structured Streaming under Strata's control loop, with a live view; metrics to OUT."""
+    from strata.control.live import run_live
 
     if sink not in ("parquet", "memory", "console"):
         errors.print(f"[bold red]error[/] --sink: expected parquet, memory or console; found {sink!r}")
         raise typer.Exit(code=2)
+    if duration <= 0:
+        errors.print(f"[bold red]error[/] --duration: expected seconds > 0; found {duration:g}")
+        raise typer.Exit(code=2)
     scenario = load(spec)
     try:
-        code = run_live(scenario, spec, duration, master, out, sink, console, errors)
+        code = run_live(scenario, spec, duration, master, out, sink, control, console, errors)
     except SpecError as err:
         raise fail(err) from None
     raise typer.Exit(code=code)
@@ -311,16 +322,16 @@ def demo(
         f"{scenario.cluster.total_cores:g} cores; plain Spark first, then Strata ({duration:g} s each)"
     )
 
-    def tick(mode: str, t: float, row: dict) -> None:
+    def tick(mode: str, obs, decisions, row: dict) -> None:
         p99 = "  ".join(f"{k[4:]} p99 {v:.1f}s" for k, v in row.items() if k.startswith("p99:") and v is not None)
-        console.print(f"  [dim]{mode:8s} t={t:5.1f}s[/]  {p99}", highlight=False)
+        console.print(f"  [dim]{mode:8s} t={row['t']:5.1f}s[/]  {p99}", highlight=False)
 
     try:
         result = run_demo(
             scenario,
             out,
             DemoConfig(duration_s=duration, seed=seed, warmup=warmup),
-            on_tick=tick,
+            on_step=tick,
             on_phase=lambda text: console.print(f"[cyan]▸[/] {text}"),
         )
     except ValueError as err:

@@ -1,0 +1,156 @@
+"""``strata run``: a scenario's jobs on Spark under the control loop, with a live view, for as long as it runs.
+
+The same decisions the demo's Strata mode makes — admission, templates, FAIR
+pools, rate caps, the dispatch gate, key-group moves, the estimator's model —
+made by :func:`strata.control.spark_run.run_mode` until the duration ends or
+Ctrl-C (checked between control steps: the batches in flight finish and
+commit). ``control=False`` runs plain Spark through the same loop. Afterwards
+the metrics tables of :mod:`strata.spark.measure` are written (every sink
+checked against a reference recomputed from its input where the source is
+generated) and ``strata report`` renders them.
+"""
+
+from __future__ import annotations
+
+import signal
+import time
+from pathlib import Path
+
+from rich.console import Console, Group
+from rich.live import Live
+from rich.table import Table
+
+from strata.control.spark_run import RunConfig, run_mode
+from strata.model import Scenario, locate_problems
+from strata.protocol.engine import Decisions, Observation
+from strata.spark.engine import POOLS
+from strata.spark.pipelines import check_template
+
+DRAIN_S = 4.0  # records this close to the stop are not counted as due
+
+
+def _fmt(value, spec: str) -> str:
+    return "–" if value is None else format(value, spec)
+
+
+class View:
+    """The live table: per job its template, pool, cap, offered rate and latency; then the latest decisions."""
+
+    def __init__(self, scenario: Scenario, title: str) -> None:
+        self.scenario = scenario
+        self.title = title
+        self.started = time.time()
+        self.engine = None
+        self.last: tuple[Observation, Decisions] | None = None
+
+    def render(self) -> Group:
+        table = Table(title=f"{self.title} — {time.time() - self.started:.0f} s", title_justify="left")
+        for col in ("job", "rank", "template", "pool", "offered/s", "cap/s", "p50 s", "p99 s", "miss", "target s"):
+            table.add_column(col, justify="left" if col in ("job", "template", "pool") else "right")
+        engine = self.engine
+        obs = self.last[0] if self.last is not None else None
+        for job in self.scenario.jobs:
+            running = engine.running.get(job.id) if engine is not None else None
+            pool = engine.gate.base_pools.get(job.id) if engine is not None and engine.gate is not None else None
+            src = next((pe for pe in (obs.window.ingest if obs else {}) if pe.partition(".")[0] == job.id), None)
+            caps = engine.caps if engine is not None else {}
+            lat = obs.window.latency.get(job.id) if obs is not None else None
+            table.add_row(
+                job.id,
+                str(job.rank),
+                running.template if running is not None else "[yellow]held[/]",
+                pool or "default",
+                _fmt(obs.window.ingest.get(src) if src else None, ".0f"),
+                _fmt(caps.get(src) if src else None, ".0f"),
+                _fmt(lat.p50 if lat else None, ".2f"),
+                _fmt(lat.p99 if lat else None, ".2f"),
+                _fmt(lat.miss_rate if lat else None, ".0%"),
+                f"{job.target_latency_s:g}",
+            )
+        recent = Table(title="latest decisions", title_justify="left", show_header=True)
+        for col in ("t s", "kind", "job", "detail", "why"):
+            recent.add_column(col)
+        for d in (engine.decisions[-6:] if engine is not None else []):
+            recent.add_row(f"{d['t'] - self.started:.0f}", d["kind"], d["job"], d["detail"], d["reasons"][:60])
+        return Group(table, recent)
+
+
+def run_live(
+    scenario: Scenario,
+    files: list[Path],
+    duration_s: float,
+    master: str | None,
+    out: Path,
+    sink: str,
+    control: bool,
+    console: Console,
+    errors: Console,
+) -> int:
+    """The ``strata run`` command; raises SpecError (located) before any query starts; returns the exit code."""
+    from strata.report import write_report
+    from strata.report.console import verification_line
+    from strata.spark.measure import collect
+    from strata.spark.session import build_session
+
+    problems = [
+        p
+        for j, job in enumerate(scenario.jobs)
+        for t, tpl in enumerate(job.templates)
+        for p in check_template(job, tpl, ("jobs", j, "templates", t))
+    ]
+    if problems:
+        raise locate_problems(files, problems)
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    spark = build_session(
+        f"strata-run-{scenario.name}", master=master, shuffle_partitions=2, pools=POOLS, work_dir=out / "spark"
+    )
+    # query deaths are reported below with their cause; Spark's own error log would bury the live view
+    spark.sparkContext.setLogLevel("FATAL")
+    mode = "strata" if control else "baseline"
+    who = "Strata in control" if control else "plain Spark"
+    title = f"strata run {scenario.name} on {spark.sparkContext.master} ({who})"
+    view = View(scenario, title)
+    stop_asked = []
+    # PySpark's own SIGINT handler cancels every running job, which kills a query mid-batch;
+    # Ctrl-C instead ends the loop after its step, and the batches in flight finish.
+    previous = signal.signal(signal.SIGINT, lambda *_: stop_asked.append(True))
+    try:
+        epoch = time.time() + 2.0
+        with Live(view.render(), console=console, refresh_per_second=2) as live:
+
+            def shown(_mode: str, obs: Observation, decisions: Decisions, _row: dict) -> None:
+                view.last = (obs, decisions)
+                live.update(view.render())
+
+            def attach(engine) -> None:
+                view.engine = engine
+
+            result = run_mode(
+                spark,
+                scenario,
+                mode,
+                out / mode,
+                RunConfig(sink=sink),
+                epoch,
+                epoch + duration_s,
+                shown,
+                should_stop=lambda: bool(stop_asked),
+                on_engine=attach,
+            )
+        if stop_asked:
+            console.print("[yellow]interrupted: the queries were stopped between batches[/]")
+        failures = result.engine.failures()
+        horizon = max(0.0, result.stop - result.epoch - DRAIN_S)
+        measured = collect([result], scenario, horizon, spark, out, {"config": {"duration_s": duration_s}}, {})
+        console.print(view.render())
+        if not measured.checks.empty:
+            console.print(verification_line(measured.checks))
+        console.print(f"metrics: {out / 'metrics'}; report: {write_report(out)}")
+        for job, cause in failures.items():
+            errors.print(f"[bold red]query {job} died[/]: {cause}", highlight=False, soft_wrap=True)
+        bad = measured.checks[["missing", "duplicated", "wrong"]].to_numpy().sum() if not measured.checks.empty else 0
+        return 1 if failures or bad else 0
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        spark.stop()

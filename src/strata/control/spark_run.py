@@ -1,0 +1,150 @@
+"""Scenarios on Spark under the control loop: what ``strata run`` and both modes of ``strata demo`` run.
+
+:func:`run_mode` builds the Spark engine adapter (with the dispatch gate when
+Strata is in control), the :class:`~strata.control.controller.Controller`
+(or :class:`~strata.control.loop.Plain`: plain Spark, every job on its first
+template, Spark's FIFO, hash routing, no caps) and drives them with
+:func:`strata.control.loop.run` until the stop time; it records every
+window's observation, the controller's steps and the estimator's model, as
+plain rows for :mod:`strata.spark.measure`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from strata.control.controller import Controller, HierarchyConfig
+from strata.control.estimation import ResourceLearner
+from strata.control.loop import Plain, run
+from strata.model import Scenario, pe_id
+from strata.plan import Options
+from strata.protocol.engine import Decisions, Observation
+from strata.spark.engine import EngineConfig, SparkEngine
+from strata.spark.gate import Gate, GateConfig
+from strata.spark.measure import ModeRun
+from strata.spark.pipelines import AGGREGATIONS
+
+MODES = ("baseline", "strata")
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """Knobs of one run on Spark, with their defaults."""
+
+    window_s: float = 2.0  # control step
+    state_partitions: int = 4
+    gate: GateConfig = field(default_factory=GateConfig)
+    # One full L0 epoch at the start (a demo run is shorter than an epoch); L0 re-plans components on
+    # signals. Spark runs a keyed operator on a fixed number of partitions: no DS2 scaling of instances.
+    # Moving a key group costs nothing extra in the managed store (every batch reads state from the shared
+    # directory), so L1 balances without a cooldown ("aggressive").
+    control: HierarchyConfig = field(
+        default_factory=lambda: HierarchyConfig(
+            epoch_s=600.0,
+            window_s=2.0,
+            plan=Options(budget_s=1.0),
+            scaling=False,
+            dispatch="llf",
+            balancing="aggressive",
+        )
+    )
+    sink: str = "parquet"
+
+
+def triggers(scenario: Scenario) -> dict[str, float]:
+    """Processing-time trigger per job: latency-sensitive jobs (target ≤ 5 s) run batches back to back."""
+    return {j.id: min(5.0, j.target_latency_s / 15) for j in scenario.jobs if j.target_latency_s > 5}
+
+
+def keyed_operators(scenario: Scenario) -> frozenset[str]:
+    """Every aggregation runs in the movable store (both modes), so only the routing differs."""
+    return frozenset(
+        op.name for j in scenario.jobs for t in j.templates for op in t.operators if op.kind in AGGREGATIONS
+    )
+
+
+def learned_rows(learner: ResourceLearner, scenario: Scenario, t: float) -> list[dict]:
+    """The learner's estimate of every PE next to the spec's prior, at ``t`` (seconds after the epoch)."""
+    priors = {pe_id(j.id, op.name): op for j in scenario.jobs for tpl in j.templates for op in tpl.operators}
+    return [
+        {
+            "t": t,
+            "pe": pe,
+            "cost_per_record": e.cost_per_record,
+            "prior_cost_per_record": priors[pe].cost_per_record,
+            "selectivity": e.selectivity,
+            "prior_selectivity": priors[pe].selectivity,
+            "fixed_s": e.fixed_s,
+            "marginal_s": e.marginal_s,
+            "samples": e.samples,
+        }
+        for pe, e in sorted(learner.estimates().items())
+    ]
+
+
+def run_mode(
+    spark,
+    scenario: Scenario,
+    mode: str,
+    out: Path,
+    config: RunConfig,
+    epoch: float,
+    stop: float,
+    on_step: Callable[[str, Observation, Decisions, dict], None] | None = None,
+    should_stop: Callable[[], bool] | None = None,
+    on_engine: Callable[[SparkEngine], None] | None = None,
+) -> ModeRun:
+    """Run ``mode`` ("strata": the Controller in control; anything else: plain Spark) until wall time ``stop``.
+
+    The sources' epoch is ``epoch`` (wall seconds). Every query is stopped at
+    the end; the run's measurements are returned for :func:`strata.spark.measure.collect`.
+    """
+    controlled = mode == "strata"
+    gate_rows: list[dict] = []
+    gate = Gate(config.gate, on_release=gate_rows.append) if controlled else None
+    engine = SparkEngine(
+        spark,
+        scenario,
+        out,
+        EngineConfig(
+            epoch=epoch,
+            triggers=triggers(scenario),
+            state_partitions=config.state_partitions,
+            managed=keyed_operators(scenario),
+            sink=config.sink,
+        ),
+        gate=gate,
+    )
+    if on_engine is not None:
+        on_engine(engine)
+    run_ = ModeRun(mode, epoch, stop, engine, gate_rows=gate_rows)
+    controller = Controller(scenario, config.control) if controlled else Plain(scenario)
+
+    def record(obs: Observation, decisions: Decisions) -> None:
+        row = {
+            "t": obs.now - epoch,
+            **{f"p99:{j}": s.p99 for j, s in obs.window.latency.items()},
+            **{f"in:{pe}": r for pe, r in obs.window.ingest.items()},
+            **{f"cap:{pe}": cap for pe, cap in (decisions.rate_limits or {}).items()},
+        }
+        run_.observations.append(row)
+        if controlled:
+            run_.learned += learned_rows(controller.estimator, scenario, obs.now - epoch)
+        if on_step is not None:
+            on_step(mode, obs, decisions, row)
+
+    started = time.time()
+    try:
+        run(engine, controller, window_s=config.window_s, until=stop, on_step=record, should_stop=should_stop)
+    finally:
+        run_.late_s = max(0.0, started - epoch)
+        engine.stop_all()
+        run_.stop = time.time()
+        time.sleep(0.5)  # the last batches' progress events are delivered asynchronously
+        engine.close()
+        if controlled:
+            run_.controller_log = [asdict(entry) for entry in controller.log]
+    return run_

@@ -1,0 +1,255 @@
+"""What a run on Spark measured: per-record output latency, per-job summary, and the metrics tables.
+
+Latency of an output record = commit time of its batch − its event time; an
+expected output not delivered by the stop counts as a deadline miss with
+latency ≥ stop − event time (censored, so a run cannot look better by leaving
+work undone). The tables written under ``<run>/metrics`` are what
+``strata report`` reads: latency, batches, partitions, summary, checks,
+decisions, gate, observations, controller, learning (CSV) and ``run.json``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from strata.model import OperatorKind, Scenario
+from strata.spark.engine import Segment, SparkEngine
+from strata.spark.verify import US, committed_output, micros, reference_output, segment_input, verify_segment
+from strata.spark.workload import Timeline, Workload
+
+
+@dataclass
+class ModeRun:
+    """What one mode leaves behind: the engine (segments, decisions) and the tables it measured."""
+
+    mode: str
+    epoch: float
+    stop: float
+    engine: SparkEngine
+    observations: list[dict] = field(default_factory=list)
+    gate_rows: list[dict] = field(default_factory=list)
+    controller_log: list[dict] = field(default_factory=list)
+    learned: list[dict] = field(default_factory=list)
+    late_s: float = 0.0
+
+
+def output_latency(run: ModeRun, tick_s: float, spark) -> tuple[pd.DataFrame, list[dict]]:
+    """One row per expected output record with event time in the horizon: delivered or not, latency.
+
+    Also returns the verification rows (one per segment)."""
+    frames, checks = [], []
+    for segment in run.engine.segments:
+        check = verify_segment(spark, segment, run.epoch, tick_s)
+        check["mode"] = run.mode
+        checks.append(check)
+        sink = committed_output(segment)
+        finished = {r["batch_id"]: r["finished"] for r in segment.pipeline.batch_records()}
+        if sink.empty:
+            continue
+        et = micros(sink["event_time"]) / US
+        commit = sink["batch_id"].astype(int).map(finished).to_numpy(dtype=float)
+        frames.append(
+            pd.DataFrame(
+                {
+                    "mode": run.mode,
+                    "job": segment.job,
+                    "template": segment.template,
+                    "event_s": et - run.epoch,
+                    "latency_s": commit - et,
+                    "delivered": True,
+                }
+            )
+        )
+    return (pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()), checks
+
+
+def undelivered(run: ModeRun, scenario: Scenario, tick_s: float, horizon_s: float, spark) -> pd.DataFrame:
+    """Outputs that were due (event time < horizon) but not delivered: the reference over the generated input
+    up to the horizon, minus everything read. Their latency is censored at stop − event time."""
+    rows = []
+    for job in scenario.jobs:
+        segments = [s for s in run.engine.segments if s.job == job.id]
+        if not segments:
+            continue
+        last = segments[-1]
+        timeline = Timeline(Workload.of(last.pipeline.chain[0].source), tick_s)
+        hi = timeline.rows_before_tick(round(horizon_s / tick_s))
+        lo = last.end_row or last.start_row
+        if hi <= lo:
+            continue
+        pending = Segment(job.id, last.template, -1, lo, last.run_dir, last.pipeline, 0.0, end_row=hi)
+        expected = reference_output(spark, pending, segment_input(pending, run.epoch, tick_s))
+        if expected.empty:
+            continue
+        if "window_end_us" in expected:
+            window = next(op for op in last.pipeline.chain if op.kind is OperatorKind.WINDOW_AGGREGATE)
+            et = expected["window_end_us"].to_numpy() / US
+            due = et + window.window.watermark_s <= run.epoch + horizon_s
+            et = et[due]
+        else:
+            et = micros(expected["event_time"]) / US
+        rows.append(
+            pd.DataFrame(
+                {
+                    "mode": run.mode,
+                    "job": job.id,
+                    "template": last.template,
+                    "event_s": et - run.epoch,
+                    "latency_s": run.stop - et,
+                    "delivered": False,
+                }
+            )
+        )
+    return pd.concat(rows, ignore_index=True) if rows else pd.DataFrame()
+
+
+def job_summary(
+    latency: pd.DataFrame,
+    batches: pd.DataFrame,
+    partitions: pd.DataFrame,
+    scenario: Scenario,
+    mode: str,
+    horizon_s: float,
+    run_s: float,
+) -> list[dict]:
+    """Per job: p50/p99 latency, deadline misses, throughput (input records committed per second of the
+    run: from the epoch to the stop), on-time importance, imbalance."""
+    out = []
+    for job in scenario.jobs:
+        lat = (
+            latency[
+                (latency["mode"] == mode)
+                & (latency["job"] == job.id)
+                & (latency["event_s"] >= 0)
+                & (latency["event_s"] < horizon_s)
+            ]
+            if not latency.empty
+            else pd.DataFrame()
+        )
+        b = batches[(batches["mode"] == mode) & (batches["job"] == job.id)] if not batches.empty else batches
+        values = lat["latency_s"].to_numpy() if not lat.empty else np.zeros(0)
+        misses = int((values > job.target_latency_s).sum())
+        on_time = len(values) - misses
+        template = lat["template"].mode().iloc[0] if not lat.empty else job.templates[0].name
+        tpl = job.template(template)
+        stream = next(st for st in tpl.streams if tpl.operator[st.dst].kind is OperatorKind.SINK)
+        weight = tpl.weight_of(stream)
+        imbalance = None
+        p = partitions[(partitions["mode"] == mode) & (partitions["job"] == job.id)] if not partitions.empty else None
+        if p is not None and not p.empty:
+            totals = p.groupby("partition")["rows"].sum()
+            imbalance = float(totals.max() / totals.mean()) if totals.mean() > 0 else None
+        rows_in = float(b["rows_in"].fillna(0).sum()) if not b.empty else 0.0
+        out.append(
+            {
+                "mode": mode,
+                "job": job.id,
+                "rank": job.rank,
+                "target_s": job.target_latency_s,
+                "outputs": len(values),
+                "delivered": int(lat["delivered"].sum()) if not lat.empty else 0,
+                "p50_s": float(np.percentile(values, 50)) if len(values) else None,
+                "p99_s": float(np.percentile(values, 99)) if len(values) else None,
+                "misses": misses,
+                "miss_rate": misses / len(values) if len(values) else 0.0,
+                "throughput": rows_in / run_s,
+                "importance": weight * stream.value(on_time / horizon_s),
+                "imbalance": imbalance,
+            }
+        )
+    return out
+
+
+@dataclass
+class RunResult:
+    """Everything a run measured; tables are also written under the run directory."""
+
+    summary: pd.DataFrame
+    checks: pd.DataFrame
+    decisions: pd.DataFrame
+    directory: Path
+    timings: dict = field(default_factory=dict)
+
+
+def collect(
+    runs: list[ModeRun], scenario: Scenario, horizon_s: float, spark, out: Path, config: dict, timings: dict
+) -> RunResult:
+    """Measure every mode's run, verify every sink, write the metrics tables the report reads.
+
+    ``horizon_s``: event time (seconds after each run's epoch) that is measured; ``config``: the run's knobs, as
+    plain data, for ``run.json``."""
+    tick = 0.1
+    lat_frames, checks, batch_rows, part_rows, decision_rows, gate_rows, obs_rows = [], [], [], [], [], [], []
+    for run in runs:
+        lat, chk = output_latency(run, tick, spark)
+        lat_frames += [lat, undelivered(run, scenario, tick, horizon_s, spark)]
+        checks += chk
+        for r in run.engine.batch_observations():
+            batch_rows.append(
+                {
+                    "mode": run.mode,
+                    **{k: v for k, v in r.items() if k != "partition_rows"},
+                    "t_finished": r["finished"] - run.epoch,
+                    "t_released": r["released"] - run.epoch,
+                    "t_started": r["started"] - run.epoch,
+                }
+            )
+            for i, n in enumerate(r.get("partition_rows") or []):
+                part_rows.append(
+                    {
+                        "mode": run.mode,
+                        "job": r["job"],
+                        "batch_id": r["batch_id"],
+                        "t": r["finished"] - run.epoch,
+                        "partition": i,
+                        "rows": n,
+                    }
+                )
+        decision_rows += [{"mode": run.mode, **d, "t": d["t"] - run.epoch} for d in run.engine.decisions]
+        gate_rows += [
+            {"mode": run.mode, **g, "t": g["released"] - run.epoch, "wait_s": g["released"] - g["arrived"]}
+            for g in run.gate_rows
+        ]
+        obs_rows += [{"mode": run.mode, **o} for o in run.observations]
+    frames = [f for f in lat_frames if not f.empty]
+    latency = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["mode", "job", "event_s"])
+    batches, partitions = pd.DataFrame(batch_rows), pd.DataFrame(part_rows)
+    summary = pd.DataFrame(
+        [
+            row
+            for run in runs
+            for row in job_summary(latency, batches, partitions, scenario, run.mode, horizon_s, run.stop - run.epoch)
+        ]
+    )
+    tables = {
+        "latency": latency,
+        "batches": batches,
+        "partitions": partitions,
+        "summary": summary,
+        "checks": pd.DataFrame(checks),
+        "decisions": pd.DataFrame(decision_rows),
+        "gate": pd.DataFrame(gate_rows),
+        "observations": pd.DataFrame(obs_rows),
+        "controller": pd.DataFrame(
+            [{"mode": run.mode, **row, "t": row["time"] - run.epoch} for run in runs for row in run.controller_log]
+        ),
+        "learning": pd.DataFrame([{"mode": run.mode, **row} for run in runs for row in run.learned]),
+    }
+    metrics = out / "metrics"
+    metrics.mkdir(parents=True, exist_ok=True)
+    for name, frame in tables.items():
+        frame.to_csv(metrics / f"{name}.csv", index=False)
+    meta = {
+        "scenario": scenario.name,
+        **config,
+        "timings": timings,
+        "targets": {j.id: j.target_latency_s for j in scenario.jobs},
+        "ranks": {j.id: j.rank for j in scenario.jobs},
+    }
+    (metrics / "run.json").write_text(json.dumps(meta, indent=1, default=str))
+    return RunResult(summary, tables["checks"], tables["decisions"], out, timings)
