@@ -92,7 +92,7 @@ def test_live_move_while_records_of_the_group_are_in_flight_on_every_channel(mod
     dst = (src + 1) % len(agg.instances)
     in_flight = {
         msg.upstream
-        for _, _, code, _, msg in sim._heap
+        for _, _, code, _, msg in sim.pending()
         if code == EV_DELIVER and msg.kind is Kind.DATA and msg.pe == AGG and msg.key_group == hot
     }
     assert in_flight == {u.gid for u in agg.upstream}  # the precondition: every channel carries some

@@ -24,7 +24,7 @@ class _Frozen(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-def _interp(points: Sequence[tuple[float, float]], x: float) -> float:
+def interp(points: Sequence[tuple[float, float]], x: float) -> float:
     """Linear interpolation through sorted ``points``, flat outside their range."""
     xs = [p[0] for p in points]
     if x <= xs[0]:
@@ -100,7 +100,7 @@ class PiecewiseLinearValue(_Frozen):
         return _check_points(v)
 
     def __call__(self, rate: float) -> float:
-        return _interp(self.points, rate)
+        return interp(self.points, rate)
 
     @property
     def concave(self) -> bool:
@@ -197,7 +197,7 @@ class PiecewiseLinearCapacity(_Frozen):
         return v
 
     def capacity(self, cpu: float, cost_per_record: float) -> float:
-        return _interp(self.points, cpu)
+        return interp(self.points, cpu)
 
     def cpu_for(self, input_rate: float, cost_per_record: float) -> float:
         if input_rate <= self.points[0][1]:

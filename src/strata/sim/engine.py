@@ -31,7 +31,7 @@ limits come from the plugged-in objects and controllers.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 
 import networkx as nx
@@ -258,16 +258,16 @@ class Simulation:
             if pe.stream is not None:
                 t = pe.stream.next_time()
                 if t is not None:
-                    self._push(t, EV_GEN, pe, None)
+                    self.schedule(t, EV_GEN, pe, None)
                 if pe.needs_wm:
                     pe.ticks = 1
-                    self._push(self.wm_interval, EV_TICK, pe, None)
+                    self.schedule(self.wm_interval, EV_TICK, pe, None)
         for node, down_at, up_at in failures:
             if node not in self.node_by_name:
                 raise ValueError(f"failures: expected a node of the cluster; found {node!r}")
-            self._push(down_at, EV_FAIL, self.node_by_name[node], None)
+            self.schedule(down_at, EV_FAIL, self.node_by_name[node], None)
             if up_at is not None:
-                self._push(up_at, EV_RECOVER, self.node_by_name[node], None)
+                self.schedule(up_at, EV_RECOVER, self.node_by_name[node], None)
         self._gen_stop = _INF
         self.recovery: Recovery | None = Recovery(self, checkpoint_interval) if recovery else None
 
@@ -279,12 +279,12 @@ class Simulation:
             raise ValueError(f"every: expected a period > 0 seconds; found {period}")
         ctrl = {"period": period, "callback": callback, "start": self.now, "snap": self.snapshot()}
         self._controllers.append(ctrl)
-        self._push(self.now + period, EV_CONTROL, ctrl, None)
+        self.schedule(self.now + period, EV_CONTROL, ctrl, None)
 
     def apply(self, actions: Actions | Iterable[Move] | Move | None, at: float | None = None) -> None:
         """Enforce ``actions`` now (or at sim time ``at``): moves, placement, rate limits."""
         if at is not None and at > self.now:
-            self._push(at, EV_ACTION, actions, None)
+            self.schedule(at, EV_ACTION, actions, None)
             return
         self._apply(actions)
 
@@ -307,12 +307,12 @@ class Simulation:
             self._gen_stop = until
             for pe in self.pes.values():
                 if pe.stream is not None and pe.needs_wm:
-                    self._push(until, EV_TICK, pe, None)
+                    self.schedule(until, EV_TICK, pe, None)
             end = until + drain
         self.metrics.extend(end)
         heap = self._heap
         pop = heapq.heappop
-        gen, deliver, done = self._gen, self._deliver, self._done
+        gen, deliver, done = self._gen, self.deliver, self._done
         next_report = self.now + 1.0 if progress is not None else _INF  # one float compare per event
         events = 0
         while heap and heap[0][0] <= end:
@@ -355,9 +355,29 @@ class Simulation:
 
     # --------------------------------------------------------------- scheduling
 
-    def _push(self, t: float, code: int, a: object, b: object) -> None:
+    # The kernel's API for its own submodules (migration, recovery, scaling, metrics):
+    # schedule an event, number a message, look at or cancel what is still to happen.
+    # The hot paths inside this module push onto the heap directly.
+
+    def schedule(self, t: float, code: int, a: object, b: object) -> None:
+        """Schedule event ``code`` with arguments ``a``, ``b`` at sim time ``t`` (ties run in scheduling order)."""
         self._seq += 1
         heapq.heappush(self._heap, (t, self._seq, code, a, b))
+
+    def next_seq(self) -> int:
+        """A fresh sequence number (messages and events share one counter: the order of creation)."""
+        self._seq += 1
+        return self._seq
+
+    def pending(self) -> Sequence[tuple]:
+        """The events still to happen, as ``(time, seq, code, a, b)`` in heap order; read only."""
+        return self._heap
+
+    def cancel(self, drop: Callable[[tuple], bool]) -> None:
+        """Remove every pending event for which ``drop(event)`` is true."""
+        heap = self._heap
+        heap[:] = [ev for ev in heap if not drop(ev)]
+        heapq.heapify(heap)
 
     def _service(self, pe: PeRt, records: int) -> float:
         cost = records * pe.cost
@@ -367,7 +387,7 @@ class Simulation:
             cost *= self._exp.pop()
         return cost
 
-    def _offer(self, node: NodeRt, now: float) -> None:
+    def offer(self, node: NodeRt, now: float) -> None:
         """Give every idle core of ``node`` the policy's next message."""
         fifo = node.fifo
         policy = node.policy if fifo is None else None
@@ -398,7 +418,7 @@ class Simulation:
         if inst.share is not None and self.enforce_shares:
             if inst.vtime > now + SHARE_BURST:
                 if not inst.throttled:
-                    self._push(inst.vtime - SHARE_BURST, EV_THROTTLE, inst, None)
+                    self.schedule(inst.vtime - SHARE_BURST, EV_THROTTLE, inst, None)
                 inst.throttled.append(msg)
                 return
             inst.vtime = (inst.vtime if inst.vtime > now else now) + msg.cost / inst.share
@@ -429,15 +449,15 @@ class Simulation:
             inst.queued += msg.records
             policy.push(msg, now)
         if waiting:
-            self._push(v - SHARE_BURST, EV_THROTTLE, inst, None)
-        self._offer(inst.node, now)
+            self.schedule(v - SHARE_BURST, EV_THROTTLE, inst, None)
+        self.offer(inst.node, now)
 
     def send(self, src: InstanceRt, dst: InstanceRt, msg: Message, nbytes: float, now: float) -> None:
         """Put ``msg`` on the channel src → dst: at once on one node, else through src's NIC."""
         node = src.node
         if dst.node is node:
             self.metrics.local[int(now * self._inv_bin)] += nbytes
-            self._deliver(dst, msg, now)
+            self.deliver(dst, msg, now)
             return
         self.metrics.remote[int(now * self._inv_bin)] += nbytes
         start = node.nic_free if node.nic_free > now else now
@@ -487,7 +507,7 @@ class Simulation:
 
     def state_arrives(self, t: float, migration: object) -> None:
         """Schedule a shipped key group's state to arrive at ``t``."""
-        self._push(t, EV_STATE, migration, None)
+        self.schedule(t, EV_STATE, migration, None)
 
     def new_message(
         self,
@@ -577,9 +597,9 @@ class Simulation:
         if release > now:
             if pe.needs_wm:
                 pe.wm_deferred.append(now)
-            self._push(release, EV_DELIVER, inst, msg)
+            self.schedule(release, EV_DELIVER, inst, msg)
         else:
-            self._deliver(inst, msg, now)
+            self.deliver(inst, msg, now)
 
     def _tick(self, pe: PeRt, now: float) -> None:
         """A source's watermark: every record with an earlier event time has been emitted."""
@@ -592,14 +612,14 @@ class Simulation:
         for inst in pe.instances:
             self._seq += 1
             msg = Message(self._seq, pe.job, pe.name, inst.index, -1, now, wm, wm, kind=Kind.WATERMARK)
-            self._deliver(inst, msg, now)
+            self.deliver(inst, msg, now)
         if not final:
             # Tick k at exactly k × interval: adding the interval again and again drifts
             # (0.2 is inexact in binary), so ticks meant for a window's end would land before it.
             pe.ticks += 1
-            self._push(pe.ticks * self.wm_interval, EV_TICK, pe, None)
+            self.schedule(pe.ticks * self.wm_interval, EV_TICK, pe, None)
 
-    def _deliver(self, inst: InstanceRt, msg: Message, now: float) -> None:
+    def deliver(self, inst: InstanceRt, msg: Message, now: float) -> None:
         node = inst.node
         pe = inst.pe
         if msg.kind is _DATA:
@@ -630,7 +650,7 @@ class Simulation:
                 return
             fifo = node.fifo
             if fifo is not None and node.idle and not fifo:
-                # FIFO with an idle core and nothing queued: the message runs now, as _offer would run it.
+                # FIFO with an idle core and nothing queued: the message runs now, as offer would run it.
                 self._start(node, inst, msg, now)
                 return
             inst.queued += msg.records
@@ -639,7 +659,7 @@ class Simulation:
             else:
                 fifo.append(msg)
             if node.idle:
-                self._offer(node, now)
+                self.offer(node, now)
             return
         if not node.up:
             return
@@ -785,7 +805,7 @@ class Simulation:
         if self.migrations.handing:
             self.migrations.finished(inst, msg, now)
         if fifo is None or fifo:
-            self._offer(node, now)
+            self.offer(node, now)
 
     def emit(
         self,
@@ -851,7 +871,7 @@ class Simulation:
                 self.recovery.sent(d, msg, nbytes)
             if dst.node is src_node:
                 metrics.local[b] += nbytes
-                self._deliver(dst, msg, now)
+                self.deliver(dst, msg, now)
             else:
                 self.send(inst, dst, msg, nbytes, now)
 
@@ -882,7 +902,7 @@ class Simulation:
                         work = Message(self._seq, pe.job, pe.name, inst.index, inst.gid, now, acc[4],
                                        k * pe.slide + pe.size + pe.lateness, key, g, acc[0] * per_record,
                                        _DATA, 0.0, None, 0, uid, value)  # fmt: skip
-                        self._deliver(inst, work, now)
+                        self.deliver(inst, work, now)
 
     # ---------------------------------------------------------- failures
 
@@ -1012,7 +1032,7 @@ class Simulation:
         ctrl["snap"] = self.snapshot()
         ctrl["start"] = now
         self._apply(ctrl["callback"](obs))
-        self._push(now + ctrl["period"], EV_CONTROL, ctrl, None)
+        self.schedule(now + ctrl["period"], EV_CONTROL, ctrl, None)
 
     def _apply(self, actions: Actions | Iterable[Move] | Move | None) -> None:
         if actions is None:

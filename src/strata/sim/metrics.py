@@ -298,7 +298,7 @@ class Metrics:
         heap. ``sent`` includes replays; ``done`` includes duplicates."""
         sim = self.sim
         flight: dict[str, int] = {}
-        for _, _, code, _, msg in sim._heap:
+        for _, _, code, _, msg in sim.pending():
             if code == EV_DELIVER and msg.kind is Kind.DATA:
                 flight[msg.pe] = flight.get(msg.pe, 0) + msg.records
         waiting: dict[str, int] = {}

@@ -390,7 +390,7 @@ class Migrations:
                 policy.push(msg, now)
             for ch in held:
                 sim.release(c, ch, now)
-            sim._offer(c.node, now)
+            sim.offer(c.node, now)
         del self.active[(pe.name, g)]
         self._kick(pe, now)
 
@@ -472,7 +472,7 @@ class Migrations:
             if pe.code == WINDOW:
                 sim.fire(inst, now)
         for node in dict.fromkeys(i.node for i in pe.instances):
-            sim._offer(node, now)
+            sim.offer(node, now)
         self._kick(pe, now)
 
     def _requeue_held(self, pe: PeRt, inst: InstanceRt, now: float) -> None:
@@ -521,7 +521,7 @@ class Migrations:
         else:
             dst.queued += msg.records
             dst.node.policy.push(msg, now)
-            self.sim._offer(dst.node, now)
+            self.sim.offer(dst.node, now)
 
     # -------------------------------------------------------------- relocation
 
@@ -599,7 +599,7 @@ class Migrations:
             self._requeue_held(pe, inst, now)
             for ch in list(inst.chans.values()):
                 sim.release(inst, ch, now)
-            sim._offer(inst.node, now)
+            sim.offer(inst.node, now)
         for waiting in [w for w in self.pending_relocations if w[0] is inst]:
             self.pending_relocations.remove(waiting)
             if waiting[1] != inst.node.name:

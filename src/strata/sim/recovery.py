@@ -50,7 +50,6 @@ de-duplication keys are never collected).
 from __future__ import annotations
 
 import copy
-import heapq
 import math
 from collections import Counter
 from dataclasses import dataclass
@@ -113,7 +112,7 @@ class Recovery:
         for inst in sim.instances:
             self.checkpoint(inst, sim.now)
         self._tick = math.floor(sim.now / interval) + 1
-        sim._push(self._tick * interval, EV_CHECKPOINT, None, None)
+        sim.schedule(self._tick * interval, EV_CHECKPOINT, None, None)
 
     # ------------------------------------------------------------ steady state
 
@@ -137,9 +136,9 @@ class Recovery:
         """Checkpoint every instance; the next round is due at the next multiple of the interval."""
         for inst in self.sim.instances:
             self.checkpoint(inst, now)
-        if self.sim._heap:  # nothing else left to happen: stop, so that a drained run ends
+        if self.sim.pending():  # nothing else left to happen: stop, so that a drained run ends
             self._tick += 1
-            self.sim._push(self._tick * self.interval, EV_CHECKPOINT, None, None)
+            self.sim.schedule(self._tick * self.interval, EV_CHECKPOINT, None, None)
 
     def checkpoint(self, inst: InstanceRt, now: float) -> None:
         pe = inst.pe
@@ -231,20 +230,20 @@ class Recovery:
 
     def _void(self, gids: set[int]) -> None:
         """Messages in flight to restored instances are lost with their node (the replay re-sends the data)."""
-        heap = self.sim._heap
-        keep = []
-        for ev in heap:
-            if ev[2] == EV_DELIVER and ev[3].gid in gids:
-                msg = ev[4]
-                if msg.kind is not Kind.DATA:
-                    continue
-                if msg.upstream != -1:  # a source admission deferred by a rate limit is not at the node yet
-                    ev[3].pe.arrived += msg.records
-                    ev[3].pe.rolled_back += msg.records
-                    continue
-            keep.append(ev)
-        heap[:] = keep
-        heapq.heapify(heap)
+
+        def lost(ev: tuple) -> bool:
+            if ev[2] != EV_DELIVER or ev[3].gid not in gids:
+                return False
+            msg = ev[4]
+            if msg.kind is not Kind.DATA:
+                return True
+            if msg.upstream != -1:  # a source admission deferred by a rate limit is not at the node yet
+                ev[3].pe.arrived += msg.records
+                ev[3].pe.rolled_back += msg.records
+                return True
+            return False
+
+        self.sim.cancel(lost)
 
     def _replay(self, inst: InstanceRt, held: set[int], now: float) -> int:
         """Send again every retained message addressed to ``inst``, in the order first sent; returns the records."""
@@ -258,8 +257,7 @@ class Recovery:
             if pe.keyed and msg.key_group not in held:  # the group has moved on: its owner de-duplicates
                 dst = pe.instances[pe.route[msg.key_group]]
             again = copy.copy(msg)
-            sim._seq += 1
-            again.seq = sim._seq
+            again.seq = sim.next_seq()
             again.created = now
             again.epoch = 0
             again.instance = dst.index
@@ -268,7 +266,7 @@ class Recovery:
             pe.replayed += msg.records
             n += msg.records
             if msg.upstream == -1:
-                sim._deliver(dst, again, now)
+                sim.deliver(dst, again, now)
             else:
                 sim.send(sim.instances[msg.upstream], dst, again, nbytes, now)
         return n
@@ -286,7 +284,7 @@ class Recovery:
         if pe.needs_wm:
             if pe.code == SOURCE:
                 if pe.wm_last > -math.inf:
-                    sim._deliver(inst, self._watermark(pe, inst, -1, pe.wm_last, now), now)
+                    sim.deliver(inst, self._watermark(pe, inst, -1, pe.wm_last, now), now)
             else:
                 for u in pe.upstream:
                     if u.wm > -math.inf:
@@ -296,5 +294,4 @@ class Recovery:
             sim.migrations.check_relocation(inst, now)
 
     def _watermark(self, pe: PeRt, inst: InstanceRt, upstream: int, wm: float, now: float) -> Message:
-        self.sim._seq += 1
-        return Message(self.sim._seq, pe.job, pe.name, inst.index, upstream, now, wm, wm, kind=Kind.WATERMARK)
+        return Message(self.sim.next_seq(), pe.job, pe.name, inst.index, upstream, now, wm, wm, kind=Kind.WATERMARK)

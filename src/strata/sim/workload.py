@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from strata.model.functions import _interp
+from strata.model.functions import interp
 from strata.model.job import DiurnalArrivals, OnOffArrivals, PoissonArrivals, SourceSpec, TraceArrivals
 
 _BLOCK = 4096
@@ -78,7 +78,7 @@ class SourceStream:
     def rate(self, t: float) -> float:
         """λ(t), records/s."""
         spec = self.spec
-        lam = _interp(spec.rate_curve, t) if spec.rate_curve else spec.rate
+        lam = interp(spec.rate_curve, t) if spec.rate_curve else spec.rate
         arr = spec.arrivals
         if isinstance(arr, OnOffArrivals):
             if t % arr.period_s < arr.on_s:
