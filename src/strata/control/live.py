@@ -101,13 +101,23 @@ def run_live(
     if problems:
         raise locate_problems(files, problems)
     out = Path(out)
+    mode = "strata" if control else "baseline"
+    if (out / mode / "jobs").exists():
+        # The sources' epoch is this run's start: a checkpoint of an earlier run would resume on another time base
+        # and mix two runs' outputs in one sink. Resuming safely needs the checkpoint guard (query fingerprints).
+        errors.print(
+            f"[bold red]error[/] --out {out}: holds an earlier run ({out / mode / 'jobs'}); "
+            "choose a new directory or remove it",
+            highlight=False,
+            soft_wrap=True,
+        )
+        return 2
     out.mkdir(parents=True, exist_ok=True)
     spark = build_session(
         f"strata-run-{scenario.name}", master=master, shuffle_partitions=2, pools=POOLS, work_dir=out / "spark"
     )
     # query deaths are reported below with their cause; Spark's own error log would bury the live view
     spark.sparkContext.setLogLevel("FATAL")
-    mode = "strata" if control else "baseline"
     who = "Strata in control" if control else "plain Spark"
     title = f"strata run {scenario.name} on {spark.sparkContext.master} ({who})"
     view = View(scenario, title)
@@ -142,7 +152,8 @@ def run_live(
             console.print("[yellow]interrupted: the queries were stopped between batches[/]")
         failures = result.engine.failures()
         horizon = max(0.0, result.stop - result.epoch - DRAIN_S)
-        measured = collect([result], scenario, horizon, spark, out, {"config": {"duration_s": duration_s}}, {})
+        config = {"config": {"duration_s": horizon, "requested_s": duration_s, "control": control}}
+        measured = collect([result], scenario, horizon, spark, out, config, {})
         console.print(view.render())
         if not measured.checks.empty:
             console.print(verification_line(measured.checks))

@@ -64,12 +64,23 @@ def _ratio(base, new, better_low: bool = True) -> str:
     return f"{new / base:.0%} of baseline" if base > 0 else ""
 
 
+def _mode_row(summary: pd.DataFrame, job: str, mode: str) -> pd.Series:
+    """The job's summary row in ``mode``; a run of one mode (``strata run``) leaves the other's figures empty."""
+    rows = summary[summary["job"] == job]
+    mine = rows[rows["mode"] == mode]
+    if not mine.empty:
+        return mine.iloc[0]
+    other = rows.iloc[0]
+    empty = pd.Series({k: None for k in other.index}, dtype=object)
+    empty.update({"rank": other["rank"], "target_s": other["target_s"], "misses": 0, "outputs": 0})
+    return empty
+
+
 def comparison(summary: pd.DataFrame, decisions: pd.DataFrame) -> list[dict[str, str]]:
     """One row per (job, metric): baseline, strata and how they compare, as display strings."""
     rows: list[dict[str, str]] = []
     for job in summary["job"].drop_duplicates():
-        b = summary[(summary["job"] == job) & (summary["mode"] == "baseline")].iloc[0]
-        s = summary[(summary["job"] == job) & (summary["mode"] == "strata")].iloc[0]
+        b, s = (_mode_row(summary, job, mode) for mode in ("baseline", "strata"))
 
         def add(metric, bv, sv, note="", job=job):
             rows.append({"job": job, "metric": metric, "baseline": bv, "strata": sv, "change": note})
