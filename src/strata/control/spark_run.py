@@ -19,11 +19,12 @@ from pathlib import Path
 from strata.control.controller import Controller, HierarchyConfig
 from strata.control.estimation import ResourceLearner
 from strata.control.loop import Plain, run
+from strata.dispatch.gate import GateConfig, GateCore
 from strata.model import Scenario, pe_id
 from strata.plan import Options
 from strata.protocol.engine import Decisions, Observation
 from strata.spark.engine import EngineConfig, SparkEngine
-from strata.spark.gate import Gate, GateConfig
+from strata.spark.gate import Gate
 from strata.spark.measure import ModeRun
 from strata.spark.pipelines import AGGREGATIONS
 
@@ -104,7 +105,7 @@ def run_mode(
     """
     controlled = mode == "strata"
     gate_rows: list[dict] = []
-    gate = Gate(config.gate, on_release=gate_rows.append) if controlled else None
+    gate = Gate(GateCore(config.gate), on_release=gate_rows.append) if controlled else None
     engine = SparkEngine(
         spark,
         scenario,

@@ -6,8 +6,10 @@
 - ``queues``: the two-level (operator, message) priority queue.
 - ``policy``: a node's dispatcher for the simulator's ``DispatchPolicy`` hook.
 - ``slots``: slot-based static isolation, the Flink-like baseline.
+- ``gate``: the micro-batch gate's policy (which pending batch of which query goes next, in which pool).
 """
 
+from strata.dispatch.gate import URGENT_POOL, GateConfig, GateCore, Pending, batch_frontier
 from strata.dispatch.policy import Priors, StrategyDispatch, dispatcher
 from strata.dispatch.priority import critical_path, deadline, frontier, next_due, window_routes
 from strata.dispatch.profiling import CostProfile, LinearCost, ReplyContexts
@@ -28,12 +30,16 @@ from strata.dispatch.strategies import (
 
 __all__ = [
     "STRATEGIES",
+    "URGENT_POOL",
     "CostProfile",
     "EarliestDeadline",
     "FairShare",
     "Fifo",
+    "GateConfig",
+    "GateCore",
     "LeastLaxity",
     "LinearCost",
+    "Pending",
     "Priors",
     "ReplyContexts",
     "ShortestJob",
@@ -43,6 +49,7 @@ __all__ = [
     "TwoLevelQueue",
     "WorkUnit",
     "apportion",
+    "batch_frontier",
     "critical_path",
     "deadline",
     "dispatcher",

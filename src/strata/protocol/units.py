@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Protocol, runtime_checkable
 
+from strata.model import Job
+
 
 class Kind(IntEnum):
     """What a message carries. Only DATA goes through dispatch; the rest is control."""
@@ -115,6 +117,58 @@ class TurnPolicy(DispatchPolicy, Protocol):
 
 
 DispatchFactory = Callable[[NodeView], DispatchPolicy]
+
+
+URGENT_POOL = "urgent"  # the FAIR pool of a micro-batch that is short of slack (declared by the Spark engine)
+
+
+@dataclass(frozen=True, slots=True)
+class BatchRelease:
+    """What the micro-batch gate's policy decided for one released batch (one row of the ``gate`` table).
+
+    ``deadline`` is the batch's target ``t_MF + L``; ``key`` the strategy's sort key;
+    ``pool`` the FAIR pool its Spark jobs run in; ``cost_*`` the batch-cost model then.
+    """
+
+    frontier: float
+    deadline: float
+    predicted_cost: float
+    key: float
+    pool: str | None
+    cost_fixed: float
+    cost_per_record: float
+
+
+class BatchGatePolicy(Protocol):
+    """Which pending micro-batch goes next, and in which pool: what the gate mechanism
+    (:class:`strata.spark.gate.Gate`) asks of its L2 policy (:class:`strata.dispatch.gate.GateCore`).
+
+    Queries are named by their pipeline; time is passed in (the mechanism owns the clock).
+    """
+
+    @property
+    def strategy(self) -> str: ...
+
+    def use(self, strategy: str) -> None:
+        """Order the next batches by dispatch strategy ``strategy`` (unknown: ValueError naming the choices)."""
+
+    def arrive(self, query: str, job: Job, template: str, oldest_event_time: float, rows: int, now: float) -> None:
+        """A batch of ``rows`` records, the oldest at ``oldest_event_time``, waits at the gate."""
+
+    def next_release(self, now: float) -> str | None:
+        """The query whose batch goes now, or None."""
+
+    def release(self, query: str, base_pool: str | None, now: float) -> BatchRelease:
+        """Let ``query``'s waiting batch go (``base_pool``: the pool L0's cpu share gave its job)."""
+
+    def finish(self, query: str) -> None:
+        """``query``'s running batch is done."""
+
+    def learn(self, query: str, rows: int, seconds: float) -> None:
+        """A batch of ``query`` with ``rows`` records took ``seconds``."""
+
+    def forget(self, query: str, *, waiting: bool = True) -> None:
+        """``query`` restarted: drop what was learned of it (and, with ``waiting``, any batch or slot it held)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,191 @@
+"""L2 dispatch at micro-batch granularity: the gate's policy (Cameo on Spark, DESIGN.md).
+
+Pending batches of all queries wait at a gate (the mechanism is
+:class:`strata.spark.gate.Gate`) and are released in the dispatch strategy's
+order, at most ``max_running`` at once — except that an urgent batch (below
+``urgent_laxity_s`` of slack) never waits for a slot: batches cannot be
+preempted, so it goes over the bound into the urgent pool, whose tasks take the
+next free cores; and a batch with plenty of slack (above ``hold_laxity_s``) does
+not start while an urgent batch runs.
+
+A batch is priced as Cameo prices a message (docs/dispatch.md, "Micro-batches"):
+
+- ``t_MF``: the event time of the batch's oldest record; for a windowed job, the
+  first window firing at or after it (:func:`strata.dispatch.priority.next_due`);
+- ``L``: the job's target latency;
+- ``C_OM``: a learned batch-cost model per query (:class:`~strata.dispatch.profiling.LinearCost`:
+  fixed + per-record seconds, fitted on the batches' measured durations).
+
+The batch's FAIR pool is ``urgent`` when its laxity (deadline − now) is below
+``urgent_laxity_s``, else the pool L0's cpu share gave its job. :class:`GateCore`
+is this policy over plain numbers, time passed in; it implements
+:class:`strata.protocol.units.BatchGatePolicy`.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field, replace
+
+from strata.dispatch.priority import deadline, next_due
+from strata.dispatch.profiling import LinearCost
+from strata.dispatch.strategies import Strategy, WorkUnit, strategy
+from strata.model import Job, OperatorKind
+from strata.protocol.units import URGENT_POOL, BatchRelease
+
+__all__ = ["URGENT_POOL", "GateConfig", "GateCore", "Pending", "batch_frontier"]
+
+
+@dataclass(frozen=True)
+class GateConfig:
+    """Knobs of the gate, with their defaults."""
+
+    strategy: str = "cameo"  # a strata.dispatch.STRATEGIES name
+    max_running: int = 2  # batches of all queries running at once (Spark tasks still share the cores)
+    urgent_laxity_s: float = 1.0  # a batch with less slack than this runs in the urgent pool
+    hold_laxity_s: float = 5.0  # a batch with more slack than this waits while an urgent batch runs (0: never)
+    cost_decay: float = 0.9  # LinearCost's weight per older batch
+
+    def __post_init__(self) -> None:
+        if self.max_running < 1:
+            raise ValueError(f"max_running must be ≥ 1; got {self.max_running}")
+        strategy(self.strategy)  # fails early, naming the choices
+
+
+@dataclass
+class Pending:
+    """A batch waiting at the gate: its work unit and the key the strategy gave it on arrival."""
+
+    unit: WorkUnit
+    key: float
+
+
+def batch_frontier(job: Job, template_name: str, oldest_event_time: float) -> float:
+    """Cameo's t_MF of a batch: its oldest record's event time, or the first window firing at/after it."""
+    for op in job.template(template_name).operators:
+        if op.kind is OperatorKind.WINDOW_AGGREGATE:
+            w = op.window
+            return next_due(oldest_event_time, w.size_s, w.slide_s or w.size_s, w.watermark_s)
+    return oldest_event_time
+
+
+@dataclass
+class GateCore:
+    """Which waiting batch goes next, and in which pool: pure policy over plain numbers.
+
+    Keys are computed once, when a batch arrives (stateful strategies such as
+    fair share advance their virtual time only at release).
+    """
+
+    config: GateConfig = field(default_factory=GateConfig)
+    waiting: dict[str, Pending] = field(default_factory=dict)
+    running: set[str] = field(default_factory=set)
+    urgent_running: set[str] = field(default_factory=set)
+    costs: dict[str, LinearCost] = field(default_factory=dict)  # query → its batch-cost model
+
+    def __post_init__(self) -> None:
+        self.by: Strategy = strategy(self.config.strategy)
+        self._seq = itertools.count()
+
+    # ------------------------------------------------------------------ strategy
+
+    @property
+    def strategy(self) -> str:
+        return self.config.strategy
+
+    def use(self, name: str) -> None:
+        """Order the next batches by strategy ``name``; batches already waiting keep their keys."""
+        by = strategy(name)  # fails before changing anything, naming the choices
+        self.config = replace(self.config, strategy=name)
+        self.by = by
+
+    # ------------------------------------------------------------------ units of work
+
+    def enqueue(self, unit: WorkUnit) -> None:
+        if unit.job in self.waiting or unit.job in self.running:
+            raise ValueError(f"query {unit.job!r} already has a batch at the gate")
+        self.waiting[unit.job] = Pending(unit, self.by.key(unit))
+
+    def next_release(self, now: float) -> str | None:
+        """The job whose batch goes now, or None (nobody waiting, or no slot free and nothing urgent).
+
+        A batch is not preemptible, so an urgent batch (laxity below ``urgent_laxity_s``) does not wait
+        for a slot: it is released over the bound, into the urgent pool, whose tasks then take the next
+        free cores ahead of the running batches' remaining tasks. For the same reason a batch with slack
+        to spare (above ``hold_laxity_s``) is not started while an urgent batch runs: once started it
+        would hold cores the urgent batch's tasks need; it waits until then, or until its slack shrinks.
+        """
+        if not self.waiting:
+            return None
+        best = min(self.waiting.values(), key=lambda p: (p.key, p.unit.seq))
+        slack = self.laxity(best.unit, now)
+        if slack < self.config.urgent_laxity_s:
+            return best.unit.job
+        if len(self.running) >= self.config.max_running:
+            return None
+        if self.config.hold_laxity_s and slack > self.config.hold_laxity_s and self.urgent_running:
+            return None
+        return best.unit.job
+
+    @staticmethod
+    def laxity(unit: WorkUnit, now: float) -> float:
+        """Slack left: Cameo's deadline (the latest start that meets the target, t_MF + L − C_OM − C_path) − now."""
+        return deadline(unit.frontier, unit.target_latency, unit.own_cost, unit.path_cost) - now
+
+    def take(self, job: str, now: float) -> Pending:
+        """Let ``job``'s waiting unit go: it holds a slot (and counts as urgent if short of slack) until finished."""
+        pending = self.waiting.pop(job)
+        self.running.add(job)
+        if self.laxity(pending.unit, now) < self.config.urgent_laxity_s:
+            self.urgent_running.add(job)
+        self.by.started(pending.unit, pending.key)
+        return pending
+
+    def finish(self, job: str) -> None:
+        self.running.discard(job)
+        self.urgent_running.discard(job)
+
+    def pool(self, unit: WorkUnit, base_pool: str | None, now: float) -> str | None:
+        """The FAIR pool of a released batch: urgent when its laxity is short, else its job's pool."""
+        return URGENT_POOL if self.laxity(unit, now) < self.config.urgent_laxity_s else base_pool
+
+    # ------------------------------------------------------------------ micro-batches (BatchGatePolicy)
+
+    def cost(self, query: str) -> LinearCost:
+        """``query``'s batch-cost model (a fresh one on first use)."""
+        model = self.costs.get(query)
+        if model is None:
+            model = self.costs[query] = LinearCost(self.config.cost_decay)
+        return model
+
+    def price(self, query: str, job: Job, template: str, oldest_event_time: float, rows: int, now: float) -> WorkUnit:
+        """A pending batch of ``rows`` records as a Cameo work unit: t_MF, the job's L, the predicted cost."""
+        frontier = batch_frontier(job, template, oldest_event_time)
+        cost = self.cost(query).predict(rows)
+        return WorkUnit(query, frontier, job.target_latency_s, cost, 0.0, now, next(self._seq))
+
+    def arrive(self, query: str, job: Job, template: str, oldest_event_time: float, rows: int, now: float) -> None:
+        self.enqueue(self.price(query, job, template, oldest_event_time, rows, now))
+
+    def release(self, query: str, base_pool: str | None, now: float) -> BatchRelease:
+        pending = self.take(query, now)
+        unit = pending.unit
+        fixed, per_record = self.cost(query).coefficients()
+        return BatchRelease(
+            frontier=unit.frontier,
+            deadline=unit.frontier + unit.target_latency,
+            predicted_cost=unit.own_cost,
+            key=pending.key,
+            pool=self.pool(unit, base_pool, now),
+            cost_fixed=fixed,
+            cost_per_record=per_record,
+        )
+
+    def learn(self, query: str, rows: int, seconds: float) -> None:
+        self.cost(query).observe(float(rows), seconds)
+
+    def forget(self, query: str, *, waiting: bool = True) -> None:
+        self.costs.pop(query, None)
+        if waiting:
+            self.waiting.pop(query, None)
+            self.finish(query)
