@@ -33,6 +33,7 @@ from __future__ import annotations
 import argparse
 import json
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 
 from rich.console import Console
@@ -77,7 +78,8 @@ def run(mode: str, duration: float, seed: int, node: str | None = None) -> dict:
     recovery = mode != "no recovery"
     extra = {"recovery": "replay", "checkpoint_interval": CHECKPOINT_S, "record_inputs": True} if recovery else {}
     engine = SimEngine(sc, dispatch=sim_dispatch(sc), seed=seed, failures=[(victim, fail_at, None)], **extra)
-    engine.apply(first)
+    # The static run keeps the first plan and decides nothing after: no rate caps it would never revise.
+    engine.apply(replace(first, rate_limits=None) if mode == "static" else first)
     windows: list[WindowStats] = []
 
     class Loop:
@@ -87,8 +89,12 @@ def run(mode: str, duration: float, seed: int, node: str | None = None) -> dict:
             windows.append(obs.window)
             return Decisions(epoch=0) if mode == "static" else ctl.step(obs)
 
-    loop.steps(engine, Loop(), window_s=WINDOW_S, until=fail_at + 1e-6)
+    # The window the failure falls in is run in two parts, to count what was lost at the failure itself; its
+    # control step comes at the window's end, as every other (no extra step right after the failure).
+    loop.steps(engine, Loop(), window_s=WINDOW_S, until=fail_at - WINDOW_S / 2)
+    engine.sim.run(fail_at + 1e-6)
     lost_at_failure = engine.sim.metrics.drop_totals().get("failure", 0)
+    loop.steps(engine, Loop(), window_s=fail_at + WINDOW_S / 2 - engine.now(), until=fail_at + WINDOW_S / 2)
     loop.steps(engine, Loop(), window_s=WINDOW_S, until=duration)
     if recovery:
         engine.sim.run(duration, drain=DRAIN_S)

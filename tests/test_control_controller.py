@@ -441,7 +441,8 @@ def test_the_model_as_observed_carries_the_measured_rates_and_costs_in_every_tem
     [job] = learner.refine(sc, margin={"score": 2.0}).jobs
     sample = job.template("sample")
     assert sample.operator["sampled"].cost_per_record == pytest.approx(0.01)
-    assert sample.operator["src"].source.rate == pytest.approx(100.0) and sample.operator["src"].source.rate_curve is None
+    assert sample.operator["src"].source.rate == pytest.approx(100.0)
+    assert sample.operator["src"].source.rate_curve is None
     assert job.template("exact").operator["full"].cost_per_record == 0.2  # nothing measured: the spec's prior
     assert job.template("exact").operator["src"].source.rate == pytest.approx(100.0)  # one estimate per job's PE
 

@@ -163,7 +163,7 @@ def test_a_pipeline_runs_on_a_standalone_cluster(tmp_path):
             stdout=log("run.log"),
             stderr=subprocess.STDOUT,
         )
-        sink = ParquetSink(out / "sinks" / "copy")
+        sink = ParquetSink(out / "strata" / "jobs" / "copy" / "0-default" / "sinks" / "copy")
 
         def written() -> bool:
             assert run.poll() is None, (tmp_path / "run.log").read_text()[-3000:]
@@ -175,7 +175,7 @@ def test_a_pipeline_runs_on_a_standalone_cluster(tmp_path):
         assert run.wait(180) == 0, (tmp_path / "run.log").read_text()[-3000:]
         log = (tmp_path / "run.log").read_text()
         assert "interrupted" in log and f"spark://127.0.0.1:{port}" in log
-        assert (out / "metrics" / "progress.csv").exists()
+        assert (out / "metrics" / "batches.csv").exists() and (out / "metrics" / "decisions.csv").exists()
 
         frame = sink.read().sort_values("id")
         n = len(frame)

@@ -7,10 +7,10 @@ import time
 
 import pytest
 
-from strata.experiments.demo import verify_segment
 from strata.model import Scenario
 from strata.protocol.engine import Decisions
 from strata.spark.engine import EngineConfig, SparkEngine
+from strata.spark.verify import verify_segment
 
 pytestmark = pytest.mark.spark
 

@@ -1,17 +1,17 @@
-"""The runner behind `strata run`: a query that dies is reported with its cause, the others keep running."""
+"""Queries under the loop: a query that dies is reported with its cause, the others keep running; file sources."""
 
 from __future__ import annotations
 
-import contextlib
+import time
 
 import pandas as pd
 import pytest
-from pyspark.errors import StreamingQueryException
 
+from strata.control.loop import Plain, run
 from strata.model import Scenario
-from strata.spark.pipelines import PipelineOptions
-from strata.spark.runner import Runner, wait
-from strata.spark.sources import expected_rows
+from strata.spark.engine import EngineConfig, SparkEngine
+from strata.spark.pipelines import Pipeline, PipelineOptions
+from strata.spark.verify import verify_segment
 
 pytestmark = pytest.mark.spark
 
@@ -44,38 +44,32 @@ def scenario() -> Scenario:
     )
 
 
-def test_a_dead_query_is_reported_and_the_other_finishes(spark, tmp_path):
-    runner = Runner(
-        scenario(),
-        tmp_path,
-        PipelineOptions(clock="virtual", end_s=END_S, epoch=EPOCH, max_rows_per_batch=700, available_now=True),
-    )
-    runner.build(spark)
+def test_a_dead_query_is_reported_and_the_other_runs_on_under_the_loop(spark, tmp_path):
+    sc = scenario()
+    epoch = time.time()
+    engine = SparkEngine(spark, sc, tmp_path, EngineConfig(epoch=epoch))
+    seen = []
     try:
-        runner.start()
-        seen = []
-        wait(runner, 300, on_tick=seen.append, tick_s=0.5)
-        for p in runner.pipelines:
-            with contextlib.suppress(StreamingQueryException):
-                p.query.awaitTermination(60)
-            assert runner.listener.wait_terminated(p.query.runId)
-        final = {s.job: s for s in runner.status()}
-        tables = runner.write_metrics()
+        run(
+            engine,
+            Plain(sc),
+            window_s=1.0,
+            until=time.time() + 90,
+            on_step=lambda obs, _: seen.append(obs),
+            should_stop=lambda: "dies" in engine.failures() and any(s.window.rates.get("lives.o") for s in seen),
+        )
+        failures = engine.failures()
+        alive = engine.running["lives"].pipeline.query.isActive
+        engine.stop_all()
+        time.sleep(0.5)  # the last progress event arrives asynchronously
+        check = verify_segment(spark, engine.segments_of("lives")[0], epoch, 0.1)
     finally:
-        runner.close()
-    assert seen, "the live view was never updated"
-    assert final["dies"].state == "failed"
-    assert "(id < 500)" in final["dies"].cause and "is not true" in final["dies"].cause
-    assert final["lives"].state == "stopped" and final["lives"].cause is None
-    ref = pd.DataFrame(expected_rows(scenario().jobs[0].templates[0].operators[0].source, END_S, EPOCH))
-    assert final["lives"].input_rows == len(ref)
-    out = runner.pipelines[1].result()
-    assert sorted(out["id"]) == sorted(ref.loc[ref["value"] < 0.5, "id"])
-    progress = pd.read_csv(tables["progress"])
-    assert progress.loc[progress["query"] == "lives", "input_rows"].sum() == len(ref)
-    batches = pd.read_csv(tables["batches"])
-    assert (batches.loc[batches["query"] == "lives", "rows_out"].sum()) == len(out)
-    assert not spark.sparkContext._jsc.sc().isStopped()  # the shared session was not the runner's to stop
+        engine.close()
+    assert seen, "the loop never stepped"
+    assert "(id < 500)" in failures["dies"] and "is not true" in failures["dies"]
+    assert alive and "lives" not in failures
+    assert check["delivered"] > 0 and check["missing"] == check["duplicated"] == check["wrong"] == 0
+    assert not spark.sparkContext._jsc.sc().isStopped()  # the shared session was not the engine's to stop
 
 
 def file_job(path, fmt: str) -> Scenario:
@@ -119,15 +113,12 @@ def test_a_data_directory_streams_through_spark_file_source(spark, tmp_path):
     )
     for part in range(3):  # three files: the file source may take them in one batch or several
         frame.iloc[part * 100 : (part + 1) * 100].to_json(data / f"part-{part}.json", orient="records", lines=True)
-    runner = Runner(file_job(data, "json"), tmp_path / "run", PipelineOptions(available_now=True))
-    runner.build(spark)
-    try:
-        runner.start()
-        runner.pipelines[0].query.awaitTermination(120)
-        assert runner.pipelines[0].query.exception() is None
-        out = runner.pipelines[0].result()
-    finally:
-        runner.close()
+    job = file_job(data, "json").jobs[0]
+    pipeline = Pipeline(spark, job, job.templates[0], tmp_path / "run", PipelineOptions(available_now=True))
+    pipeline.start()
+    pipeline.query.awaitTermination(120)
+    assert pipeline.query.exception() is None
+    out = pipeline.result()
     final = out.sort_values("batch_id").groupby("key").tail(1).set_index("key").sort_index()
     ref = frame.groupby("key")["value"].sum().sort_index()
     assert list(final.index) == list(ref.index)
@@ -137,10 +128,9 @@ def test_a_data_directory_streams_through_spark_file_source(spark, tmp_path):
 def test_a_missing_data_directory_is_located_before_any_query(spark, tmp_path):
     from strata.spark.pipelines import PipelineProblems
 
-    runner = Runner(file_job(tmp_path / "nowhere", "parquet"), tmp_path / "run")
+    job = file_job(tmp_path / "nowhere", "parquet").jobs[0]
     with pytest.raises(PipelineProblems) as err:
-        runner.build(spark)
-    runner.close()
+        Pipeline(spark, job, job.templates[0], tmp_path / "run", PipelineOptions(), here=("jobs", 0, "templates", 0))
     (problem,) = err.value.problems
     assert problem.path == ("jobs", 0, "templates", 0, "operators", 0, "source", "path")
     assert "parquet files" in problem.expected and "nowhere" in problem.found

@@ -60,7 +60,6 @@ from strata.protocol.engine import (
 from strata.spark.gate import URGENT_POOL, Gate
 from strata.spark.listener import progress_row
 from strata.spark.pipelines import AGGREGATIONS, Pipeline, PipelineOptions
-from strata.spark.runner import _cause as cause
 from strata.spark.workload import Timeline, Workload
 
 SHARE_POOLS: dict[str, int] = {"w1": 1, "w2": 2, "w4": 4, "w8": 8}
@@ -556,6 +555,14 @@ class SparkEngine:
                 self.gate.forget(job)
             segment.stopped_at = self.clock()
             segment.end_row = self.end_row(segment)
+
+
+def cause(error) -> str:
+    """The first informative line of a StreamingQueryException."""
+    text = str(getattr(error, "desc", None) or error).strip()
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    python = [ln for ln in lines if "Error:" in ln or "Exception:" in ln]
+    return (python[-1] if python else lines[0] if lines else "unknown error")[:300]
 
 
 def _latency(records: list[dict], target: float) -> LatencyStats | None:
