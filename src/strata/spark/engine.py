@@ -41,13 +41,12 @@ import json
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 from pyspark.sql.streaming import StreamingQueryListener
 
-from strata.dispatch import strategy as dispatch_strategy
 from strata.model import OperatorKind, Scenario, Template, pe_id
 from strata.protocol.engine import (
     Decisions,
@@ -190,10 +189,7 @@ class SparkEngine:
     def apply(self, decisions: Decisions) -> None:
         """Enforce ``decisions``; fields left None are unchanged. Raises ValueError naming a bad entry."""
         if decisions.dispatch is not None and self.gate is not None:
-            dispatch_strategy(decisions.dispatch)
-            self.gate.config = replace(self.gate.config, strategy=decisions.dispatch)
-            self.gate.core.config = self.gate.config
-            self.gate.core.by = dispatch_strategy(decisions.dispatch)
+            self.gate.use(decisions.dispatch)
             self._log(decisions, "dispatch", "*", decisions.dispatch)
         if decisions.cpu_share is not None:  # before admission: a query's first batch already runs in its pool
             pools = share_pools(decisions.cpu_share)
@@ -467,7 +463,7 @@ class SparkEngine:
             migrating=(),
             dropped={},
         )
-        strategy = self.gate.config.strategy if self.gate is not None else None
+        strategy = self.gate.strategy if self.gate is not None else None
         return Observation(
             window,
             templates={j: s.template for j, s in running.items()},
