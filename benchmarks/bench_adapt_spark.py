@@ -2,7 +2,7 @@
 
 ``examples/demo.yaml`` (an alert filter with a 2 s target next to a skewed
 keyed window aggregation and a heavy scoring job, bursts beyond two cores)
-runs twice through the demo's Strata loop (:func:`strata.experiments.demo.run_mode`:
+runs twice through the demo's Strata loop (:func:`strata.experiments.demo.run_mode` in strata.control.spark_run:
 planner, dispatch gate, balancer, resource learner, pacing) on the same
 seeded input and the same Spark session:
 
@@ -43,7 +43,8 @@ from rich.console import Console
 from rich.table import Table
 
 from strata.adapt import Composition, Fixed, Selector
-from strata.experiments.demo import DemoConfig, reseed, run_mode, warm_up
+from strata.control.spark_run import run_mode
+from strata.experiments.demo import DemoConfig, reseed, warm_up
 from strata.model import load_scenario
 from strata.spark.engine import POOLS
 from strata.spark.session import build_session
@@ -98,9 +99,10 @@ def main() -> None:
                 made.append(chooser)
                 return chooser
 
-            config = replace(base, lead_s=lead, control=replace(base.control, meta=meta))
+            config = replace(base.run, control=replace(base.run.control, meta=meta))
             t0 = time.time()
-            run_mode(spark, scenario, "strata", out / label, config)
+            epoch = t0 + lead
+            run_mode(spark, scenario, "strata", out / label, config, epoch, epoch + base.duration_s + base.drain_s)
             chooser = made[0]
             picks = [
                 (
