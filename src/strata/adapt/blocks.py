@@ -1,15 +1,16 @@
 """Building blocks per level and the schedulers composed from them (emergent scheduling, Dean & Porter).
 
 An emergent scheduler does not pick one policy; it composes one from
-building blocks at runtime. Strata's blocks, one choice per level:
+building blocks at runtime. Strata's blocks, one choice per level, are the
+names each level registers:
 
-- dispatch (L2, ``strata.dispatch``): least laxity (``llf``, Cameo), ``edf``,
-  ``sjf``, ``fifo``, proportional ``fair`` share;
-- balancing (L1, ``strata.balance``): ``off``; ``threshold`` (act above a
-  max/mean of 1.15, few moves, long cooldown); ``aggressive`` (act above 1.02,
-  many moves, no cooldown);
-- placement (L0, ``strata.plan``): ``planner`` (SODA + the multi-resource
-  balancer), ``greedy``, ``round-robin`` (SODA's baselines).
+- dispatch (L2, ``strata.dispatch.STRATEGIES``): least laxity (``llf``, Cameo),
+  ``edf``, ``sjf``, ``fifo``, proportional ``fair`` share;
+- balancing (L1, ``strata.balance.PRESETS``): ``off``; ``threshold`` (act above
+  a max/mean of 1.15, few moves, long cooldown); ``aggressive`` (act above
+  1.02, many moves, no cooldown);
+- placement (L0, ``strata.plan.PLACERS``): ``planner`` (SODA + the
+  multi-resource balancer), ``greedy``, ``round-robin`` (SODA's baselines).
 
 A :class:`Composition` picks one block per level; a list of them is the
 learner's arm set. The controller enforces a composition safely: dispatch
@@ -22,15 +23,13 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass
 
-from strata.balance import BalanceConfig
+from strata.balance import PRESETS, BalanceConfig
+from strata.dispatch import STRATEGIES
+from strata.plan import PLACERS
 
-DISPATCH = ("llf", "edf", "sjf", "fifo", "fair")
-BALANCING: dict[str, BalanceConfig | None] = {
-    "off": None,
-    "threshold": BalanceConfig(threshold=1.15, max_moves=4, cooldown_s=20.0, min_gain=0.05),
-    "aggressive": BalanceConfig(threshold=1.02, max_moves=32, cooldown_s=0.0, min_gain=0.0),
-}
-PLACEMENT = ("planner", "greedy", "round-robin")
+DISPATCH: tuple[str, ...] = tuple(STRATEGIES)
+BALANCING: dict[str, BalanceConfig | None] = PRESETS
+PLACEMENT: tuple[str, ...] = tuple(PLACERS)
 
 # What is known before any play, as one play's worth of reward per block value
 # (strata.adapt.learner.FactoredUCB's ``prior``): Cameo (Xu et al., NSDI'21)

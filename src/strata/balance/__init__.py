@@ -2,15 +2,18 @@
 
 ``loads`` measures load per window, ``hotspot`` plans the moves of one round
 (engine-agnostic: key groups in the simulator, partitions in Spark), ``lpt``
-gives the best achievable balance to compare against, and ``controller`` runs
-the rounds as a periodic controller of the simulator.
+gives the best achievable balance to compare against, ``autoflow`` runs
+the rounds as a periodic controller of the simulator, and ``presets`` names the
+balancing blocks the meta level chooses from.
 """
 
 from strata.balance.hotspot import BalanceConfig, Hotspot, Plan, Transfer, diminish_hotspots
 from strata.balance.loads import GroupLoads, SmoothedLoads, imbalance, instance_loads, window_loads
 from strata.balance.lpt import Assignment, best_imbalance_bounds, lower_bound, lpt, lpt_ratio, optimal_makespan
+from strata.balance.presets import PRESETS, preset
 
 __all__ = [
+    "PRESETS",
     "Assignment",
     "BalanceConfig",
     "GroupLoads",
@@ -26,5 +29,6 @@ __all__ = [
     "lpt",
     "lpt_ratio",
     "optimal_makespan",
+    "preset",
     "window_loads",
 ]

@@ -16,6 +16,7 @@ from strata.dispatch.profiling import CostProfile, LinearCost, ReplyContexts
 from strata.dispatch.queues import TwoLevelQueue
 from strata.dispatch.slots import SlotDispatch, apportion, model_demand, slot_dispatcher
 from strata.dispatch.strategies import (
+    ALIASES,
     STRATEGIES,
     EarliestDeadline,
     FairShare,
@@ -29,6 +30,7 @@ from strata.dispatch.strategies import (
 )
 
 __all__ = [
+    "ALIASES",
     "STRATEGIES",
     "URGENT_POOL",
     "CostProfile",

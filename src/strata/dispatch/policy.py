@@ -146,7 +146,7 @@ def dispatcher(
 ) -> DispatchFactory:
     """A ``DispatchFactory``: one ``StrategyDispatch`` per node, each with its own strategy instance.
 
-    ``by`` is a strategy name (see ``strategies.STRATEGIES``) or a zero-argument
+    ``by`` is a strategy name (``strategies.STRATEGIES`` or an alias) or a zero-argument
     callable returning a fresh ``Strategy``; ``priors`` seed costs and carry
     window semantics (``Priors.from_scenario``; without them a node starts from
     its view's ``cost_per_record``); ``alpha`` is the moving-average weight of

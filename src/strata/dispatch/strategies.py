@@ -109,22 +109,24 @@ class FairShare(Strategy):
             self._virtual = key
 
 
+# The dispatch blocks L2 offers (the meta level chooses among these names), and other names for them.
 STRATEGIES: dict[str, type[Strategy]] = {
-    "cameo": LeastLaxity,
     "llf": LeastLaxity,
     "edf": EarliestDeadline,
     "sjf": ShortestJob,
     "fifo": Fifo,
     "fair": FairShare,
 }
+ALIASES: dict[str, str] = {"cameo": "llf"}
 
 
 def strategy(name: str) -> Strategy:
-    """A fresh strategy by name (``cameo``/``llf``, ``edf``, ``sjf``, ``fifo``, ``fair``)."""
+    """A fresh strategy by name (``llf`` alias ``cameo``, ``edf``, ``sjf``, ``fifo``, ``fair``)."""
     try:
-        return STRATEGIES[name]()
+        return STRATEGIES[ALIASES.get(name, name)]()
     except KeyError:
-        raise ValueError(f"unknown dispatch strategy {name!r}; choose from {sorted(STRATEGIES)}") from None
+        choices = sorted([*STRATEGIES, *ALIASES])
+        raise ValueError(f"unknown dispatch strategy {name!r}; choose from {choices}") from None
 
 
 def rank(units: Iterable[WorkUnit], by: Strategy) -> list[WorkUnit]:
