@@ -19,10 +19,12 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/lint-imports
 	$(BIN)/pytest -q
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/lint-imports
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache runs
