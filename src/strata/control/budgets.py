@@ -13,25 +13,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 
+from strata.balance.level import L1Budget
 from strata.plan import Plan
-
-
-@dataclass(frozen=True)
-class L1Budget:
-    """What L1 (key-group balancing and DS2 scaling) may do in one load window.
-
-    ``max_instances``: keyed PE → instances L0 placed (the scale-out ceiling;
-    instances beyond the active count own no key group). ``moves`` and
-    ``bytes``: key-group moves and state bytes for the whole window, over all
-    PEs. ``frozen``: PEs being re-placed by L0 now; L1 leaves them alone.
-    """
-
-    max_instances: Mapping[str, int]
-    moves: int
-    bytes: float = math.inf
-    frozen: frozenset[str] = frozenset()
 
 
 def pools(plan: Plan, job_of: Mapping[str, str]) -> dict[str, float]:
@@ -51,4 +35,11 @@ def l1_budget(
     frozen: Iterable[str] = (),
 ) -> L1Budget:
     """L1's budget for one window, from the placement in force and the PEs L0 is changing."""
-    return L1Budget({pe: len(placement[pe]) for pe in keyed if pe in placement}, moves, bytes_, frozenset(frozen))
+    mine = [pe for pe in keyed if pe in placement]
+    return L1Budget(
+        {pe: len(placement[pe]) for pe in mine},
+        moves,
+        bytes_,
+        frozenset(frozen),
+        {pe: placement[pe][0][1] for pe in mine if placement[pe]},
+    )

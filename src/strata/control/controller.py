@@ -44,16 +44,14 @@ from dataclasses import dataclass, field, replace
 import networkx as nx
 
 from strata.adapt.blocks import BALANCING, PLACEMENT, Composition
-from strata.balance.autoflow import AutoFlow
-from strata.balance.ds2 import Scaler, consolidate, ds2_parallelism, spread
-from strata.balance.loads import window_loads
-from strata.control.budgets import L1Budget, l1_budget, pools
+from strata.balance.level import TaskLevel, uncoordinated
+from strata.control.budgets import l1_budget, pools
 from strata.control.estimation import ResourceLearner, mean_offered_rates
 from strata.control.signals import Debounce, Signal, SignalConfig, lost_nodes, miss_pressure, shortfall
 from strata.model import Cluster, Scenario, job_maps, joined_graph
 from strata.plan import Options, Plan, PlanError, plan, replan
 from strata.plan.baselines import greedy, rr
-from strata.plan.instances import Host, Item, MultiBalanceConfig, balance
+from strata.plan.instances import Host, MultiBalanceConfig, place_instances
 from strata.plan.pacing import pace
 from strata.protocol.engine import Decisions, Move, Observation, Placement
 
@@ -135,8 +133,11 @@ class Controller:
         self._planned_ingest: dict[str, float] = {}  # job → the observed ingest its last (re)plan used
         sc = cfg.signals if cfg.coordinated else replace(cfg.signals, raise_after=1, clear_after=1)
         self._debounce = Debounce(sc.raise_after, sc.clear_after)
-        self._balancer = AutoFlow(smoothing=cfg.smoothing if cfg.coordinated else 1.0)
-        self._scaler = Scaler(cfg.headroom, stable=2 if cfg.coordinated else 1)
+        self._l1 = TaskLevel(
+            smoothing=cfg.smoothing if cfg.coordinated else 1.0,
+            stable=2 if cfg.coordinated else 1,
+            headroom=cfg.headroom,
+        )
         self._margin: dict[str, float] = {}  # job → rate multiplier its last re-plan used
         # The one estimator of the model (costs, selectivities, offered rates); before any observation a source is
         # expected at its arrival process's long-run mean rate.
@@ -302,7 +303,7 @@ class Controller:
             present[("shortfall", job)] = Signal("shortfall", job, v, f"backlog {v:.2f} target latencies")
         for job, v in miss_pressure(obs, sc.miss_rate).items():
             present[("miss", job)] = Signal("miss", job, v, f"miss rate {v:.3f}")
-        for pe, spots in self._balancer.hotspots.items():
+        for pe, spots in self._l1.hotspots.items():
             if spots and pe in self._job_of:
                 top = spots[0]
                 present[("hotspot", self._job_of[pe])] = Signal(
@@ -498,7 +499,7 @@ class Controller:
         self.answered = self.placer
 
     def _place(self, pes: set[str], budgeted: bool, now: float) -> None:
-        """The multi-resource balancer under the plan: every instance of ``pes`` on one of its PE's candidates.
+        """The multi-resource balancer under the plan (:func:`strata.plan.instances.place_instances`).
 
         Hysteresis (co-operative mode): an instance L0 moved less than
         ``instance_cooldown_s`` ago stays where it is unless its node is lost
@@ -507,59 +508,34 @@ class Controller:
         ``placement.min_gain`` of the objective.
         """
         cfg = self.config
-        graph = joined_graph(self.scenario, self.plan.templates)
+
+        def pinned(pe: str, i: int, where: str) -> bool:
+            return (
+                cfg.coordinated
+                and self._moved.get((pe, i), -math.inf) + cfg.instance_cooldown_s > now
+                and self._ingest_change(self._job_of[pe]) < cfg.replan_on_change
+            )
+
         hosts = [Host(n.name, n.cores, n.memory) for n in self.scenario.cluster.all_nodes if n.name not in self.down]
-        cpu = self.plan.cpu()
-        items: list[Item] = []
-        for pe in graph:
-            op = graph.nodes[pe]["op"]
-            current = self.placement.get(pe)
-            count = len(current) if current else op.instances
-            if pe in pes:
-                # A planner that lists no candidates for a PE (a baseline, for a cpu-free PE) allows its assigned
-                # nodes, else every live node.
-                allowed = (
-                    self.plan.candidates.get(pe) or list(self.plan.assignment.get(pe, {})) or [h.name for h in hosts]
-                )
-                cand = tuple(n for n in allowed if n not in self.down)
-                for i in range(count):
-                    # The plan's share, or what the instance was measured to use if more (a hot key group).
-                    need = max(cpu.get(pe, 0.0) / count, self._load.get((pe, i), 0.0))
-                    where = current[i][0] if current else None
-                    pinned = (
-                        cfg.coordinated
-                        and where is not None
-                        and where not in self.down
-                        and self._moved.get((pe, i), -math.inf) + cfg.instance_cooldown_s > now
-                        and self._ingest_change(self._job_of[pe]) < cfg.replan_on_change
-                    )
-                    items.append(
-                        Item(
-                            f"{pe}#{i}", need, (op.memory + op.state_bytes) / count, (where,) if pinned else cand, where
-                        )
-                    )
-            elif current:
-                for i, (node, c) in enumerate(current):
-                    if node not in self.down:
-                        need = max(c, self._load.get((pe, i), 0.0))
-                        items.append(Item(f"{pe}#{i}", need, (op.memory + op.state_bytes) / count, (node,), node))
         mb = cfg.placement
         if not budgeted or not cfg.coordinated:
             mb = replace(mb, max_moves=None)
         if not cfg.coordinated:
             mb = replace(mb, min_gain=0.0)
-        result = balance(items, hosts, mb)
+        graph = joined_graph(self.scenario, self.plan.templates)
+        placed, detail = place_instances(
+            graph, self.plan, self.placement, pes, hosts, self.down, self._load, pinned, mb
+        )
         for pe in pes:
-            if pe not in graph:
+            old = self.placement.get(pe)
+            if pe not in placed:
                 self.placement.pop(pe, None)
                 continue
-            old = self.placement.get(pe)
-            count = len(old) if old else graph.nodes[pe]["op"].instances
-            self.placement[pe] = [(result.assignment[f"{pe}#{i}"], cpu.get(pe, 0.0) / count) for i in range(count)]
-            for i in range(count):
-                if old and old[i][0] != self.placement[pe][i][0]:
+            self.placement[pe] = placed[pe]
+            for i, (node, _) in enumerate(placed[pe]):
+                if old and old[i][0] != node:
                     self._moved[pe, i] = now
-        for d in result.detail:
+        for d in detail:
             self._note(f"placement: {d}")
 
     def _pools(self) -> dict[str, float]:
@@ -571,62 +547,22 @@ class Controller:
     # ------------------------------------------------------------------ L1
 
     def _level1(self, obs: Observation, frozen: set[str]) -> tuple[list[Move], dict[str, int]]:
-        """DS2 scaling and hotspot diminishing for every keyed PE, inside L0's budget."""
+        """L1 inside L0's budget: the placed instances as the ceiling, the window's move budget, frozen PEs."""
         cfg = self.config
-        w = obs.window
-        keyed = [pe for pe in w.routing if pe in self.placement]
-        budget: L1Budget = l1_budget(
+        budget = l1_budget(
             self.placement,
-            keyed,
+            obs.window.routing,
             cfg.moves_per_window if cfg.coordinated else 10**6,
             frozen=frozen if cfg.coordinated else (),
         )
         mode = BALANCING[self.balancing]
-        loads = window_loads(w.key_groups)
-        migrating: dict[str, list[int]] = {}
-        for pe, g in w.migrating:
-            migrating.setdefault(pe, []).append(g)
-        moves: list[Move] = []
-        scaled: dict[str, int] = {}
-        tables: dict[str, dict[int, int]] = {}
-        active: dict[str, int] = {}
-        for pe in keyed:
-            if pe in budget.frozen:
-                continue
-            table = dict(enumerate(w.routing[pe]))
-            ceiling = budget.max_instances[pe]
-            n = max(table.values()) + 1
-            if cfg.scaling and mode is not None:
-                recs = sum(i.records for i in w.instances if i.pe == pe)
-                busy = sum(i.busy for i in w.instances if i.pe == pe)
-                graph_in = sum(r for u, r in w.rates.items() if self._feeds(u, pe))
-                per = self.placement[pe][0][1] or 1.0
-                proposal = ds2_parallelism(graph_in, recs, busy, per, ceiling, cfg.headroom)
-                n = self._scaler.update(pe, proposal, ceiling, max(table.values()) + 1)
-                if n != max(table.values()) + 1:
-                    scaled[pe] = n
-            group_load = loads[pe].load if pe in loads else {}
-            busy_groups = set(migrating.get(pe, ()))
-            movable = {g: i for g, i in table.items() if g not in busy_groups}
-            if n <= max(table.values()):
-                step = consolidate(group_load, movable, n)
-            elif pe in scaled:
-                step = spread(group_load, movable, n, max(budget.moves - len(moves), 0))
-            else:
-                step = {}
-            for g, dst in step.items():
-                moves.append(Move(pe, g, dst))
-                table[g] = dst
-            tables[pe] = table
-            active[pe] = max(n, max(table.values()) + 1)
-        if mode is not None and tables:
-            self._balancer.config = mode if cfg.coordinated else replace(mode, cooldown_s=0.0)
-            self._balancer.pes = set(tables)
-            records = [kg for kg in w.key_groups if kg.pe in tables]
-            moves += self._balancer.rebalance(w.now, records, tables, active, migrating)
-        elif mode is None:
-            self._balancer.rounds.clear()
-        return moves[: budget.moves], scaled
+        return self._l1.step(
+            obs.window,
+            budget,
+            mode if cfg.coordinated else uncoordinated(mode),
+            scaling=cfg.scaling,
+            feeds=self._feeds,
+        )
 
     def _feeds(self, upstream: str, pe: str) -> bool:
         graph = self._graph()

@@ -28,10 +28,13 @@ without a solution, the local-search answer stands and ``status`` says so.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
+import networkx as nx
+
 from strata.plan.lp import INF, Program
+from strata.plan.plan import Plan
 
 RESOURCES = ("cpu", "memory", "instances")
 _MOVE_COST = 1e-6  # objective cost of one move in the exact solve: a tie-break, never worth load
@@ -300,3 +303,62 @@ def _exact_neighbourhood(
             loads.add(by_name[name], host)
             assign[name] = host
     return True
+
+
+Placement = dict[str, list[tuple[str, float]]]
+
+
+def place_instances(
+    graph: nx.DiGraph,
+    plan: Plan,
+    placement: Mapping[str, list[tuple[str, float]]],
+    pes: Collection[str],
+    hosts: Sequence[Host],
+    down: Collection[str],
+    load: Mapping[tuple[str, int], float],
+    pinned: Callable[[str, int, str], bool],
+    config: MultiBalanceConfig,
+) -> tuple[Placement, list[str]]:
+    """Every instance of ``pes`` on one of its PE's candidate nodes of ``plan``; the other PEs' instances stay.
+
+    ``graph``: the admitted templates' joined graph (its PEs are what runs);
+    ``placement``: PE → [(node, cpu)] per instance now (a PE not yet placed
+    gets its operator's instance count); ``load``: (PE, instance) → cores it
+    was measured to use (an instance needs the plan's share or that, if more:
+    a hot key group); ``pinned(pe, i, node)``: the instance must stay on
+    ``node`` (hysteresis), unless the node is ``down``. A planner that lists
+    no candidates for a PE (a baseline, for a cpu-free PE) allows its assigned
+    nodes, else every host. Returns the new placement of the ``pes`` still in
+    the graph, each instance with the plan's cpu split evenly, and the
+    balancer's notes.
+    """
+    cpu = plan.cpu()
+    items: list[Item] = []
+    for pe in graph:
+        op = graph.nodes[pe]["op"]
+        current = placement.get(pe)
+        count = len(current) if current else op.instances
+        if pe in pes:
+            allowed = plan.candidates.get(pe) or list(plan.assignment.get(pe, {})) or [h.name for h in hosts]
+            cand = tuple(n for n in allowed if n not in down)
+            for i in range(count):
+                need = max(cpu.get(pe, 0.0) / count, load.get((pe, i), 0.0))
+                where = current[i][0] if current else None
+                stay = where is not None and where not in down and pinned(pe, i, where)
+                items.append(
+                    Item(f"{pe}#{i}", need, (op.memory + op.state_bytes) / count, (where,) if stay else cand, where)
+                )
+        elif current:
+            for i, (node, c) in enumerate(current):
+                if node not in down:
+                    need = max(c, load.get((pe, i), 0.0))
+                    items.append(Item(f"{pe}#{i}", need, (op.memory + op.state_bytes) / count, (node,), node))
+    result = balance(items, hosts, config)
+    out: Placement = {}
+    for pe in pes:
+        if pe not in graph:
+            continue
+        old = placement.get(pe)
+        count = len(old) if old else graph.nodes[pe]["op"].instances
+        out[pe] = [(result.assignment[f"{pe}#{i}"], cpu.get(pe, 0.0) / count) for i in range(count)]
+    return out, list(result.detail)
