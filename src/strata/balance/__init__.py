@@ -7,7 +7,7 @@ the rounds as a periodic controller of the simulator, and ``presets`` names the
 balancing blocks the meta level chooses from.
 """
 
-from strata.balance.hotspot import BalanceConfig, Hotspot, Plan, Transfer, diminish_hotspots
+from strata.balance.hotspot import BalanceConfig, Hotspot, RoundPlan, Transfer, diminish_hotspots
 from strata.balance.loads import GroupLoads, SmoothedLoads, imbalance, instance_loads, window_loads
 from strata.balance.lpt import Assignment, best_imbalance_bounds, lower_bound, lpt, lpt_ratio, optimal_makespan
 from strata.balance.presets import PRESETS, preset
@@ -18,7 +18,7 @@ __all__ = [
     "BalanceConfig",
     "GroupLoads",
     "Hotspot",
-    "Plan",
+    "RoundPlan",
     "SmoothedLoads",
     "Transfer",
     "best_imbalance_bounds",

@@ -30,7 +30,7 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from strata.balance.hotspot import BalanceConfig, Hotspot, Plan, diminish_hotspots
+from strata.balance.hotspot import BalanceConfig, Hotspot, RoundPlan, diminish_hotspots
 from strata.balance.loads import (
     LoadRecord,
     Metric,
@@ -164,7 +164,7 @@ class AutoFlow:
             moved_at = self._moved_at.setdefault(pe, {})
             blocked = {**moved_at, **dict.fromkeys(busy.get(pe, ()), math.inf)}
             table = tables[pe]
-            plan: Plan = diminish_hotspots(
+            plan: RoundPlan = diminish_hotspots(
                 smoothed, table, instances[pe], window.state_bytes, self.config, blocked, now, (sources or {}).get(pe)
             )
             for t in plan.transfers:

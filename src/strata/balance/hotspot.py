@@ -78,7 +78,7 @@ class Hotspot:
 
 
 @dataclass(frozen=True, slots=True)
-class Plan:
+class RoundPlan:
     """One round's decision: the moves in order, irreducible hotspots, and the predicted effect."""
 
     transfers: tuple[Transfer, ...]
@@ -102,7 +102,7 @@ def diminish_hotspots(
     moved_at: Mapping[int, float] | None = None,
     now: float = 0.0,
     sources: Collection[int] | None = None,
-) -> Plan:
+) -> RoundPlan:
     """Plan one round of moves for one operator (AutoFlow's hotspot-diminishing algorithm).
 
     ``loads``: key group → load in the window (any additive unit); missing = 0.
@@ -127,7 +127,7 @@ def diminish_hotspots(
     before = imbalance(per_inst)
     total = sum(per_inst)
     if total <= 0:
-        return Plan((), (), before, before, "balanced", new_table)
+        return RoundPlan((), (), before, before, "balanced", new_table)
     mean = total / instances
     irreducible = tuple(
         Hotspot(g, table[g], loads[g], mean)
@@ -190,4 +190,4 @@ def diminish_hotspots(
         owned[c].add(group)
         new_table[group] = c
         moved.add(group)
-    return Plan(tuple(transfers), irreducible, before, imbalance(per_inst), stop, new_table)
+    return RoundPlan(tuple(transfers), irreducible, before, imbalance(per_inst), stop, new_table)

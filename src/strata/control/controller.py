@@ -49,10 +49,10 @@ from strata.control.budgets import l1_budget, pools
 from strata.control.estimation import ResourceLearner, mean_offered_rates
 from strata.control.signals import Debounce, Signal, SignalConfig, lost_nodes, miss_pressure, shortfall
 from strata.model import Cluster, Scenario, job_maps, joined_graph
-from strata.plan import Options, Plan, PlanError, plan, replan
-from strata.plan.baselines import greedy, rr
+from strata.plan import Options, Plan, PlanError, replan
 from strata.plan.instances import Host, MultiBalanceConfig, place_instances
 from strata.plan.pacing import pace
+from strata.plan.placers import placer
 from strata.protocol.engine import Decisions, Move, Observation, Placement
 
 
@@ -348,12 +348,8 @@ class Controller:
     def _observed(self, cluster: Cluster, margin: Mapping[str, float]) -> Scenario:
         return Scenario(name=self.scenario.name, cluster=cluster, jobs=self.model(margin).jobs)
 
-    def _run_planner(self, scenario: Scenario, previous: Plan | None, placer: str) -> Plan:
-        if placer == "greedy":
-            return greedy(scenario, self.config.plan.weights)
-        if placer == "round-robin":
-            return rr(scenario, self.config.plan.weights)
-        return plan(scenario, previous, self.config.plan)
+    def _run_planner(self, scenario: Scenario, previous: Plan | None, name: str) -> Plan:
+        return placer(name)(scenario, previous, self.config.plan)
 
     def _vetted(self, make: Callable[[str], Plan], now: float) -> tuple[Plan, str]:
         """The plan of the placement block the meta level chose, if it keeps L0's objective; else SODA's.

@@ -45,9 +45,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-from pyspark.sql.streaming import StreamingQueryListener
 
 from strata.model import OperatorKind, Scenario, Template, pe_id
+from strata.model.inputs import Timeline, Workload
 from strata.protocol.engine import (
     Decisions,
     InstanceLoad,
@@ -57,9 +57,8 @@ from strata.protocol.engine import (
     WindowStats,
 )
 from strata.spark.gate import URGENT_POOL, Gate
-from strata.spark.listener import progress_row
+from strata.spark.listener import ProgressListener, progress_row
 from strata.spark.pipelines import AGGREGATIONS, Pipeline, PipelineOptions
-from strata.spark.workload import Timeline, Workload
 
 SHARE_POOLS: dict[str, int] = {"w1": 1, "w2": 2, "w4": 4, "w8": 8}
 """Pools that carry L0's cpu share; FAIR weight ∝ the pool's number."""
@@ -80,37 +79,6 @@ def share_pools(cpu_share: dict[str, float]) -> dict[str, str]:
         weight = min(8, 2 ** round(float(np.log2(ratio))))
         out[job] = f"w{weight}"
     return out
-
-
-class BatchRows(StreamingQueryListener):
-    """Input rows of every committed batch, per query run, from Spark's progress events.
-
-    Events arrive once per batch on the listener bus; polling ``recentProgress`` instead costs one py4j
-    call per retained batch on every observation, in the driver the batches' callbacks also need.
-    """
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._rows: dict[str, dict[int, int]] = {}
-
-    def onQueryStarted(self, event) -> None:
-        """Nothing to record before the first batch."""
-
-    def onQueryProgress(self, event) -> None:
-        p = json.loads(event.progress.json)
-        with self._lock:
-            self._rows.setdefault(str(p["id"]), {})[int(p["batchId"])] = int(p["numInputRows"] or 0)
-
-    def onQueryIdle(self, event) -> None:
-        """Idle triggers carry no batch."""
-
-    def onQueryTerminated(self, event) -> None:
-        """The rows stay for the measurement after the stop."""
-
-    def of(self, query) -> dict[int, int]:
-        """Batch id → input rows of the query run's committed batches so far."""
-        with self._lock:
-            return dict(self._rows.get(str(query.id), {}))
 
 
 @dataclass(frozen=True)
@@ -168,7 +136,7 @@ class SparkEngine:
         self._window_start = clock()
         self._timelines: dict[str, Timeline] = {}
         self._lock = threading.Lock()
-        self.progress = BatchRows()
+        self.progress = ProgressListener()
         spark.streams.addListener(self.progress)
 
     # ------------------------------------------------------------------ time

@@ -4,16 +4,14 @@ Per query and batch: input rows, rates, batch duration and its phases, the
 source's offsets (start, end, latest available) and so the backlog in rows,
 the watermark and state rows. Sink-side measurements (latency percentiles,
 per-partition load of managed keyed operators) come from
-:class:`strata.spark.pipelines.Pipeline`; :func:`write_tables` writes both.
+:class:`strata.spark.pipelines.Pipeline`; :mod:`strata.spark.measure` writes both.
 """
 
 from __future__ import annotations
 
 import json
 import threading
-from pathlib import Path
 
-import pandas as pd
 from pyspark.sql.streaming import StreamingQueryListener
 
 
@@ -37,6 +35,7 @@ def progress_row(progress: dict) -> dict:
     state = progress.get("stateOperators") or []
     return {
         "query": progress.get("name"),
+        "id": progress.get("id"),
         "batch_id": progress.get("batchId"),
         "timestamp": progress.get("timestamp"),
         "input_rows": progress.get("numInputRows"),
@@ -56,7 +55,11 @@ def progress_row(progress: dict) -> dict:
 
 
 class ProgressListener(StreamingQueryListener):
-    """Collects progress rows and terminations of every query of the session."""
+    """Collects progress rows and terminations of every query of the session.
+
+    Events arrive once per batch on the listener bus; polling ``recentProgress`` instead costs one py4j
+    call per retained batch on every observation, in the driver the batches' callbacks also need.
+    """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -64,6 +67,7 @@ class ProgressListener(StreamingQueryListener):
         self.rows: list[dict] = []
         self.terminated: dict[str, str | None] = {}
         self.names: dict[str, str] = {}
+        self._inputs: dict[str, dict[int, int]] = {}  # query id → batch id → input rows
 
     def onQueryStarted(self, event) -> None:
         with self._lock:
@@ -73,6 +77,7 @@ class ProgressListener(StreamingQueryListener):
         row = progress_row(json.loads(event.progress.json))
         with self._lock:
             self.rows.append(row)
+            self._inputs.setdefault(str(row["id"]), {})[int(row["batch_id"])] = int(row["input_rows"] or 0)
 
     def onQueryIdle(self, event) -> None:
         """Idle triggers carry no batch."""
@@ -88,6 +93,11 @@ class ProgressListener(StreamingQueryListener):
         with self._ended:
             return self._ended.wait_for(lambda: str(run_id) in self.terminated, timeout_s)
 
+    def of(self, query) -> dict[int, int]:
+        """Batch id → input rows of the query's committed batches so far (a query keeps its id across restarts)."""
+        with self._lock:
+            return dict(self._inputs.get(str(query.id), {}))
+
     def snapshot(self) -> list[dict]:
         with self._lock:
             return list(self.rows)
@@ -98,23 +108,3 @@ class ProgressListener(StreamingQueryListener):
                 if row["query"] == query:
                     return row
         return None
-
-
-def write_tables(directory: str | Path, progress: list[dict], batches: list[dict]) -> dict[str, Path]:
-    """Metrics tables under ``directory``: progress, sink-side batches, per-partition load (CSV and Parquet)."""
-    out = Path(directory)
-    out.mkdir(parents=True, exist_ok=True)
-    partitions = [
-        {"query": b["query"], "batch_id": b["batch_id"], "partition": p, "rows": n}
-        for b in batches
-        for p, n in enumerate(b.get("partition_rows") or [])
-    ]
-    flat = [{k: v for k, v in b.items() if k not in ("partition_rows", "group_rows")} for b in batches]
-    written = {}
-    for name, rows in (("progress", progress), ("batches", flat), ("partitions", partitions)):
-        frame = pd.DataFrame(rows)
-        frame.to_csv(out / f"{name}.csv", index=False)
-        if not frame.empty:
-            frame.to_parquet(out / f"{name}.parquet", index=False)
-        written[name] = out / f"{name}.csv"
-    return written

@@ -5,7 +5,9 @@ expected output not delivered by the stop counts as a deadline miss with
 latency ≥ stop − event time (censored, so a run cannot look better by leaving
 work undone). The tables written under ``<run>/metrics`` are what
 ``strata report`` reads: latency, batches, partitions, summary, checks,
-decisions, gate, observations, controller, learning (CSV) and ``run.json``.
+decisions, gate, observations, progress (Spark's per-batch progress: offsets,
+backlog, durations, watermark, state rows), controller, learning (CSV) and
+``run.json``.
 """
 
 from __future__ import annotations
@@ -18,9 +20,9 @@ import numpy as np
 import pandas as pd
 
 from strata.model import OperatorKind, Scenario
+from strata.model.inputs import Timeline, Workload
 from strata.spark.engine import Segment, SparkEngine
 from strata.spark.verify import US, committed_output, micros, reference_output, segment_input, verify_segment
-from strata.spark.workload import Timeline, Workload
 
 
 @dataclass
@@ -235,6 +237,7 @@ def collect(
         "decisions": pd.DataFrame(decision_rows),
         "gate": pd.DataFrame(gate_rows),
         "observations": pd.DataFrame(obs_rows),
+        "progress": pd.DataFrame([{"mode": run.mode, **r} for run in runs for r in run.engine.progress.snapshot()]),
         "controller": pd.DataFrame(
             [{"mode": run.mode, **row, "t": row["time"] - run.epoch} for run in runs for row in run.controller_log]
         ),
