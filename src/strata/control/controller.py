@@ -53,6 +53,7 @@ from strata.plan import Options, Plan, PlanError, replan
 from strata.plan.instances import Host, MultiBalanceConfig, place_instances
 from strata.plan.pacing import pace
 from strata.plan.placers import placer
+from strata.plan.plan import restricted
 from strata.protocol.engine import Decisions, Move, Observation, Placement
 
 
@@ -373,34 +374,7 @@ class Controller:
         return soda, "planner"
 
     def _restrict(self, previous: Plan | None, jobs: set[str], nodes: set[str]) -> Plan | None:
-        """``previous`` cut down to ``jobs`` and live ``nodes``: the incremental-movement reference of a re-plan.
-
-        A PE that lost every candidate node is left out: it has no incremental reference.
-        """
-        if previous is None:
-            return None
-        # A baseline planner may leave cpu-free PEs out of its candidates and assignment; where the instances
-        # actually run (the placement) stands in for them.
-        assignment = {pe: dict(parts) for pe, parts in previous.assignment.items()}
-        cand = {pe: list(c) for pe, c in previous.candidates.items()}
-        for pe, insts in self.placement.items():
-            if not cand.get(pe) or pe not in assignment:
-                cand[pe] = sorted({n for n, _ in insts})
-                assignment[pe] = {}
-                for n, c in insts:
-                    assignment[pe][n] = assignment[pe].get(n, 0.0) + c
-        cand = {pe: [n for n in c if n in nodes] for pe, c in cand.items() if self._job_of[pe] in jobs}
-        pes = {pe for pe, c in cand.items() if c and pe in assignment}
-        data = previous.to_dict()
-        data.update(
-            admitted=[j for j in previous.admitted if j in jobs],
-            rejected={j: r for j, r in previous.rejected.items() if j in jobs},
-            templates={j: t for j, t in previous.templates.items() if j in jobs},
-            cpu_goal={pe: previous.cpu_goal.get(pe, sum(assignment[pe].values())) for pe in pes},
-            candidates={pe: cand[pe] for pe in pes},
-            assignment={pe: {n: c for n, c in assignment[pe].items() if n in nodes} for pe in pes},
-        )
-        return Plan.from_dict(data)
+        return restricted(previous, self.placement, self._job_of, jobs, nodes)
 
     def _full_plan(self, now: float, signals) -> float:
         """A full SODA epoch on the live cluster with observed rates and costs; then place every instance."""

@@ -8,6 +8,7 @@ docs/plan.md.
 from __future__ import annotations
 
 import json
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -90,3 +91,41 @@ class Plan:
             return cls.from_json(path.read_text())
         except (OSError, json.JSONDecodeError, TypeError, KeyError) as e:
             raise PlanError([f"{path}: expected a plan written by 'strata plan --json'; {e}"]) from None
+
+
+def restricted(
+    previous: Plan | None,
+    placement: Mapping[str, Sequence[tuple[str, float]]],
+    job_of: Mapping[str, str],
+    jobs: Collection[str],
+    nodes: Collection[str],
+) -> Plan | None:
+    """``previous`` cut down to ``jobs`` and live ``nodes``: the incremental-movement reference of a re-plan.
+
+    ``placement`` (PE → [(node, cpu)] per instance) stands in for the PEs a
+    baseline planner left out of its candidates and assignment (cpu-free
+    PEs): where their instances actually run. A PE that lost every candidate
+    node is left out: it has no incremental reference.
+    """
+    if previous is None:
+        return None
+    assignment = {pe: dict(parts) for pe, parts in previous.assignment.items()}
+    cand = {pe: list(c) for pe, c in previous.candidates.items()}
+    for pe, insts in placement.items():
+        if not cand.get(pe) or pe not in assignment:
+            cand[pe] = sorted({n for n, _ in insts})
+            assignment[pe] = {}
+            for n, c in insts:
+                assignment[pe][n] = assignment[pe].get(n, 0.0) + c
+    cand = {pe: [n for n in c if n in nodes] for pe, c in cand.items() if job_of[pe] in jobs}
+    pes = {pe for pe, c in cand.items() if c and pe in assignment}
+    data = previous.to_dict()
+    data.update(
+        admitted=[j for j in previous.admitted if j in jobs],
+        rejected={j: r for j, r in previous.rejected.items() if j in jobs},
+        templates={j: t for j, t in previous.templates.items() if j in jobs},
+        cpu_goal={pe: previous.cpu_goal.get(pe, sum(assignment[pe].values())) for pe in pes},
+        candidates={pe: cand[pe] for pe in pes},
+        assignment={pe: {n: c for n, c in assignment[pe].items() if n in nodes} for pe in pes},
+    )
+    return Plan.from_dict(data)
