@@ -47,7 +47,7 @@ from strata.adapt.blocks import BALANCING, PLACEMENT, Composition
 from strata.balance.level import TaskLevel, uncoordinated
 from strata.control.budgets import l1_budget, pools
 from strata.control.estimation import ResourceLearner, mean_offered_rates
-from strata.control.signals import Debounce, Signal, SignalConfig, lost_nodes, miss_pressure, shortfall
+from strata.control.signals import KINDS, Debounce, Signal, SignalConfig, lost_nodes, observed_signals
 from strata.model import Cluster, Scenario, job_maps, joined_graph
 from strata.plan import Options, Plan, PlanError, replan
 from strata.plan.instances import Host, MultiBalanceConfig, place_instances
@@ -292,30 +292,14 @@ class Controller:
     # ------------------------------------------------------------------ signals
 
     def _signals(self, obs: Observation) -> list[Signal]:
-        sc = self.config.signals
-        target = {j.id: j.target_latency_s for j in self.scenario.jobs}
-        present: dict[tuple[str, str], Signal] = {}
-        for node in sorted(set(obs.nodes_down)):
-            for pe, insts in self.placement.items():
-                if any(n == node for n, _ in insts):
-                    job = self._job_of[pe]
-                    present[("node-loss", job)] = Signal("node-loss", job, 1.0, f"{node} down under {pe}")
-        for job, v in shortfall(obs, target, self._job_of, self._sources, sc.backlog_latencies).items():
-            present[("shortfall", job)] = Signal("shortfall", job, v, f"backlog {v:.2f} target latencies")
-        for job, v in miss_pressure(obs, sc.miss_rate).items():
-            present[("miss", job)] = Signal("miss", job, v, f"miss rate {v:.3f}")
-        for pe, spots in self._l1.hotspots.items():
-            if spots and pe in self._job_of:
-                top = spots[0]
-                present[("hotspot", self._job_of[pe])] = Signal(
-                    "hotspot", self._job_of[pe], top.ratio, f"{pe} key group {top.key_group} at {top.ratio:.2f}× mean"
-                )
-        known = {(k, j) for k in ("shortfall", "miss", "hotspot", "node-loss") for j in self.scenario.job}
+        """The signals up this window, debounced (node loss raises at once)."""
+        present = observed_signals(
+            obs, self.config.signals, self.scenario, self.placement, self._job_of, self._sources, self._l1.hotspots
+        )
+        known = {(k, j) for k in KINDS for j in self.scenario.job}
         up = self._debounce.update(present, known)
-        # Node loss is a fact, not a noisy measurement: it raises at once.
         signals = [s for key, s in present.items() if key in up or s.kind == "node-loss"]
-        order = {"node-loss": 0, "shortfall": 1, "miss": 2, "hotspot": 3}
-        return sorted(signals, key=lambda s: (order[s.kind], s.job))
+        return sorted(signals, key=lambda s: (KINDS.index(s.kind), s.job))
 
     # ------------------------------------------------------------------ L0
 

@@ -23,9 +23,11 @@ Pure functions over plain data; the only memory is the debounce counters.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from strata.balance.hotspot import Hotspot
+from strata.model import Scenario
 from strata.protocol.engine import Observation
 
 KINDS = ("node-loss", "shortfall", "miss", "hotspot")  # in the order the controller serves them
@@ -125,3 +127,39 @@ def shortfall(
 def lost_nodes(obs: Observation, known_down: Iterable[str]) -> set[str]:
     """Nodes reported down now that were not down at the previous step."""
     return set(obs.nodes_down) - set(known_down)
+
+
+def observed_signals(
+    obs: Observation,
+    config: SignalConfig,
+    scenario: Scenario,
+    placement: Mapping[str, Sequence[tuple[str, float]]],
+    job_of: Mapping[str, str],
+    sources: Mapping[str, str],
+    hotspots: Mapping[str, Sequence[Hotspot]],
+) -> dict[tuple[str, str], Signal]:
+    """Every signal present in this window, by (kind, job), before debouncing.
+
+    Node loss: a lost node under any of the job's instances. Capacity
+    shortfall: the job's source backlog in target latencies. Deadline-miss
+    pressure: the job's miss rate. Irreducible hotspot: L1's latest
+    hotspots (the top one per keyed PE).
+    """
+    target = {j.id: j.target_latency_s for j in scenario.jobs}
+    present: dict[tuple[str, str], Signal] = {}
+    for node in sorted(set(obs.nodes_down)):
+        for pe, insts in placement.items():
+            if any(n == node for n, _ in insts):
+                job = job_of[pe]
+                present[("node-loss", job)] = Signal("node-loss", job, 1.0, f"{node} down under {pe}")
+    for job, v in shortfall(obs, target, job_of, sources, config.backlog_latencies).items():
+        present[("shortfall", job)] = Signal("shortfall", job, v, f"backlog {v:.2f} target latencies")
+    for job, v in miss_pressure(obs, config.miss_rate).items():
+        present[("miss", job)] = Signal("miss", job, v, f"miss rate {v:.3f}")
+    for pe, spots in hotspots.items():
+        if spots and pe in job_of:
+            top = spots[0]
+            present[("hotspot", job_of[pe])] = Signal(
+                "hotspot", job_of[pe], top.ratio, f"{pe} key group {top.key_group} at {top.ratio:.2f}× mean"
+            )
+    return present
