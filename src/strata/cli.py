@@ -312,6 +312,7 @@ def demo(
     from strata.experiments.demo import DemoConfig, run_demo
     from strata.report import write_report
     from strata.report.console import side_by_side, verification_line
+    from strata.spark.java import JavaError
 
     if duration <= 0:
         errors.print(f"[bold red]error[/] --duration: expected seconds > 0; found {duration:g}")
@@ -334,7 +335,7 @@ def demo(
             on_step=tick,
             on_phase=lambda text: console.print(f"[cyan]▸[/] {text}"),
         )
-    except ValueError as err:
+    except (ValueError, JavaError) as err:  # JavaError: Java missing or too old, with the install hint
         errors.print(f"[bold red]error[/] {err}", highlight=False, soft_wrap=True)
         raise typer.Exit(code=2) from None
     console.print(side_by_side(result.summary, result.decisions, f"{scenario.name}: plain Spark vs Strata"))

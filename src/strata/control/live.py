@@ -24,9 +24,12 @@ from strata.control.spark_run import RunConfig, run_mode
 from strata.model import Scenario, locate_problems
 from strata.protocol.engine import Decisions, Observation
 from strata.spark.engine import POOLS
+from strata.spark.java import JavaError
 from strata.spark.pipelines import check_template
+from strata.spark.session import MasterUnreachable
 
 DRAIN_S = 4.0  # records this close to the stop are not counted as due
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
 def _fmt(value, spec: str) -> str:
@@ -113,18 +116,22 @@ def run_live(
         )
         return 2
     out.mkdir(parents=True, exist_ok=True)
-    spark = build_session(
-        f"strata-run-{scenario.name}", master=master, shuffle_partitions=2, pools=POOLS, work_dir=out / "spark"
-    )
+    try:
+        spark = build_session(
+            f"strata-run-{scenario.name}", master=master, shuffle_partitions=2, pools=POOLS, work_dir=out / "spark"
+        )
+    except (JavaError, MasterUnreachable) as err:
+        errors.print(f"[bold red]error[/] {err}", highlight=False, soft_wrap=True)
+        return 2
     # query deaths are reported below with their cause; Spark's own error log would bury the live view
     spark.sparkContext.setLogLevel("FATAL")
     who = "Strata in control" if control else "plain Spark"
     title = f"strata run {scenario.name} on {spark.sparkContext.master} ({who})"
     view = View(scenario, title)
-    stop_asked = []
-    # PySpark's own SIGINT handler cancels every running job, which kills a query mid-batch;
-    # Ctrl-C instead ends the loop after its step, and the batches in flight finish.
-    previous = signal.signal(signal.SIGINT, lambda *_: stop_asked.append(True))
+    stop_asked: list[int] = []
+    # PySpark's own SIGINT handler cancels every running job, which kills a query mid-batch; Ctrl-C, and SIGTERM
+    # (what Kubernetes and systemd send), instead end the loop after its step, and the batches in flight finish.
+    previous = {sig: signal.signal(sig, lambda signum, _: stop_asked.append(signum)) for sig in STOP_SIGNALS}
     try:
         epoch = time.time() + 2.0
         with Live(view.render(), console=console, refresh_per_second=2) as live:
@@ -149,7 +156,8 @@ def run_live(
                 on_engine=attach,
             )
         if stop_asked:
-            console.print("[yellow]interrupted: the queries were stopped between batches[/]")
+            name = signal.Signals(stop_asked[0]).name
+            console.print(f"[yellow]interrupted ({name}): the queries were stopped between batches[/]")
         failures = result.engine.failures()
         horizon = max(0.0, result.stop - result.epoch - DRAIN_S)
         config = {"config": {"duration_s": horizon, "requested_s": duration_s, "control": control}}
@@ -163,5 +171,6 @@ def run_live(
         bad = measured.checks[["missing", "duplicated", "wrong"]].to_numpy().sum() if not measured.checks.empty else 0
         return 1 if failures or bad else 0
     finally:
-        signal.signal(signal.SIGINT, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
         spark.stop()
