@@ -23,11 +23,11 @@ import pytest
 from pyspark.errors import StreamingQueryException
 
 from strata.model import Job, SourceSpec, locate_problems
+from strata.model.inputs import static_dimension
 from strata.spark.listener import ProgressListener
 from strata.spark.pipelines import Pipeline, PipelineOptions, PipelineProblems
 from strata.spark.sinks import event_micros
 from strata.spark.sources import expected_rows
-from strata.spark.workload import static_dimension
 
 pytestmark = pytest.mark.spark
 

@@ -9,8 +9,8 @@ import pytest
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
 from strata.model import SourceSpec
+from strata.model.inputs import Timeline, Workload, generate, zipf_cdf
 from strata.spark.sources import GeneratorStreamReader, RateCap, expected_rows, generator_options
-from strata.spark.workload import Timeline, Workload, generate, zipf_cdf
 
 EPOCH = 1_700_000_000.0
 

@@ -2,7 +2,7 @@
 
 Three nested loops, as in the paper. Inner: for one admitted set and template
 choice, split the joined graph into weak components, take each component's
-importance curve, cached by the jobs and templates it contains (exact by the
+importance curve, cached by the jobs, templates and PEs it holds (exact by the
 sandwich method when it is an LP, :mod:`strata.plan.curves`; otherwise on a cpu
 grid by the MILP at each grid budget, and for out-trees also by dynamic
 programming, :mod:`strata.plan.tree_dp`, the better kept) and solve the separable
@@ -147,7 +147,8 @@ class _Evaluator:
         if self.answered and self.clock() > self.stop():
             raise _OutOfTime
         jobs = sorted({graph.nodes[p]["job"] for p in pes})
-        key = (tuple((j, templates[j]) for j in jobs), self.points)
+        # The PEs are part of the key: one job's template may hold several weak components.
+        key = ((tuple((j, templates[j]) for j in jobs), tuple(pes)), self.points)
         hit = self.cache.get(key) or self.cache.get((key[0], None))
         if hit is not None:
             return hit

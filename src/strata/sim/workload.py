@@ -1,30 +1,30 @@
-"""Source workloads: arrival processes, Zipf keys with hot-key drift, record values.
+"""Source workloads: arrival times, keys and values of a source PE's messages.
 
-One :class:`SourceStream` per source PE yields the arrival times of its
-messages and a key and integer value for each. Everything is drawn from a
-NumPy generator seeded by (simulation seed, ``SourceSpec.seed``, PE index), in
-blocks for speed, so the same seed gives the same stream.
+The input definition is :mod:`strata.model.inputs`, shared with Spark: λ(t)
+(:func:`~strata.model.inputs.rate_at`), Zipf ranks through the same CDF and
+the same hot-key drift rule, values on the dyadic grid k/1024 in [0, 1)
+(binary fractions: sums stay exact). What is the simulator's own is where its
+uniform numbers come from, a NumPy generator seeded by (simulation seed,
+``SourceSpec.seed``, PE index) drawn in blocks (the same seed gives the same
+stream), and how arrivals become instants: messages at continuous times.
 
-Arrival processes (``strata.model.job``): constant spacing 1/λ(t); Poisson
+Arrival processes (``strata.model.job``): constant spacing b/λ(t); Poisson
 (homogeneous, or by thinning when the rate varies); on/off bursts and diurnal
-modulation of the rate; replay of a trace file. λ(t) is the primal rate or the
-piecewise-linear ``rate_curve``, times the process's modulation. With a batch of
-``b`` records per message the message rate is λ(t)/b.
-Constant arrivals with a varying rate come where ∫λ reaches b (steps ≤ 10 ms).
+modulation of the rate; replay of a trace file. With a batch of ``b`` records
+per message the message rate is λ(t)/b. Constant arrivals with a varying rate
+come where ∫λ reaches b (steps ≤ 10 ms).
 """
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 import numpy as np
 
-from strata.model.functions import interp
-from strata.model.job import DiurnalArrivals, OnOffArrivals, PoissonArrivals, SourceSpec, TraceArrivals
+from strata.model.inputs import Workload, drifted_key, rate_at, values_of, zipf_ranks
+from strata.model.job import SourceSpec, TraceArrivals
 
 _BLOCK = 4096
-VALUE_RANGE = 100  # record values are integers in [0, VALUE_RANGE): sums stay exact
 
 
 def load_trace(path: Path, column: str) -> np.ndarray:
@@ -42,6 +42,7 @@ class SourceStream:
 
     def __init__(self, spec: SourceSpec, seed: int, index: int, batch: int = 1, base_dir: Path | None = None) -> None:
         self.spec = spec
+        self.inputs = Workload.of(spec)
         self.batch = batch
         self.rng = np.random.default_rng([seed, spec.seed, index])
         arr = spec.arrivals
@@ -53,39 +54,19 @@ class SourceStream:
                 path = base_dir / path
             self.trace = load_trace(path, arr.column)[batch - 1 :: batch].tolist()
             self.trace.reverse()
-        base_max = max(p[1] for p in spec.rate_curve) if spec.rate_curve else spec.rate
-        mod_max = 1.0
-        if isinstance(arr, OnOffArrivals):
-            mod_max = arr.burst_factor
-        elif isinstance(arr, DiurnalArrivals):
-            mod_max = 1.0 + arr.amplitude
-        self.rate_max = base_max * mod_max
-        self.varies_periodically = isinstance(arr, OnOffArrivals | DiurnalArrivals)
-        self.varies = spec.rate_curve is not None or mod_max != 1.0 or isinstance(arr, DiurnalArrivals)
-        self.thinning = not isinstance(arr, PoissonArrivals) or self.varies
-        keys = spec.keys
-        if keys.zipf_s > 0:
-            weights = 1.0 / np.arange(1, keys.count + 1, dtype=float) ** keys.zipf_s
-            self.cdf = np.cumsum(weights / weights.sum())
-        else:
-            self.cdf = None
+        self.rate_max = self.inputs.rate_max
+        self.varies_periodically = self.inputs.periodic
+        self.varies = self.inputs.varies
+        self.thinning = arr.process != "poisson" or self.varies
         self._exp: list[float] = []
         self._uni: list[float] = []
         self._rank: list[int] = []
-        self._val: list[int] = []
+        self._val: list[float] = []
         self.t = 0.0
 
     def rate(self, t: float) -> float:
-        """λ(t), records/s."""
-        spec = self.spec
-        lam = interp(spec.rate_curve, t) if spec.rate_curve else spec.rate
-        arr = spec.arrivals
-        if isinstance(arr, OnOffArrivals):
-            if t % arr.period_s < arr.on_s:
-                lam *= arr.burst_factor
-        elif isinstance(arr, DiurnalArrivals):
-            lam *= 1.0 + arr.amplitude * math.sin(2 * math.pi * t / arr.period_s)
-        return lam
+        """λ(t), records/s (:func:`strata.model.inputs.rate_at`)."""
+        return rate_at(self.inputs, t)
 
     def _draw_exp(self) -> float:
         if not self._exp:
@@ -133,20 +114,13 @@ class SourceStream:
         return self.t
 
     def key(self, t: float) -> int:
-        """A key for a record at time ``t``: Zipf rank, rotated by the hot-key drift."""
-        keys = self.spec.keys
+        """A key for a record at time ``t``: the shared Zipf rank, rotated by the shared hot-key drift."""
         if not self._rank:
-            if self.cdf is None:
-                self._rank = self.rng.integers(0, keys.count, _BLOCK).tolist()
-            else:
-                idx = np.searchsorted(self.cdf, self.rng.random(_BLOCK), side="right")
-                self._rank = np.minimum(idx, keys.count - 1).tolist()
-        rank = self._rank.pop()
-        if keys.drift_period_s is not None:
-            rank += keys.drift_step * int(t // keys.drift_period_s)
-        return rank % keys.count
+            self._rank = zipf_ranks(self.inputs, self.rng.random(_BLOCK)).tolist()
+        return drifted_key(self.inputs, self._rank.pop(), t)
 
-    def value(self) -> int:
+    def value(self) -> float:
+        """A record value on the shared dyadic grid k/1024 in [0, 1)."""
         if not self._val:
-            self._val = self.rng.integers(0, VALUE_RANGE, _BLOCK).tolist()
+            self._val = values_of(self.rng.random(_BLOCK)).tolist()
         return self._val.pop()

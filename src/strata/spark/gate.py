@@ -22,8 +22,8 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
+from strata.model.inputs import Timeline, Workload
 from strata.protocol.units import URGENT_POOL, BatchGatePolicy
-from strata.spark.workload import Timeline, Workload
 
 __all__ = ["URGENT_POOL", "Gate"]
 

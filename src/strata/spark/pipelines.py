@@ -32,12 +32,12 @@ from typing import Literal, Protocol
 import numpy as np
 
 from strata.model import AggregateSpec, Job, Operator, OperatorKind, Problem, Template
+from strata.model.inputs import GENERATED_PROCESSES, static_dimension
 from strata.model.scenario import Path as DocPath
 from strata.spark.sinks import ConsoleSink, MemorySink, ParquetSink, Sink
 from strata.spark.sources import NAME as GENERATOR
 from strata.spark.sources import RateCap, generator_options, register
 from strata.spark.state import KeyedSpec, KeyedStateStore
-from strata.spark.workload import GENERATED_PROCESSES, static_dimension
 
 START_ATTEMPTS = 5
 AGGREGATIONS = (OperatorKind.WINDOW_AGGREGATE, OperatorKind.KEYED_STATEFUL)

@@ -1,7 +1,7 @@
 """Streaming sources: Strata's workload generator as a Python data source, and Spark's file sources.
 
 ``strata-generator`` is a PySpark Data Source (``pyspark.sql.datasource``)
-whose rows are a pure function of their offsets (:mod:`strata.spark.workload`):
+whose rows are a pure function of their offsets (:mod:`strata.model.inputs`):
 offsets are ``{"row": i, "epoch": e}`` and any offset range replays the same
 rows, which is what makes the pipelines exactly once.
 
@@ -39,7 +39,7 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
 
-from strata.spark.workload import Timeline, Workload, generate
+from strata.model.inputs import Timeline, Workload, generate
 
 NAME = "strata-generator"
 SCHEMA = "id LONG, event_time TIMESTAMP, key LONG, value DOUBLE"

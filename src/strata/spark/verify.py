@@ -16,9 +16,9 @@ import numpy as np
 import pandas as pd
 
 from strata.model import OperatorKind
+from strata.model.inputs import Timeline, Workload, generate
 from strata.spark.engine import Segment
 from strata.spark.pipelines import AGGREGATIONS
-from strata.spark.workload import Timeline, Workload, generate
 
 US = 1_000_000
 
