@@ -209,3 +209,35 @@ def test_a_deadline_before_the_first_answer_holds_components_at_their_minimum():
     assert "a" in q.admitted
     graph = joined_graph(s, q.templates)
     assert q.goals == {pe: graph.nodes[pe]["op"].cpu_min for pe in graph}
+
+
+def _two_step_templates():
+    """a: full (0.01 core·s/record, worth 10 at 50/s) or light (0.005, worth 6 at 80/s); b: worth 5 at 30/s (0.01)."""
+    a = chain(
+        "a",
+        100,
+        [0.0, 0.01],
+        value={"kind": "step", "steps": [[50, 10.0]]},
+        templates=[("full", [0.0, 0.01]), ("light", [0.0, 0.005])],
+    )
+    a["templates"][1]["streams"][-1]["value"] = {"kind": "step", "steps": [[80, 6.0]]}
+    b = chain("b", 100, [0.0, 0.01], value={"kind": "step", "steps": [[30, 5.0]]})
+    return scenario([a, b], nodes=1, cores=1.0)
+
+
+@pytest.mark.parametrize(
+    "cores, value, template",
+    [
+        (0.85, 15.0, "full"),  # full 0.5 + b 0.3 fit
+        (0.75, 11.0, "light"),  # full + b do not fit; light 0.4 + b 0.3 do
+        (0.45, 6.0, "light"),  # one step only: light's 6 beats b's 5
+    ],
+)
+def test_exact_reference_handles_several_templates_with_step_values(cores, value, template):
+    # Every template of ``a`` has a step value: the step rows of the template not chosen must not
+    # demand a positive rate (they once did, and the MILP was infeasible).
+    e = exact_macro_q(_two_step_templates(), capacity=cores)
+    assert e.status == "optimal"
+    assert e.value == pytest.approx(value, abs=1e-6)
+    assert e.realised == pytest.approx(value, abs=1e-6)
+    assert e.templates["a"] == template

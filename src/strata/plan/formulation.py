@@ -197,10 +197,12 @@ def _step(prog: Program, value: StepValue, out: dict[int, float], v: int, top: f
     z = [prog.binary() for _ in levels]
     prog.row(dict.fromkeys(z, 1.0), lower=1.0, upper=1.0)
     prog.row({v: 1.0, **{zi: -lvl for zi, lvl in zip(z, levels, strict=True)}}, upper=0.0)
-    # out ≥ Σ low_k z_k: choosing interval k needs the rate to reach its threshold — by a margin
+    # out ≥ Σ low_k z_k: choosing interval k ≥ 1 needs the rate to reach its threshold — by a margin
     # above the solver's feasibility tolerance, or a rate that only reaches it within tolerance is
-    # credited a step that propagating its allocation does not earn.
-    prog.row({**out, **{zi: -(lo + STEP_MARGIN * (1 + lo)) for zi, lo in zip(z, lows, strict=True)}}, lower=0.0)
+    # credited a step that propagating its allocation does not earn. The first interval [0, t1) needs
+    # nothing (a margin there would demand a positive rate from a template that is not chosen).
+    need = [0.0] + [lo + STEP_MARGIN * (1 + lo) for lo in lows[1:]]
+    prog.row({**out, **{zi: -n for zi, n in zip(z, need, strict=True)}}, lower=0.0)
 
 
 def is_linear(ops: Mapping[str, Operator], values: Sequence[ValueTerm]) -> bool:
