@@ -25,6 +25,7 @@ from strata.model.inputs import Workload, drifted_key, rate_at, values_of, zipf_
 from strata.model.job import SourceSpec, TraceArrivals
 
 _BLOCK = 4096
+LEGACY_VALUE_RANGE = 100  # the integer values the simulator drew before values were shared with Spark
 
 
 def load_trace(path: Path, column: str) -> np.ndarray:
@@ -45,6 +46,10 @@ class SourceStream:
         self.inputs = Workload.of(spec)
         self.batch = batch
         self.rng = np.random.default_rng([seed, spec.seed, index])
+        # Values come from a stream of their own (the shared grid k/1024); ``rng`` still advances by the block of
+        # integers in [0, 100) it drew per value block before values were shared with Spark, so arrival instants and
+        # keys are bit for bit what they were for the same seed, and every simulated figure measured on them stands.
+        self.value_rng = np.random.default_rng([seed, spec.seed, index, 1])
         arr = spec.arrivals
         self.constant = arr.process == "constant"
         self.trace: list[float] | None = None
@@ -116,11 +121,15 @@ class SourceStream:
     def key(self, t: float) -> int:
         """A key for a record at time ``t``: the shared Zipf rank, rotated by the shared hot-key drift."""
         if not self._rank:
-            self._rank = zipf_ranks(self.inputs, self.rng.random(_BLOCK)).tolist()
+            if self.inputs.zipf_s == 0:  # uniform ranks: the s = 0 CDF's distribution, drawn as integers
+                self._rank = self.rng.integers(0, self.inputs.key_count, _BLOCK).tolist()
+            else:
+                self._rank = zipf_ranks(self.inputs, self.rng.random(_BLOCK)).tolist()
         return drifted_key(self.inputs, self._rank.pop(), t)
 
     def value(self) -> float:
         """A record value on the shared dyadic grid k/1024 in [0, 1)."""
         if not self._val:
-            self._val = values_of(self.rng.random(_BLOCK)).tolist()
+            self.rng.integers(0, LEGACY_VALUE_RANGE, _BLOCK)  # keeps ``rng``'s position (see __init__)
+            self._val = values_of(self.value_rng.random(_BLOCK)).tolist()
         return self._val.pop()
