@@ -111,12 +111,6 @@ def test_watermark_ticks_do_not_drift():
     assert lat.max() < 0.05
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="engine bug: run(until, drain=…) schedules the final watermark at `until` before a generation "
-    "event at exactly `until` that is scheduled later (during the run), so that record is generated and "
-    "then dropped as late; sim/engine.py _gen should stop at now >= _gen_stop (or order the final tick last)",
-)
 def test_a_record_generated_exactly_when_a_drained_run_stops_is_not_late(tmp_path):
     path = tmp_path / "trace.csv"
     path.write_text("t\n0.5\n1.0\n2.0\n")

@@ -542,7 +542,7 @@ class Simulation:
     # ------------------------------------------------------------------ events
 
     def _gen(self, pe: PeRt, now: float) -> None:
-        if now > self._gen_stop:
+        if now >= self._gen_stop:  # a drained run generates over [0, until): its final watermark is at until
             return
         stream = pe.stream
         records = self.batch
