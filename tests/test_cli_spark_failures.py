@@ -104,3 +104,40 @@ def test_sigterm_drains_like_ctrl_c_and_writes_the_metrics(tmp_path):
     text = (tmp_path / "run.log").read_text()
     assert "interrupted (SIGTERM)" in text and "exactly once" in text
     assert (out / "metrics" / "checks.csv").exists() and (out / "report.html").exists()
+
+
+@pytest.mark.spark
+def test_a_changed_query_never_reuses_its_checkpoint_and_a_resume_says_so(tmp_path):
+    """Two runs on one directory resume exactly once; a changed predicate is refused; --fresh sets the old aside."""
+    spec = tmp_path / "spec.yaml"
+    out = tmp_path / "run"
+
+    def strata_run(*extra: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [STRATA, "run", str(spec), "--duration", "25", "--out", str(out), *extra],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+
+    spec.write_text(SPEC)
+    first = strata_run()
+    assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
+    again = strata_run()
+    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+    assert "copy: resuming (default) after batch" in again.stdout
+    assert "exactly once" in again.stdout  # the sink over both runs equals the reference of every row read
+
+    spec.write_text(SPEC.replace("value < 0.5", "value < 0.3"))
+    t0 = time.monotonic()
+    changed = strata_run()
+    assert changed.returncode == 2
+    message = " ".join(changed.stderr.split())
+    assert "copy: template 'default': operators[1].predicate: 'value < 0.5' → 'value < 0.3'" in message
+    assert "--fresh" in message and "Traceback" not in changed.stdout + changed.stderr
+    assert time.monotonic() - t0 < 60  # refused before any query started
+
+    fresh = strata_run("--fresh", "copy")
+    assert fresh.returncode == 0, fresh.stdout[-3000:] + fresh.stderr[-3000:]
+    assert "copy: started afresh" in fresh.stdout and "exactly once" in fresh.stdout
+    assert (out / "strata" / "jobs" / "copy.old-1" / "0-default" / "fingerprint.json").exists()

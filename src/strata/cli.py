@@ -141,6 +141,13 @@ def run(
             "--no-control: plain Spark for comparison.",
         ),
     ] = True,
+    fresh: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="Start this job afresh (repeatable; 'all' for every job) when OUT holds an earlier run of it: "
+            "its old checkpoint and outputs are kept aside, never mixed."
+        ),
+    ] = None,
 ) -> None:
     """Run every job on Spark Structured Streaming under Strata's control loop, with a live view; metrics to OUT."""
     from strata.control.live import run_live
@@ -153,7 +160,7 @@ def run(
         raise typer.Exit(code=2)
     scenario = load(spec)
     try:
-        code = run_live(scenario, spec, duration, master, out, sink, control, console, errors)
+        code = run_live(scenario, spec, duration, master, out, sink, control, console, errors, fresh or ())
     except SpecError as err:
         raise fail(err) from None
     raise typer.Exit(code=code)

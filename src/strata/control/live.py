@@ -12,8 +12,10 @@ generated) and ``strata report`` renders them.
 
 from __future__ import annotations
 
+import json
 import signal
 import time
+from collections.abc import Collection
 from pathlib import Path
 
 from rich.console import Console, Group
@@ -23,6 +25,7 @@ from rich.table import Table
 from strata.control.spark_run import RunConfig, run_mode
 from strata.model import Scenario, locate_problems
 from strata.protocol.engine import Decisions, Observation
+from strata.spark.checkpoint import CheckpointChanged
 from strata.spark.engine import POOLS
 from strata.spark.java import JavaError
 from strata.spark.pipelines import check_template
@@ -78,6 +81,22 @@ class View:
         return Group(table, recent)
 
 
+def _time_base(run_dir: Path, fresh: Collection[str]) -> tuple[float, list[str]]:
+    """The sources' epoch of the run in ``run_dir``: an earlier run's (resumed on the same time base), else now + 2 s.
+
+    Generated records are a function of their offset and the epoch, so a
+    resumed query must keep its epoch: its backlog is the records offered since.
+    """
+    meta = run_dir / "run.json"
+    if meta.exists() and "all" not in fresh:
+        epoch = float(json.loads(meta.read_text())["epoch"])
+        return epoch, [f"resuming the run in {run_dir} (sources' epoch {time.time() - epoch:.0f} s ago)"]
+    run_dir.mkdir(parents=True, exist_ok=True)
+    epoch = time.time() + 2.0
+    meta.write_text(json.dumps({"epoch": epoch}))
+    return epoch, []
+
+
 def run_live(
     scenario: Scenario,
     files: list[Path],
@@ -88,6 +107,7 @@ def run_live(
     control: bool,
     console: Console,
     errors: Console,
+    fresh: Collection[str] = (),
 ) -> int:
     """The ``strata run`` command; raises SpecError (located) before any query starts; returns the exit code."""
     from strata.report import write_report
@@ -105,16 +125,6 @@ def run_live(
         raise locate_problems(files, problems)
     out = Path(out)
     mode = "strata" if control else "baseline"
-    if (out / mode / "jobs").exists():
-        # The sources' epoch is this run's start: a checkpoint of an earlier run would resume on another time base
-        # and mix two runs' outputs in one sink. Resuming safely needs the checkpoint guard (query fingerprints).
-        errors.print(
-            f"[bold red]error[/] --out {out}: holds an earlier run ({out / mode / 'jobs'}); "
-            "choose a new directory or remove it",
-            highlight=False,
-            soft_wrap=True,
-        )
-        return 2
     out.mkdir(parents=True, exist_ok=True)
     try:
         spark = build_session(
@@ -133,7 +143,9 @@ def run_live(
     # (what Kubernetes and systemd send), instead end the loop after its step, and the batches in flight finish.
     previous = {sig: signal.signal(sig, lambda signum, _: stop_asked.append(signum)) for sig in STOP_SIGNALS}
     try:
-        epoch = time.time() + 2.0
+        epoch, said = _time_base(out / mode, fresh)
+        for line in said:
+            console.print(f"[cyan]▸[/] {line}", highlight=False)
         with Live(view.render(), console=console, refresh_per_second=2) as live:
 
             def shown(_mode: str, obs: Observation, decisions: Decisions, _row: dict) -> None:
@@ -142,19 +154,32 @@ def run_live(
 
             def attach(engine) -> None:
                 view.engine = engine
+                for line in engine.resume(fresh):  # refuses a changed query before any query starts
+                    live.console.print(f"[cyan]▸[/] {line}", highlight=False)
 
-            result = run_mode(
-                spark,
-                scenario,
-                mode,
-                out / mode,
-                RunConfig(sink=sink),
-                epoch,
-                epoch + duration_s,
-                shown,
-                should_stop=lambda: bool(stop_asked),
-                on_engine=attach,
-            )
+            try:
+                result = run_mode(
+                    spark,
+                    scenario,
+                    mode,
+                    out / mode,
+                    RunConfig(sink=sink),
+                    epoch,
+                    max(epoch, time.time()) + duration_s,
+                    shown,
+                    should_stop=lambda: bool(stop_asked),
+                    on_engine=attach,
+                )
+            except CheckpointChanged as err:
+                errors.print(
+                    f"[bold red]error[/] --out {out}: {err}; start the job afresh with --fresh JOB (its old "
+                    "checkpoint and outputs are kept aside) or use another --out",
+                    highlight=False,
+                    soft_wrap=True,
+                )
+                result = None
+        if result is None:
+            return 2
         if stop_asked:
             name = signal.Signals(stop_asked[0]).name
             console.print(f"[yellow]interrupted ({name}): the queries were stopped between batches[/]")

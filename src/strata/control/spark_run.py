@@ -120,7 +120,11 @@ def run_mode(
         gate=gate,
     )
     if on_engine is not None:
-        on_engine(engine)
+        try:
+            on_engine(engine)  # e.g. resume from the run directory: may refuse before any query starts
+        except BaseException:
+            engine.close()
+            raise
     run_ = ModeRun(mode, epoch, stop, engine, gate_rows=gate_rows)
     controller = Controller(scenario, config.control) if controlled else Plain(scenario)
 

@@ -40,7 +40,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -56,6 +56,8 @@ from strata.protocol.engine import (
     Observation,
     WindowStats,
 )
+from strata.spark import checkpoint
+from strata.spark.checkpoint import CheckpointChanged, Existing
 from strata.spark.gate import URGENT_POOL, Gate
 from strata.spark.listener import ProgressListener, progress_row
 from strata.spark.pipelines import AGGREGATIONS, Pipeline, PipelineOptions
@@ -135,6 +137,7 @@ class SparkEngine:
         self._seen: dict[tuple[str, int], int] = {}  # (job, segment) → batch records already observed
         self._window_start = clock()
         self._timelines: dict[str, Timeline] = {}
+        self._earlier: dict[str, list[Existing]] = {}  # job → segment directories an earlier run left
         self._lock = threading.Lock()
         self.progress = ProgressListener()
         spark.streams.addListener(self.progress)
@@ -226,15 +229,87 @@ class SparkEngine:
             start_row=start_row,
         )
 
+    # ------------------------------------------------------------------ restart from a run directory
+
+    def _fingerprint(self, job: str, template: str) -> dict:
+        spec = self.scenario.job[job]
+        tpl = spec.template(template)
+        managed = sorted(op.name for op in tpl.operators if self._options(job, 0).is_managed(op))
+        state = {"state_partitions": self.config.state_partitions, "managed": managed}
+        return checkpoint.fingerprint(spec, tpl, self.config.sink, state)
+
+    def resume(self, fresh: Collection[str] = ()) -> list[str]:
+        """Before any query starts: what an earlier run in this directory left, checked against the spec.
+
+        A job's latest segment is resumed from its checkpoint when the Controller
+        runs the same template and that template's fingerprint is unchanged; a
+        job whose fingerprint changed is refused (:class:`CheckpointChanged`,
+        naming the job and what changed) unless it is in ``fresh`` (``"all"``:
+        every job), whose directory is set aside and which starts from row 0.
+        Returns one line per job saying what happens to it.
+        """
+        said: list[str] = []
+        changed: dict[str, list[str]] = {}
+        now = self.clock()
+        for job in self.scenario.jobs:
+            job_dir = self.run_dir / "jobs" / job.id
+            earlier = checkpoint.segments(job_dir)
+            if not earlier:
+                continue
+            if job.id in fresh or "all" in fresh:
+                kept = checkpoint.set_aside(job_dir)
+                said.append(f"{job.id}: started afresh; the earlier run's directory kept at {kept}")
+                continue
+            last = earlier[-1]
+            if last.template in {tpl.name for tpl in job.templates}:
+                if last.fingerprint is None:
+                    changed[job.id] = [f"{last.path.name} has no fingerprint (written before the checkpoint guard)"]
+                    continue
+                diff = checkpoint.differences(last.fingerprint, self._fingerprint(job.id, last.template))
+                if diff:
+                    changed[job.id] = [f"template {last.template!r}: " + "; ".join(diff)]
+                    continue
+            self._earlier[job.id] = earlier
+            read = last.end_row if last.end_row is not None else last.start_row
+            behind = self._offered(job.id, last.template, now) - read
+            where = (
+                f"after batch {last.committed_batch}" if last.committed_batch is not None else "before its first batch"
+            )
+            said.append(
+                f"{job.id}: resuming ({last.template}) {where}: {read} rows read, {max(behind, 0)} rows behind"
+                if behind is not None and behind >= 0
+                else f"{job.id}: resuming ({last.template}) {where}: {read} rows read"
+            )
+        if changed:
+            raise CheckpointChanged(changed)
+        return said
+
+    def _offered(self, job: str, template: str, now: float) -> int:
+        source = next(op for op in self.scenario.job[job].template(template).operators if op.source is not None)
+        if source.source.path is not None:
+            return -1
+        timeline = Timeline(Workload.of(source.source), self.config.tick_s)
+        return timeline.rows_before_tick(max(0, int((now - self.config.epoch) / self.config.tick_s)))
+
     def _start(self, job: str, template: str, start_row: int) -> Segment:
         spec = self.scenario.job[job]
-        index = len(self.segments_of(job))
+        earlier = self._earlier.pop(job, [])
+        index = len(self.segments_of(job)) + (earlier[-1].index + 1 if earlier else 0)
+        if earlier and earlier[-1].template == template:  # resume the latest segment from its checkpoint
+            last = earlier[-1]
+            index, start_row = last.index, last.start_row
+        elif earlier:  # another template: a new segment from where the latest one's query stopped
+            last = earlier[-1]
+            start_row = last.end_row if last.end_row is not None else last.start_row
         run_dir = self.run_dir / "jobs" / job / f"{index}-{template}"
+        checkpoint.record(run_dir, self._fingerprint(job, template), start_row)
         t = next(i for i, tpl in enumerate(spec.templates) if tpl.name == template)
         here = ("jobs", self.scenario.jobs.index(spec), "templates", t)
         pipeline = Pipeline(
             self.spark, spec, spec.template(template), run_dir, self._options(job, start_row), here=here
         )
+        if pipeline.rate_cap is not None:
+            pipeline.rate_cap.set(None)  # a cap an earlier run left in the control file is not this run's decision
         if self.gate is not None:
             pipeline.hooks.append(self.gate)
         segment = Segment(job, template, index, start_row, run_dir, pipeline, self.clock())

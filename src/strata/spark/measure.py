@@ -51,6 +51,8 @@ def output_latency(run: ModeRun, tick_s: float, spark) -> tuple[pd.DataFrame, li
         checks.append(check)
         sink = committed_output(segment)
         finished = {r["batch_id"]: r["finished"] for r in segment.pipeline.batch_records()}
+        if not sink.empty:  # a resumed segment's sink also holds the earlier run's batches: verified, not timed
+            sink = sink[sink["batch_id"].astype(int).isin(finished)]
         if sink.empty:
             continue
         et = micros(sink["event_time"]) / US

@@ -1,0 +1,137 @@
+"""The checkpoint guard: a changed query never reuses an incompatible checkpoint (nor mixes two sinks' outputs).
+
+Every query segment's run directory (``<run>/jobs/<job>/<index>-<template>``)
+records ``fingerprint.json``: what determines the segment's results — its
+template's operators (kinds, predicates, expressions, windows, aggregates,
+joins, keys; not the planner's priors such as cost per record or cpu bounds),
+its streams, its source, its sink and its state layout — and the row it
+started from. A restart reuses a segment's checkpoint only if the fingerprint
+of the same template is unchanged; otherwise it is refused, naming the job and
+what changed, unless that job is started afresh (its old directory set aside,
+never mixed). :func:`last_commit` reads where a segment's query stopped from
+its Spark checkpoint (the last committed batch's source offset).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from strata.model import Job, Template
+
+# Fields of an operator that only inform the planner: changing them changes no record a query writes.
+PLANNING_ONLY = frozenset(
+    {"cost_per_record", "selectivity", "cpu_min", "cpu_max", "resource", "constraints", "memory", "state_bytes"}
+)
+
+
+class CheckpointChanged(ValueError):
+    """A restart would reuse a checkpoint written by a different query."""
+
+    def __init__(self, changes: dict[str, list[str]]):
+        self.changes = changes
+        lines = [f"{job}: {'; '.join(what)}" for job, what in changes.items()]
+        super().__init__(
+            "the run directory holds checkpoints of a different query for "
+            + ", ".join(changes)
+            + " ("
+            + " | ".join(lines)
+            + ")"
+        )
+
+
+def fingerprint(job: Job, template: Template, sink: str, state: dict) -> dict:
+    """What determines a segment's results, as plain JSON data."""
+    operators = [
+        {k: v for k, v in op.model_dump(mode="json", exclude_none=True).items() if k not in PLANNING_ONLY}
+        for op in template.operators
+    ]
+    streams = [
+        {"from": st.src, "to": st.dst} for st in sorted(template.streams, key=lambda st: (st.src, st.dst))
+    ]
+    return {"job": job.id, "template": template.name, "operators": operators, "streams": streams, "sink": sink, **state}
+
+
+def differences(old: object, new: object, path: str = "") -> list[str]:
+    """Human-readable paths where two fingerprints differ (``operators[1].predicate: 'a' → 'b'``)."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        out: list[str] = []
+        for key in sorted(set(old) | set(new), key=str):
+            here = f"{path}.{key}" if path else str(key)
+            if key not in old:
+                out.append(f"{here}: added ({new[key]!r})")
+            elif key not in new:
+                out.append(f"{here}: removed (was {old[key]!r})")
+            else:
+                out += differences(old[key], new[key], here)
+        return out
+    if isinstance(old, list) and isinstance(new, list) and len(old) == len(new):
+        return [d for i, (a, b) in enumerate(zip(old, new, strict=True)) for d in differences(a, b, f"{path}[{i}]")]
+    return [] if old == new else [f"{path}: {old!r} → {new!r}"]
+
+
+@dataclass(frozen=True)
+class Existing:
+    """A segment directory an earlier run left: its index, template, fingerprint and where its query stopped."""
+
+    index: int
+    template: str
+    path: Path
+    fingerprint: dict | None
+    start_row: int
+    committed_batch: int | None
+    end_row: int | None
+
+
+def segments(job_dir: Path) -> list[Existing]:
+    """The job's segment directories, oldest first (``<index>-<template>``)."""
+    found = []
+    for d in job_dir.iterdir() if job_dir.is_dir() else ():
+        index, _, template = d.name.partition("-")
+        if not d.is_dir() or not index.isdigit() or not template:
+            continue
+        meta = d / "fingerprint.json"
+        data = json.loads(meta.read_text()) if meta.exists() else None
+        batch, row = last_commit(d / "checkpoints")
+        start = int(data["start_row"]) if data else 0
+        found.append(Existing(int(index), template, d, data and data["fingerprint"], start, batch, row))
+    return sorted(found, key=lambda e: e.index)
+
+
+def last_commit(checkpoints: Path) -> tuple[int | None, int | None]:
+    """(batch id, end row) of the last committed batch of the (one) query checkpointed under ``checkpoints``."""
+    for query in sorted(checkpoints.iterdir()) if checkpoints.is_dir() else ():
+        commits = [int(p.name) for p in (query / "commits").glob("[0-9]*")]
+        if not commits:
+            continue
+        batch = max(commits)
+        offsets = query / "offsets" / str(batch)
+        row = None
+        if offsets.exists():
+            for line in offsets.read_text().splitlines()[2:]:
+                try:
+                    value = json.loads(line)
+                except ValueError:
+                    continue
+                if isinstance(value, dict) and "row" in value:
+                    row = int(value["row"])
+        return batch, row
+    return None, None
+
+
+def record(segment_dir: Path, print_: dict, start_row: int) -> None:
+    """Write the segment's fingerprint and start row (before its query starts)."""
+    segment_dir.mkdir(parents=True, exist_ok=True)
+    (segment_dir / "fingerprint.json").write_text(
+        json.dumps({"fingerprint": print_, "start_row": start_row}, indent=1)
+    )
+
+
+def set_aside(job_dir: Path) -> Path:
+    """Move a job's directory out of the way (kept, never mixed); returns where it went."""
+    n = 1
+    while (target := job_dir.with_name(f"{job_dir.name}.old-{n}")).exists():
+        n += 1
+    job_dir.rename(target)
+    return target
