@@ -54,3 +54,55 @@ def test_chain_builds_a_valid_scenario():
     s = scenario([chain("a", 100, [0.001, 0.01])])
     assert [op.name for op in s.jobs[0].templates[0].operators] == ["src", "p1", "sink"]
     assert s.problems() == []
+
+
+def multiple_choice(seed: int) -> Scenario:
+    """A random multiple-choice macroQ instance (the ``mc`` benchmark's generator).
+
+    8–12 jobs, each a chain src → p1 … → sink offering 2–4 templates that differ in per-record
+    costs, selectivity and the value function of the sink stream (steps with 1–2 thresholds,
+    linear with or without a negative intercept, identity); ranks 1–4 with ties; 1–2 required
+    jobs (their cheapest templates fit); some cpu_min; cluster cores = 45% of the demand (Σ over
+    jobs of their most expensive template's saturation cpu), on 2 nodes.
+    """
+    import numpy as np
+
+    rng = np.random.default_rng([20261122, seed])
+    n_jobs = int(rng.integers(8, 13))
+    jobs, demand = [], 0.0
+    for j in range(n_jobs):
+        rate = float(rng.uniform(50, 200))
+        n_ops = int(rng.integers(1, 4))
+        base = [float(rng.uniform(0, 0.001))] + [float(rng.uniform(0.002, 0.01)) for _ in range(n_ops)]
+        sel = float(rng.uniform(0.5, 1.0))
+        cpu_min = float(rng.choice([0.0, 0.0, 0.02, 0.05]))
+        tpls, worst = [], 0.0
+        for t in range(int(rng.integers(2, 5))):
+            scale = 1.0 if t == 0 else float(rng.uniform(0.3, 0.9))
+            costs = [c * scale for c in base]
+            out = rate * sel ** (len(costs) - 1)  # records/s reaching the sink when nothing is dropped
+            kind = rng.choice(["step", "step2", "linear", "linear_neg", "identity"])
+            quality = 1.0 if t == 0 else float(rng.uniform(0.3, 0.95))  # lighter templates are worth less
+            if kind == "step":
+                value = {"kind": "step", "steps": [[float(rng.uniform(0.2, 0.9)) * out, quality * out]]}
+            elif kind == "step2":
+                t1, t2 = sorted(float(x) for x in rng.uniform(0.1, 0.95, 2) * out)
+                t2 = max(t2, t1 + 1.0)
+                value = {"kind": "step", "steps": [[t1, 0.4 * quality * out], [t2, quality * out]]}
+            elif kind == "linear":
+                value = {"kind": "linear", "slope": quality, "intercept": 0.0}
+            elif kind == "linear_neg":
+                value = {"kind": "linear", "slope": 2 * quality, "intercept": -float(rng.uniform(0.1, 0.6)) * out}
+            else:
+                value = {"kind": "identity"}
+            name = f"t{t}"
+            tpl = chain(f"j{j}", rate, costs, cpu_min=cpu_min, sel=sel, value=value, templates=[(name, costs)])
+            tpl = tpl["templates"][0]
+            tpl["streams"][-1]["weight"] = float(rng.uniform(0.5, 2.0)) * (1.0 if kind != "identity" else quality)
+            tpls.append(tpl)
+            worst = max(worst, sum(c * rate * sel**i for i, c in enumerate(costs)))
+        demand += worst
+        jobs.append({"id": f"j{j}", "rank": int(rng.integers(1, 5)), "required": False, "templates": tpls})
+    for j in range(int(rng.integers(1, 3))):
+        jobs[j]["required"] = True
+    return scenario(jobs, nodes=2, cores=0.45 * demand / 2)

@@ -161,8 +161,11 @@ def test_step_values_use_the_dp_and_match_the_exact_milp():
     s = scenario(
         [chain("a", 100, [0.0, 0.01], value=step), chain("b", 100, [0.0, 0.01], value=step)], nodes=1, cores=0.8
     )
-    q = macro_q(s, deadline_s=10)
+    q = macro_q(s, deadline_s=10, exact=False)
     assert "DP" in q.detail
+    assert q.importance == pytest.approx(10.0)
+    q = macro_q(s, deadline_s=10)
+    assert q.status == "optimal" and "multiple-choice MILP" in q.detail
     assert q.importance == pytest.approx(10.0)
     assert exact_macro_q(s).value == pytest.approx(10.0)
 

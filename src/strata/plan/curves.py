@@ -96,8 +96,20 @@ class ComponentModel:
     graph: nx.DiGraph  # the component's subgraph, to evaluate an allocation by propagation
 
 
-def component_model(graph: nx.DiGraph, pes: Iterable[str], unlimited: dict[str, float] | None = None) -> ComponentModel:
-    """Build the importance program of the PEs ``pes`` of ``graph`` (a weak component)."""
+@dataclass
+class ComponentParts:
+    """The pieces of one component's importance program (:func:`strata.plan.formulation.build`'s inputs)."""
+
+    ops: dict[str, Operator]
+    inputs: dict[str, list[str]]
+    values: list[F.ValueTerm]
+    bound: dict[str, float]
+    saturation: float
+    minimum: float
+
+
+def component_parts(graph: nx.DiGraph, pes: Iterable[str], unlimited: dict[str, float] | None = None) -> ComponentParts:
+    """Operators, inputs, value terms, rate bounds, saturation and minimum cpu of the PEs ``pes``."""
     pes = sorted(pes)
     members = set(pes)
     sub = graph.subgraph(members)
@@ -118,9 +130,18 @@ def component_model(graph: nx.DiGraph, pes: Iterable[str], unlimited: dict[str, 
         max(op.cpu_min, min(op.cpu_max, op.resource.cpu_for(bound[pe], op.cost_per_record))) for pe, op in ops.items()
     )
     minimum = sum(op.cpu_min for op in ops.values())
+    return ComponentParts(ops, inputs, values, bound, max(saturation, minimum), minimum)
+
+
+def component_model(graph: nx.DiGraph, pes: Iterable[str], unlimited: dict[str, float] | None = None) -> ComponentModel:
+    """Build the importance program of the PEs ``pes`` of ``graph`` (a weak component)."""
+    parts = component_parts(graph, pes, unlimited)
     prog = Program(maximize=True)
-    cols = F.build(prog, ops, inputs, values, bound, budget=max(saturation, minimum))
-    return ComponentModel(ops, prog, cols, F.is_linear(ops, values), max(saturation, minimum), minimum, sub)
+    cols = F.build(prog, parts.ops, parts.inputs, parts.values, parts.bound, budget=parts.saturation)
+    linear = F.is_linear(parts.ops, parts.values)
+    return ComponentModel(
+        parts.ops, prog, cols, linear, parts.saturation, parts.minimum, graph.subgraph(set(parts.ops))
+    )
 
 
 def _trim(model: ComponentModel, x: np.ndarray) -> dict[str, float]:

@@ -130,7 +130,17 @@ def plan(
 
     assignment = {pe: (parts or dict.fromkeys(w.candidates[pe], 0.0)) for pe, parts in mw.assignment.items()}
     return finish(
-        scenario, "soda", q.admitted, q.rejected, q.templates, mq.goals, w.candidates, assignment, phases, opt.weights
+        scenario,
+        "soda",
+        q.admitted,
+        q.rejected,
+        q.templates,
+        mq.goals,
+        w.candidates,
+        assignment,
+        phases,
+        opt.weights,
+        list(q.notes),
     )
 
 
@@ -258,7 +268,7 @@ def replan(
     def pick(d: dict, new: dict) -> dict:
         return {**{pe: d[pe] for pe in kept_pes if pe in d}, **new}
 
-    notes = [f"re-planned components of {', '.join(sorted(affected))}; {len(kept)} jobs kept as planned"]
+    notes = [f"re-planned components of {', '.join(sorted(affected))}; {len(kept)} jobs kept as planned", *part.notes]
     return finish(
         scenario,
         "soda",

@@ -117,12 +117,18 @@ class Program:
         return h
 
     def solve(
-        self, time_limit: float | None = None, mip_gap: float = 1e-6, start: Mapping[int, float] | None = None
+        self,
+        time_limit: float | None = None,
+        mip_gap: float = 1e-6,
+        start: Mapping[int, float] | None = None,
+        presolve: bool = True,
     ) -> Solution:
         """Solve (or re-solve after :meth:`set_row_bounds`, warm-started).
 
         ``start`` gives values of some columns (e.g. every binary) of a known feasible answer: a
-        MIP start, which HiGHS completes and uses as its first incumbent.
+        MIP start, which HiGHS completes and uses as its first incumbent. ``presolve=False`` turns
+        HiGHS's presolve off (a cross-check: HiGHS 1.14's presolve has returned a worse MIP answer
+        as optimal).
         """
         if self.n_cols == 0:
             return Solution("optimal", 0.0, np.zeros(0), np.zeros(self.n_rows))
@@ -131,6 +137,7 @@ class Program:
         elif time_limit is not None:
             self._highs.setOptionValue("time_limit", max(1e-3, float(time_limit)))
         h = self._highs
+        h.setOptionValue("presolve", "on" if presolve else "off")
         if start:
             cols = sorted(start)
             h.setSolution(

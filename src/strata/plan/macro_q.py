@@ -27,6 +27,7 @@ import networkx as nx
 import numpy as np
 
 from strata.model import Job, Scenario, importance, joined_graph, propagate
+from strata.plan import choice as mc
 from strata.plan import rap
 from strata.plan.curves import Curve, better_of, component_model, grid_curve, lp_curve
 from strata.plan.plan import PlanError
@@ -289,8 +290,15 @@ def macro_q(
     previous_templates: Mapping[str, str] | None = None,
     capacity: float | None = None,
     clock: Callable[[], float] = time.perf_counter,
+    exact: bool = True,
 ) -> MacroQ:
-    """Admit rank-legally, choose templates and cpu goals maximising projected importance."""
+    """Admit rank-legally, choose templates and cpu goals maximising projected importance.
+
+    First the exact multiple-choice MILP (:mod:`strata.plan.choice`) when the instance is within
+    its limits; when it is not, fails or is not proven optimal in half the time left, SODA's
+    anytime search (``exact=False``: that search alone), the better answer kept and the notes
+    saying which and why.
+    """
     start = clock()
     cap = scenario.cluster.total_cores if capacity is None else capacity
     memory = scenario.cluster.total_memory
@@ -302,6 +310,43 @@ def macro_q(
         for j, t in (previous_templates or {}).items()
         if j in scenario.job and any(tp.name == t for tp in scenario.job[j].templates)
     }
+    # Exact first: the multiple-choice MILP over template options (half the time left at most).
+    began = clock()
+    exact_choice, why = (
+        mc.solve(
+            scenario, cap, memory, lambda g, pes, tpls: ev.curve(g, pes, tpls), lambda: 0.5 * (ev.stop() - clock())
+        )
+        if exact
+        else (None, "the exact multiple-choice MILP was not asked for")
+    )
+    milp_s = clock() - began
+    milp: MacroQ | None = None
+    if exact_choice is not None:
+        milp = _from_choice(scenario, exact_choice, ev, milp_s)
+        if exact_choice.exact:
+            return milp
+        why = f"multiple-choice MILP {exact_choice.status} (gap {100 * exact_choice.gap:.2f}%) in {milp_s:.2f}s"
+    heuristic = _heuristic(scenario, ev, prev, start, clock)
+    if milp is not None and (heuristic is None or milp.importance > heuristic.importance):
+        milp.detail += f"; the heuristic search after it reached {heuristic.importance:.6g}" if heuristic else ""
+        milp.notes.append(f"macroQ: {why}; its answer kept over the heuristic search")
+        return milp
+    if heuristic is None:
+        raise PlanError(
+            [
+                "no rank-legal admission set fits: even the required jobs exceed the cluster "
+                "(binding constraint: total cpu or memory of the cheapest templates)"
+            ]
+        )
+    heuristic.detail += f"; fallback to the heuristic search: {why}"
+    heuristic.notes.append(f"macroQ: heuristic search (not proven optimal): {why}")
+    return heuristic
+
+
+def _heuristic(
+    scenario: Scenario, ev: _Evaluator, prev: Mapping[str, str], start: float, clock: Callable[[], float]
+) -> MacroQ | None:
+    """SODA's nested search: rank-legal cut-offs, template choices, cpu grids (the anytime fallback)."""
     free = all(_cheapest(j)[0] == 0 for j in scenario.jobs)
     best: Allocation | None = None
     best_cut: int | None = None
@@ -336,13 +381,29 @@ def macro_q(
             if elapsed * 4 > ev.left():  # the next grid costs ≈ 4× this one
                 break
     if best is None:
-        raise PlanError(
-            [
-                "no rank-legal admission set fits: even the required jobs exceed the cluster "
-                "(binding constraint: total cpu or memory of the cheapest templates)"
-            ]
-        )
+        return None
     return _result(scenario, best, best_cut, ev, exhaustive)
+
+
+def _from_choice(scenario: Scenario, choice: mc.Choice, ev: _Evaluator, seconds: float) -> MacroQ:
+    """macroQ's answer from the multiple-choice MILP's."""
+    free = [scenario.job[j].rank for j in choice.templates if not scenario.job[j].required]
+    others = [j.rank for j in scenario.jobs if not j.required]
+    cut = max(free) if free else (min(others) if others else None)
+    alloc = Allocation(choice.templates, choice.objective, choice.components, choice.curves, choice.budgets, True)
+    out = _result(scenario, alloc, cut, ev, exhaustive=True)
+    out.goals = dict(choice.goals)
+    graph = joined_graph(scenario, choice.templates)
+    out.rates = propagate(graph, out.goals)
+    out.importance = importance(graph, out.rates)
+    out.status = "optimal" if choice.exact else ("time-limit" if choice.status == "time-limit" else "feasible")
+    proof = "proven optimal" if choice.exact else f"{choice.status}, gap {100 * choice.gap:.2f}%"
+    out.detail = (
+        f"exact multiple-choice MILP over {choice.options} template options ({choice.binaries} binaries, "
+        f"LP components by their exact curves, others by their own program): {proof} in {seconds:.2f}s; "
+        f"{len(choice.curves)} components"
+    )
+    return out
 
 
 def _greedy_boundary(ev: _Evaluator, fixed: list[Job], boundary: list[Job], prev: Mapping[str, str]) -> list[list[Job]]:
