@@ -971,7 +971,7 @@ class Simulation:
             "node": [n.busy for n in self.nodes],
             "out": {pe.name: pe.done for pe in self.pes.values()},
             "gen": {pe.name: pe.generated for pe in self.pes.values() if pe.stream is not None},
-            "lat": {job: len(arr) for job, arr in self.metrics.lat.items()},
+            "lat": self.metrics.lat_cursor(),
             "produced": {pe.name: pe.produced for pe in self.pes.values()},
         }
 
@@ -1002,14 +1002,8 @@ class Simulation:
             )
         util = {n.name: (n.busy - b0) / (n.cores * span) for n, b0 in zip(self.nodes, since["node"], strict=False)}
         latency = {}
-        for job, arr in self.metrics.lat.items():
-            k = since["lat"].get(job, 0)
-            if len(arr) > k:
-                latency[job] = _stats(
-                    np.frombuffer(arr, dtype=float)[k:],
-                    np.frombuffer(self.metrics.lat_n[job], dtype=np.int64)[k:],
-                    self.scenario.job[job].target_latency_s,
-                )
+        for job, (lat, n) in self.metrics.lat_since(since["lat"]).items():
+            latency[job] = _stats(lat, n, self.scenario.job[job].target_latency_s)
         return WindowStats(
             now=now,
             start=start,

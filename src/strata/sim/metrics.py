@@ -18,6 +18,20 @@ Definitions:
 - with ``recovery="replay"`` (:mod:`strata.sim.recovery`) a failure drops
   nothing: records lost with the node are ``rolled_back`` and sent again
   (``replayed``); ``duplicates`` are records processed again without effect.
+
+Memory does not grow with the simulated duration:
+
+- per-bin series (ingest, throughput, utilisation, bytes, importance) hold at
+  most :data:`MAX_BINS` bins: when a run would need more, adjacent bins are
+  merged pairwise and ``bin_s`` doubles (sums per bin, so rates stay exact;
+  only the time resolution coarsens — 1 s bins up to 68 minutes);
+- sink outputs are kept raw (``lat``/``lat_n``; ``lat_base`` outputs before
+  them are folded) until a job holds more than its share of
+  :data:`RAW_OUTPUTS`; older outputs are then folded into a log-spaced
+  histogram (:data:`BINS_PER_DECADE` bins per decade from 1 µs to 10⁷ s).
+  Records, mean, max and deadline misses stay exact; p50/p95/p99 become
+  histogram estimates within :data:`PERCENTILE_REL_ERROR` (0.58%) of the
+  exact value once anything is folded (exact before).
 """
 
 from __future__ import annotations
@@ -39,6 +53,23 @@ if TYPE_CHECKING:
     from strata.sim.engine import Simulation
     from strata.sim.runtime import PeRt
 
+MAX_BINS = 4096  # per-bin series; beyond, bins merge pairwise (bin_s doubles)
+RAW_OUTPUTS = 1_000_000  # raw sink outputs kept across all jobs before folding into histograms
+BINS_PER_DECADE = 200
+LAT_MIN, LAT_DECADES = 1e-6, 13  # histogram range 1 µs .. 10^7 s (outside: the end bins)
+PERCENTILE_REL_ERROR = 10 ** (0.5 / BINS_PER_DECADE) - 1  # half a bin around the geometric midpoint
+
+
+def _hist_index(lat: np.ndarray) -> np.ndarray:
+    with np.errstate(divide="ignore", invalid="ignore"):
+        k = np.floor(np.log10(np.maximum(lat, LAT_MIN) / LAT_MIN) * BINS_PER_DECADE)
+    return np.clip(np.nan_to_num(k, nan=0.0), 0, BINS_PER_DECADE * LAT_DECADES - 1).astype(np.int64)
+
+
+def _hist_value(k: np.ndarray) -> np.ndarray:
+    """The bins' geometric midpoints."""
+    return LAT_MIN * 10 ** ((np.asarray(k) + 0.5) / BINS_PER_DECADE)
+
 
 class Metrics:
     """Counters the engine feeds while it runs, and the tables built from them."""
@@ -47,8 +78,13 @@ class Metrics:
         self.sim = sim
         self.bin_s = sim.bin_s
         jobs = sorted({pe.job for pe in sim.pes.values()})
-        self.lat: dict[str, array] = {j: array("d") for j in jobs}
+        self.lat: dict[str, array] = {j: array("d") for j in jobs}  # raw outputs not yet folded
         self.lat_n: dict[str, array] = {j: array("q") for j in jobs}
+        self.lat_base: dict[str, int] = dict.fromkeys(jobs, 0)  # outputs folded before lat[j][0]
+        self._hist: dict[str, np.ndarray] = {}  # job → records per log-spaced latency bin (folded outputs)
+        self._folded: dict[str, list[float]] = {}  # job → [records, Σ latency × records, max, misses]
+        self._raw_cap = max(10_000, RAW_OUTPUTS // max(1, len(jobs)))
+        self._cursors: dict[str, int] = dict.fromkeys(jobs, 0)  # the newest cursor handed to an observer
         self.ingest_bins: dict[str, list[float]] = {j: [] for j in jobs}
         self.out_bins: dict[str, list[float]] = {j: [] for j in jobs}
         self.local: list[float] = []
@@ -61,23 +97,83 @@ class Metrics:
         # run (markers, state transfers, relocations at t = 0) can be counted.
         self.extend(sim.now)
 
-    def extend(self, end: float) -> None:
-        """Make every per-bin series long enough for sim times up to ``end``."""
-        n = int(end / self.bin_s) + 2
+    def _series(self) -> list[list[float]]:
         lists = [*self.ingest_bins.values(), *self.out_bins.values(), self.local, self.remote, self.inter_rack]
         lists += [node.busy_bins for node in self.sim.nodes]
         lists += [inst.busy_bins for inst in self.sim.instances]
         lists += [pe.out_bins for pe in self.sim.pes.values()]
-        for xs in lists:
+        return lists
+
+    def extend(self, end: float) -> None:
+        """Make every per-bin series long enough for sim times up to ``end`` (coarsening past MAX_BINS)."""
+        while int(end / self.bin_s) + 2 > MAX_BINS:
+            self._coarsen()
+        n = int(end / self.bin_s) + 2
+        for xs in self._series():
             if len(xs) < n:
                 xs.extend([0.0] * (n - len(xs)))
+        for job, arr in self.lat.items():
+            if len(arr) > self._raw_cap:
+                self._fold(job)
+
+    def _coarsen(self) -> None:
+        """Merge adjacent bins pairwise: bin_s doubles (the engine indexes bins with the new width)."""
+        for xs in self._series():
+            xs[:] = [xs[i] + (xs[i + 1] if i + 1 < len(xs) else 0.0) for i in range(0, len(xs), 2)]
+        self.bin_s *= 2
+        self.sim.bin_s = self.bin_s
+        self.sim._inv_bin = 1.0 / self.bin_s
+
+    # ---------------------------------------------------------------- sink outputs, bounded
+
+    def lat_cursor(self) -> dict[str, int]:
+        """Per job, the absolute number of outputs so far (a cursor for :meth:`lat_since`)."""
+        out = {job: self.lat_base[job] + len(arr) for job, arr in self.lat.items()}
+        self._cursors = dict(out)
+        return out
+
+    def lat_since(self, cursor: dict[str, int]) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+        """Per job with new outputs: (latencies, records) of the outputs after ``cursor`` still held raw."""
+        out = {}
+        for job, arr in self.lat.items():
+            k = max(cursor.get(job, 0) - self.lat_base[job], 0)
+            if len(arr) > k:
+                out[job] = (np.frombuffer(arr, dtype=float)[k:], np.frombuffer(self.lat_n[job], dtype=np.int64)[k:])
+        return out
+
+    def _fold(self, job: str) -> None:
+        """Fold the oldest raw outputs of ``job`` into its histogram: half of them, or only those before
+        the newest observer's cursor while that keeps the raw arrays under twice the cap."""
+        arr, n_arr = self.lat[job], self.lat_n[job]
+        seen = max(self._cursors.get(job, 0) - self.lat_base[job], 0)
+        upto = len(arr) - self._raw_cap // 2
+        if seen < upto and len(arr) - seen < 2 * self._raw_cap:
+            upto = seen
+        if upto <= 0:
+            return
+        self._so_far_upto(job, self.lat_base[job] + upto)
+        lat = np.frombuffer(arr, dtype=float)[:upto].copy()
+        n = np.frombuffer(n_arr, dtype=np.int64)[:upto].copy()
+        hist = self._hist.setdefault(job, np.zeros(BINS_PER_DECADE * LAT_DECADES, dtype=np.float64))
+        np.add.at(hist, _hist_index(lat), n)
+        acc = self._folded.setdefault(job, [0, 0.0, -np.inf, 0])
+        acc[0] += int(n.sum())
+        acc[1] += float((lat * n).sum())
+        acc[2] = max(acc[2], float(lat.max()))
+        acc[3] += int(n[lat > self.sim.scenario.job[job].target_latency_s].sum())
+        del arr[:upto]
+        del n_arr[:upto]
+        self.lat_base[job] += upto
 
     # ---------------------------------------------------------------- feeding
 
     def output(self, pe: PeRt, now: float, latency: float, records: int) -> None:
-        self.lat[pe.job].append(latency)
+        lat = self.lat[pe.job]
+        lat.append(latency)
         self.lat_n[pe.job].append(records)
         self.out_bins[pe.job][int(now / self.bin_s)] += records
+        if len(lat) > 4 * self._raw_cap:  # one very long run() call: fold without waiting for extend()
+            self._fold(pe.job)
 
     def split_busy(self, bins: list[float], start: float, end: float) -> None:
         """Spread a service spanning several bins over them."""
@@ -106,7 +202,7 @@ class Metrics:
             target = self.sim.scenario.job[job].target_latency_s
             lat = np.frombuffer(arr, dtype=float)
             n = np.frombuffer(self.lat_n[job], dtype=np.int64)
-            if len(lat) == 0:
+            if len(lat) == 0 and job not in self._folded:
                 rows.append(
                     {
                         "job": job,
@@ -121,11 +217,26 @@ class Metrics:
                     }
                 )
                 continue
-            order = np.argsort(lat, kind="stable")
-            ls, ns = lat[order], n[order]
-            cum = np.cumsum(ns)
-            total = int(cum[-1])
-            q = {p: float(ls[np.searchsorted(cum, p * total, side="left")]) for p in (0.5, 0.95, 0.99)}
+            folded = self._folded.get(job)
+            if folded is None:  # every output held raw: exact percentiles
+                order = np.argsort(lat, kind="stable")
+                ls, ns = lat[order], n[order]
+                cum = np.cumsum(ns)
+                total = int(cum[-1])
+                q = {p: float(ls[np.searchsorted(cum, p * total, side="left")]) for p in (0.5, 0.95, 0.99)}
+                top, mean, misses = float(ls[-1]), float((ls * ns).sum() / total), float(ns[ls > target].sum())
+            else:  # histogram estimates (within PERCENTILE_REL_ERROR); records, mean, max, misses exact
+                hist = self._hist[job].copy()
+                np.add.at(hist, _hist_index(lat), n)
+                cum = np.cumsum(hist)
+                total = int(folded[0] + n.sum())
+                top = max(folded[2], float(lat.max()) if len(lat) else -np.inf)
+                q = {
+                    p: min(top, float(_hist_value(np.searchsorted(cum, p * total, side="left"))))
+                    for p in (0.5, 0.95, 0.99)
+                }
+                mean = (folded[1] + float((lat * n).sum())) / total
+                misses = folded[3] + float(n[lat > target].sum())
             rows.append(
                 {
                     "job": job,
@@ -133,9 +244,9 @@ class Metrics:
                     "p50": q[0.5],
                     "p95": q[0.95],
                     "p99": q[0.99],
-                    "max": float(ls[-1]),
-                    "mean": float((ls * ns).sum() / total),
-                    "miss_rate": float(ns[ls > target].sum() / total),
+                    "max": top,
+                    "mean": mean,
+                    "miss_rate": misses / total,
                     "target": target,
                 }
             )
@@ -241,18 +352,26 @@ class Metrics:
             }
         )
 
+    def _so_far_upto(self, job: str, upto: int) -> None:
+        """Fold outputs up to absolute index ``upto`` into the since-the-start figures."""
+        acc = self._so_far[job]
+        base = self.lat_base[job]
+        lo, hi = int(acc[0]) - base, upto - base
+        if hi <= lo:
+            return
+        lat = np.frombuffer(self.lat[job], dtype=float)[lo:hi]
+        n = np.frombuffer(self.lat_n[job], dtype=np.int64)[lo:hi]
+        acc[0] = upto
+        acc[1] += int(n.sum())
+        acc[2] += float((lat * n).sum())
+        acc[3] = max(acc[3], float(lat.max()))
+        acc[4] += int(n[lat > self.sim.scenario.job[job].target_latency_s].sum())
+
     def latency_so_far(self) -> dict[str, LatencySoFar]:
         """Per job since the start: records, mean, max, miss rate (folded in incrementally)."""
         out = {}
         for job, acc in self._so_far.items():
-            lat = np.frombuffer(self.lat[job], dtype=float)[int(acc[0]) :]
-            n = np.frombuffer(self.lat_n[job], dtype=np.int64)[int(acc[0]) :]
-            if len(lat):
-                acc[0] += len(lat)
-                acc[1] += int(n.sum())
-                acc[2] += float((lat * n).sum())
-                acc[3] = max(acc[3], float(lat.max()))
-                acc[4] += int(n[lat > self.sim.scenario.job[job].target_latency_s].sum())
+            self._so_far_upto(job, self.lat_base[job] + len(self.lat[job]))
             if acc[1]:
                 out[job] = LatencySoFar(int(acc[1]), acc[2] / acc[1], acc[3], acc[4] / acc[1])
         return out
@@ -360,7 +479,7 @@ class Metrics:
             "sim_seconds": sim.now,
             "events": sim.events,
             "generated": sum(pe.generated for pe in sim.pes.values()),
-            "delivered": sum(int(sum(a)) for a in self.lat_n.values()),
+            "delivered": sum(int(sum(a)) + int(self._folded.get(j, [0])[0]) for j, a in self.lat_n.items()),
             "dropped": self.drop_totals(),
             "deferred": self.deferred,
             "node_utilisation_mean": float(np.mean(util)),
