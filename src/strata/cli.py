@@ -7,6 +7,9 @@ issues add ``plan``, ``simulate``, ``run``, ``demo`` and ``report`` here.
 from __future__ import annotations
 
 import json
+import os
+import sys
+import tempfile
 from pathlib import Path
 from typing import Annotated
 
@@ -25,7 +28,8 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-console = Console()
+# Off a terminal (a pipe, a file, CI) rich would cut tables to 80 columns; print them whole instead.
+console = Console(width=None if sys.stdout.isatty() else 240)
 errors = Console(stderr=True)
 
 
@@ -62,14 +66,178 @@ def load(spec: list[Path]) -> Scenario:
 SpecArg = Annotated[list[Path], typer.Argument(help="Scenario spec file(s) (YAML); several are merged.")]
 
 
+def writable(path: Path | None, option: str, directory: bool = False) -> None:
+    """Exit 2 now, before any work, if ``path`` (a file, or with ``directory`` a directory made on
+    demand) cannot be written: its nearest existing ancestor must be a directory we can create files in."""
+    if path is None:
+        return
+    path = Path(path)
+    problem = None
+    if directory and path.exists() and not path.is_dir():
+        problem = "an existing file, not a directory"
+    elif not directory and path.is_dir():
+        problem = "a directory, not a file"
+    else:
+        base = path if directory and path.is_dir() else path.parent
+        while not base.exists() and base != base.parent:
+            if not directory:
+                problem = f"no directory {str(base)!r}"
+                break
+            base = base.parent
+        if problem is None and not base.is_dir():
+            problem = f"{str(base)!r} is a file, not a directory"
+        elif problem is None:
+            try:
+                fd, probe = tempfile.mkstemp(prefix=".strata-probe-", dir=base)
+                os.close(fd)
+                os.unlink(probe)
+            except OSError as e:
+                problem = f"{str(base)!r} is not writable ({e.strerror or e})"
+    if problem is not None:
+        errors.print(
+            f"[bold red]error[/] {option} {path}: expected a writable {'directory' if directory else 'file'}; "
+            f"found {problem}",
+            highlight=False,
+            soft_wrap=True,
+        )
+        raise typer.Exit(code=2)
+
+
+ENGINES = ("spark", "sim")
+
+
 @app.command()
-def validate(spec: SpecArg) -> None:
-    """Check spec files; print a summary, or every problem with its location (exit 2)."""
-    scenario = load(spec)
-    table = Table(title=f"{scenario.name}: valid", show_lines=False)
-    for col in ("job", "rank", "required", "templates", "PEs (first)", "target latency s"):
+def validate(
+    spec: Annotated[
+        list[Path],
+        typer.Argument(
+            help="Scenario spec file(s) (YAML). Complete files (cluster and jobs) are validated one by one; "
+            "parts of one scenario are merged when no file is complete on its own, or with --merge."
+        ),
+    ],
+    engine: Annotated[
+        str | None,
+        typer.Option(help="spark or sim: what that engine cannot run is an error (exit 2), not a note."),
+    ] = None,
+    merge: Annotated[bool, typer.Option("--merge", help="Merge all files into one scenario.")] = False,
+) -> None:
+    """Check spec files; per job, whether it runs on Spark, in the simulator, or both (and why not);
+    print a summary, or every problem with its location (exit 2)."""
+    from strata.model.spec import group_files
+
+    if engine is not None and engine not in ENGINES:
+        errors.print(f"[bold red]error[/] --engine: expected spark or sim; found {engine!r}")
+        raise typer.Exit(code=2)
+    groups, note = group_files(spec, merge)
+    if note:
+        console.print(note, highlight=False)
+    failed = False
+    for files in groups:
+        try:
+            scenario = load_scenario(*files)
+        except SpecError as err:
+            fail(err)
+            failed = True
+            continue
+        failed |= _validate_one(scenario, files, engine)
+    if failed:
+        raise typer.Exit(code=2)
+
+
+def _engine_problems(scenario: Scenario, files: list[Path]) -> dict[str, list]:
+    """What each engine refuses, as located problems: Spark's checks are the ones `strata run` makes
+    (:func:`strata.spark.pipelines.check_template`) plus an SQL check that needs no session; the
+    simulator needs its trace files."""
+    from strata.model import Problem, locate_problems
+    from strata.model.job import OperatorKind
+    from strata.spark.pipelines import check_template
+
+    base = files[0].parent if files else Path()
+    spark: list[Problem] = []
+    sim: list[Problem] = []
+    for j, job in enumerate(scenario.jobs):
+        for t, tpl in enumerate(job.templates):
+            here = ("jobs", j, "templates", t)
+            spark.extend(check_template(job, tpl, here))
+            for i, op in enumerate(tpl.operators):
+                at = (*here, "operators", i)
+                if op.kind is OperatorKind.FILTER and op.predicate:
+                    spark.extend(Problem((*at, "predicate"), exp, found) for exp, found in _sql_problems(op.predicate))
+                for k, text in enumerate(op.expressions or []):
+                    spark.extend(Problem((*at, "expressions", k), exp, found) for exp, found in _sql_problems(text))
+                arrivals = op.source.arrivals if op.kind is OperatorKind.SOURCE else None
+                if arrivals is not None and arrivals.process == "trace":
+                    path = Path(arrivals.path)
+                    if not (path if path.is_absolute() else base / path).is_file():
+                        sim.append(Problem((*at, "source", "arrivals", "path"), "an existing trace file", repr(path)))
+    return {name: (locate_problems(files, ps).problems if ps else []) for name, ps in (("spark", spark), ("sim", sim))}
+
+
+_SQL_EXTRA = {  # SQL functions with no pyspark.sql.functions namesake
+    "if", "ifnull", "nvl", "nvl2", "nullif", "coalesce", "cast", "try_cast", "case", "in", "not", "and", "or",
+    "exists", "interval", "array", "map", "struct", "named_struct", "int", "double", "float", "string", "bigint",
+    "boolean", "decimal", "date", "timestamp", "mod", "div", "power", "pow", "rand", "randn", "uuid", "left",
+    "right", "any", "every", "some", "count_if", "typeof", "positive", "negative", "sign", "ln", "rlike", "like",
+}
+
+
+def _sql_problems(text: str) -> list[tuple[str, str]]:
+    """Spark SQL mistakes visible without a session: unbalanced brackets or quotes, an expression
+    ending in an operator, a call to a function Spark does not have."""
+    import re
+
+    out = []
+    depth, quote = 0, None
+    for ch in text:
+        if quote:
+            quote = None if ch == quote else quote
+        elif ch in "'\"`":
+            quote = ch
+        elif ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+            if depth < 0:
+                break
+    if quote or depth:
+        out.append(("a Spark SQL expression with balanced brackets and quotes", repr(text)))
+    bare = re.sub(r"'[^']*'|\"[^\"]*\"|`[^`]*`", "''", text).strip()
+    if re.search(r"([-+*/%<>=!&|^~]|\b(and|or|not)\b)$", bare, re.IGNORECASE) or re.search(r"[<>=!]{3,}", bare):
+        out.append(("a complete Spark SQL expression", repr(text)))
+    try:
+        from pyspark.sql import functions as sql_functions
+    except ImportError:  # pragma: no cover - pyspark is a dependency
+        return out
+    for name in re.findall(r"\b([A-Za-z_][A-Za-z_0-9]*)\s*\(", bare):
+        if name.lower() not in _SQL_EXTRA and not hasattr(sql_functions, name.lower()):
+            out.append(("functions Spark SQL knows", f"unknown function {name!r} in {text!r}"))
+    return out
+
+
+def _validate_one(scenario: Scenario, files: list[Path], engine: str | None) -> bool:
+    """The summary of one valid scenario with each job's engines; True when ``engine``'s refusals fail it."""
+    refused = _engine_problems(scenario, files)
+    by_job: dict[str, dict[str, int]] = {}
+    ids = _job_ids(scenario, files)
+    for name, problems in refused.items():
+        for p in problems:
+            if len(p.path) > 1 and p.path[0] == "jobs" and isinstance(p.path[1], int):
+                job = ids.get((p.file, p.path[1]), "?")
+                by_job.setdefault(job, {}).setdefault(name, 0)
+                by_job[job][name] += 1
+    title = ", ".join(str(f) for f in files)
+    table = Table(title=f"{scenario.name} ({title}): valid", show_lines=False)
+    for col in ("job", "rank", "required", "templates", "PEs (first)", "target latency s", "runs on"):
         table.add_column(col)
     for job in scenario.jobs:
+        no = by_job.get(job.id, {})
+        engines = [e for e in ENGINES if e not in no]
+        runs = " and ".join("Spark" if e == "spark" else "simulator" for e in engines) or "neither"
+        if no:
+            runs += "; not " + ", ".join(
+                f"{'Spark' if e == 'spark' else 'simulator'} ({n} problem{'s' if n > 1 else ''} below)"
+                for e, n in no.items()
+            )
         table.add_row(
             job.id,
             str(job.rank),
@@ -77,6 +245,7 @@ def validate(spec: SpecArg) -> None:
             str(len(job.templates)),
             str(len(job.templates[0].operators)),
             f"{job.target_latency_s:g}",
+            runs,
         )
     console.print(table)
     cl = scenario.cluster
@@ -84,6 +253,25 @@ def validate(spec: SpecArg) -> None:
         f"cluster: {len(cl.all_nodes)} nodes, {cl.total_cores:g} cores, "
         f"{cl.total_memory / 2**30:.1f} GiB; {len(scenario.jobs)} jobs"
     )
+    for name, problems in refused.items():
+        is_error = engine == name
+        for p in problems:
+            label = "[bold red]error[/]" if is_error else "[yellow]note[/]"
+            where = "Spark (strata run)" if name == "spark" else "the simulator"
+            errors.print(f"{label} {where}: {p}", highlight=False, soft_wrap=True)
+    return bool(engine and refused.get(engine))
+
+
+def _job_ids(scenario: Scenario, files: list[Path]) -> dict[tuple[str, int], str]:
+    """(file, index in its jobs list) → the job id in the merged scenario."""
+    from strata.model.spec import _read
+
+    out, offset = {}, 0
+    for f in files:
+        n = len(_read(f).data.get("jobs") or [])
+        out.update({(str(f), i): scenario.jobs[offset + i].id for i in range(n)})
+        offset += n
+    return out
 
 
 @app.command()
@@ -105,6 +293,7 @@ def generate(
     if kind not in GENERATORS:
         errors.print(f"[bold red]error[/] generate: expected one of {', '.join(GENERATORS)}; found {kind!r}")
         raise typer.Exit(code=2)
+    writable(out, "--out")
     knobs = {}
     for item in param or []:
         key, sep, value = item.partition("=")
@@ -180,10 +369,14 @@ def plan_command(
     from strata.plan.summary import parse_budget, tables
 
     scenario = load(spec)
+    writable(out, "--json")
     try:
         seconds = parse_budget(budget)
         before = Plan.load(previous) if previous is not None else None
-        result = plan(scenario, before, Options(budget_s=seconds))
+        with console.status(
+            f"planning {len(scenario.jobs)} jobs: admission, templates, cpu, placement (budget {seconds:g} s)"
+        ):
+            result = plan(scenario, before, Options(budget_s=seconds))
     except (ValueError, PlanError) as err:
         for problem in getattr(err, "problems", [str(err)]):
             errors.print(f"[bold red]error[/] {problem}", highlight=False, soft_wrap=True)
@@ -231,21 +424,35 @@ def simulate(
     from strata.control.simulation import simulate as simulate_scenario
     from strata.plan import PlanError
     from strata.sim.placement import plan_file
-    from strata.sim.report import progress_bar, summary_tables
+    from strata.sim.report import calibrate, duration_text, progress_bar, summary_tables
 
     scenario = load(spec)
-    if duration <= 0:
-        errors.print(f"[bold red]error[/] --duration: expected seconds > 0; found {duration:g}")
+    if not 0 < duration < 1e15:
+        errors.print(f"[bold red]error[/] --duration: expected seconds > 0 (and finite); found {duration:g}")
         raise typer.Exit(code=2)
+    writable(out, "--out", directory=True)
     try:
         templates, placement = plan_file(plan) if plan is not None else (None, None)
+        cal = calibrate(scenario, max_sim_s=duration / 4, seed=seed, batch=batch, base_dir=spec[0].parent)
+        eta = cal.estimate(duration)
+        console.print(
+            f"calibration: {cal.sim_s:.3g} simulated s in {cal.wall_s:.1f} s ({cal.events_per_s:,.0f} events/s, "
+            f"no controller): {duration:g} simulated s will take about {duration_text(eta)}",
+            highlight=False,
+        )
+        if eta > 3600:
+            console.print(
+                f"[yellow]note[/] this run will take about {duration_text(eta)}; a shorter --duration or a larger "
+                "--batch (records per message) is faster",
+                highlight=False,
+            )
         config = HierarchyConfig(window_s=window, epoch_s=epoch)
         decided: list[int] = [0]
 
         def count(obs, decisions) -> None:
             decided[0] += 0 if decisions.empty() else 1
 
-        with progress_bar(console, duration) as tick:
+        with progress_bar(console, duration, cal.events_per_s) as tick:
             engine, controller = simulate_scenario(
                 scenario,
                 duration,
@@ -309,7 +516,9 @@ def _failure(text: str) -> tuple[str, float, float | None]:
 
 @app.command()
 def demo(
-    spec: Annotated[Path, typer.Argument(help="Scenario spec (YAML).")] = Path("examples/demo.yaml"),
+    spec: Annotated[
+        Path | None, typer.Argument(help="Scenario spec (YAML); default: the packaged demo.yaml (strata examples).")
+    ] = None,
     duration: Annotated[float, typer.Option(help="Seconds of input measured per mode.")] = 30.0,
     seed: Annotated[int, typer.Option(help="Added to every source's seed: same seed, same input.")] = 0,
     out: Annotated[Path, typer.Option(help="Run directory: sinks, state, metrics, report.html.")] = Path("runs/demo"),
@@ -324,6 +533,9 @@ def demo(
     if duration <= 0:
         errors.print(f"[bold red]error[/] --duration: expected seconds > 0; found {duration:g}")
         raise typer.Exit(code=2)
+    writable(out, "--out", directory=True)
+    if spec is None:
+        spec = _example("demo")
     scenario = load([spec])
     console.print(
         f"[bold]strata demo[/] {scenario.name}: {len(scenario.jobs)} jobs, "
@@ -354,6 +566,46 @@ def demo(
     )
     bad = result.checks[["missing", "duplicated", "wrong"]].to_numpy().sum() if not result.checks.empty else 0
     raise typer.Exit(code=1 if bad else 0)
+
+
+def _examples() -> dict[str, Path]:
+    """The example specs shipped in the package (strata/examples/*.yaml), by name."""
+    from importlib.resources import files
+
+    root = Path(str(files("strata") / "examples"))
+    return {p.stem: p for p in sorted(root.glob("*.yaml"))}
+
+
+def _example(name: str) -> Path:
+    found = _examples()
+    if name.removesuffix(".yaml") not in found:
+        errors.print(f"[bold red]error[/] example: expected one of {', '.join(found)}; found {name!r}")
+        raise typer.Exit(code=2)
+    return found[name.removesuffix(".yaml")]
+
+
+@app.command()
+def examples(
+    name: Annotated[str | None, typer.Argument(help="An example to print or copy (e.g. demo).")] = None,
+    out: Annotated[Path | None, typer.Option("--out", "-o", help="Copy the example here.")] = None,
+) -> None:
+    """List the example specs shipped with strata; with NAME print one (or copy it with -o FILE)."""
+    if name is None:
+        table = Table(title="examples (strata examples NAME -o FILE copies one out)")
+        for col in ("name", "description", "path"):
+            table.add_column(col)
+        for stem, path in _examples().items():
+            data = yaml.safe_load(path.read_text()) or {}
+            table.add_row(stem, str(data.get("description", "")), str(path))
+        console.print(table)
+        return
+    path = _example(name)
+    if out is None:
+        typer.echo(path.read_text(), nl=False)
+        return
+    writable(out, "--out")
+    out.write_text(path.read_text())
+    console.print(f"wrote {out}: try `strata validate {out}` or `strata simulate {out} --duration 30`")
 
 
 @app.command()

@@ -4,10 +4,16 @@ Field-level checks live on the models; the checks here need the whole scenario
 (stream ends, cycles across jobs, constraints against the cluster, whether a
 required job can fit at all). They return located problems instead of raising
 so that a spec with several mistakes reports all of them at once.
+
+Every number must be finite and at most :data:`ABSURD` in magnitude; the sizes
+the engines allocate arrays for (key counts, key groups, instances, node counts,
+static rows) and source rates have tighter bounds (:data:`CAPS`), so a typo
+such as ``rate: 1e308`` is a located error instead of a hung simulation.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cached_property
@@ -19,6 +25,18 @@ from strata.model.cluster import Cluster
 from strata.model.job import Job, OperatorKind, Template
 
 Path = tuple[str | int, ...]
+
+ABSURD = 1e15  # no field means anything beyond (1 PB, 30 million years, 10^15 records/s)
+CAPS: dict[tuple[str | None, str], tuple[float, str]] = {  # (parent field or None for any, field) → most, unit
+    (None, "rate"): (1e9, "records/s"),
+    ("keys", "count"): (1e7, "keys"),
+    ("source", "rate_curve"): (1e9, ""),
+    (None, "key_groups"): (1e5, "key groups"),
+    (None, "instances"): (1e4, "instances"),
+    (None, "max_instances"): (1e4, "nodes"),
+    (None, "rows"): (1e7, "rows"),
+    ("nodes", "count"): (1e5, "nodes"),
+}
 
 
 @dataclass(frozen=True)
@@ -63,7 +81,29 @@ def _names(xs: Iterator[str] | list[str], limit: int = 8) -> str:
     return ", ".join(xs[:limit]) + more
 
 
+def _bounds(value: object, path: Path) -> Iterator[Problem]:
+    """Non-finite and absurd numbers anywhere in the (dumped, as written) scenario."""
+    stack: list[tuple[object, Path]] = [(value, path)]
+    while stack:
+        x, at = stack.pop()
+        if isinstance(x, dict):
+            stack.extend((v, (*at, k)) for k, v in reversed(x.items()))
+        elif isinstance(x, list | tuple):
+            stack.extend((v, (*at, i)) for i, v in reversed(list(enumerate(x))))
+        elif isinstance(x, int | float) and not isinstance(x, bool):
+            names = [p for p in at if isinstance(p, str)]
+            field, parent = (names[-1] if names else ""), (names[-2] if len(names) > 1 else None)
+            cap = CAPS.get((parent, field)) or CAPS.get((None, field))
+            if not math.isfinite(x):
+                yield Problem(at, "a finite number", repr(x))
+            elif cap is not None and abs(x) > cap[0]:
+                yield Problem(at, f"at most {cap[0]:,.0f} {cap[1]}".rstrip(), f"{x:g}")
+            elif abs(x) > ABSURD:
+                yield Problem(at, f"a number of magnitude at most {ABSURD:g}", f"{x:g}")
+
+
 def _problems(s: Scenario) -> Iterator[Problem]:
+    yield from _bounds(s.model_dump(by_alias=True, exclude_unset=True, mode="python"), ())
     cluster = s.cluster
     ids: dict[str, int] = {}
     for j, job in enumerate(s.jobs):

@@ -5,22 +5,34 @@ whose top-level keys are merged (``cluster`` in exactly one; ``jobs`` lists
 concatenated; ``name``/``description`` from the first that has them). Every
 problem is reported with its file, line, path inside the document, what was
 expected and what was found; the CLI turns :class:`SpecError` into exit code 2.
+
+Reading is bounded before anything is built: at most :data:`MAX_BYTES` of UTF-8
+text (binary and other encodings are refused with the offending line), at most
+:data:`MAX_DEPTH` levels of nesting and :data:`MAX_NODES` values once aliases
+are expanded (a "billion laughs" file stops at the alias that crosses it), and
+no mapping key twice. Scalars follow YAML 1.2's booleans: only ``true``/``false``
+are booleans, so ``{on: key}`` (a join) and ``yes``/``no`` stay strings.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path as FsPath
-from typing import Any
+from typing import Any, ClassVar
 
 import yaml
 from pydantic import ValidationError
+from yaml import events as ev
 
 from strata.model.cluster import Cluster
 from strata.model.job import Job
 from strata.model.scenario import Path, Problem, Scenario
 
 TOP_LEVEL = ("name", "description", "cluster", "jobs")
+MAX_BYTES = 4 * 2**20  # a generated 104-job scenario is 0.19 MB
+MAX_DEPTH = 64  # a scenario nests about 8 deep
+MAX_NODES = 1_000_000  # values after alias expansion (the 104-job scenario has ~23,000)
 
 
 @dataclass(frozen=True)
@@ -87,15 +99,124 @@ class _Doc:
         return Located(self.file, self.lines.line(path), path, expected, found)
 
 
-def _read(file: str | FsPath) -> _Doc:
-    name = str(file)
+_BOOL = "tag:yaml.org,2002:bool"
+_BaseLoader: type = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+class _Loader(_BaseLoader):  # type: ignore[misc, valid-type]
+    """Safe loading with YAML 1.2 booleans (duplicated keys are caught by :func:`_check_shape`)."""
+
+    yaml_implicit_resolvers: ClassVar[dict] = {
+        first: [(tag, rx) for tag, rx in resolvers if tag != _BOOL]
+        for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+    }
+
+
+_Loader.add_implicit_resolver(_BOOL, re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF"))
+
+
+class _Bad(Exception):
+    def __init__(self, line: int | None, expected: str, found: str, path: Path = ()):
+        self.line, self.expected, self.found, self.path = line, expected, found, path
+
+
+def _text(name: str, file: str | FsPath) -> str:
+    """At most MAX_BYTES of UTF-8 text, or a located error."""
     try:
-        text = FsPath(file).read_text()
+        with open(file, "rb") as f:
+            raw = f.read(MAX_BYTES + 1)
     except OSError as e:
         raise SpecError([Located(name, None, (), "a readable spec file", e.strerror or str(e))]) from None
+    if len(raw) > MAX_BYTES:
+        raise SpecError([Located(name, None, (), f"a spec file of at most {MAX_BYTES:,} bytes", "a larger file")])
+    nul = raw.find(b"\0")
+    if nul >= 0:
+        line = raw.count(b"\n", 0, nul) + 1
+        raise SpecError([Located(name, line, (), "a YAML text file", f"binary data (a NUL byte at offset {nul})")])
     try:
-        node = yaml.compose(text)
-        data = yaml.safe_load(text)
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = raw.count(b"\n", 0, e.start) + 1
+        column = e.start - (raw.rfind(b"\n", 0, e.start) + 1) + 1
+        found = f"byte 0x{raw[e.start]:02X} at column {column} (not UTF-8; save the file as UTF-8)"
+        raise SpecError([Located(name, line, (), "UTF-8 text", found)]) from None
+
+
+class _Frame:
+    """One open collection in the event stream: where it is and what it holds so far."""
+
+    __slots__ = ("anchor", "at", "is_map", "key", "key_next", "n", "seen")
+
+    def __init__(self, anchor: str | None, is_map: bool, at: Path):
+        self.anchor, self.is_map, self.at = anchor, is_map, at
+        self.n, self.key_next, self.key = 1, True, -1
+        self.seen: dict[str, int] = {}
+
+
+def _check_shape(text: str) -> None:
+    """Nesting depth, size after alias expansion and duplicated keys, from the event stream
+    (no recursion, nothing expanded)."""
+    total = 0
+    stack: list[_Frame] = []
+    sizes: dict[str, int] = {}
+    for e in yaml.parse(text, Loader=_BaseLoader):
+        if not isinstance(e, ev.NodeEvent | ev.CollectionEndEvent):
+            continue
+        line = e.start_mark.line + 1
+        top = stack[-1] if stack else None
+        as_key = top is not None and top.is_map and top.key_next and not isinstance(e, ev.CollectionEndEvent)
+        if top is not None and not as_key and not isinstance(e, ev.CollectionEndEvent) and not top.is_map:
+            top.key += 1  # the sequence's next item
+        at: Path = (*top.at, top.key) if top is not None and not as_key else (top.at if top is not None else ())
+        if as_key and isinstance(e, ev.ScalarEvent) and e.value != "<<":
+            if e.value in top.seen:
+                again = f"{e.value!r} again (first on line {top.seen[e.value]})"
+                raise _Bad(line, "each key once in a mapping", again, (*top.at, e.value))
+            top.seen[e.value] = line
+        if isinstance(e, ev.CollectionStartEvent):
+            if len(stack) >= MAX_DEPTH:
+                raise _Bad(line, f"at most {MAX_DEPTH} levels of nesting", f"more than {MAX_DEPTH}", at)
+            stack.append(_Frame(e.anchor, isinstance(e, ev.MappingStartEvent), at))
+            total += 1
+            n = None
+        elif isinstance(e, ev.CollectionEndEvent):
+            done = stack.pop()
+            if done.anchor is not None:
+                sizes[done.anchor] = done.n
+            n, at, top = done.n, done.at, stack[-1] if stack else None
+            as_key = False
+        elif isinstance(e, ev.ScalarEvent):
+            n, total = 1, total + 1
+            if e.anchor is not None:
+                sizes[e.anchor] = 1
+        else:
+            n = sizes.get(e.anchor, 1)
+            total += n
+        if n is not None and top is not None:
+            top.n += n
+            if top.is_map:
+                if as_key:
+                    top.key_next, top.key = False, e.value if isinstance(e, ev.ScalarEvent) else "?"
+                else:
+                    top.key_next = True
+        if total > MAX_NODES:
+            what = f"alias *{e.anchor}" if isinstance(e, ev.AliasEvent) else "value"
+            raise _Bad(line, f"at most {MAX_NODES:,} values with aliases expanded", f"more at this {what}", at)
+
+
+def _read(file: str | FsPath) -> _Doc:
+    name = str(file)
+    text = _text(name, file)
+    try:
+        _check_shape(text)
+        loader = _Loader(text)
+        try:
+            node = loader.get_single_node()
+            data = loader.construct_document(node) if node is not None else None
+        finally:
+            loader.dispose()
+    except _Bad as e:
+        raise SpecError([Located(name, e.line, e.path, e.expected, e.found)]) from None
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         raise SpecError(
@@ -192,6 +313,10 @@ def load_scenario(*files: str | FsPath) -> Scenario:
                 problems.extend(_from_pydantic(doc, ("jobs", i), e))
     if cluster_doc is None:
         problems.append(docs[0].locate((), "a 'cluster' section in one of the files", "none"))
+    if not jobs and not problems:
+        where = next((d for d in docs if "jobs" in d.data), docs[0])
+        found = "an empty list" if "jobs" in where.data else "no 'jobs' section"
+        problems.append(where.locate(("jobs",), "at least one job", found))
     if problems or cluster is None:
         raise SpecError(problems)
     scenario = Scenario(cluster=cluster, jobs=jobs, **meta)
@@ -199,6 +324,32 @@ def load_scenario(*files: str | FsPath) -> Scenario:
     if located:
         raise SpecError(located)
     return scenario
+
+
+def group_files(files: list[str | FsPath] | tuple[str | FsPath, ...], merge: bool = False) -> tuple[list[list], str]:
+    """Which files make one scenario each: every file holding both ``cluster`` and ``jobs``
+    alone; all of them merged with ``merge`` or when none is complete on its own. Returns
+    the groups and a sentence saying which happened. Unreadable files stay alone (their
+    error is reported when they are loaded)."""
+    if len(files) <= 1:
+        return [list(files)], ""
+    if merge:
+        return [list(files)], f"{len(files)} files merged into one scenario (--merge)"
+    complete = []
+    for f in files:
+        try:
+            data = _read(f).data
+        except SpecError:
+            complete.append(True)
+            continue
+        complete.append("cluster" in data and "jobs" in data)
+    if not any(complete):
+        return [list(files)], f"{len(files)} files merged into one scenario (none is complete on its own)"
+    partial = [str(f) for f, ok in zip(files, complete, strict=True) if not ok]
+    note = f"{len(files) - len(partial)} complete scenario files validated one by one"
+    if partial:
+        note += f"; {', '.join(partial)} not complete on its own (pass --merge to merge all files into one scenario)"
+    return [[f] for f in files], note
 
 
 def _relocate(p: Problem, cluster_doc: _Doc, job_origin: list[tuple[_Doc, int]]) -> Located:

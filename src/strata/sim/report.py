@@ -1,37 +1,98 @@
-"""Console output of a simulation: a progress bar while it runs and a summary table after."""
+"""Console output of a simulation: a calibration and run-time estimate before, a progress bar while it
+runs and a summary table after."""
 
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
+from strata.model import Scenario
 from strata.sim.engine import Simulation
 
 MAX_JOBS = 15
 
 
+@dataclass(frozen=True)
+class Calibration:
+    """A short plain run (no controller) of the scenario: how fast this machine simulates it."""
+
+    sim_s: float
+    wall_s: float
+    events: int
+
+    @property
+    def events_per_s(self) -> float:
+        return self.events / max(self.wall_s, 1e-9)
+
+    def estimate(self, duration: float) -> float:
+        """Wall seconds for ``duration`` simulated seconds at the calibrated speed."""
+        return duration * self.wall_s / max(self.sim_s, 1e-12)
+
+
+def calibrate(
+    scenario: Scenario, budget_s: float = 1.0, max_sim_s: float = math.inf, **simulation: object
+) -> Calibration:
+    """Simulate the scenario (round-robin placement, FIFO, no controller) for doubling spans until
+    ``budget_s`` of wall time has passed or ``max_sim_s`` simulated seconds are done."""
+    start = time.perf_counter()
+    sim = Simulation(scenario, **simulation)
+    until = 0.05
+    while True:
+        sim.run(min(until, max_sim_s))
+        wall = time.perf_counter() - start
+        if wall >= budget_s or sim.now >= max_sim_s:
+            return Calibration(sim.now, wall, sim.events)
+        until *= 2
+
+
+def duration_text(seconds: float) -> str:
+    """``5 s``, ``3 min 20 s``, ``2 h 5 min``, ``3.2 days``."""
+    if seconds < 60:
+        return f"{seconds:.0f} s"
+    if seconds < 3600:
+        return f"{seconds // 60:.0f} min {seconds % 60:.0f} s"
+    if seconds < 86400 * 2:
+        return f"{seconds // 3600:.0f} h {seconds % 3600 / 60:.0f} min"
+    years = seconds / (365.25 * 86400)
+    return f"{seconds / 86400:,.1f} days" if years < 2 else f"{years:,.3g} years"
+
+
 @contextmanager
-def progress_bar(console: Console, duration: float) -> Iterator[Callable[[float, int], None]]:
-    """A rich progress bar over simulated time; yields ``tick(now, events)`` for the run to call."""
+def progress_bar(
+    console: Console, duration: float, events_per_s: float | None = None
+) -> Iterator[Callable[[float, int], None]]:
+    """A rich progress bar over simulated time; yields ``tick(now, events)`` for the run to call.
+
+    The event rate is measured between the ticks where the engine's event count moved (it
+    advances once per control window); until then it shows the calibrated rate (``events_per_s``).
+    The ETA is rich's, from the simulated seconds per wall second so far."""
     columns = (
         TextColumn("[bold]simulating"),
         BarColumn(),
-        TextColumn("{task.completed:.0f}/{task.total:.0f} s"),
+        TextColumn("{task.completed:,.0f}/{task.total:,.0f} s"),
         TextColumn("{task.fields[rate]}"),
         TimeElapsedColumn(),
+        TextColumn("ETA"),
         TimeRemainingColumn(),
     )
+    first = f"~{events_per_s:,.0f} ev/s (calibrated)" if events_per_s else ""
     with Progress(*columns, console=console, transient=False) as bar:
-        task = bar.add_task("sim", total=duration, rate="")
+        task = bar.add_task("sim", total=duration, rate=first)
+        seen: list[float] = [time.perf_counter(), 0, time.perf_counter(), 0]  # first wall, events; last
 
         def tick(now: float, events: int) -> None:
-            elapsed = bar.tasks[0].elapsed or 1e-9
-            bar.update(task, completed=min(now, duration), rate=f"{events / elapsed:,.0f} ev/s")
+            rate = bar.tasks[0].fields["rate"]
+            if events != seen[3]:
+                seen[2], seen[3] = time.perf_counter(), events
+                rate = f"{(events - seen[1]) / max(seen[2] - seen[0], 1e-9):,.0f} ev/s"
+            bar.update(task, completed=min(now, duration), rate=rate)
 
         yield tick
 
