@@ -50,6 +50,7 @@ from strata.control.controller import Controller, HierarchyConfig
 from strata.control.simulation import sim_dispatch
 from strata.model import Scenario
 from strata.plan import Options
+from strata.plan.pacing import PACING
 from strata.sim.adapter import SimEngine
 
 CANDIDATES = [
@@ -162,8 +163,11 @@ def scenario(phase: float, burst: float = 6.0) -> Scenario:
     return Scenario.model_validate(doc)
 
 
-def run(sc: Scenario, chooser, first: Composition, duration: float, seed: int) -> list[tuple[float, float | None]]:
+def run(
+    sc: Scenario, chooser, first: Composition, duration: float, seed: int, pacing: str = "off"
+) -> list[tuple[float, float | None]]:
     cfg = HierarchyConfig(
+        pacing=pacing,
         window_s=WINDOW_S,
         epoch_s=EPOCH_S,
         dispatch=first.dispatch,
@@ -187,18 +191,24 @@ def per_phase(scores: list[tuple[float, float | None]], phase: float, phases: in
 
 
 def one_seed(
-    sc: Scenario, cands: list[Composition], phase: float, seed: int, console: Console, warm_start: bool = False
+    sc: Scenario,
+    cands: list[Composition],
+    phase: float,
+    seed: int,
+    console: Console,
+    warm_start: bool = False,
+    pacing: str = "off",
 ) -> dict:
     """Every fixed candidate and the adaptive run on one seed: per-phase means, whole-run score, gap."""
     duration = 3 * phase
     results = {}
     for comp in cands:
         t0 = time.perf_counter()
-        scores = run(sc, Fixed(sc, comp), comp, duration, seed)
+        scores = run(sc, Fixed(sc, comp), comp, duration, seed, pacing)
         results[comp.name] = {"scores": scores, "wall_s": time.perf_counter() - t0}
     t0 = time.perf_counter()
     sel = Selector(sc, cands, seed=seed, warm_start=warm_start)
-    scores = run(sc, sel, cands[0], duration, seed)
+    scores = run(sc, sel, cands[0], duration, seed, pacing)
     results["adaptive"] = {
         "scores": scores,
         "wall_s": time.perf_counter() - t0,
@@ -227,11 +237,12 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="first three candidates only")
     ap.add_argument("--burst", type=float, default=6.0, help="burst factor of the coarse phase's large job")
     ap.add_argument("--warm-start", action="store_true", help="new segments start from the last segment's learner")
+    ap.add_argument("--pacing", choices=PACING, default="off", help="the Controller's L0 pacing mode")
     args = ap.parse_args()
     sc = scenario(args.phase, args.burst)
     cands = CANDIDATES[:3] if args.quick else CANDIDATES
     console = Console(width=200)
-    per_seed = [one_seed(sc, cands, args.phase, seed, console, args.warm_start) for seed in args.seeds]
+    per_seed = [one_seed(sc, cands, args.phase, seed, console, args.warm_start, args.pacing) for seed in args.seeds]
     names = [c.name for c in cands] + ["adaptive"]
     whole = {n: [r["summary"][n]["whole"] for r in per_seed] for n in names}
     best = [float(np.mean(r["per_phase_best"])) for r in per_seed]
@@ -251,7 +262,11 @@ def main() -> None:
         f"adaptive mean {adaptive:.3f}; regret vs per-phase best {100 * regret:.1f}% (target ≤ 10%); "
         f"better than {len(beaten)} of {len(names) - 1} fixed compositions on the mean (target: all)"
     )
-    variant = ("" if args.burst == 6.0 else f"_burst{args.burst:g}") + ("_warm" if args.warm_start else "")
+    variant = (
+        ("" if args.burst == 6.0 else f"_burst{args.burst:g}")
+        + ("_warm" if args.warm_start else "")
+        + ("" if args.pacing == "off" else f"_pacing-{args.pacing}")
+    )
     out = Path(__file__).parent / "results" / f"adapt_phases_{args.phase:.0f}s{variant}.json"
     out.write_text(
         json.dumps(
@@ -259,6 +274,7 @@ def main() -> None:
                 "phase_s": args.phase,
                 "burst": args.burst,
                 "warm_start": args.warm_start,
+                "pacing": args.pacing,
                 "seeds": args.seeds,
                 "window_s": WINDOW_S,
                 "candidates": [c.name for c in cands],

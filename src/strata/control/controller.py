@@ -51,7 +51,7 @@ from strata.control.signals import KINDS, Debounce, Signal, SignalConfig, lost_n
 from strata.model import Cluster, Scenario, job_maps, joined_graph
 from strata.plan import Options, Plan, PlanError, replan
 from strata.plan.instances import Host, MultiBalanceConfig, place_instances
-from strata.plan.pacing import pace
+from strata.plan.pacing import PACING, pace
 from strata.plan.placers import placer
 from strata.plan.plan import restricted
 from strata.protocol.engine import Decisions, Move, Observation, Placement
@@ -77,7 +77,11 @@ class HierarchyConfig:
     replan_on_change: float = 0.5  # relative ingest change since a job's last plan that lifts its cooldowns
     headroom: float = 0.2  # DS2 headroom, and the cpu margin a pressured component is re-planned with
     scaling: bool = True
-    pacing: bool = True  # L0 rate caps at the sources from the plan in force (SODA microQ's admitted ingest)
+    # L0 rate caps at the sources from the plan in force (strata.plan.pacing.PACING): "plan" (SODA microQ's admitted
+    # ingest: what Spark's non-preemptible micro-batches need), "shares" (work conserving) or "off". Off by default:
+    # under message-level deadline dispatch (the simulator) both kinds of caps lowered every composition's score on
+    # bench_adapt_phases (docs/hierarchy.md, "Pacing"); strata run and the demo set "plan".
+    pacing: str = "off"
     coordinated: bool = True
     # Builds the meta level (a strata.adapt Selector or Fixed) for the controller's scenario when none is passed:
     # how a caller that only hands over a config (the Spark demo's run loop) gets the learner.
@@ -88,6 +92,8 @@ class HierarchyConfig:
             raise ValueError(f"balancing: expected one of {sorted(BALANCING)}; found {self.balancing!r}")
         if self.placer not in PLACEMENT:
             raise ValueError(f"placer: expected one of {PLACEMENT}; found {self.placer!r}")
+        if self.pacing not in PACING:
+            raise ValueError(f"pacing: expected one of {PACING}; found {self.pacing!r}")
         if self.epoch_s <= 0 or self.window_s <= 0:
             raise ValueError("epoch_s and window_s must be > 0 seconds")
 
@@ -285,9 +291,9 @@ class Controller:
 
     def _pace(self, window) -> dict[str, float | None] | None:
         """L0's rate caps for the plan in force (None: pacing off)."""
-        if not self.config.pacing:
+        if self.config.pacing == "off":
             return None
-        return pace(self._planned_model, self.plan, window, self.config.window_s)
+        return pace(self._planned_model, self.plan, window, self.config.window_s, self.config.pacing)
 
     # ------------------------------------------------------------------ signals
 

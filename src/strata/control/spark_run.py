@@ -50,6 +50,7 @@ class RunConfig:
             scaling=False,
             dispatch="llf",
             balancing="aggressive",
+            pacing="plan",  # a micro-batch read over the plan's rate holds the cores whatever its deadline
         )
     )
     sink: str = "parquet"

@@ -121,30 +121,49 @@ def rate_caps(
     return caps
 
 
-def pace(model: Scenario, plan: Plan, window: WindowStats | None, catch_up_s: float) -> dict[str, float | None]:
-    """Rate caps for the sources of ``plan``: the ingest it admits under the resource functions of ``model`` (the
-    model it was made on), while the offered load or the source's backlog exceeds that
-    (:func:`admitted_ingest`, :func:`rate_caps`); a backlog drains, while the offer is below the admitted rate, at the
-    rate the plan's cpu scaled up to the whole cluster allows (the cores the plan leaves idle go to the
-    deferred records, in proportion to each PE's share). With no ``window`` (the plan's start, before any
-    observation) every capped source starts at its admitted ingest, so the first micro-batches already
-    follow the plan. A required job's sources are never capped: the planner must fit such a job whole, and
-    when it falls short that is the Controller's shortfall signal (a re-plan), not a reason to hold its
-    input back."""
+PACING = ("plan", "shares", "off")
+"""L0 pacing modes: caps at the plan's admitted ingest (SODA microQ), at its cpu shares of the cluster, or none."""
+
+
+def pace(
+    model: Scenario, plan: Plan, window: WindowStats | None, catch_up_s: float, mode: str = "plan"
+) -> dict[str, float | None]:
+    """Rate caps for the sources of ``plan`` (SODA microQ pacing), in one of the :data:`PACING` modes.
+
+    ``plan``: a source is capped at the ingest the plan admits under the resource functions of ``model`` (the
+    model it was made on) while the offered load or the source's backlog exceeds that
+    (:func:`admitted_ingest`, :func:`rate_caps`); a backlog drains, while the offer is below the admitted rate,
+    at the rate the plan's cpu scaled up to the whole cluster allows (the cores the plan leaves idle go to the
+    deferred records, in proportion to each PE's share). This suits engines whose units of work cannot be
+    preempted (Spark's micro-batches: a batch read over the plan's rate holds the cores whatever its deadline).
+
+    ``shares``: work conserving — the cap is always the ingest the plan's cpu *shares* of the whole cluster
+    allow, so cores the plan leaves idle (it buys a job only its value-saturating rate) are not held back from
+    any source, and a plan made on a stale rate (a job waking from idle) does not throttle it below what the
+    cluster can do; the plan's proportions still decide who gets what under overload. This suits engines that
+    dispatch by deadline message by message (the simulator under Cameo), where deferring records at the source
+    buys no latency.
+
+    ``off``: no caps. With no ``window`` (the plan's start, before any observation) every capped source starts
+    at its cap, so the first units of work already follow the plan. A required job's sources are never
+    capped: the planner must fit such a job whole, and when it falls short that is the Controller's shortfall
+    signal (a re-plan), not a reason to hold its input back.
+    """
+    if mode not in PACING:
+        raise ValueError(f"pacing: expected one of {PACING}; found {mode!r}")
+    if mode == "off":
+        return {}
     offered = dict(window.ingest) if window is not None else {}
     cpu = plan.cpu()
-    admitted = {
-        pe: rate
-        for pe, rate in admitted_ingest(model, plan.templates, cpu, offered).items()
-        if not model.job[pe.partition(".")[0]].required
-    }
-    instances = window.instances if window is not None else ()
-    backlog: dict[str, float] = {}
-    for inst in instances:  # a source may run several instances
-        if inst.pe in admitted:
-            backlog[inst.pe] = backlog.get(inst.pe, 0) + inst.queued
-    # a backlog drains also on the cores the plan leaves idle, shared in proportion to the plan's cpu
+    # the cores the plan leaves idle, shared in proportion to the plan's cpu
     scale = max(1.0, model.cluster.total_cores / max(sum(cpu.values()), 1e-9))
     whole = {pe: c * scale for pe, c in cpu.items()}
-    drain = {pe: r for pe, r in admitted_ingest(model, plan.templates, whole, offered).items() if pe in admitted}
+    shares = admitted_ingest(model, plan.templates, whole, offered)
+    limited = admitted_ingest(model, plan.templates, cpu, offered) if mode == "plan" else shares
+    admitted = {pe: rate for pe, rate in limited.items() if not model.job[pe.partition(".")[0]].required}
+    backlog: dict[str, float] = {}
+    for inst in window.instances if window is not None else ():  # a source may run several instances
+        if inst.pe in admitted:
+            backlog[inst.pe] = backlog.get(inst.pe, 0) + inst.queued
+    drain = {pe: r for pe, r in shares.items() if pe in admitted}
     return rate_caps(admitted, offered, backlog, catch_up_s, drain=drain)
