@@ -418,6 +418,10 @@ def simulate(
     ] = True,
     window: Annotated[float, typer.Option(help="Control window in simulated seconds.")] = 5.0,
     epoch: Annotated[float, typer.Option(help="Seconds between full SODA epochs.")] = 60.0,
+    pacing: Annotated[
+        str,
+        typer.Option(help="L0 rate caps at the sources: off (default), shares (work conserving) or plan (SODA's)."),
+    ] = "off",
 ) -> None:
     """Simulate the scenario on its cluster message by message, under Strata's control loop (or --no-control)."""
     from strata.control.controller import HierarchyConfig
@@ -446,7 +450,7 @@ def simulate(
                 "--batch (records per message) is faster",
                 highlight=False,
             )
-        config = HierarchyConfig(window_s=window, epoch_s=epoch)
+        config = HierarchyConfig(window_s=window, epoch_s=epoch, pacing=pacing)
         decided: list[int] = [0]
 
         def count(obs, decisions) -> None:
