@@ -262,7 +262,10 @@ def macro_w(
     binaries = sum(len(g.eligible) for g in p.groups)
     if binaries > MILP_MAX_BINARIES:
         found = mini_w.search(p, start + 0.92 * deadline_s * (1 - milp_share), clock, seed=seed, rounds=rounds)
-        how = f"miniW from {found.start}: {found.moves} improving moves, {found.rounds} perturbation rounds"
+        how = (
+            f"miniW from {found.start}: {found.moves} improving moves, {found.rounds} perturbation rounds; "
+            f"{found.partitioner}"
+        )
         try:
             where, tried, gained, why = improve_by_milp(p, found.where, deadline, clock, seed)
         except Exception as e:  # a solver crash must not cost the epoch its plan
@@ -283,7 +286,10 @@ def macro_w(
     found = mini_w.search(p, deadline, clock, seed=seed, rounds=rounds, starts=starts)
     mini = assignment_of(p, found.where, goals)
     mini_m = evaluate(cluster, mini, traffic, weights)
-    how = f"miniW from {found.start}: {found.moves} improving moves, {found.rounds} perturbation rounds"
+    how = (
+        f"miniW from {found.start}: {found.moves} improving moves, {found.rounds} perturbation rounds; "
+        f"{found.partitioner}"
+    )
     if shares is None:
         return MacroW(
             _candidates(p, mini), mini, mini_m, "fallback-to-miniW", f"won: miniW; MILP failed ({why}); {how}", p
@@ -297,7 +303,7 @@ def macro_w(
             exact,
             exact_m,
             st,
-            f"won: MILP; {why}, objective {exact_m['objective']:.4g}; miniW {mini_m['objective']:.4g}",
+            f"won: MILP; {why}, objective {exact_m['objective']:.4g}; miniW {mini_m['objective']:.4g} ({how})",
             p,
         )
     st = "feasible" if status == "optimal" else "fallback-to-miniW"

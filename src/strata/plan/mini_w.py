@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from strata.plan import partition
 from strata.plan.placement import Problem
 from strata.plan.plan import PlanError
 
@@ -34,6 +35,7 @@ class Result:
     rounds: int
     moves: int
     complete: bool  # stopped at a local minimum after its rounds, not at the deadline
+    partitioner: str = ""  # how the METIS start fared (or why there was none)
 
 
 class State:
@@ -443,8 +445,13 @@ def search(
     seed: int = 0,
     rounds: int = 30,
     starts: dict[str, list[list[int]]] | None = None,
+    partitioner: bool = True,
 ) -> Result:
-    """Local search from the best start until ``deadline`` (a ``clock`` value) or ``rounds`` perturbations."""
+    """Local search from the best start until ``deadline`` (a ``clock`` value) or ``rounds`` perturbations.
+
+    The starts: those handed in (e.g. the MILP's), miniW's own, and METIS's partition made feasible
+    (:mod:`strata.plan.partition`; ``partitioner=False`` leaves it out).
+    """
     if not p.groups:
         return Result([], 0.0, "empty", 0, 0, True)
     candidates = dict(starts or {})
@@ -452,6 +459,18 @@ def search(
     candidates["greedy-by-traffic-clusters"] = _greedy_start(p, clusters=True)
     candidates["round-robin-with-previous"] = _round_robin_start(p)
     candidates["spread-parts"] = _spread_start(p)
+    if partitioner:
+        try:
+            metis, why = partition.metis_start(p, seed)
+        except PlanError as e:  # post-fixing found a group that fits nowhere: the other starts stand
+            metis, why = None, f"METIS start infeasible ({e})"
+        if metis is not None:
+            candidates["METIS"] = metis
+            partitioner_note = f"METIS start objective {State(p, metis).objective():.4g} ({why})"
+        else:
+            partitioner_note = f"no METIS start: {why}; miniW's own starts stand"
+    else:
+        partitioner_note = "METIS start not asked for"
     scored = sorted(((State(p, w).objective(), name, w) for name, w in candidates.items()), key=lambda s: s[:2])
     _obj, start, where = scored[0]
     st = State(p, where)
@@ -476,7 +495,7 @@ def search(
         done_rounds += 1
         st = State(p, best_where)
         _perturb(st, rng, max(1, len(p.groups) // 20))
-    return Result(best_where, best_obj, start, done_rounds, moves, complete)
+    return Result(best_where, best_obj, start, done_rounds, moves, complete, partitioner_note)
 
 
 def _targets(st: State, g: int) -> list[int]:
