@@ -44,8 +44,20 @@ def test_the_full_plan_keeps_macro_qs_exact_answer():
     assert p.importance >= 0.99 * e.value
 
 
+@pytest.mark.parametrize("seed", range(2))
+def test_options_with_lp_curves_reach_the_exact_optimum_too(monkeypatch, seed):
+    # Too many template PEs to copy them all: options per cluster, LP components by their curves.
+    s = multiple_choice(seed)
+    every = sum(len(t.operators) for j in s.jobs for t in j.templates)
+    monkeypatch.setattr(mc, "MAX_GATED_PES", every - 1)
+    q = macro_q(s, 10.0)
+    assert q.status == "optimal" and "options: LP components by their exact curves" in q.detail, q.detail
+    assert q.importance == pytest.approx(exact_macro_q(s, time_limit=30).value, rel=1e-6, abs=1e-6)
+
+
 def test_beyond_its_limits_the_heuristic_runs_and_says_so(monkeypatch):
     monkeypatch.setattr(mc, "MAX_OPTIONS", 3)
+    monkeypatch.setattr(mc, "MAX_GATED_PES", 10)
     q = macro_q(multiple_choice(0), 5.0)
     assert "fallback to the heuristic search" in q.detail
     assert any("heuristic search (not proven optimal)" in n for n in q.notes)

@@ -63,6 +63,7 @@ class Choice:
     exact: bool  # proven optimal and every curve used exact
     options: int
     binaries: int
+    form: str = ""  # how the templates entered the MILP
 
 
 def clusters(scenario: Scenario) -> list[list[str]]:
@@ -118,13 +119,26 @@ def solve(
     """
     groups = clusters(scenario)
     options: list[tuple[int, dict[str, str]]] = []
+    big: list[list[str]] = []  # clusters as gated template copies
+    every = sum(len(t.operators) for j in scenario.jobs for t in j.templates)
+    if every <= MAX_GATED_PES:
+        # Small enough to copy every template's program: HiGHS solves that faster than the options
+        # with their curves (measured on lsd at 30 nodes and on the mc instances), and no curve is
+        # needed before the solve.
+        big, groups = groups, []
     for k, cluster in enumerate(groups):
         opts = _options(scenario, cluster)
         if not opts:
-            return None, f"a cluster of {len(cluster)} linked jobs has more than {MAX_CLUSTER_OPTIONS} options"
+            big.append(cluster)
         options += [(k, o) for o in opts]
     if len(options) > MAX_OPTIONS:
         return None, f"{len(options)} template options > {MAX_OPTIONS}"
+    copies = sum(len(t.operators) for c in big for j in c for t in scenario.job[j].templates)
+    if copies > MAX_GATED_PES:
+        return None, (
+            f"clusters of linked jobs with more than {MAX_CLUSTER_OPTIONS} options hold {copies} template PEs "
+            f"> {MAX_GATED_PES}"
+        )
     prog = Program(maximize=True)
     budget_row: dict[int, float] = {}
     memory_row: dict[int, float] = {}
@@ -190,6 +204,10 @@ def solve(
                 budget_row[cols.cpu[key[pe]]] = 1.0
             comps.append((comp, None, {pe: (cols.x[key[pe]], cols.cpu[key[pe]]) for pe in comp}, parts))
         built.append((y, templates, graph, comps))
+    gated = [_gated_cluster(prog, scenario, c, per_job, memory_row, budget_row) for c in big]
+    gated_pes += copies
+    if gated_pes > MAX_GATED_PES:
+        return None, f"more than {MAX_GATED_PES} PEs in non-LP components and linked clusters"
     for row in per_cluster.values():
         prog.row(row, upper=1.0)
     for job in scenario.jobs:
@@ -244,6 +262,36 @@ def solve(
             curves.append(curve)
             budgets.append(b)
             goals.update(alloc)
+    for choose, cols, _ops in gated:
+        tpls = {j: t for (j, t), y in choose.items() if sol.x[y] > 0.5}
+        if not tpls:
+            continue
+        templates.update(tpls)
+        alloc = {}
+        for j, t in choose:
+            if tpls.get(j) == t:
+                for op in scenario.job[j].template(t).operators:
+                    key = _copy(j, op.name, t)
+                    rate = max(0.0, float(sol.x[cols.x[key]]))
+                    alloc[f"{j}.{op.name}"] = max(
+                        op.cpu_min, min(float(sol.x[cols.cpu[key]]), op.resource.cpu_for(rate, op.cost_per_record))
+                    )
+        graph = joined_graph(scenario, tpls)
+        for comp in sorted(tuple(sorted(c)) for c in nx.weakly_connected_components(graph)):
+            parts = component_parts(graph, comp)
+            mine = {pe: alloc[pe] for pe in comp}
+            if F.is_linear(parts.ops, parts.values):
+                curve = curve_of(graph, comp, tpls)
+                b = float(np.clip(sum(mine.values()), curve.minimum, curve.saturation))
+                mine = curve.alloc_at(b)
+                exact &= curve.exact
+            else:
+                curve = _point_curve(graph, comp, mine)
+                b = float(sum(mine.values()))
+            components.append(comp)
+            curves.append(curve)
+            budgets.append(b)
+            goals.update(mine)
     order = sorted(range(len(components)), key=lambda i: components[i])
     choice = Choice(
         templates,
@@ -255,10 +303,77 @@ def solve(
         sol.status,
         float(sol.mip_gap),
         exact,
-        len(options),
+        len(options) + sum(len(choose) for choose, _, _ in gated),
         binaries,
+        _form(len(options), len(gated)),
     )
     return choice, ""
+
+
+def _form(options: int, gated: int) -> str:
+    if not options:
+        return "every template's importance program gated by its choice"
+    if not gated:
+        return "options: LP components by their exact curves, others by their own gated program"
+    return (
+        f"{options} options (LP components by their exact curves, others by their own gated program) "
+        f"and {gated} clusters of linked jobs by every template's gated program"
+    )
+
+
+def _copy(job: str, op: str, tpl: str) -> str:
+    return f"{job}.{op}#{tpl}"
+
+
+def _gated_cluster(
+    prog: Program,
+    scenario: Scenario,
+    cluster: list[str],
+    per_job: dict[str, dict[int, float]],
+    memory_row: dict[int, float],
+    budget_row: dict[int, float],
+) -> tuple[dict[tuple[str, str], int], F.Columns, dict[str, object]]:
+    """A cluster with too many options, as in :mod:`strata.plan.exact`: a binary per (job, template),
+    at most one per job, and a copy of every template's importance program gated by it; a shared
+    stream feeds its consumers from whichever copy of the producer runs."""
+    ops, inputs, copies_of, values, value_gate = {}, {}, {}, [], []
+    choose: dict[tuple[str, str], int] = {}
+    gate: dict[str, int] = {}
+    for j in cluster:
+        row = {}
+        for tpl in scenario.job[j].templates:
+            y = prog.binary()
+            choose[(j, tpl.name)] = y
+            row[y] = 1.0
+            per_job[j][y] = 1.0
+            memory_row[y] = tpl.memory
+            for op in tpl.operators:
+                key = _copy(j, op.name, tpl.name)
+                ops[key], gate[key] = op, y
+                copies_of.setdefault(f"{j}.{op.name}", []).append(key)
+        prog.row(row, upper=1.0)
+    for j in cluster:
+        for tpl in scenario.job[j].templates:
+            for st in tpl.streams:
+                dst = _copy(j, st.dst, tpl.name)
+                src = resolve(j, st.src)
+                producers = copies_of.get(src, []) if st.is_external else [_copy(j, st.src, tpl.name)]
+                inputs.setdefault(dst, []).extend(producers)
+                w = tpl.weight_of(st)
+                if w > 0 and producers:
+                    values.append(F.ValueTerm(tuple(producers), w, st.value))
+                    value_gate.append(choose[(j, tpl.name)])
+    from strata.plan.exact import _bounds
+
+    bound = _bounds(ops, inputs, copies_of)
+    cols = F.build(prog, ops, inputs, values, bound, gate=gate)
+    for t, v, y in zip(values, cols.value, value_gate, strict=True):
+        cap = _value_cap(t.value, sum(bound[u] * max(1.0, ops[u].selectivity) for u in t.producers))
+        if cap < INF:
+            prog.row({v: 1.0, y: -cap}, upper=0.0)
+    for c in cols.cpu.values():
+        budget_row[c] = 1.0
+    return choose, cols, ops
 
 
 def _point_curve(graph: nx.DiGraph, comp: tuple[str, ...], alloc: dict[str, float]) -> Curve:

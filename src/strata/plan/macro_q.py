@@ -399,8 +399,8 @@ def _from_choice(scenario: Scenario, choice: mc.Choice, ev: _Evaluator, seconds:
     out.status = "optimal" if choice.exact else ("time-limit" if choice.status == "time-limit" else "feasible")
     proof = "proven optimal" if choice.exact else f"{choice.status}, gap {100 * choice.gap:.2f}%"
     out.detail = (
-        f"exact multiple-choice MILP over {choice.options} template options ({choice.binaries} binaries, "
-        f"LP components by their exact curves, others by their own program): {proof} in {seconds:.2f}s; "
+        f"exact multiple-choice MILP over {choice.options} template options ({choice.binaries} binaries; "
+        f"{choice.form}): {proof} in {seconds:.2f}s; "
         f"{len(choice.curves)} components"
     )
     return out
