@@ -11,6 +11,13 @@ Three experiments, each printing a table and writing ``benchmarks/results/plan_<
   admission binds): macroQ and the full four-phase plan against the exact
   admission/template/cpu MILP (HiGHS, proven optimal).
 - ``scale``: a 10 000-PE, 1 000-node lsd-shaped instance with a 60 s budget.
+- ``mc``: random multiple-choice instances (8–12 jobs, 2–4 templates each, step and linear
+  values, ranks with ties, 1–2 required jobs, cores = 45% of demand): macroQ (exact
+  multiple-choice MILP first), SODA's heuristic search alone and the full plan against
+  :func:`strata.plan.exact.exact_macro_q`.
+- ``partition``: planted bisections (two dense halves joined by a few streams, equal cpu, 2
+  nodes) from 50 to 10 000 PEs: streams cut by miniW alone, METIS alone (made feasible) and
+  METIS + miniW against the planted optimum (proven by the bisection MILP on the small ones).
 - ``curves``: general (non-LP) out-tree components — lsd chains with step values
   and convex resource tables — traced by the grid DP and by the MILP at each
   grid budget: seconds and values at 9/33/129 points.
@@ -21,7 +28,7 @@ which prong of macroW won (``MILP``, ``miniW`` or ``miniW+MILP neighbourhoods``)
 Wall-clock timings on a shared 2-core machine are noisy: the load average is
 recorded with every experiment.
 
-    nice -n 5 .venv/bin/python benchmarks/bench_plan.py all     # or: gap | apps | scale | curves
+    nice -n 5 .venv/bin/python benchmarks/bench_plan.py all     # or: gap | apps | scale | curves | mc | partition
 """
 
 from __future__ import annotations
@@ -45,7 +52,10 @@ from strata.plan import Options, Plan, plan
 from strata.plan.baselines import greedy, rand, rr
 from strata.plan.curves import component_model, grid_curve
 from strata.plan.exact import exact_macro_q
+from strata.plan.lp import Program as LP
 from strata.plan.macro_q import macro_q
+from strata.plan.placement import Group, Problem
+from strata.plan.quality import Weights
 from strata.plan.tree_dp import dp_curve, is_out_tree
 
 RESULTS = Path(__file__).parent / "results"
@@ -446,12 +456,259 @@ def curves(seeds: int = 3) -> None:
     write("curves", {"load_average_start": load_start, "rows": rows})
 
 
+def _multiple_choice(seed: int) -> Scenario:
+    """The random multiple-choice generator shared with the tests (``tests/test_plan_cases.py``)."""
+    import sys
+
+    root = str(Path(__file__).resolve().parents[1])
+    if root not in sys.path:
+        sys.path.insert(0, root)
+    from tests.test_plan_cases import multiple_choice
+
+    return multiple_choice(seed)
+
+
+@app.command(name="mc")
+def multiple_choice(seeds: int = 30, budget: float = 5.0) -> None:
+    """macroQ (exact multiple-choice MILP, and SODA's heuristic alone) and the full plan vs exact_macro_q."""
+    rows = []
+    load_start = os.getloadavg()
+    for seed in range(seeds):
+        s = _multiple_choice(seed)
+        e, te, _ = timed(exact_macro_q, s, time_limit=120)
+        q, tq, cq = timed(macro_q, s, deadline_s=0.3 * budget)
+        h, th, _ = timed(macro_q, s, deadline_s=0.3 * budget, exact=False)
+        p, tp, cp = timed(plan, s, options=Options(budget_s=budget))
+        rows.append(
+            {
+                "seed": seed,
+                "jobs": len(s.jobs),
+                "templates": sum(len(j.templates) for j in s.jobs),
+                "exact": e.value,
+                "exact_status": e.status,
+                "exact_s": te,
+                "macro_q": q.importance,
+                "macro_q_status": q.status,
+                "macro_q_s": tq,
+                "macro_q_cpu_s": cq,
+                "heuristic": h.importance,
+                "heuristic_s": th,
+                "plan": p.importance,
+                "plan_s": tp,
+                "plan_cpu_s": cp,
+                "plan_overrun": overrun(p),
+                "macro_q_ratio": q.importance / e.value,
+                "heuristic_ratio": h.importance / e.value,
+                "plan_ratio": p.importance / e.value,
+            }
+        )
+    table = Table(
+        title=f"Random multiple-choice instances: macroQ ({0.3 * budget:g} s) and plan ({budget:g} s) / exact"
+    )
+    for col in (
+        "seed",
+        "jobs",
+        "tpls",
+        "exact",
+        "status",
+        "macroQ/exact",
+        "status",
+        "heuristic/exact",
+        "plan/exact",
+        "exact s",
+        "macroQ s",
+        "plan s",
+    ):
+        table.add_column(col, justify="right")
+    for r in rows:
+        table.add_row(
+            str(r["seed"]),
+            str(r["jobs"]),
+            str(r["templates"]),
+            f"{r['exact']:,.2f}",
+            r["exact_status"],
+            f"{r['macro_q_ratio']:.6f}",
+            r["macro_q_status"],
+            f"{r['heuristic_ratio']:.4f}",
+            f"{r['plan_ratio']:.4f}",
+            f"{r['exact_s']:.2f}",
+            f"{r['macro_q_s']:.2f}",
+            f"{r['plan_s']:.2f}",
+        )
+    console.print(table)
+    summary = {}
+    for key in ("macro_q_ratio", "heuristic_ratio", "plan_ratio", "macro_q_s", "plan_s", "exact_s"):
+        vals = [r[key] for r in rows]
+        summary[key] = {"min": min(vals), "mean": statistics.fmean(vals), "max": max(vals)}
+    for key, v in summary.items():
+        console.print(f"{key}: min {v['min']:.6f}  mean {v['mean']:.6f}  max {v['max']:.6f}")
+    console.print(f"worst phase overrun {max(r['plan_overrun'] for r in rows):+.3f} s")
+    write("mc", {"budget_s": budget, "load_average_start": load_start, "rows": rows, "summary": summary})
+
+
+def planted(n: int, seed: int = 0, cross: int | None = None) -> tuple[Problem, int]:
+    """A planted bisection as macroW's problem: two halves of n/2 PEs (1 core each) on 2 nodes of
+    n/2 cores, each half dense (up to 100 PEs per half every pair linked with probability 1/2,
+    else every PE linked to 6 random others of its half), joined by ``cross`` streams (5 + n // 500
+    by default), all streams of equal traffic. Every PE runs on one node (a PE spread alike over
+    both nodes would keep its streams local under the planner's traffic model, which makes the
+    bisection trivial). Cutting only the joining streams with equal halves is optimal by
+    construction: moving s PEs across cuts far more streams inside the halves than it can save.
+    """
+    rng = np.random.default_rng([7, n, seed])
+    half = n // 2
+    k = cross if cross is not None else 5 + n // 500
+    edges: set[tuple[int, int]] = set()
+    for base in (0, half):
+        if half <= 100:
+            edges |= {(base + i, base + j) for i in range(half) for j in range(i + 1, half) if rng.random() < 0.5}
+        else:
+            for i in range(half):
+                for j in rng.choice(half - 1, size=6, replace=False):
+                    j = int(j) + (j >= i)
+                    edges.add((base + min(i, j), base + max(i, j)))
+    while len([e for e in edges if (e[0] < half) != (e[1] < half)]) < k:
+        edges.add((int(rng.integers(half)), half + int(rng.integers(half))))
+    streams = [(a, b, 1000.0) for a, b in sorted(edges)]
+    neighbours: list[list[tuple[int, float]]] = [[] for _ in range(n)]
+    for a, b, t in streams:
+        neighbours[a].append((b, t))
+        neighbours[b].append((a, t))
+    cluster = Scenario.model_validate(
+        {"name": "planted", "cluster": {"node_groups": [{"prefix": "n", "count": 2, "cores": half}]}, "jobs": []}
+    ).cluster
+    groups = [Group((f"v{i}",), 1.0, 0.0, 0.0, [0, 1], 1, 1) for i in range(n)]
+    prob = Problem(
+        cluster=cluster,
+        names=["n0", "n1"],
+        cores=np.array([half, half], dtype=float),
+        memory=np.array([2.0**40, 2.0**40]),
+        nic=np.array([n.nic for n in cluster.all_nodes], dtype=float),
+        rack=np.array([-1, -1]),
+        uplink=np.zeros(0),
+        groups=groups,
+        group_of={f"v{i}": i for i in range(n)},
+        streams=streams,
+        exclude=[set() for _ in range(n)],
+        weights=Weights(),
+        neighbours=neighbours,
+    )
+    return prob, k
+
+
+def cut_of(p: Problem, where: list[list[int]]) -> tuple[float, float]:
+    """Traffic between the nodes in streams' worth (a PE spread over both nodes keeps part of its
+    streams local, as macroW counts it), and the busier node's load / cores."""
+    from strata.plan.mini_w import State
+
+    st = State(p, where)
+    return st.cross / 1000.0, float((st.load / p.cores).max())
+
+
+def min_bisection(p: Problem, time_limit: float) -> tuple[str, float, float]:
+    """The exact minimum balanced bisection (MILP: side binaries, cut indicators), for small graphs."""
+    prog = LP(maximize=False)
+    x = [prog.binary() for _ in p.groups]
+    prog.row({x[0]: 1.0}, upper=0.0)  # symmetry: the first PE on side 0
+    prog.row(dict.fromkeys(x, 1.0), lower=len(x) // 2, upper=len(x) // 2)
+    for a, b, _ in p.streams:
+        e = prog.var(0.0, 1.0, cost=1.0)
+        prog.row({e: 1.0, x[a]: -1.0, x[b]: 1.0}, lower=0.0)
+        prog.row({e: 1.0, x[a]: 1.0, x[b]: -1.0}, lower=0.0)
+    sol = prog.solve(time_limit=time_limit, mip_gap=0.0)
+    bound = sol.objective * (1 - sol.mip_gap) if sol.usable else float("nan")
+    return sol.status, sol.objective, bound
+
+
+@app.command()
+def partition(
+    sizes: str = "50,60,100,200,500,1000,2000,5000,10000", seeds: int = 2, verify_up_to: int = 60, seconds: float = 0.0
+) -> None:
+    """Planted bisections: cut of miniW alone, METIS alone, METIS + miniW, against the planted optimum."""
+    from strata.plan import mini_w
+    from strata.plan.partition import metis_start
+
+    rows = []
+    load_start = os.getloadavg()
+    for n in (int(x) for x in sizes.split(",")):
+        for seed in range(seeds):
+            p, k = planted(n, seed)
+            budget = seconds or min(20.0, 2.0 + n / 500)
+            t0 = time.perf_counter()
+            alone = mini_w.search(p, time.perf_counter() + budget, seed=seed, partitioner=False)
+            t_alone = time.perf_counter() - t0
+            t0 = time.perf_counter()
+            metis, why = metis_start(p, seed)
+            t_metis = time.perf_counter() - t0
+            t0 = time.perf_counter()
+            both = mini_w.search(p, time.perf_counter() + budget, seed=seed)
+            t_both = time.perf_counter() - t0
+            r = {"n": n, "seed": seed, "streams": len(p.streams), "planted_cut": k, "budget_s": budget}
+            r["miniw_cut"], r["miniw_max_load"] = cut_of(p, alone.where)
+            r["miniw_s"], r["miniw_start"] = t_alone, alone.start
+            if metis is not None:
+                r["metis_cut"], r["metis_max_load"] = cut_of(p, metis)
+            else:
+                r["metis_cut"], r["metis_max_load"] = None, None
+            r["metis_s"], r["metis_note"] = t_metis, why
+            r["both_cut"], r["both_max_load"] = cut_of(p, both.where)
+            r["both_s"], r["both_start"], r["both_note"] = t_both, both.start, both.partitioner
+            if n <= verify_up_to:
+                status, best, bound = min_bisection(p, time_limit=120)
+                r["milp_status"], r["milp_cut"], r["milp_bound"] = status, best, bound
+            rows.append(r)
+            console.print(
+                f"n={n} seed={seed}: planted {k}, miniW {r['miniw_cut']:g} ({t_alone:.1f}s), METIS {r['metis_cut']} "
+                f"({t_metis:.2f}s), METIS+miniW {r['both_cut']:g} ({t_both:.1f}s, from {both.start})"
+                + (f", MILP {r['milp_status']} {r['milp_cut']:g}" if "milp_status" in r else "")
+            )
+    table = Table(title="Planted bisections (2 nodes, equal cpu): streams cut")
+    for col in (
+        "PEs",
+        "seed",
+        "streams",
+        "optimal",
+        "MILP",
+        "miniW",
+        "METIS",
+        "METIS+miniW",
+        "ratio",
+        "max load",
+        "miniW s",
+        "METIS s",
+        "both s",
+    ):
+        table.add_column(col, justify="right")
+    for r in rows:
+        table.add_row(
+            str(r["n"]),
+            str(r["seed"]),
+            str(r["streams"]),
+            str(r["planted_cut"]),
+            f"{r['milp_cut']:g} ({r['milp_status']})" if "milp_cut" in r else "",
+            str(r["miniw_cut"]),
+            str(r["metis_cut"]),
+            str(r["both_cut"]),
+            f"{r['both_cut'] / r['planted_cut']:.2f}",
+            f"{r['both_max_load']:.3f}",
+            f"{r['miniw_s']:.1f}",
+            f"{r['metis_s']:.2f}",
+            f"{r['both_s']:.1f}",
+        )
+    console.print(table)
+    worst = max(r["both_cut"] / r["planted_cut"] for r in rows)
+    console.print(f"worst METIS+miniW cut / optimal: {worst:.3f}")
+    write("partition", {"load_average_start": load_start, "rows": rows, "worst_ratio": worst})
+
+
 @app.command(name="all")
 def run_all() -> None:
     gap()
     apps()
     scale()
     curves()
+    multiple_choice()
+    partition()
 
 
 if __name__ == "__main__":
