@@ -68,14 +68,14 @@ class State:
         self.elig_arr = p.eligible_arrays
         for g, nodes in enumerate(self.where):
             for node in nodes:
-                self._occupy(g, node, +1)
+                self.occupy(g, node, +1)
         for e in range(len(p.streams)):
             self._stream(e, +1)
         self.moved = sum(self._is_moved(g) for g in range(len(p.groups)))
 
     # ------------------------------------------------------------ bookkeeping
 
-    def _occupy(self, g: int, node: int, sign: int) -> None:
+    def occupy(self, g: int, node: int, sign: int) -> None:
         grp = self.p.groups[g]
         k = len(self.where[g]) or 1
         self.load[node] += sign * grp.goal / k
@@ -199,10 +199,10 @@ class State:
             self._stream(e, -1)
         was = self._is_moved(g)
         for n in self.where[g]:
-            self._occupy(g, n, -1)
+            self.occupy(g, n, -1)
         self.where[g] = list(nodes)
         for n in nodes:
-            self._occupy(g, n, +1)
+            self.occupy(g, n, +1)
         self.moved += int(self._is_moved(g)) - int(was)
         for e in self.incident[g]:
             self._stream(e, +1)
@@ -211,9 +211,9 @@ class State:
         for e in self.incident[g]:
             self._stream(e, -1)
         was = self._is_moved(g)
-        self._occupy(g, src, -1)
+        self.occupy(g, src, -1)
         self.where[g][self.where[g].index(src)] = dst
-        self._occupy(g, dst, +1)
+        self.occupy(g, dst, +1)
         self.moved += int(self._is_moved(g)) - int(was)
         for e in self.incident[g]:
             self._stream(e, +1)
@@ -247,7 +247,7 @@ def _take(st: State, g: int, need: int, passes: Iterable[tuple[Iterable[int], bo
         raise _fits_nowhere(st.p.groups[g].pes[0])
     st.where[g] = chosen
     for n in chosen:
-        st._occupy(g, n, +1)
+        st.occupy(g, n, +1)
     return chosen
 
 
@@ -347,7 +347,7 @@ def _round_robin_start(p: Problem) -> list[list[int]]:
             if keep:
                 st.where[g] = keep
                 for n in keep:
-                    st._occupy(g, n, +1)
+                    st.occupy(g, n, +1)
     for g, grp in enumerate(p.groups):
         if st.where[g]:
             continue

@@ -102,7 +102,7 @@ def metis_start(p: Problem, seed: int = 0) -> tuple[list[list[int]] | None, str]
         target = parts[g]
         if grp.shards == 1 and _fits_new(st, g, target, [], ignore_cpu=True):
             st.where[g] = [target]
-            st._occupy(g, target, +1)
+            st.occupy(g, target, +1)
             continue
         moved += 1
         _take(

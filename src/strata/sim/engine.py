@@ -273,6 +273,11 @@ class Simulation:
 
     # ------------------------------------------------------------------ public API
 
+    def set_bin_width(self, bin_s: float) -> None:
+        """Width of the time-series bins from now on (the metrics coarsen their bins to bound their memory)."""
+        self.bin_s = bin_s
+        self._inv_bin = 1.0 / bin_s
+
     def every(self, period: float, callback: Controller) -> None:
         """Call ``callback(observation)`` every ``period`` seconds of simulated time; enforce what it returns."""
         if period <= 0:

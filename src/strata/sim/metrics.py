@@ -121,8 +121,7 @@ class Metrics:
         for xs in self._series():
             xs[:] = [xs[i] + (xs[i + 1] if i + 1 < len(xs) else 0.0) for i in range(0, len(xs), 2)]
         self.bin_s *= 2
-        self.sim.bin_s = self.bin_s
-        self.sim._inv_bin = 1.0 / self.bin_s
+        self.sim.set_bin_width(self.bin_s)
 
     # ---------------------------------------------------------------- sink outputs, bounded
 
