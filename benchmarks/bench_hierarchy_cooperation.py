@@ -190,7 +190,7 @@ def run(mode: str, duration: float, seed: int) -> dict:
     rec = Recorder(ctl)
     engine = SimEngine(sc, dispatch=sim_dispatch(sc), seed=seed)
     engine.apply(ctl.start(0.0))
-    loop.steps(engine, rec, window_s=WINDOW_S, until=duration)
+    loop.run(engine, rec, window_s=WINDOW_S, until=duration, start=False)
     epochs = int(duration // EPOCH_S)
     per_epoch = {k: [0] * epochs for k in ("key group", "instance")}
     for t, kind, _ in rec.moves:

@@ -91,11 +91,12 @@ def run(mode: str, duration: float, seed: int, node: str | None = None) -> dict:
 
     # The window the failure falls in is run in two parts, to count what was lost at the failure itself; its
     # control step comes at the window's end, as every other (no extra step right after the failure).
-    loop.steps(engine, Loop(), window_s=WINDOW_S, until=fail_at - WINDOW_S / 2)
+    loop.run(engine, Loop(), start=False, window_s=WINDOW_S, until=fail_at - WINDOW_S / 2)
     engine.sim.run(fail_at + 1e-6)
     lost_at_failure = engine.sim.metrics.drop_totals().get("failure", 0)
-    loop.steps(engine, Loop(), window_s=fail_at + WINDOW_S / 2 - engine.now(), until=fail_at + WINDOW_S / 2)
-    loop.steps(engine, Loop(), window_s=WINDOW_S, until=duration)
+    rest = fail_at + WINDOW_S / 2
+    loop.run(engine, Loop(), start=False, window_s=rest - engine.now(), until=rest)
+    loop.run(engine, Loop(), start=False, window_s=WINDOW_S, until=duration)
     if recovery:
         engine.sim.run(duration, drain=DRAIN_S)
     replan = next((e for e in ctl.log if mode != "static" and any(s.startswith("node-loss") for s in e.signals)), None)

@@ -4,7 +4,7 @@ import pytest
 
 from strata.balance.ds2 import Scaler, consolidate, ds2_parallelism, spread
 from strata.control.controller import Controller, HierarchyConfig
-from strata.control.loop import steps
+from strata.control.loop import run
 from strata.control.signals import Debounce, miss_pressure, shortfall
 from strata.control.simulation import sim_dispatch
 from strata.model import Scenario
@@ -262,6 +262,16 @@ def test_step_before_start_and_bad_config_are_refused():
 # ------------------------------------------------------------------ in the simulator
 
 
+def in_sim(nodes: int, cores: int, window_s: float, seed: int, **simulation):
+    """A two-job scenario, its Controller started, and the simulator built from the first decisions."""
+    sc = two_jobs(nodes=nodes, cores=cores)
+    ctl = Controller(sc, HierarchyConfig(epoch_s=1000.0, window_s=window_s))
+    first = ctl.start(0.0)
+    eng = SimEngine(sc, dispatch=sim_dispatch(sc), seed=seed, **simulation)
+    eng.apply(first)
+    return sc, ctl, first, eng
+
+
 def test_sim_engine_is_an_engine_and_node_loss_is_replanned_within_one_window_without_later_loss():
     sc = two_jobs(nodes=3, cores=4)
     ctl = Controller(sc, HierarchyConfig(epoch_s=1000.0, window_s=1.0))
@@ -270,17 +280,17 @@ def test_sim_engine_is_an_engine_and_node_loss_is_replanned_within_one_window_wi
     eng = SimEngine(sc, dispatch=sim_dispatch(sc), seed=3, failures=[(lost, 4.5, None)])
     assert isinstance(eng, Engine)
     eng.apply(first)
-    steps(eng, ctl, window_s=1.0, until=5.0)
+    run(eng, ctl, window_s=1.0, until=5.0, start=False)
     assert any(s.startswith("node-loss") for s in ctl.log[-1].signals)
     assert all(lost not in {n for n, _ in insts} for insts in ctl.placement.values())
     assert {r.src for r in eng.sim.migrations.relocations} == {lost}
-    steps(eng, ctl, window_s=1.0, until=6.0)
+    run(eng, ctl, window_s=1.0, until=6.0, start=False)
     # The simulator relocates the lost instances (state shipped, resumed on live nodes) within the next second;
     # records sent to the dead node before then are the failure's loss. Once installed, nothing more is lost.
     assert all(r.installed < 6.0 for r in eng.sim.migrations.relocations)
     assert all(inst.node.up for inst in eng.sim.instances)
     lost_by_then = eng.sim.metrics.drop_totals().get("failure", 0)
-    steps(eng, ctl, window_s=1.0, until=10.0)
+    run(eng, ctl, window_s=1.0, until=10.0, start=False)
     assert eng.sim.metrics.drop_totals().get("failure", 0) == lost_by_then
     assert eng.sim.metrics.latency().set_index("job").loc["lat", "records"] > 0
 
@@ -302,7 +312,7 @@ def test_node_loss_with_replay_recovery_and_the_controllers_replan_is_exactly_on
         record_inputs=True,
     )
     eng.apply(first)
-    steps(eng, ctl, window_s=1.0, until=10.0)
+    run(eng, ctl, window_s=1.0, until=10.0, start=False)
     eng.sim.run(10.0, drain=60.0)
     assert any(s.startswith("node-loss") for e in ctl.log for s in e.signals)
     restored = eng.sim.metrics.recovery()
@@ -318,11 +328,7 @@ def test_node_loss_with_replay_recovery_and_the_controllers_replan_is_exactly_on
 def test_dispatch_switches_every_window_lose_and_duplicate_nothing():
     from strata.sim.reference import sink_totals
 
-    sc = two_jobs(nodes=2, cores=2)
-    ctl = Controller(sc, HierarchyConfig(epoch_s=1000.0, window_s=0.5))
-    first = ctl.start(0.0)
-    eng = SimEngine(sc, dispatch=sim_dispatch(sc), seed=5, record_inputs=True)
-    eng.apply(first)
+    _, ctl, _, eng = in_sim(2, 2, 0.5, seed=5, record_inputs=True)
     names = ["fifo", "llf", "sjf", "fair", "edf"]
 
     class Flipper:  # the controller, with a different strategy forced every window
@@ -331,7 +337,7 @@ def test_dispatch_switches_every_window_lose_and_duplicate_nothing():
             d.dispatch = names[len(eng.switches) % len(names)]
             return d
 
-    steps(eng, Flipper(), window_s=0.5, until=6.0)
+    run(eng, Flipper(), window_s=0.5, until=6.0, start=False)
     eng.sim.run(6.0, drain=60.0)
     assert len(eng.switches) >= 8
     assert eng.sim.metrics.drop_totals() == {}
@@ -358,11 +364,7 @@ def test_node_loss_is_not_held_back_by_a_cooldown():
 def test_rebinding_live_instances_to_other_nodes_loses_and_duplicates_nothing():
     from strata.sim.reference import sink_totals
 
-    sc = two_jobs(nodes=3, cores=2)
-    ctl = Controller(sc, HierarchyConfig(epoch_s=1000.0, window_s=1.0))
-    first = ctl.start(0.0)
-    eng = SimEngine(sc, dispatch=sim_dispatch(sc), seed=7, record_inputs=True)
-    eng.apply(first)
+    sc, _, first, eng = in_sim(3, 2, 1.0, seed=7, record_inputs=True)
     nodes = [n.name for n in sc.cluster.all_nodes]
     moved = {}
     for pe in ("lat.f", "agg.kv"):

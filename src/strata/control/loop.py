@@ -56,33 +56,22 @@ def run(
     until: float,
     on_step: StepHook | None = None,
     should_stop: Callable[[], bool] | None = None,
+    start: bool = True,
 ) -> int:
     """Drive ``engine`` under ``controller`` until engine time ``until``; returns the number of steps.
 
-    ``controller.start`` is enforced at once, then :func:`steps` runs.
-    """
-    engine.apply(controller.start(engine.now()))
-    return steps(engine, controller, window_s=window_s, until=until, on_step=on_step, should_stop=should_stop)
-
-
-def steps(
-    engine: Engine,
-    controller: Policy,
-    *,
-    window_s: float,
-    until: float,
-    on_step: StepHook | None = None,
-    should_stop: Callable[[], bool] | None = None,
-) -> int:
-    """The loop proper, on an engine already started: every ``window_s`` of engine time observe, step, apply.
-
-    ``on_step(observation, decisions)`` is told each step. The loop ends at
-    ``until``, when the engine cannot go on (``advance`` returns False: every
-    query ended), or when ``should_stop()`` says so (a signal), always after a
-    complete step. Returns the number of steps.
+    With ``start``, ``controller.start`` is enforced first (``start=False``
+    continues a run whose engine is already going). Then every ``window_s``
+    of engine time the window is observed, evaluated and enforced, and
+    ``on_step(observation, decisions)`` is told. The loop ends at ``until``,
+    when the engine cannot go on (``advance`` returns False: every query
+    ended), or when ``should_stop()`` says so (a signal), always after a
+    complete step.
     """
     if window_s <= 0:
         raise ValueError(f"window_s: expected seconds > 0; found {window_s}")
+    if start:
+        engine.apply(controller.start(engine.now()))
     done = 0
     while (now := engine.now()) < until - 1e-9:
         if should_stop is not None and should_stop():
