@@ -1,11 +1,17 @@
 """The controller of the co-operating hierarchy (Dangwal et al., Meta; DESIGN.md rules 1–3).
 
-One object composes the levels; the levels never call each other::
+One object composes the levels; the levels never call each other. The one
+loop (:func:`strata.control.loop.run`) drives it over any engine::
 
     ctl = Controller(scenario, HierarchyConfig(epoch_s=60.0, window_s=5.0))
-    engine.apply(ctl.start(now=0.0))              # full L0 epoch + initial dispatch
-    while running:                                 # every window_s of engine time
-        engine.apply(ctl.step(engine.observe()))
+    run(engine, ctl, window_s=5.0, until=600.0)   # start(): full L0 epoch; then step() every window
+
+Every field of the decisions is set here: L0's admission, templates, cpu
+(pools) and placement, its rate caps (pacing, :mod:`strata.plan.pacing`), L1's
+moves (:class:`strata.balance.level.TaskLevel`), the meta level's dispatch
+choice. The one estimator of the model (:attr:`Controller.estimator`: cost per
+record, selectivity and offered rate per PE, from the windows) is what every
+(re)plan and the pacing start from, on every engine.
 
 Each level decides one thing, with one primary objective, under the
 constraints the levels above set (the full table is in docs/hierarchy.md):
