@@ -22,7 +22,7 @@ from strata.plan.macro_w import macro_w
 from strata.plan.micro_q import MicroQ, micro_q
 from strata.plan.micro_w import Limits, micro_w
 from strata.plan.plan import Phase, Plan
-from strata.plan.quality import Weights, evaluate, flows
+from strata.plan.quality import Weights, evaluate, flows, stream_affinity
 
 # Each phase aims to finish by this share of its deadline: the rest absorbs the steps no phase
 # can interrupt (a last solve, the final scoring) when the machine is busy. Unused time rolls over.
@@ -195,7 +195,12 @@ def finish(
         total = cpu.get(pe, 0.0)
         scale = min(1.0, need / total) if total > 0 else 0.0
         used[pe] = {n: c * scale for n, c in assignment.get(pe, {}).items()} if total > 0 else dict(assignment[pe])
-    metrics = evaluate(scenario.cluster, used, flows(graph, rates), weights)
+    traffic = flows(graph, rates)
+    metrics = evaluate(scenario.cluster, used, traffic, weights)
+    # Affinity of the placement the engines run (every PE's planned split, even where it needs less cpu),
+    # keyed streams counted as routed by key group: what `strata simulate --plan` realises.
+    keyed = {pe: graph.nodes[pe]["op"].key_groups for pe in graph if graph.nodes[pe]["op"].keyed}
+    metrics["affinity"] = stream_affinity(assignment, traffic, keyed)
     return Plan(
         scenario=scenario.name,
         admitted=admitted,

@@ -12,6 +12,12 @@ same node when there is one, so the share of stream u→v that stays on node n i
 min(f_un, f_vn). Links are rack uplinks when the cluster has racks; without
 racks the network is one switch whose one link carries all cross-node traffic,
 normalised by the cluster's total NIC bandwidth.
+
+Stream affinity is measured with the traffic model the simulator's
+locality-first routing executes (:mod:`strata.model.traffic`): unkeyed streams
+keep Σ_n min(s_un, f_vn) local, keyed ones Σ_n s_un · g_vn, g_vn being the
+share of the consumer's key groups owned on n (pass ``key_groups``). The six
+metrics keep the min(f_un, f_vn) model above for every stream.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ from dataclasses import dataclass, fields
 import networkx as nx
 
 from strata.model import Cluster
+from strata.model.traffic import local_share, shares
 
 NAMES = ("avg_cpu", "max_cpu", "avg_link", "max_link", "avg_nic", "max_nic")
 
@@ -63,14 +70,36 @@ def fractions(assignment: Mapping[str, Mapping[str, float]]) -> dict[str, dict[s
     return out
 
 
+def stream_affinity(
+    assignment: Mapping[str, Mapping[str, float]],
+    traffic: Iterable[tuple[str, str, float]],
+    key_groups: Mapping[str, int] | None = None,
+) -> float:
+    """Share of stream bytes kept on one node under the shared traffic model (:mod:`strata.model.traffic`)."""
+    key_groups = key_groups or {}
+    share = shares(assignment, key_groups)
+    total = kept = 0.0
+    for u, v, t in traffic:
+        total += t
+        kept += t * local_share(share.get(u, {}), share.get(v, {}), v in key_groups)
+    return min(kept, total) / total if total > 0 else 1.0
+
+
 def evaluate(
     cluster: Cluster,
     assignment: Mapping[str, Mapping[str, float]],
     traffic: Iterable[tuple[str, str, float]],
     weights: Weights | None = None,
+    key_groups: Mapping[str, int] | None = None,
 ) -> dict[str, float]:
-    """The six metrics, their weighted sum ("objective"), stream affinity and cross-node bytes/s."""
+    """The six metrics, their weighted sum ("objective"), stream affinity and cross-node bytes/s.
+
+    ``key_groups`` (keyed PE → its key groups) makes stream affinity count keyed
+    streams as routed by key group (:mod:`strata.model.traffic`); without it
+    every stream counts as unkeyed.
+    """
     weights = weights or Weights()
+    traffic = list(traffic)
     nodes = cluster.all_nodes
     load = dict.fromkeys((n.name for n in nodes), 0.0)
     for parts in assignment.values():
@@ -125,6 +154,6 @@ def evaluate(
         "max_nic": max(nic),
     }
     metrics["objective"] = weights.combine(metrics)
-    metrics["affinity"] = local / total if total > 0 else 1.0
+    metrics["affinity"] = stream_affinity(assignment, traffic, key_groups)
     metrics["cross_bytes"] = cross
     return metrics

@@ -13,9 +13,15 @@ Model (issue 4; DESIGN.md "How each level maps onto the simulator"):
   (FIFO, ``bytes / bandwidth``) and arrives ``network_latency`` later; on one
   node it arrives at once. Every upstream → instance channel is FIFO.
 - Keyed PEs route by key → key group → instance (``route``); others round-robin
-  from each sender. Control messages (watermarks, migration markers) are held
-  at the receiver until every earlier data message of their channel has been
-  processed (:class:`strata.sim.runtime.Channel`).
+  from each sender. With ``routing="local"`` (the plan's traffic model,
+  :mod:`strata.model.traffic`) key groups are apportioned to instances by cpu
+  share, sources spread their records by cpu share, and unkeyed streams go
+  locality first: from each node, min(sending share, receiving share) stays on
+  the node and the rest crosses to where the downstream PE lacks input, so each
+  instance receives its cpu share (a weighted round-robin table per sender
+  instance and stream, rebuilt when instances move or are added). Control
+  messages (watermarks, migration markers) are held at the receiver until
+  every earlier data message of their channel has been processed (:class:`strata.sim.runtime.Channel`).
 - Watermarks are in-band: every ``watermark_interval`` each source instance
   emits its generation time (sources are in event-time order, so it is exact);
   an instance's watermark is the minimum over its upstream instances. Only PEs
@@ -38,6 +44,7 @@ import networkx as nx
 import numpy as np
 
 from strata.model import OperatorKind, Scenario, joined_graph, topological_order
+from strata.model.traffic import ROUTE_SLOTS, apportion, key_group_owners, transport
 from strata.protocol.units import DispatchFactory, KeyGroupLoad, Kind, Message, Move, NodeView, TurnPolicy
 from strata.protocol.window import Actions, InstanceLoad, LatencyStats, WindowStats
 from strata.sim import scaling
@@ -125,6 +132,7 @@ class Simulation:
         recovery: str | None = None,
         checkpoint_interval: float = 5.0,
         actor_turns: bool = False,
+        routing: str = "round-robin",
     ) -> None:
         if batch < 1:
             raise ValueError(f"batch: expected records per source message ≥ 1; found {batch}")
@@ -147,6 +155,9 @@ class Simulation:
             # A result computed by a queued unit of work after its window left the state has no checkpoint to return to.
             raise ValueError("recovery='replay' does not support fire_cost")
         self.actor_turns = actor_turns
+        if routing not in ("round-robin", "local"):
+            raise ValueError(f"routing: expected 'round-robin' or 'local'; found {routing!r}")
+        self.routing = routing
         self.factory: DispatchFactory = dispatch or (turn_fifo if actor_turns else fifo)
         self.graph = graph = joined_graph(scenario, templates)
         self.order = order = topological_order(graph)
@@ -239,6 +250,10 @@ class Simulation:
                 self.instances.append(inst)
             if rt.keyed:
                 rt.route[:] = [g % len(rt.instances) for g in range(rt.groups)]
+        if routing == "local":
+            for rt in self.pes.values():
+                if rt.keyed:
+                    rt.route[:] = key_group_owners(rt.groups, _weights(rt))
         for rt in self.pes.values():
             rt.outs = [(d, bpr, d.keyed, d.groups, d.route, d.instances, d.code == WINDOW) for d, bpr in rt.down]
         for pe in order:
@@ -249,6 +264,8 @@ class Simulation:
                 for inst in rt.instances:
                     inst.wm_in = dict.fromkeys(ups, -_INF)
         self._instances_of = {name: pe.instances for name, pe in self.pes.items()}
+        if routing == "local":
+            self.reroute()
         self.metrics = Metrics(self)
         self.migrations = Migrations(self)
         self._controllers: list[dict] = []
@@ -272,6 +289,52 @@ class Simulation:
         self.recovery: Recovery | None = Recovery(self, checkpoint_interval) if recovery else None
 
     # ------------------------------------------------------------------ public API
+
+    def reroute(self) -> None:
+        """routing="local": rebuild the sources' and senders' weighted tables from where the instances run now.
+
+        Called at start and after instances move or are added (not under recovery="replay"). Key-group
+        ownership is not re-apportioned (controllers move key groups themselves).
+        """
+        if self.routing != "local" or getattr(self, "recovery", None) is not None:
+            # recovery="replay" routes by record id through the tables: they stay fixed, so a record
+            # computed again after a restore reaches the instance that de-duplicates it.
+            return
+        for pe in self.pes.values():
+            if pe.stream is not None:
+                pe.gen = _table(dict(enumerate(_weights(pe))))
+            sending = _sending(pe)
+            supply: dict[str, float] = {}
+            for inst, w in zip(pe.instances, sending, strict=True):
+                supply[inst.node.name] = supply.get(inst.node.name, 0.0) + w
+            by_node: dict[str, list] = {name: [] for name in supply}
+            for d, _ in pe.down:
+                w = _weights(d)
+                if d.keyed or len(d.instances) == 1:
+                    for tables in by_node.values():
+                        tables.append(None)
+                    continue
+                total = sum(w)
+                demand: dict[str, float] = {}
+                on: dict[str, list[int]] = {}
+                for k, inst in enumerate(d.instances):
+                    demand[inst.node.name] = demand.get(inst.node.name, 0.0) + w[k] / total
+                    on.setdefault(inst.node.name, []).append(k)
+                flow = transport(supply, demand)
+                for n, tables in by_node.items():
+                    dist: dict[int, float] = {}
+                    for m, ks in on.items():
+                        x = flow.get((n, m), 0.0)
+                        if x > 0:
+                            wm = sum(w[k] for k in ks)
+                            for k in ks:
+                                dist[k] = dist.get(k, 0.0) + x * w[k] / wm
+                    tables.append(_table(dist or dict(enumerate(w))))
+            for inst in pe.instances:
+                inst.routes = by_node.get(inst.node.name) if pe.down else None
+            for inst in pe.instances:
+                if inst.routes is None and pe.down:  # a sender with no share (e.g. owning no key group)
+                    inst.routes = next(iter(by_node.values()), None)
 
     def set_bin_width(self, bin_s: float) -> None:
         """Width of the time-series bins from now on (the metrics coarsen their bins to bound their memory)."""
@@ -574,7 +637,8 @@ class Simulation:
                 release = tat - 0.1
                 self.metrics.deferred += records
             pe.tat = tat + records / pe.limit
-        inst = pe.instances[pe.rr % len(pe.instances)]
+        table = pe.gen  # routing="local": by cpu share
+        inst = pe.instances[pe.rr % len(pe.instances)] if table is None else pe.instances[table[pe.rr % len(table)]]
         pe.rr += 1
         self._seq += 1
         msg = Message(
@@ -834,6 +898,7 @@ class Simulation:
         pe.out_bins[b] += records
         metrics = self.metrics
         rr = inst.rr
+        routes = inst.routes
         src_node = inst.node
         for j, (d, bpr, keyed, groups, route, instances, windowed) in enumerate(pe.outs):
             if keyed:
@@ -844,6 +909,13 @@ class Simulation:
                 n = len(instances)
                 if n == 1:
                     dst = instances[0]
+                elif routes is not None and routes[j] is not None:  # routing="local"
+                    table = routes[j]
+                    if rid is not None:
+                        dst = instances[table[record_id(rid, d.salt) % len(table)]]
+                    else:
+                        dst = instances[table[rr[j] % len(table)]]
+                        rr[j] += 1
                 elif rid is not None:
                     dst = instances[record_id(rid, d.salt) % n]
                 else:
@@ -1057,6 +1129,46 @@ class Simulation:
             self.migrations.request(spread + list(actions.moves), self.now)
         if actions.placement is not None:
             self.migrations.relocate(actions.placement, self.now)
+
+
+def _weights(pe: PeRt) -> list[float]:
+    """Each instance's cpu share, or 1 each when any has none (routing="local")."""
+    shares = [i.share for i in pe.instances]
+    if all(s is not None and s > 0 for s in shares):
+        return shares  # type: ignore[return-value]
+    return [1.0] * len(shares)
+
+
+def _sending(pe: PeRt) -> list[float]:
+    """Share of ``pe``'s output each instance sends: its key groups' share if keyed, else its cpu share."""
+    if pe.keyed:
+        owned = [0] * len(pe.instances)
+        for owner in pe.route:
+            owned[owner] += 1
+        return [c / len(pe.route) for c in owned]
+    w = _weights(pe)
+    total = sum(w)
+    return [x / total for x in w]
+
+
+def _table(dist: Mapping[int, float]) -> list[int]:
+    """Weighted round-robin over ``dist`` (index → weight): ROUTE_SLOTS slots apportioned by weight, interleaved
+    (smooth weighted round-robin, so any run of slots is close to the weights)."""
+    keys = [k for k, w in dist.items() if w > 0] or list(dist)
+    counts = apportion(ROUTE_SLOTS, [dist[k] for k in keys])
+    if len(keys) == 1:
+        return [keys[0]]
+    current = [0] * len(keys)
+    out = []
+    for _ in range(ROUTE_SLOTS):
+        best = 0
+        for i, c in enumerate(counts):
+            current[i] += c
+            if current[i] > current[best]:
+                best = i
+        current[best] -= ROUTE_SLOTS
+        out.append(keys[best])
+    return out
 
 
 def _stats(lat: np.ndarray, n: np.ndarray, target: float) -> LatencyStats:

@@ -37,6 +37,7 @@ Memory does not grow with the simulated duration:
 from __future__ import annotations
 
 import json
+import math
 from array import array
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -276,6 +277,17 @@ class Metrics:
             rates = {name: pe.out_bins[b] / self.bin_s for name, pe in pes.items()}
             rows.append({"t": b * self.bin_s, "importance": importance(graph, rates)})
         return pd.DataFrame(rows)
+
+    def mean_rates(self, start: float = 0.0) -> dict[str, float]:
+        """Each PE's output rate (records/s) averaged over the whole bins from ``start`` to now."""
+        b0 = math.ceil(start / self.bin_s - 1e-9)
+        b1 = max(b0 + 1, int(self.sim.now / self.bin_s + 1e-9))
+        span = (b1 - b0) * self.bin_s
+        return {name: sum(pe.out_bins[b0:b1]) / span for name, pe in self.sim.pes.items()}
+
+    def mean_importance(self, start: float = 0.0) -> float:
+        """Importance of the PEs' output rates averaged from ``start`` to now (SODA's projection, realised)."""
+        return importance(self.sim.graph, self.mean_rates(start))
 
     def nodes(self) -> pd.DataFrame:
         """Per node and bin: cpu utilisation."""

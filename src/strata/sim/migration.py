@@ -590,6 +590,7 @@ class Migrations:
         pe = sim.pes[rel.pe]
         inst = pe.instances[rel.instance]
         inst.node = sim.node_by_name[rel.dst]
+        sim.reroute()  # routing="local": locality follows the instance
         rel.installed = now
         if math.isnan(rel.shipped):
             rel.shipped = now

@@ -123,6 +123,7 @@ class PeRt:
         "dropped",
         "duplicates",
         "exp",
+        "gen",
         "generated",
         "groups",
         "index",
@@ -213,6 +214,7 @@ class PeRt:
         self.stream = None
         self.uid = 0
         self.rr = 0
+        self.gen: list[int] | None = None  # routing="local": weighted round-robin table over the instances
         self.limit: float | None = None
         self.limit_drop = True
         self.tat = 0.0
@@ -242,6 +244,7 @@ class InstanceRt:
         "pe",
         "queued",
         "records",
+        "routes",
         "rr",
         "running",
         "seen",
@@ -274,6 +277,8 @@ class InstanceRt:
         self.incoming: dict[int, list[Message]] = {}  # key group → records buffered until its state arrives
         self.gone: set[int] = set()  # key groups shipped away by a stop-the-world move
         self.rr: list[int] = []
+        # routing="local": per downstream stream, a weighted round-robin table of destination instances (or None)
+        self.routes: list[list[int] | None] | None = None
         self.last_arrival: dict[int, float] = {}  # destination gid → last arrival time (channel FIFO)
         self.queued = 0  # records pushed to the dispatch policy and not yet popped
         self.busy = 0.0

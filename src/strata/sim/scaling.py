@@ -72,6 +72,7 @@ def scale_out(sim: Simulation, name: str, n: int) -> list[Move]:
             for di in d.instances:
                 if d.needs_wm:
                     di.wm_in[inst.gid] = inst.wm
+    sim.reroute()  # routing="local": the new instances get their share of the streams
     if not pe.keyed:
         return []
     return [Move(name, g, g % n, "live") for g in range(pe.groups) if g % n >= old]
