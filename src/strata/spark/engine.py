@@ -26,10 +26,12 @@ Observation (``observe()``): per window, the micro-batches each query finished
 (rows in from the query's progress, rows out, duration) split over the chain's
 PEs (:func:`strata.spark.engine.attribute`) as ``instances`` and ``rates``; per key
 group and partition rows of managed keyed operators; per-job latency estimated
-from the batches' sink-side percentiles; ``ingest`` = records the source
-*offered* in the window (the generator's workload is a function of time), so a
-capped source still reports its demand; a window that ends before the sources'
-epoch reports no ingest (nothing could be offered yet: no rate, not a rate of 0). Busy time is a batch's wall time from
+from the batches' sink-side percentiles; ``ingest`` = records/s the source
+*offered*, from the query's own progress (the source's latest available offset
+between its last two progress events: a capped source still reports its demand;
+a source that reports no latest offset, or has offered nothing yet, reports no
+ingest: unobserved, not a rate of 0), and its backlog (latest offset − the
+query's committed offset) as the source instance's queue. Busy time is a batch's wall time from
 release to commit, scaled down when the window's batches together took more
 wall time than the cores could give (overlapping batches share the cores): an
 approximation of core-seconds.
@@ -136,7 +138,6 @@ class SparkEngine:
         self.caps: dict[str, float | None] = {}  # source PE → the rate cap in force (records/s; None: none)
         self._seen: dict[tuple[str, int], int] = {}  # (job, segment) → batch records already observed
         self._window_start = clock()
-        self._timelines: dict[str, Timeline] = {}
         self._earlier: dict[str, list[Existing]] = {}  # job → segment directories an earlier run left
         self._lock = threading.Lock()
         self.progress = ProgressListener()
@@ -455,14 +456,15 @@ class SparkEngine:
             units += len(fresh)
             unit_rows += rows_in
             source = p.chain[0]
-            # the sources offer from the epoch on: a window before it has observed no offer (not a rate of 0)
-            offering = now - max(start, self.config.epoch)
-            if offering > 0:
-                ingest[pe_id(job, source.name)] = self._generated(segment, start, now) / offering
+            src_pe = pe_id(job, source.name)
+            # what the source offered and what waits in it, from the query's own progress (the source's latest
+            # offset against the query's committed one): nothing here knows where the records come from
+            offered, latest = self.progress.offered(p.query, now) if p.query is not None else (None, None)
+            if offered is not None:
+                ingest[src_pe] = offered
+            backlog = max(0, latest - self.end_row(segment)) if latest is not None else 0
             parts = attribute(job, segment.pipeline.template, rows_in, rows_out, busy) if rows_in else []
             keyed = next((o for o in p.chain if p.options.is_managed(o)), None) if p.store is not None else None
-            src_pe = pe_id(job, source.name)
-            backlog = self._backlog(segment, now)
             for pe, r_in, r_out, b in parts or [(src_pe, 0, 0, 0.0)]:
                 rates[pe] = r_out / span
                 if keyed is None or pe != pe_id(job, keyed.name):
@@ -514,31 +516,6 @@ class SparkEngine:
             units=units,
             unit_records=unit_rows / units if units else 0.0,
         )
-
-    def _timeline(self, segment: Segment) -> Timeline:
-        p = segment.pipeline
-        workload = Workload.of(p.chain[0].source)
-        timeline = self._timelines.get(p.name)
-        if timeline is None or timeline.spec != workload:
-            timeline = self._timelines[p.name] = Timeline(workload, self.config.tick_s)
-        return timeline
-
-    def _generated(self, segment: Segment, start: float, now: float) -> int:
-        """Records the job's source generated (offered) in [start, now): its workload is a function of time."""
-        if segment.pipeline.rate_cap is None:
-            return 0
-        timeline = self._timeline(segment)
-        tick = self.config.tick_s
-        lo, hi = (max(0, int((t - self.config.epoch) / tick)) for t in (start, now))
-        return timeline.rows_before_tick(hi) - timeline.rows_before_tick(lo)
-
-    def _backlog(self, segment: Segment, now: float) -> int:
-        """Records the source has offered up to ``now`` that the query has not committed yet."""
-        if segment.pipeline.rate_cap is None:
-            return 0
-        timeline = self._timeline(segment)
-        offered = timeline.rows_before_tick(max(0, int((now - self.config.epoch) / self.config.tick_s)))
-        return max(0, offered - self.end_row(segment))
 
     def _committed_rows(self, pipeline: Pipeline) -> dict[int, int]:
         """Batch id → input rows of the query's committed batches (from its progress events)."""

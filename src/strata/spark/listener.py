@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import threading
+from datetime import datetime
 
 from pyspark.sql.streaming import StreamingQueryListener
 
@@ -26,6 +27,13 @@ def _row_offset(offset: str | dict | None) -> int | None:
     return int(value["row"]) if isinstance(value, dict) and "row" in value else None
 
 
+def _seconds(timestamp: str | None) -> float | None:
+    """A progress timestamp (ISO 8601, UTC) as seconds since the Unix epoch."""
+    if not timestamp:
+        return None
+    return datetime.fromisoformat(timestamp.replace("Z", "+00:00")).timestamp()
+
+
 def progress_row(progress: dict) -> dict:
     """One flat row from a StreamingQueryProgress (as its JSON dict)."""
     source = (progress.get("sources") or [{}])[0]
@@ -36,6 +44,7 @@ def progress_row(progress: dict) -> dict:
     return {
         "query": progress.get("name"),
         "id": progress.get("id"),
+        "t": _seconds(progress.get("timestamp")),
         "batch_id": progress.get("batchId"),
         "timestamp": progress.get("timestamp"),
         "input_rows": progress.get("numInputRows"),
@@ -68,6 +77,7 @@ class ProgressListener(StreamingQueryListener):
         self.terminated: dict[str, str | None] = {}
         self.names: dict[str, str] = {}
         self._inputs: dict[str, dict[int, int]] = {}  # query id → batch id → input rows
+        self._offsets: dict[str, list[tuple[float, int]]] = {}  # query id → (trigger time, source's latest row)
 
     def onQueryStarted(self, event) -> None:
         with self._lock:
@@ -78,6 +88,8 @@ class ProgressListener(StreamingQueryListener):
         with self._lock:
             self.rows.append(row)
             self._inputs.setdefault(str(row["id"]), {})[int(row["batch_id"])] = int(row["input_rows"] or 0)
+            if row["t"] is not None and row["latest_row"] is not None:
+                self._offsets.setdefault(str(row["id"]), []).append((row["t"], row["latest_row"]))
 
     def onQueryIdle(self, event) -> None:
         """Idle triggers carry no batch."""
@@ -97,6 +109,22 @@ class ProgressListener(StreamingQueryListener):
         """Batch id → input rows of the query's committed batches so far (a query keeps its id across restarts)."""
         with self._lock:
             return dict(self._inputs.get(str(query.id), {}))
+
+    def offered(self, query, now: float) -> tuple[float | None, int | None]:
+        """(records/s the source offered, its latest offset) from the query's last two progress events up to ``now``.
+
+        A source that reports its latest available offset (``reportLatestOffset``: the generator; Kafka's
+        offsets would serve the same way) tells what arrived whether or not the query read it; a source that
+        does not (files) gives (None, None). A source that has offered nothing yet is unobserved, not idle.
+        """
+        with self._lock:
+            seen = [s for s in self._offsets.get(str(query.id), ()) if s[0] <= now][-2:]
+        if not seen:
+            return None, None
+        latest = seen[-1][1]
+        if len(seen) < 2 or seen[-1][0] <= seen[0][0] or latest <= 0:
+            return None, latest
+        return (latest - seen[0][1]) / (seen[-1][0] - seen[0][0]), latest
 
     def snapshot(self) -> list[dict]:
         with self._lock:
