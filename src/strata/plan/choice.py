@@ -267,15 +267,7 @@ def solve(
         if not tpls:
             continue
         templates.update(tpls)
-        alloc = {}
-        for j, t in choose:
-            if tpls.get(j) == t:
-                for op in scenario.job[j].template(t).operators:
-                    key = _copy(j, op.name, t)
-                    rate = max(0.0, float(sol.x[cols.x[key]]))
-                    alloc[f"{j}.{op.name}"] = max(
-                        op.cpu_min, min(float(sol.x[cols.cpu[key]]), op.resource.cpu_for(rate, op.cost_per_record))
-                    )
+        alloc = F.chosen_cpu(scenario, [(j, t) for j, t in choose if tpls.get(j) == t], sol.x, cols)
         graph = joined_graph(scenario, tpls)
         for comp in sorted(tuple(sorted(c)) for c in nx.weakly_connected_components(graph)):
             parts = component_parts(graph, comp)
@@ -321,10 +313,6 @@ def _form(options: int, gated: int) -> str:
     )
 
 
-def _copy(job: str, op: str, tpl: str) -> str:
-    return f"{job}.{op}#{tpl}"
-
-
 def _gated_cluster(
     prog: Program,
     scenario: Scenario,
@@ -348,16 +336,16 @@ def _gated_cluster(
             per_job[j][y] = 1.0
             memory_row[y] = tpl.memory
             for op in tpl.operators:
-                key = _copy(j, op.name, tpl.name)
+                key = F.template_copy(j, op.name, tpl.name)
                 ops[key], gate[key] = op, y
                 copies_of.setdefault(f"{j}.{op.name}", []).append(key)
         prog.row(row, upper=1.0)
     for j in cluster:
         for tpl in scenario.job[j].templates:
             for st in tpl.streams:
-                dst = _copy(j, st.dst, tpl.name)
+                dst = F.template_copy(j, st.dst, tpl.name)
                 src = resolve(j, st.src)
-                producers = copies_of.get(src, []) if st.is_external else [_copy(j, st.src, tpl.name)]
+                producers = copies_of.get(src, []) if st.is_external else [F.template_copy(j, st.src, tpl.name)]
                 inputs.setdefault(dst, []).extend(producers)
                 w = tpl.weight_of(st)
                 if w > 0 and producers:

@@ -32,26 +32,22 @@ class Exact:
     gap: float
 
 
-def _copy(job: str, op: str, tpl: str) -> str:
-    return f"{job}.{op}#{tpl}"
-
-
 def exact_macro_q(scenario: Scenario, capacity: float | None = None, time_limit: float = 60.0) -> Exact:
     cap = scenario.cluster.total_cores if capacity is None else capacity
     ops, inputs, copies_of = {}, {}, {}
     for job in scenario.jobs:
         for tpl in job.templates:
             for op in tpl.operators:
-                key = _copy(job.id, op.name, tpl.name)
+                key = F.template_copy(job.id, op.name, tpl.name)
                 ops[key] = op
                 copies_of.setdefault(f"{job.id}.{op.name}", []).append(key)
     values = []
     for job in scenario.jobs:
         for tpl in job.templates:
             for st in tpl.streams:
-                dst = _copy(job.id, st.dst, tpl.name)
+                dst = F.template_copy(job.id, st.dst, tpl.name)
                 src = resolve(job.id, st.src)
-                producers = copies_of.get(src, []) if st.is_external else [_copy(job.id, st.src, tpl.name)]
+                producers = copies_of.get(src, []) if st.is_external else [F.template_copy(job.id, st.src, tpl.name)]
                 inputs.setdefault(dst, []).extend(producers)
                 w = tpl.weight_of(st)
                 if w > 0 and producers:
@@ -69,7 +65,7 @@ def exact_macro_q(scenario: Scenario, capacity: float | None = None, time_limit:
             choose[(job.id, tpl.name)] = y
             row[y] = 1.0
             for op in tpl.operators:
-                gate[_copy(job.id, op.name, tpl.name)] = y
+                gate[F.template_copy(job.id, op.name, tpl.name)] = y
         prog.row(row, lower=0.0, upper=0.0)
     free = [j for j in scenario.jobs if not j.required]
     for a in free:
@@ -85,15 +81,7 @@ def exact_macro_q(scenario: Scenario, capacity: float | None = None, time_limit:
     if not sol.usable:
         raise RuntimeError(f"exact macroQ MILP {sol.status}")
     templates = {j: t for (j, t), y in choose.items() if sol.x[y] > 0.5}
-    cpu = {}
-    for (j, t), y in choose.items():
-        if sol.x[y] > 0.5:
-            for op in scenario.job[j].template(t).operators:
-                key = _copy(j, op.name, t)
-                rate = max(0.0, float(sol.x[cols.x[key]]))
-                cpu[f"{j}.{op.name}"] = max(
-                    op.cpu_min, min(float(sol.x[cols.cpu[key]]), op.resource.cpu_for(rate, op.cost_per_record))
-                )
+    cpu = F.chosen_cpu(scenario, [jt for jt, y in choose.items() if sol.x[y] > 0.5], sol.x, cols)
     graph = joined_graph(scenario, templates)
     realised = importance(graph, propagate(graph, cpu))
     admitted = sorted(templates, key=lambda j: (scenario.job[j].rank, j))

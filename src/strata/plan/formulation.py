@@ -55,6 +55,28 @@ class Columns:
     budget_row: int = -1
 
 
+def template_copy(job: str, op: str, template: str) -> str:
+    """The column key of operator ``op`` of ``job``'s ``template`` when every template has its own copy."""
+    return f"{job}.{op}#{template}"
+
+
+def chosen_cpu(scenario, chosen, x, cols: Columns) -> dict[str, float]:
+    """PE → cores the solution ``x`` gives each operator of the chosen ``(job, template)`` copies.
+
+    A copy's cpu column may exceed what its rate needs when cpu is free in the model; the allocation is the
+    smaller of the two, and never below the operator's ``cpu_min``.
+    """
+    cpu: dict[str, float] = {}
+    for job, template in chosen:
+        for op in scenario.job[job].template(template).operators:
+            key = template_copy(job, op.name, template)
+            rate = max(0.0, float(x[cols.x[key]]))
+            cpu[f"{job}.{op.name}"] = max(
+                op.cpu_min, min(float(x[cols.cpu[key]]), op.resource.cpu_for(rate, op.cost_per_record))
+            )
+    return cpu
+
+
 def needs_integers(op: Operator) -> bool:
     """A tabulated resource function that is not concave on [0, ∞) needs the λ-formulation."""
     res = op.resource
