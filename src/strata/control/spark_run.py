@@ -35,7 +35,6 @@ MODES = ("baseline", "strata")
 class RunConfig:
     """Knobs of one run on Spark, with their defaults."""
 
-    window_s: float = 2.0  # control step
     state_partitions: int = 4
     gate: GateConfig = field(default_factory=GateConfig)
     # One full L0 epoch at the start (a demo run is shorter than an epoch); L0 re-plans components on
@@ -45,7 +44,7 @@ class RunConfig:
     control: HierarchyConfig = field(
         default_factory=lambda: HierarchyConfig(
             epoch_s=600.0,
-            window_s=2.0,
+            window_s=2.0,  # the control step: the loop's window and the pacing's catch-up
             plan=Options(budget_s=1.0),
             scaling=False,
             dispatch="llf",
@@ -144,7 +143,8 @@ def run_mode(
 
     started = time.time()
     try:
-        run(engine, controller, window_s=config.window_s, until=stop, on_step=record, should_stop=should_stop)
+        window_s = config.control.window_s
+        run(engine, controller, window_s=window_s, until=stop, on_step=record, should_stop=should_stop)
     finally:
         run_.late_s = max(0.0, started - epoch)
         engine.stop_all()

@@ -153,7 +153,11 @@ def run_demo(
         t = time.time()
         knobs = {k: v for k, v in asdict(config).items() if k != "run"}
         meta = {
-            "config": {**knobs, "window_s": config.run.window_s, "state_partitions": config.run.state_partitions},
+            "config": {
+                **knobs,
+                "window_s": config.run.control.window_s,
+                "state_partitions": config.run.state_partitions,
+            },
             "gate": asdict(config.run.gate),
         }
         result = collect(runs, scenario, config.duration_s, spark, out, meta, timings)
