@@ -141,3 +141,22 @@ def test_a_changed_query_never_reuses_its_checkpoint_and_a_resume_says_so(tmp_pa
     assert fresh.returncode == 0, fresh.stdout[-3000:] + fresh.stderr[-3000:]
     assert "copy: started afresh" in fresh.stdout and "exactly once" in fresh.stdout
     assert (out / "strata" / "jobs" / "copy.old-1" / "0-default" / "fingerprint.json").exists()
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("command", ["run", "demo"])
+def test_an_expression_spark_cannot_analyse_is_located_before_any_query_runs(tmp_path, command):
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(SPEC.replace("value < 0.5", "value >>> "))
+    run = subprocess.run(
+        [STRATA, command, str(spec), "--duration", "10", "--out", str(tmp_path / "out")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert run.returncode == 2
+    message = " ".join(run.stderr.split())
+    assert f"{spec.name}:9: jobs[0].templates[0].operators[1].predicate: expected an expression Spark can analyse" in (
+        message
+    )
+    assert "Traceback" not in run.stdout + run.stderr

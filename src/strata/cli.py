@@ -555,9 +555,11 @@ def demo(
 ) -> None:
     """Plain Spark vs Strata on embedded Spark, same seeded input: side-by-side table and an HTML report."""
     from strata.experiments.demo import DemoConfig, run_demo
+    from strata.model import locate_problems
     from strata.report import write_report
     from strata.report.console import side_by_side, verification_line
     from strata.spark.java import JavaError
+    from strata.spark.pipelines import PipelineProblems
 
     if duration <= 0:
         errors.print(f"[bold red]error[/] --duration: expected seconds > 0; found {duration:g}")
@@ -583,6 +585,8 @@ def demo(
             on_step=tick,
             on_phase=lambda text: console.print(f"[cyan]▸[/] {text}"),
         )
+    except PipelineProblems as err:  # an expression Spark cannot analyse, found when its query is built
+        raise fail(locate_problems([spec], err.problems)) from None
     except (ValueError, JavaError) as err:  # JavaError: Java missing or too old, with the install hint
         errors.print(f"[bold red]error[/] {err}", highlight=False, soft_wrap=True)
         raise typer.Exit(code=2) from None

@@ -13,6 +13,7 @@ generated) and ``strata report`` renders them.
 from __future__ import annotations
 
 import json
+import shutil
 import signal
 import time
 from collections.abc import Collection
@@ -28,7 +29,7 @@ from strata.protocol.engine import Decisions, Observation
 from strata.spark.checkpoint import CheckpointChanged
 from strata.spark.engine import POOLS
 from strata.spark.java import JavaError
-from strata.spark.pipelines import check_template
+from strata.spark.pipelines import Pipeline, PipelineOptions, PipelineProblems, check_template
 from strata.spark.session import MasterUnreachable
 
 DRAIN_S = 4.0  # records this close to the stop are not counted as due
@@ -76,9 +77,32 @@ class View:
         recent = Table(title="latest decisions", title_justify="left", show_header=True)
         for col in ("t s", "kind", "job", "detail", "why"):
             recent.add_column(col)
-        for d in (engine.decisions[-6:] if engine is not None else []):
+        for d in engine.decisions[-6:] if engine is not None else []:
             recent.add_row(f"{d['t'] - self.started:.0f}", d["kind"], d["job"], d["detail"], d["reasons"][:60])
         return Group(table, recent)
+
+
+def analyse(spark, scenario: Scenario, scratch: Path) -> list:
+    """Every template of every job built on ``spark`` (each expression analysed by Spark) under ``scratch``, which
+    is removed after; the problems found, located in the spec. Nothing is started."""
+    problems = []
+    try:
+        for j, job in enumerate(scenario.jobs):
+            for t, tpl in enumerate(job.templates):
+                try:
+                    Pipeline(
+                        spark,
+                        job,
+                        tpl,
+                        scratch / f"{j}-{t}",
+                        PipelineOptions(sink="memory"),
+                        here=("jobs", j, "templates", t),
+                    )
+                except PipelineProblems as e:
+                    problems.extend(e.problems)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    return problems
 
 
 def _time_base(run_dir: Path, fresh: Collection[str]) -> tuple[float, list[str]]:
@@ -135,6 +159,10 @@ def run_live(
         return 2
     # query deaths are reported below with their cause; Spark's own error log would bury the live view
     spark.sparkContext.setLogLevel("FATAL")
+    problems = analyse(spark, scenario, out / mode / "analysis")
+    if problems:  # located before any query starts, as the static checks above
+        spark.stop()
+        raise locate_problems(files, problems)
     who = "Strata in control" if control else "plain Spark"
     title = f"strata run {scenario.name} on {spark.sparkContext.master} ({who})"
     view = View(scenario, title)

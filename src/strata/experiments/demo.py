@@ -79,8 +79,10 @@ def warm_up(spark, scenario: Scenario, out: Path) -> tuple[float, float]:
     rounds = max(len(job.templates) for job in scenario.jobs)
     for k in range(rounds):  # a job's templates share its query name, so one template per job at a time
         pipelines = [
-            Pipeline(spark, job, job.templates[k], out / "warmup" / f"{job.id}-{k}", options)
-            for job in scenario.jobs
+            Pipeline(
+                spark, job, job.templates[k], out / "warmup" / f"{job.id}-{k}", options, ("jobs", j, "templates", k)
+            )
+            for j, job in enumerate(scenario.jobs)
             if k < len(job.templates)
         ]
         t = time.time()
