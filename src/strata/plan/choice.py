@@ -240,28 +240,33 @@ def solve(
     templates: dict[str, str] = {}
     components, curves, budgets, goals = [], [], [], {}
     exact = sol.status == "optimal"
+
+    def settle(graph: nx.DiGraph, comp: tuple[str, ...], curve: Curve | None, budget: float, alloc: dict) -> None:
+        """A component's curve and budget: its exact LP curve at ``budget``, or (not LP) the allocation itself."""
+        nonlocal exact
+        if curve is not None:
+            budget = float(np.clip(budget, curve.minimum, curve.saturation))
+            alloc = curve.alloc_at(budget)
+            exact &= curve.exact
+        else:
+            curve, budget = _point_curve(graph, comp, alloc), float(sum(alloc.values()))
+        components.append(comp)
+        curves.append(curve)
+        budgets.append(budget)
+        goals.update(alloc)
+
     for y, tpls, graph, comps in built:
         if sol.x[y] <= 0.5:
             continue
         templates.update(tpls)
         for comp, curve, cols, parts in comps:
             if curve is not None:
-                b = float(np.clip(sol.x[cols], curve.minimum, curve.saturation))
-                alloc = curve.alloc_at(b)
-                exact &= curve.exact
+                settle(graph, comp, curve, float(sol.x[cols]), {})
             else:
-                alloc = {}
-                for pe in comp:
-                    op = parts.ops[pe]
-                    x, c = cols[pe]
-                    rate = max(0.0, float(sol.x[x]))
-                    alloc[pe] = max(op.cpu_min, min(float(sol.x[c]), op.resource.cpu_for(rate, op.cost_per_record)))
-                curve = _point_curve(graph, comp, alloc)
-                b = float(sum(alloc.values()))
-            components.append(comp)
-            curves.append(curve)
-            budgets.append(b)
-            goals.update(alloc)
+                alloc = {
+                    pe: F.used_cpu(parts.ops[pe], float(sol.x[cols[pe][0]]), float(sol.x[cols[pe][1]])) for pe in comp
+                }
+                settle(graph, comp, None, 0.0, alloc)
     for choose, cols, _ops in gated:
         tpls = {j: t for (j, t), y in choose.items() if sol.x[y] > 0.5}
         if not tpls:
@@ -272,18 +277,8 @@ def solve(
         for comp in sorted(tuple(sorted(c)) for c in nx.weakly_connected_components(graph)):
             parts = component_parts(graph, comp)
             mine = {pe: alloc[pe] for pe in comp}
-            if F.is_linear(parts.ops, parts.values):
-                curve = curve_of(graph, comp, tpls)
-                b = float(np.clip(sum(mine.values()), curve.minimum, curve.saturation))
-                mine = curve.alloc_at(b)
-                exact &= curve.exact
-            else:
-                curve = _point_curve(graph, comp, mine)
-                b = float(sum(mine.values()))
-            components.append(comp)
-            curves.append(curve)
-            budgets.append(b)
-            goals.update(mine)
+            curve = curve_of(graph, comp, tpls) if F.is_linear(parts.ops, parts.values) else None
+            settle(graph, comp, curve, sum(mine.values()), mine)
     order = sorted(range(len(components)), key=lambda i: components[i])
     choice = Choice(
         templates,

@@ -70,11 +70,14 @@ def chosen_cpu(scenario, chosen, x, cols: Columns) -> dict[str, float]:
     for job, template in chosen:
         for op in scenario.job[job].template(template).operators:
             key = template_copy(job, op.name, template)
-            rate = max(0.0, float(x[cols.x[key]]))
-            cpu[f"{job}.{op.name}"] = max(
-                op.cpu_min, min(float(x[cols.cpu[key]]), op.resource.cpu_for(rate, op.cost_per_record))
-            )
+            cpu[f"{job}.{op.name}"] = used_cpu(op, float(x[cols.x[key]]), float(x[cols.cpu[key]]))
     return cpu
+
+
+def used_cpu(op: Operator, rate: float, cpu: float) -> float:
+    """Cores an operator uses at ``rate`` out of a solution's ``cpu`` column: what the rate needs, at least
+    ``cpu_min`` (a cpu column may exceed the need where cpu is free in the model)."""
+    return max(op.cpu_min, min(cpu, op.resource.cpu_for(max(0.0, rate), op.cost_per_record)))
 
 
 def needs_integers(op: Operator) -> bool:
