@@ -106,3 +106,26 @@ def multiple_choice(seed: int) -> Scenario:
     for j in range(int(rng.integers(1, 3))):
         jobs[j]["required"] = True
     return scenario(jobs, nodes=2, cores=0.45 * demand / 2)
+
+
+def constrained(costs: list[float]) -> Scenario:
+    """A chain on three one-core nodes with every kind of SODA constraint: its source fixed to n2, its first
+    operator needing label ssd and exlocated from p2, its second colocated with the sink."""
+    job = chain("a", 100, costs)
+    ops = job["templates"][0]["operators"]
+    ops[1]["constraints"] = {"exlocate_from": ["p2"], "required_labels": ["ssd"]}
+    ops[2]["constraints"] = {"colocate_with": ["sink"]}
+    ops[0]["constraints"] = {"fixed_node": "n2"}
+    s = Scenario.model_validate(
+        {
+            "cluster": {
+                "nodes": [
+                    {"name": "n0", "cores": 1, "labels": ["ssd"]},
+                    {"name": "n1", "cores": 1, "labels": ["ssd"]},
+                    {"name": "n2", "cores": 1},
+                ]
+            },
+            "jobs": [job],
+        }
+    )
+    return s

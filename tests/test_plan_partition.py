@@ -12,7 +12,7 @@ from strata.plan import mini_w, partition
 from strata.plan.macro_w import macro_w
 from strata.plan.placement import Group, Problem, build_problem
 from strata.plan.quality import Weights
-from tests.test_plan_cases import chain
+from tests.test_plan_cases import constrained
 
 
 def planted(n: int = 40, cross: int = 3, seed: int = 0) -> Problem:
@@ -95,23 +95,7 @@ def test_too_few_groups_for_metis_leave_it_out():
 
 
 def test_post_fixing_keeps_sodas_constraints():
-    job = chain("a", 100, [0.001, 0.004, 0.004, 0.004, 0.004, 0.004, 0.004])
-    ops = job["templates"][0]["operators"]
-    ops[1]["constraints"] = {"exlocate_from": ["p2"], "required_labels": ["ssd"]}
-    ops[2]["constraints"] = {"colocate_with": ["sink"]}
-    ops[0]["constraints"] = {"fixed_node": "n2"}
-    s = Scenario.model_validate(
-        {
-            "cluster": {
-                "nodes": [
-                    {"name": "n0", "cores": 1, "labels": ["ssd"]},
-                    {"name": "n1", "cores": 1, "labels": ["ssd"]},
-                    {"name": "n2", "cores": 1},
-                ]
-            },
-            "jobs": [job],
-        }
-    )
+    s = constrained([0.001, 0.004, 0.004, 0.004, 0.004, 0.004, 0.004])
     g = joined_graph(s)
     p = build_problem(s.cluster, g, {pe: 0.2 for pe in g}, propagate(g), Weights())
     where, why = partition.metis_start(p)

@@ -12,7 +12,7 @@ from strata.plan import macro_w as macro_w_module
 from strata.plan.macro_w import macro_w, solve_milp
 from strata.plan.placement import assignment_of, build_problem
 from strata.plan.quality import Weights, evaluate, flows
-from tests.test_plan_cases import chain, scenario
+from tests.test_plan_cases import chain, constrained, scenario
 
 
 def two_pipelines(**node) -> Scenario:
@@ -75,23 +75,7 @@ def test_milp_is_at_least_as_good_as_any_single_node_placement():
 
 
 def test_constraints_hold_in_the_placement():
-    job = chain("a", 100, [0.001, 0.004, 0.004])
-    ops = job["templates"][0]["operators"]
-    ops[1]["constraints"] = {"exlocate_from": ["p2"], "required_labels": ["ssd"]}
-    ops[2]["constraints"] = {"colocate_with": ["sink"]}
-    ops[0]["constraints"] = {"fixed_node": "n2"}
-    s = Scenario.model_validate(
-        {
-            "cluster": {
-                "nodes": [
-                    {"name": "n0", "cores": 1, "labels": ["ssd"]},
-                    {"name": "n1", "cores": 1, "labels": ["ssd"]},
-                    {"name": "n2", "cores": 1},
-                ]
-            },
-            "jobs": [job],
-        }
-    )
+    s = constrained([0.001, 0.004, 0.004])
     g = joined_graph(s)
     w = macro_w(s.cluster, g, {pe: 0.2 for pe in g}, propagate(g), deadline_s=2)
     c = w.candidates
