@@ -35,12 +35,12 @@ def sim_dispatch(scenario: Scenario) -> DispatchMaker:
 
 
 class Given(Plain):
-    """No scheduler, on a given plan: its admitted templates and placement (``strata simulate --plan``)."""
+    """No scheduler, on a given plan's admitted templates (``strata simulate --plan``; the simulation is built on
+    the plan's placement)."""
 
-    def __init__(self, scenario: Scenario, templates: Mapping[str, str], placement: Mapping) -> None:
+    def __init__(self, scenario: Scenario, templates: Mapping[str, str]) -> None:
         super().__init__(scenario)
         self.templates = dict(templates)
-        self.placement = placement
 
     def start(self, now: float) -> Decisions:
         return Decisions(0, admitted=dict(self.templates), reasons=("plan file",))
@@ -69,7 +69,7 @@ def simulate(
     if templates is not None:
         if control:
             raise ValueError("a given plan runs without the controller (it would re-plan at once)")
-        policy: Controller | Plain = Given(scenario, templates, placement or {})
+        policy: Controller | Plain = Given(scenario, templates)
         simulation["placement"] = placement
     else:
         policy = Controller(scenario, config) if control else Plain(scenario)
