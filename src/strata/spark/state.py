@@ -12,70 +12,103 @@ their state here instead, and run inside ``foreachBatch``:
 3. Rows are shuffled so that partition p is exactly Spark task p (a slot value
    whose Murmur3 hash lands on p is looked up once), plus one marker row per
    partition so every task runs even without rows.
-4. Task p loads the state of its key groups from the snapshot files named by the
-   previous batch's manifest — whichever partition wrote them — folds the batch
-   in, emits results, and writes a snapshot of its key groups for this batch
-   (``v=<batch>/part=<p>.parquet``, written to a temporary name and renamed).
+4. Task p takes its key groups at the previous committed batch — from its
+   Python worker's memory when that is provably at that version, else from the
+   group's newest snapshot plus the changelogs after it, whoever wrote them
+   (:mod:`strata.spark.state_table`) — folds the batch in, emits results and
+   writes the batch's changelog ``v=<b>/part=<p>.parquet``: only the rows the
+   batch changed. A group whose changelog since its last snapshot outweighs
+   that snapshot is snapshotted again (``snap/<g>.<b>.parquet``), so snapshot
+   I/O amortises to a constant per changed row (:mod:`strata.spark.state_log`).
 5. After the sink has written the batch's output, the driver writes
-   ``manifests/<batch>.json`` (batch, watermark, routing); older versions than
-   the previous batch's are deleted.
+   ``manifests/<batch>.json`` (batch, watermark, routing) and deletes the
+   snapshots, changelogs and manifests that no replay can need.
 
 State is versioned per batch id: batch b reads the newest manifest older than
 b, so a replay of b after a crash recomputes identical state and output, and a
 routing table changed between batches moves a key group's state with it (the
-next owner reads the group's last snapshot) with no query restart. The batch
-boundary is the barrier AutoFlow's markers provide in a record-at-a-time engine.
+next owner reads the group's snapshot and changelogs, or has it in memory) with
+no query restart. The batch boundary is the barrier AutoFlow's markers provide
+in a record-at-a-time engine.
 
-Cost: every batch re-reads and re-writes the snapshots of all key groups (state
-size × 2 of local I/O per batch), plus one extra small Spark job (step 2) and
-a shuffle of the batch. Moving a key group costs nothing beyond that, because
-every batch already reads state from the shared directory; on a multi-machine
-cluster the directory must be on a shared file system. Windows follow Spark's
-append mode: a window is emitted once, when its end ≤ watermark = newest event
-time seen − ``watermark_s`` (here including the current batch).
+Cost per batch: proportional to the rows the batch changes (fold, changelog)
+plus amortised snapshot rewrites, and a move costs the moved group's state
+(its snapshot plus its changelog row groups since), not the whole state's.
+Windows follow Spark's append mode: a window is emitted once, when its end ≤
+watermark = newest event time seen − ``watermark_s`` (here including the
+current batch).
 """
 
 from __future__ import annotations
 
 import json
-import os
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from strata.model import AggregateSpec, WindowSpec
+from strata.spark.state_log import StateLog, state_schema
+from strata.spark.state_table import CACHE, StateCache, Version, fold, rows_table, snapshot_due
 
 US = 1_000_000
 
 
 @dataclass(frozen=True)
 class KeyedSpec:
-    """What a managed keyed operator computes: an aggregate per key (per window when windowed)."""
+    """What a managed keyed operator computes: an aggregate per key (per window when windowed).
+
+    The columns are the user's: ``key`` (integral, cast to long, or string as
+    ``key_type`` says), ``value`` (the aggregated column; default the
+    aggregate's ``column``; a count over a frame without it counts rows) and
+    ``event_time`` (a timestamp). The output names the key and event-time
+    columns the same, and the aggregate after its function. ``snapshot_factor``
+    and ``max_log_versions`` tune when a key group's snapshot is rewritten
+    (:func:`strata.spark.state_table.snapshot_due`).
+    """
 
     aggregate: AggregateSpec
     window: WindowSpec | None
     key_groups: int
     partitions: int
+    key: str = "key"
+    value: str | None = None
+    event_time: str = "event_time"
+    key_type: Literal["long", "string"] = "long"
+    snapshot_factor: float = 1.0
+    max_log_versions: int = 32
 
     @property
     def out_column(self) -> str:
         return self.aggregate.fn
 
+    @property
+    def value_column(self) -> str:
+        return self.value or self.aggregate.column
+
+    @property
+    def arrow_key_type(self) -> pa.DataType:
+        return pa.string() if self.key_type == "string" else pa.int64()
+
+    @property
+    def window_us(self) -> int | None:
+        return round(self.window.size_s * US) if self.window is not None else None
+
     def output_schema(self) -> pa.Schema:
         agg = pa.int64() if self.aggregate.fn == "count" else pa.float64()
         ts = pa.timestamp("us", tz="UTC")
         cols = [("window_start", ts), ("window_end", ts)] if self.window else []
-        return pa.schema([*cols, ("key", pa.int64()), (self.out_column, agg), ("event_time", ts)])
+        return pa.schema([*cols, (self.key, self.arrow_key_type), (self.out_column, agg), (self.event_time, ts)])
 
     def spark_output_schema(self) -> str:
         agg = "LONG" if self.aggregate.fn == "count" else "DOUBLE"
         win = "window_start TIMESTAMP, window_end TIMESTAMP, " if self.window else ""
-        return f"{win}key LONG, {self.out_column} {agg}, event_time TIMESTAMP"
+        key = "STRING" if self.key_type == "string" else "LONG"
+        return f"{win}`{self.key}` {key}, `{self.out_column}` {agg}, `{self.event_time}` TIMESTAMP"
 
 
 @dataclass(frozen=True)
@@ -88,6 +121,8 @@ class BatchPlan:
     partitions: int
     group_rows: dict[int, int]
     previous: dict | None
+    # committed versions a reader of changelogs may need: (batch, routing, watermark µs), oldest first
+    history: tuple[tuple[int, tuple[int, ...], int], ...] = ()
 
     @property
     def partition_rows(self) -> list[int]:
@@ -112,10 +147,12 @@ class KeyedStateStore:
     _routing: tuple[int, ...] = ()
     _slots: tuple[int, ...] = ()
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    _manifests: dict[int, tuple[int, dict]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.directory = Path(self.directory)
         (self.directory / "manifests").mkdir(parents=True, exist_ok=True)
+        self.log = StateLog(self.directory)
         if not self._routing:
             self._routing = hash_routing(self.spec.key_groups, self.spec.partitions)
 
@@ -139,14 +176,42 @@ class KeyedStateStore:
 
     # ------------------------------------------------------------------ per batch
 
-    def _manifests(self) -> list[int]:
-        return sorted(int(p.stem) for p in (self.directory / "manifests").glob("*.json"))
+    def _manifest(self, batch: int) -> dict:
+        """A committed manifest, re-read only if a replay rewrote it (its mtime changed)."""
+        path = self.directory / "manifests" / f"{batch}.json"
+        mtime = path.stat().st_mtime_ns
+        seen = self._manifests.get(batch)
+        if seen is None or seen[0] != mtime:
+            seen = self._manifests[batch] = (mtime, json.loads(path.read_text()))
+        return seen[1]
 
-    def _previous(self, batch_id: int) -> dict | None:
-        older = [b for b in self._manifests() if b < batch_id]
-        if not older:
-            return None
-        return json.loads((self.directory / "manifests" / f"{older[-1]}.json").read_text())
+    def plan(self, batch_id: int, group_rows: dict[int, int], newest_us: int | None) -> BatchPlan:
+        """Batch ``batch_id``'s plan from its rows per key group and newest event time (no Spark needed)."""
+        spec = self.spec
+        with self._lock:
+            routing = self._routing
+        committed = [b for b in self.log.manifests() if b < batch_id]
+        self._manifests = {b: m for b, m in self._manifests.items() if b in committed}
+        history = tuple(
+            (b, tuple(m["routing"]), int(m["watermark_us"])) for b in committed for m in [self._manifest(b)]
+        )
+        previous = self._manifest(committed[-1]) if committed else None
+        watermark = previous["watermark_us"] if previous else -(2**62)
+        if newest_us is not None and spec.window is not None:
+            watermark = max(watermark, newest_us - round(spec.window.watermark_s * US))
+        return BatchPlan(batch_id, watermark, routing, spec.partitions, dict(group_rows), previous, history)
+
+    def task(self, plan: BatchPlan) -> _Task:
+        """The picklable executor function for ``plan``."""
+        return _Task(
+            self.spec,
+            str(self.directory),
+            plan.batch_id,
+            plan.watermark_us,
+            plan.routing,
+            plan.previous["batch"] if plan.previous else None,
+            plan.history,
+        )
 
     def _slot_values(self, spark) -> tuple[int, ...]:
         """For each partition p, a long whose Spark Murmur3 hash mod P is p (what ``repartition`` uses)."""
@@ -168,61 +233,69 @@ class KeyedStateStore:
         from pyspark.sql import functions as F
 
         spec = self.spec
-        with self._lock:
-            routing = self._routing
-        previous = self._previous(batch_id)
         slots = self._slot_values(df.sparkSession)
-        col = spec.aggregate.column
+        key = F.col(spec.key).cast("string" if spec.key_type == "string" else "long")
+        if spec.value_column in df.columns:
+            x = F.col(spec.value_column).cast("double")
+        elif spec.aggregate.fn == "count":
+            x = F.lit(1.0)  # a count over a frame without the value column counts rows
+        else:
+            raise ValueError(f"no column {spec.value_column!r} to aggregate in {df.columns}")
         keyed = df.select(
-            F.pmod(F.xxhash64("key"), F.lit(spec.key_groups)).cast("int").alias("kg"),
-            F.col("key").cast("long").alias("key"),
-            F.col("event_time"),
-            F.col(col).cast("double").alias("x"),
+            F.pmod(F.xxhash64(key), F.lit(spec.key_groups)).cast("int").alias("kg"),
+            key.alias("key"),
+            F.col(spec.event_time).alias("event_time"),
+            x.alias("x"),
         )
         stats = keyed.groupBy("kg").agg(F.count(F.lit(1)).alias("n"), F.max("event_time").alias("t")).collect()
-        group_rows = {int(r["kg"]): int(r["n"]) for r in stats}
         newest = max((r["t"] for r in stats if r["t"] is not None), default=None)
-        watermark = previous["watermark_us"] if previous else -(2**62)
-        if newest is not None and spec.window is not None:
-            newest_us = round(newest.timestamp() * US)
-            watermark = max(watermark, newest_us - round(spec.window.watermark_s * US))
-        plan = BatchPlan(batch_id, watermark, routing, spec.partitions, group_rows, previous)
+        plan = self.plan(
+            batch_id,
+            {int(r["kg"]): int(r["n"]) for r in stats},
+            round(newest.timestamp() * US) if newest is not None else None,
+        )
         # long, as in _slot_values: an int literal hashes differently and lands rows on the wrong task
-        slot_of_group = F.array(*[F.lit(slots[p]).cast("long") for p in routing])
+        slot_of_group = F.array(*[F.lit(slots[p]).cast("long") for p in plan.routing])
         rows = keyed.withColumn("slot", F.element_at(slot_of_group, F.col("kg") + 1)).withColumn("marker", F.lit(False))
         markers = df.sparkSession.createDataFrame(
-            [(-1, 0, None, None, slots[p], True) for p in range(spec.partitions)], rows.schema
-        )
-        task = _Task(
-            spec,
-            str(self.directory),
-            plan.batch_id,
-            plan.watermark_us,
-            routing,
-            previous["batch"] if previous else None,
-            tuple(previous["routing"]) if previous else (),
+            [(-1, None, None, None, slots[p], True) for p in range(spec.partitions)], rows.schema
         )
         out = (
-            rows.unionByName(markers).repartition(spec.partitions, "slot").mapInArrow(task, spec.spark_output_schema())
+            rows.unionByName(markers)
+            .repartition(spec.partitions, "slot")
+            .mapInArrow(self.task(plan), spec.spark_output_schema())
         )
         return out, plan
 
     def commit(self, plan: BatchPlan) -> None:
-        """Record the batch's snapshot set (after its output was written); drop versions no replay needs."""
-        manifest = {"batch": plan.batch_id, "watermark_us": plan.watermark_us, "routing": list(plan.routing)}
-        path = self.directory / "manifests" / f"{plan.batch_id}.json"
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(manifest))
-        os.replace(tmp, path)
-        keep = plan.previous["batch"] if plan.previous else plan.batch_id
-        for b in self._manifests():
-            if b < keep:
-                (self.directory / "manifests" / f"{b}.json").unlink(missing_ok=True)
-        for version in self.directory.glob("v=*"):
-            if int(version.name[2:]) < keep:
-                for f in version.iterdir():
-                    f.unlink()
-                version.rmdir()
+        """Record the batch's changelogs as committed (after its output was written); drop what no replay needs."""
+        self.log.write_manifest(
+            {"batch": plan.batch_id, "watermark_us": plan.watermark_us, "routing": list(plan.routing)}
+        )
+        # a replay of this batch (crash before Spark commits it) rebuilds from the previous version
+        self.log.collect(plan.previous["batch"] if plan.previous else None, self.spec.key_groups)
+
+
+def accumulate(rows: pd.DataFrame, spec: KeyedSpec) -> pd.DataFrame:
+    """A batch's partials per (kg, key, window start): the pure part of the fold (rows: kg, key, event_time, x)."""
+    cols = ["kg", "key", "ws", "n", "s", "m", "et"]
+    if rows.empty:
+        return pd.DataFrame({c: pd.Series(dtype=object if c == "key" else "int64") for c in cols})
+    et = rows["event_time"].astype("datetime64[us, UTC]").astype("int64").to_numpy()
+    key = rows["key"].to_numpy(object if spec.key_type == "string" else np.int64)
+    base = pd.DataFrame(
+        {"kg": rows["kg"].to_numpy(np.int32), "key": key, "x": rows["x"].to_numpy(np.float64), "et": et}
+    )
+    if spec.window is None:
+        base["ws"] = np.int64(0)
+    else:
+        base = _explode_windows(base, spec.window)
+    valid = base["x"].notna()
+    base["n"] = valid.astype(np.int64)
+    base["s"] = base["x"].where(valid, 0.0)
+    base["m"] = base["x"]
+    agg = {"n": "sum", "s": "sum", "m": "min" if spec.aggregate.fn == "min" else "max", "et": "max"}
+    return base.groupby(["kg", "key", "ws"], as_index=False, sort=False).agg(agg)[cols]
 
 
 @dataclass(frozen=True)
@@ -235,115 +308,81 @@ class _Task:
     watermark_us: int
     routing: tuple[int, ...]
     previous_batch: int | None
-    previous_routing: tuple[int, ...]
+    history: tuple[tuple[int, tuple[int, ...], int], ...]
 
     def __call__(self, batches):
         from pyspark import TaskContext
 
-        me = TaskContext.get().partitionId()
-        groups = {g for g, p in enumerate(self.routing) if p == me}
         # never empty: the driver adds one marker row per partition
-        rows = pa.Table.from_batches(list(batches)).to_pandas()
-        rows = rows[~rows["marker"].astype(bool)]
-        state = self._load(groups)
-        fresh = self._accumulate(rows)
-        merged = self._merge(state, fresh)
-        if self.spec.window is not None:
-            size_us = round(self.spec.window.size_s * US)
-            due = merged["ws"] + size_us <= self.watermark_us
-            emit, keep = merged[due], merged[~due]
+        yield self.run(TaskContext.get().partitionId(), pa.Table.from_batches(list(batches)))
+
+    def run(self, partition: int, rows: pa.Table, cache: StateCache | None = None) -> pa.RecordBatch:
+        """Partition ``partition``'s output for this batch; ``cache`` is this worker's (the process's by default)."""
+        cache = CACHE if cache is None else cache
+        spec = self.spec
+        log = cache.log(self.directory)
+        frame = rows.to_pandas()
+        if "marker" in frame:
+            frame = frame[~frame["marker"].astype(bool)]
+        fresh = accumulate(frame, spec)
+        groups = [g for g, p in enumerate(self.routing) if p == partition]
+        history = {b: Version(r, w) for b, r, w in self.history}
+        key_dtype = object if spec.key_type == "string" else np.int64
+        listing: list[dict[int, list[int]]] = []
+
+        def snapshots() -> dict[int, list[int]]:  # listed once per task, only if some group is rebuilt
+            if not listing:
+                listing.append(log.snapshots())
+            return listing[0]
+
+        read_before = cache.io.bytes_read
+        cache.last = {"cached": [], "caught_up": [], "rebuilt": []}
+        states = {
+            g: cache.acquire(log, g, self.previous_batch, history, spec.window_us, key_dtype, snapshots) for g in groups
+        }
+        bytes_read = cache.io.bytes_read - read_before
+        changed = fold(states, fresh, spec.aggregate.fn == "min")
+        key_type = spec.arrow_key_type
+        per_group = {g: rows_table(g, parts, key_type, slots) for g, parts, slots in changed}
+        changes = pa.concat_tables([per_group[g] for g in sorted(per_group)]) if per_group else None
+        if changes is None:
+            changes = state_schema(key_type).empty_table()
+        if spec.window is None:
+            emit = changes
         else:
-            emit = merged.merge(fresh[["kg", "key"]].drop_duplicates(), on=["kg", "key"])
-            keep = merged
-        self._save(me, keep)
-        yield self._output(emit)
-
-    # -- state rows: kg, key, ws (window start µs; 0 when unwindowed), n, s, m, et (newest event time µs)
-
-    def _load(self, groups: set[int]) -> pd.DataFrame:
-        parts = []
-        if self.previous_batch is not None:
-            owners = {self.previous_routing[g] for g in groups}
-            for p in sorted(owners):
-                t = pq.read_table(Path(self.directory) / f"v={self.previous_batch}" / f"part={p}.parquet")
-                df = t.to_pandas()
-                parts.append(df[df["kg"].isin(groups)])
-        return pd.concat(parts, ignore_index=True) if parts else _empty_state()
-
-    def _accumulate(self, rows: pd.DataFrame) -> pd.DataFrame:
-        if rows.empty:
-            return _empty_state()
-        et = rows["event_time"].astype("datetime64[us, UTC]").astype("int64").to_numpy()
-        base = pd.DataFrame(
-            {
-                "kg": rows["kg"].to_numpy(np.int32),
-                "key": rows["key"].to_numpy(np.int64),
-                "x": rows["x"].to_numpy(np.float64),
-                "et": et,
-            }
+            closed = [rows_table(g, states[g].close(self.watermark_us, spec.window_us), key_type) for g in groups]
+            emit = pa.concat_tables(closed) if closed else state_schema(key_type).empty_table()
+        meta = {"bytes_read": bytes_read, **{k: sorted(v) for k, v in cache.last.items()}}
+        token = log.write_changelog(
+            self.batch_id, partition, changes.replace_schema_metadata({"strata": json.dumps(meta)})
         )
-        if self.spec.window is None:
-            base["ws"] = np.int64(0)
-        else:
-            base = _explode_windows(base, self.spec.window)
-        valid = base["x"].notna()
-        base["n"] = valid.astype(np.int64)
-        fn = self.spec.aggregate.fn
-        base["s"] = base["x"].where(valid, 0.0)
-        base["m"] = base["x"]
-        agg = {"n": "sum", "s": "sum", "m": "min" if fn == "min" else "max", "et": "max"}
-        return base.groupby(["kg", "key", "ws"], as_index=False).agg(agg)
+        for g, state in states.items():
+            state.version, state.token = self.batch_id, token
+            state.log_rows += per_group[g].num_rows if g in per_group else 0
+            state.log_versions += 1
+            if snapshot_due(state, spec.snapshot_factor, spec.max_log_versions):
+                log.write_snapshot(g, self.batch_id, state.to_arrow(key_type))
+                state.base_rows, state.log_rows, state.log_versions = state.rows, 0, 0
+        return self._output(emit)
 
-    def _merge(self, state: pd.DataFrame, fresh: pd.DataFrame) -> pd.DataFrame:
-        both = pd.concat([state, fresh], ignore_index=True)
-        if both.empty:
-            return _empty_state()
+    def _output(self, emit: pa.Table) -> pa.RecordBatch:
         fn = self.spec.aggregate.fn
-        agg = {"n": "sum", "s": "sum", "m": "min" if fn == "min" else "max", "et": "max"}
-        return both.groupby(["kg", "key", "ws"], as_index=False).agg(agg)
-
-    def _save(self, me: int, keep: pd.DataFrame) -> None:
-        out = Path(self.directory) / f"v={self.batch_id}"
-        out.mkdir(parents=True, exist_ok=True)
-        final = out / f"part={me}.parquet"
-        tmp = out / f".part={me}.{os.getpid()}.tmp"
-        pq.write_table(pa.Table.from_pandas(keep.astype(_STATE_TYPES), preserve_index=False), tmp)
-        os.replace(tmp, final)
-
-    def _output(self, emit: pd.DataFrame) -> pa.RecordBatch:
-        fn = self.spec.aggregate.fn
-        n, s, m = emit["n"].to_numpy(np.int64), emit["s"].to_numpy(np.float64), emit["m"].to_numpy(np.float64)
+        n = emit.column("n").to_numpy()
+        s = emit.column("s").to_numpy()
+        m = emit.column("m").to_numpy()
         with np.errstate(invalid="ignore", divide="ignore"):
             value = {"count": n, "sum": s, "avg": s / n, "min": m, "max": m}[fn]
         ts = pa.timestamp("us", tz="UTC")
-        cols: dict[str, pa.Array] = {}
+        cols: list[pa.Array] = []
         if self.spec.window is not None:
-            ws = emit["ws"].to_numpy(np.int64)
-            end = ws + round(self.spec.window.size_s * US)
-            cols["window_start"] = pa.array(ws, type=ts)
-            cols["window_end"] = pa.array(end, type=ts)
+            ws = emit.column("ws").to_numpy()
+            end = ws + self.spec.window_us
+            cols += [pa.array(ws, type=ts), pa.array(end, type=ts)]
             event_time = end
         else:
-            event_time = emit["et"].to_numpy(np.int64)
-        cols["key"] = pa.array(emit["key"].to_numpy(np.int64))
-        cols[self.spec.out_column] = pa.array(value)
-        cols["event_time"] = pa.array(event_time, type=ts)
-        return pa.RecordBatch.from_arrays(list(cols.values()), schema=self.spec.output_schema())
-
-
-_STATE_TYPES = {
-    "kg": "int32",
-    "key": "int64",
-    "ws": "int64",
-    "n": "int64",
-    "s": "float64",
-    "m": "float64",
-    "et": "int64",
-}
-
-
-def _empty_state() -> pd.DataFrame:
-    return pd.DataFrame({c: pd.Series(dtype=t) for c, t in _STATE_TYPES.items()})
+            event_time = emit.column("et").to_numpy()
+        cols += [emit.column("key").combine_chunks(), pa.array(value), pa.array(event_time, type=ts)]
+        return pa.RecordBatch.from_arrays(cols, schema=self.spec.output_schema())
 
 
 def _explode_windows(base: pd.DataFrame, window: WindowSpec) -> pd.DataFrame:

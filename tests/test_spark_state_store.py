@@ -1,0 +1,272 @@
+"""The movable keyed store (strata.spark.state): the executor's fold run without Spark, then once through Spark.
+
+The no-Spark tests drive the store's own driver (``plan``/``commit``) and
+executor (``_Task.run``) with key groups ``kg = key mod G`` and a
+:class:`StateCache` per simulated Python worker, so worker reuse, crashes
+between the task and the manifest, moves and garbage collection are all
+exercised against answers computed with pandas.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from strata.model import AggregateSpec, WindowSpec
+from strata.spark.state import KeyedSpec, KeyedStateStore, accumulate
+from strata.spark.state_log import StateLog
+from strata.spark.state_table import StateCache
+
+CACHE_A, CACHE_B = StateCache(), StateCache()
+FOOTER_READ = 64 * 1024  # pyarrow's speculative read of a Parquet file's tail, footer included
+G, P = 8, 2
+EPOCH_US = 1_700_000_000 * 1_000_000
+
+
+def make_batch(rng: np.random.Generator, b: int, rows: int, keys: int, groups: int = G) -> pd.DataFrame:
+    key = rng.integers(0, keys, rows)
+    et = EPOCH_US + b * 1_000_000 + rng.integers(0, 1_000_000, rows)
+    return pd.DataFrame(
+        {
+            "kg": (key % groups).astype(np.int32),
+            "key": key.astype(np.int64),
+            "event_time": pd.to_datetime(et, unit="us", utc=True),
+            "x": rng.random(rows),
+        }
+    )
+
+
+def micros(times: pd.Series) -> np.ndarray:
+    return times.astype("datetime64[us, UTC]").astype("int64").to_numpy()
+
+
+def run_batch(store: KeyedStateStore, b: int, frame: pd.DataFrame, workers: dict[int, StateCache], commit=True):
+    """One micro-batch: plan, every partition's task on its worker's cache, commit; output rows per partition."""
+    group_rows = frame.groupby("kg").size().to_dict()
+    newest = int(micros(frame["event_time"]).max()) if len(frame) else None
+    plan = store.plan(b, group_rows, newest)
+    task = store.task(plan)
+    out = {}
+    for p in range(store.spec.partitions):
+        mine = frame[np.asarray(plan.routing)[frame["kg"].to_numpy()] == p]
+        out[p] = task.run(p, pa.Table.from_pandas(mine, preserve_index=False), cache=workers[p]).to_pandas()
+    if commit:
+        store.commit(plan)
+    return out, plan
+
+
+def emitted(out: dict[int, pd.DataFrame]) -> pd.DataFrame:
+    return pd.concat(out.values(), ignore_index=True).sort_values("key").reset_index(drop=True)
+
+
+def test_accumulate_folds_a_batch_into_partials_per_key():
+    spec = KeyedSpec(AggregateSpec(fn="min"), None, G, P)
+    rows = pd.DataFrame(
+        {
+            "kg": np.array([1, 1, 2, 1], np.int32),
+            "key": [9, 9, 10, 17],
+            "event_time": pd.to_datetime([5, 7, 1, 2], unit="us", utc=True),
+            "x": [3.0, np.nan, 2.0, -1.0],
+        }
+    )
+    out = accumulate(rows, spec).sort_values("key").reset_index(drop=True)
+    assert list(out["key"]) == [9, 10, 17]
+    assert list(out["n"]) == [1, 1, 1]  # the null value is not counted
+    assert list(out["m"]) == [3.0, 2.0, -1.0] and list(out["et"]) == [7, 1, 2]
+    assert list(out["ws"]) == [0, 0, 0]
+
+
+def test_counts_survive_reroutes_and_worker_swaps(tmp_path):
+    """Every batch's output is the running count of the keys it touched, whichever worker runs which partition."""
+    rng = np.random.default_rng(1)
+    store = KeyedStateStore(KeyedSpec(AggregateSpec(), None, G, P), tmp_path)
+    a, b = StateCache(), StateCache()
+    seen = pd.Series(dtype=np.int64)
+    for batch in range(8):
+        frame = make_batch(rng, batch, 3000, 2000)
+        if batch == 3:
+            store.route([0] * G)  # every group on partition 0
+        elif batch == 5:
+            store.route([(g + 1) % P for g in range(G)])
+        workers = {0: a, 1: b} if batch % 3 else {0: b, 1: a}  # Python workers are reused in any order
+        out, _ = run_batch(store, batch, frame, workers)
+        seen = seen.add(frame.groupby("key").size(), fill_value=0)
+        got = emitted(out)
+        assert sorted(got["key"]) == sorted(frame["key"].unique())
+        np.testing.assert_array_equal(got["count"], seen.loc[got["key"]].to_numpy())
+
+
+def test_sliding_window_max_matches_pandas_with_a_cold_worker(tmp_path):
+    rng = np.random.default_rng(2)
+    window = WindowSpec(size_s=2, slide_s=1, watermark_s=1)
+    store = KeyedStateStore(KeyedSpec(AggregateSpec(fn="max"), window, G, P), tmp_path)
+    frames, outs = [], []
+    for batch in range(6):
+        frames.append(make_batch(rng, batch, 2000, 300))
+        workers = {0: StateCache(), 1: StateCache()} if batch == 4 else {0: CACHE_A, 1: CACHE_B}
+        out, plan = run_batch(store, batch, frames[-1], workers)
+        outs.append(emitted(out))
+    got = pd.concat(outs)
+    assert not got.duplicated(["window_start", "key"]).any()
+    every = pd.concat(frames)
+    et = micros(every["event_time"])
+    parts = []
+    for j in range(2):
+        ws = et - et % 1_000_000 - j * 1_000_000
+        parts.append(pd.DataFrame({"ws": ws, "key": every["key"].to_numpy(), "x": every["x"].to_numpy()}))
+    ref = pd.concat(parts).groupby(["ws", "key"])["x"].max().reset_index()
+    ref = ref[ref["ws"] + 2_000_000 <= plan.watermark_us].sort_values(["ws", "key"]).reset_index(drop=True)
+    got = got.assign(ws=micros(got["window_start"])).sort_values(["ws", "key"]).reset_index(drop=True)
+    assert len(ref) > 500
+    np.testing.assert_array_equal(got["ws"], ref["ws"])
+    np.testing.assert_array_equal(got["key"], ref["key"])
+    np.testing.assert_array_equal(got["max"], ref["x"])
+
+
+def _tables(out: dict[int, pd.DataFrame]) -> pd.DataFrame:
+    return emitted(out)[["key", "count", "event_time"]]
+
+
+def _state(directory: Path, batch: int) -> pd.DataFrame:
+    """The committed state at ``batch`` as a cold worker rebuilds it from files: every key group's rows."""
+    store = KeyedStateStore(KeyedSpec(AggregateSpec(), None, G, P), directory)
+    plan = store.plan(batch + 1, {}, None)
+    task = store.task(plan)
+    cache = StateCache()
+    for p in range(P):
+        task.run(p, pa.Table.from_pandas(make_batch(np.random.default_rng(0), 0, 0, 1)[:0]), cache=cache)
+    groups = cache.stores[str(directory)]
+    frames = [
+        pd.DataFrame({"key": t.keys[: t.size], "n": t.n[: t.size]}) for s in groups.values() for t in s.windows.values()
+    ]
+    return pd.concat(frames).sort_values("key").reset_index(drop=True)
+
+
+@pytest.mark.parametrize("crash", ["before_manifest", "after_manifest"])
+def test_replay_after_a_crash_gives_identical_state_and_output(tmp_path, crash):
+    """A batch replayed after dying before or after its manifest: same output, same state, whatever the caches hold."""
+    frames = [make_batch(np.random.default_rng(b), b, 4000, 3000) for b in range(6)]
+    ref_store = KeyedStateStore(KeyedSpec(AggregateSpec(), None, G, P), tmp_path / "ref")
+    ref_workers = {0: StateCache(), 1: StateCache()}
+    ref = [_tables(run_batch(ref_store, b, frames[b], ref_workers)[0]) for b in range(6)]
+
+    store = KeyedStateStore(KeyedSpec(AggregateSpec(), None, G, P), tmp_path / "crash")
+    workers = {0: StateCache(), 1: StateCache()}
+    for b in range(3):
+        run_batch(store, b, frames[b], workers)
+    # batch 3's tasks ran (changelogs written, caches advanced to 3) and then the query died
+    run_batch(store, 3, frames[3], workers, commit=crash == "after_manifest")
+    # the restarted query replays batch 3 under another routing table, with the workers swapped
+    store = KeyedStateStore(KeyedSpec(AggregateSpec(), None, G, P), tmp_path / "crash")
+    store.route([(g + 1) % P for g in range(G)])
+    swapped = {0: workers[1], 1: workers[0]}
+    for b in range(3, 6):
+        out, _ = run_batch(store, b, frames[b], swapped)
+        pd.testing.assert_frame_equal(_tables(out), ref[b])
+    pd.testing.assert_frame_equal(_state(tmp_path / "crash", 5), _state(tmp_path / "ref", 5))
+
+
+def _others_bytes(path: Path, group: int) -> int:
+    """Compressed bytes of a changelog's row groups of other key groups (a reader of ``group`` skips them)."""
+    md = pq.read_metadata(path)
+    kg = md.schema.to_arrow_schema().get_field_index("kg")
+    total = 0
+    for i in range(md.num_row_groups):
+        rg = md.row_group(i)
+        if rg.num_rows and rg.column(kg).statistics.min != group:
+            total += sum(rg.column(c).total_compressed_size for c in range(rg.num_columns))
+    return total
+
+
+def test_a_move_reads_only_the_moved_groups_bytes(tmp_path):
+    """Moving key group 3 to partition 1: the new owner reads group 3's snapshot and row groups, nothing else."""
+    store = KeyedStateStore(KeyedSpec(AggregateSpec(), None, G, P), tmp_path)
+    workers = {0: StateCache(), 1: StateCache()}
+    rng = np.random.default_rng(3)
+    for b in range(6):
+        run_batch(store, b, make_batch(rng, b, 20_000, 40_000), workers)
+    moved = 3
+    assert store.routing[moved] == 1 % P or store.routing[moved] == moved % P
+    table = list(store.routing)
+    table[moved] = 1 - table[moved]
+    store.route(table)
+    new_owner = workers[table[moved]]
+    new_owner.io.clear()
+    run_batch(store, 6, make_batch(rng, 6, 20_000, 40_000), workers)
+    log = StateLog(tmp_path)
+    meta = json.loads(pq.read_schema(log.changelog(6, table[moved])).metadata[b"strata"])
+    assert meta["rebuilt"] == [moved] and meta["bytes_read"] > 0
+    assert not workers[1 - table[moved]].last["rebuilt"]  # the old owner's groups stayed in its memory
+    reads = new_owner.io.read
+    snaps = [f for f in reads if "/snap/" in f]
+    assert snaps and all(Path(f).name.startswith(f"{moved}.") for f in snaps)
+    for f, n in reads.items():
+        if "/snap/" not in f:  # a changelog: its footer (pyarrow reads the last 64 KiB at once) and group 3's rows
+            size = Path(f).stat().st_size
+            assert n <= size - _others_bytes(Path(f), moved) + min(FOOTER_READ, size), f
+    whole = sum(f.stat().st_size for f in (tmp_path / "snap").iterdir())
+    assert meta["bytes_read"] < whole / 3  # one group of 8, plus footers
+
+
+def test_garbage_collection_keeps_exactly_what_a_replay_needs(tmp_path):
+    spec = KeyedSpec(AggregateSpec(), None, G, P, snapshot_factor=0.5, max_log_versions=4)
+    store = KeyedStateStore(spec, tmp_path)
+    workers = {0: StateCache(), 1: StateCache()}
+    rng = np.random.default_rng(4)
+    frames = [make_batch(rng, b, 3000, 5000) for b in range(14)]
+    outs = [run_batch(store, b, frames[b], workers)[0] for b in range(14)]
+    log = StateLog(tmp_path)
+    snaps = log.snapshots()
+    bases = {g: max(s for s in snaps[g] if s <= 12) for g in range(G)}
+    assert all(min(snaps[g]) == bases[g] for g in range(G))  # nothing older than the replay's base
+    keep = min(bases.values())
+    assert keep > 0 and log.manifests() == list(range(keep, 14))
+    assert sorted(int(d.name[2:]) for d in tmp_path.glob("v=*")) == list(range(keep, 14))
+    # what is left suffices: a replay of the last batch on cold workers gives the same output
+    store = KeyedStateStore(spec, tmp_path)
+    out, _ = run_batch(store, 13, frames[13], {0: StateCache(), 1: StateCache()})
+    pd.testing.assert_frame_equal(_tables(out), _tables(outs[13]))
+
+
+@pytest.mark.spark
+def test_through_spark_with_user_columns_and_a_move(spark, tmp_path):
+    """prepare/commit on a user's frame (string keys ``user``, values ``amount``, times ``ts``), 50k keys, a move."""
+    from pyspark.sql import functions as F
+
+    spec = KeyedSpec(
+        AggregateSpec(fn="sum"), None, 16, 2, key="user", value="amount", event_time="ts", key_type="string"
+    )
+    store = KeyedStateStore(spec, tmp_path / "state")
+    rng = np.random.default_rng(5)
+    frames, outs, plans = [], [], []
+    for b in range(3):
+        n = 60_000
+        frame = pd.DataFrame(
+            {
+                "user": [f"u{k}" for k in rng.integers(0, 50_000, n)],
+                "amount": rng.integers(0, 100, n).astype(float),
+                "ts": pd.to_datetime(EPOCH_US + b * 1_000_000 + rng.integers(0, 1_000_000, n), unit="us", utc=True),
+            }
+        )
+        frames.append(frame)
+        df = spark.createDataFrame(frame).withColumn("ts", F.col("ts").cast("timestamp"))
+        out, plan = store.prepare(df, b)
+        outs.append(out.toPandas())
+        plans.append(plan)
+        store.commit(plan)
+        if b == 1:
+            store.route([1 - p for p in store.routing])  # every key group moves
+    assert plans[2].routing == tuple(1 - p for p in plans[1].routing)
+    assert sum(plans[2].partition_rows) == len(frames[2])
+    final = pd.concat(outs).groupby("user")["sum"].last()  # each batch's value is the running sum
+    ref = pd.concat(frames).groupby("user")["amount"].sum()
+    touched_last = set(frames[2]["user"])
+    assert set(outs[2]["user"]) == touched_last
+    np.testing.assert_array_equal(outs[2].set_index("user")["sum"].sort_index(), ref.loc[sorted(touched_last)])
+    assert final.index.isin(ref.index).all() and len(final) == len(ref)
