@@ -4,7 +4,8 @@ lsd-shaped scenarios (``strata.generators.lsd``) at two sizes (10 nodes / 10
 jobs / 100 PEs and 30 / 30 / 200), seeds 1–3, each at lsd's default demand
 (160 cores of work: more than the cluster, so SODA admits less than the
 sources offer) and at a light demand (half the cluster's cores). Each is
-planned (``strata.plan.plan``) and run for ``--duration`` simulated seconds
+planned (``strata.plan.plan`` with ``Options(batch=--batch)``: the engine's
+records per message set how many distinct keys a window sees) and run for ``--duration`` simulated seconds
 at ``--batch`` records per message on the plan's placement with the plan's
 traffic model (``Simulation(routing="local")``, what ``strata simulate --plan``
 runs), in two ways:
@@ -19,7 +20,10 @@ Reported per run: planned and realised stream affinity and their ratio;
 ``model@realised`` = the shared traffic model's affinity on the realised
 stream bytes (separates what routing keeps local from how the rates moved);
 planned importance and realised importance (importance of each PE's mean
-output rate after the first quarter of the run) and their ratio; the largest
+output rate from ``--warm`` s to the end: a span of whole 10 s window slides,
+so that every window PE fires the same number of times in it as it would per
+10 s on average; a shorter or misaligned span measures a window's bursty output
+at a different rate) and their ratio; the largest
 node demand over the node's cores (> 1: the run overloads a node; ``open``:
 the cpu to process every record offered at the sources' full rates, ``shares``:
 the planned cpu) and the realised utilisation of the busiest node.
@@ -70,7 +74,21 @@ def offered_demand(scenario: Scenario, p: Plan, source_rates: dict[str, float]) 
     return max((v / cores[n] for n, v in load.items()), default=0.0)
 
 
-def run_one(scenario: Scenario, p: Plan, shares: bool, duration: float, batch: int, seed: int) -> dict[str, Any]:
+def window_slides(scenario: Scenario) -> set[float]:
+    """Every window aggregate's slide: a window PE emits once per slide, so its mean rate is only its rate over
+    a span holding whole slides (its firings away from the span's ends)."""
+    return {
+        op.window.slide_s or op.window.size_s
+        for j in scenario.jobs
+        for t in j.templates
+        for op in t.operators
+        if op.window is not None
+    }
+
+
+def run_one(
+    scenario: Scenario, p: Plan, shares: bool, duration: float, batch: int, seed: int, warm: float
+) -> dict[str, Any]:
     graph = joined_graph(scenario, p.templates)
     planned_rates = propagate(graph, p.cpu())
     sources = [pe for pe in graph if graph.nodes[pe]["op"].kind is OperatorKind.SOURCE]
@@ -90,7 +108,6 @@ def run_one(scenario: Scenario, p: Plan, shares: bool, duration: float, batch: i
     sim.run(duration)
     wall = time.perf_counter() - t
     summary = sim.metrics.summary()
-    warm = duration / 4
     rates = sim.metrics.mean_rates(warm)
     realised_bytes = [(u, v, rates[u] * d["stream"].bytes_per_record) for u, v, d in graph.edges(data=True)]
     keyed = {pe: graph.nodes[pe]["op"].key_groups for pe in graph if graph.nodes[pe]["op"].keyed}
@@ -123,7 +140,8 @@ def run_one(scenario: Scenario, p: Plan, shares: bool, duration: float, batch: i
 @app.command()
 def main(
     seeds: int = 3,
-    duration: float = 20.0,
+    duration: float = 45.0,
+    warm: float = 5.0,
     batch: int = 16,
     budget: float = 5.0,
     light: float = 0.5,
@@ -139,10 +157,13 @@ def main(
                     kwargs["demand_cores"] = light * nodes * 4
                 scenario = Scenario.model_validate(lsd(**kwargs))
                 t = time.perf_counter()
-                p = plan(scenario, options=Options(budget_s=budget))
+                slides = window_slides(scenario)
+                if any(abs((duration - warm) / s - round((duration - warm) / s)) > 1e-9 for s in slides):
+                    console.print(f"[yellow]warning: {duration - warm:g} s measured is not a multiple of every slide")
+                p = plan(scenario, options=Options(budget_s=budget, batch=batch))
                 plan_s = time.perf_counter() - t
                 for shares in (False, True):
-                    r = run_one(scenario, p, shares, duration, batch, seed)
+                    r = run_one(scenario, p, shares, duration, batch, seed, warm)
                     row = {"nodes": nodes, "jobs": jobs, "pes": pes, "demand": demand_name, "seed": seed}
                     rows.append(row | {"plan_s": plan_s, "admitted": len(p.admitted)} | r)
                     console.print(
@@ -151,7 +172,9 @@ def main(
                         f"importance {r['importance_ratio']:.3f}, demand {r['node_demand_max']:.2f}",
                         highlight=False,
                     )
-    table = Table(title=f"plan fidelity: {duration:g} simulated s, batch {batch}, routing=local")
+    table = Table(
+        title=f"plan fidelity: {duration:g} simulated s (rates from {warm:g} s), batch {batch}, routing=local"
+    )
     cols = [
         "nodes/jobs/PEs", "demand", "seed", "run", "affinity plan", "realised", "ratio", "model@realised",
         "importance plan", "realised", "ratio", "node demand max", "util max",
@@ -188,7 +211,8 @@ def main(
         }
     console.print(targets)
     doc = {
-        "command": f"benchmarks/bench_plan_fidelity.py --seeds {seeds} --duration {duration:g} --batch {batch} "
+        "command": f"benchmarks/bench_plan_fidelity.py --seeds {seeds} --duration {duration:g} --warm {warm:g} "
+        f"--batch {batch} "
         f"--budget {budget:g} --light {light:g}",
         "targets": targets,
         "rows": rows,

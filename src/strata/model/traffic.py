@@ -25,6 +25,15 @@ up to one key group).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from functools import cache
+
+import networkx as nx
+import numpy as np
+
+from strata.model.importance import joined_graph
+from strata.model.job import Operator, OperatorKind, Template
+from strata.model.scenario import Scenario, pe_id, resolve
 
 ROUTE_SLOTS = 1000  # length of the simulator's weighted round-robin table per sender instance and stream
 
@@ -113,3 +122,185 @@ def shares(assignment: Mapping[str, Mapping[str, float]], key_groups: Mapping[st
         g = key_groups.get(pe)
         out[pe] = key_group_shares(g, f) if g else f
     return out
+
+
+# ------------------------------------------------------------------ record rates: what a window aggregate emits
+#
+# SODA's rate model (§3, "selectivity") has every PE emit selectivity × its processed input. The engines
+# execute a window aggregate differently: a window ``[s, s + size)`` fires once per slide and emits one
+# record per key present in it, whatever the operator's selectivity says (strata.sim.semantics; Spark's
+# groupBy(window, key) alike). So its output rate is E[distinct keys in one window] / slide, which depends on
+# the keys and the window, and grows concavely with the input. The functions below compute that rate from
+# the sources' key distributions, so that the plan projects what the engines emit.
+
+
+@dataclass(frozen=True)
+class Origin:
+    """Where a PE's messages come from: a source (a Poisson stream of ``rate`` messages/s, key law ``keys``) or
+    a window aggregate (every ``period`` s a set of distinct keys, key k present with probability ``keys[k]``)."""
+
+    rate: float
+    keys: np.ndarray
+    period: float | None = None  # None: a source
+
+    def absence(self, reach: float) -> np.ndarray:
+        """Per key, −ln P(absent from one second of this origin's messages that arrive with probability ``reach``)."""
+        if self.period is None:  # Poisson messages thinned by ``reach``: absence rate m·reach·p_k
+            return self.rate * reach * self.keys
+        return -np.log1p(-np.minimum(reach * self.keys, 1.0 - 1e-15)) / self.period
+
+
+@dataclass(frozen=True)
+class KeyedFlow:
+    """What a PE emits: records/s and, per origin, the probability that one of its messages reaches the PE
+    (at least once) and the records such a message carries."""
+
+    records: float
+    reach: Mapping[str, tuple[float, float]]  # origin → (probability, records per message)
+
+
+@cache
+def zipf_probabilities(count: int, s: float) -> np.ndarray:
+    """P(key k) for keys 0..count-1 under Zipf(s) (the sources' key law, strata.model.inputs.zipf_cdf)."""
+    w = 1.0 / np.arange(1, count + 1, dtype=np.float64) ** s
+    p = w / w.sum()
+    p.flags.writeable = False
+    return p
+
+
+def presence(origins: Mapping[str, Origin], reach: Mapping[str, tuple[float, float]], seconds: float) -> np.ndarray:
+    """Per key, the probability that a message of it arrives within ``seconds`` (arrivals of distinct origins
+    independent): 1 − exp(−seconds · Σ_o absence_o)."""
+    rates = [origins[o].absence(r) for o, (r, _) in reach.items() if r > 0]
+    if not rates:
+        return np.zeros(0)
+    total = np.zeros(max(len(a) for a in rates))
+    for a in rates:
+        total[: len(a)] += a
+    return -np.expm1(-seconds * total)
+
+
+def emitted(
+    name: str, op: Operator, inputs: Sequence[KeyedFlow], origins: dict[str, Origin], batch: int = 1
+) -> KeyedFlow:
+    """What PE ``name`` (operator ``op``) emits at unlimited cpu, given what reaches it; registers new origins.
+
+    - a source emits its rate in messages of ``batch`` records of one key (the simulator's batch; 1 for a
+      record-at-a-time engine), keys Zipf-distributed (hot-key drift ignored: it rotates which keys are hot,
+      not how many there are, except in a window spanning a rotation);
+    - a filter/map/join/keyed-state PE emits selectivity × its records; a message of n records becomes one of
+      ⌊n·selectivity + u⌋ records, u a hash of (record id, PE) (strata.sim.semantics.outputs), so it goes on
+      with probability min(1, n·selectivity) carrying max(1, n·selectivity) records; keys pass through;
+    - a fan-in receives a message if any path delivers it (paths' decisions taken as independent: exact when
+      they are certain, as with batches of several records);
+    - a window aggregate emits, per slide, one record per distinct key in one window: E[distinct] =
+      Σ_k P(key k arrives within ``size``) (:func:`presence`); it is the origin of those keys downstream.
+    """
+    if op.kind is OperatorKind.SOURCE:
+        k = op.source.keys
+        b = max(1, batch)
+        origins[name] = Origin(op.source.rate / b, zipf_probabilities(k.count, k.zipf_s))
+        return KeyedFlow(op.source.rate, {name: (1.0, float(b))})
+    records = sum(f.records for f in inputs)
+    miss: dict[str, float] = {}
+    runs: dict[str, list[float]] = {}
+    for f in inputs:
+        for o, (r, n) in f.reach.items():
+            miss[o] = miss.get(o, 1.0) * (1.0 - r)
+            runs.setdefault(o, []).append(n)
+    reach = {o: (1.0 - m, sum(runs[o]) / len(runs[o])) for o, m in miss.items()}
+    if op.kind is OperatorKind.SINK or records <= 0:
+        return KeyedFlow(0.0, reach)
+    if op.kind is OperatorKind.WINDOW_AGGREGATE and op.window is not None:
+        size, slide = op.window.size_s, op.window.slide_s or op.window.size_s
+        q = presence(origins, reach, size)
+        out = float(q.sum()) / slide
+        origins[name] = Origin(out, q, slide)
+        return KeyedFlow(out, {name: (1.0, 1.0)})
+    sel = op.selectivity
+    return KeyedFlow(records * sel, {o: (r * min(1.0, n * sel), max(1.0, n * sel)) for o, (r, n) in reach.items()})
+
+
+def flows(
+    graph: nx.DiGraph,
+    batch: int = 1,
+    fixed: Mapping[str, KeyedFlow] | None = None,
+    origins: dict[str, Origin] | None = None,
+) -> dict[str, KeyedFlow]:
+    """Every PE's :func:`emitted` flow at unlimited cpu, in topological order; ``fixed`` PEs are given (their
+    origins in ``origins``, which collects the new ones)."""
+    fixed = fixed or {}
+    origins = {} if origins is None else origins
+    out: dict[str, KeyedFlow] = {}
+    for pe in nx.topological_sort(graph):
+        if pe in fixed:
+            out[pe] = fixed[pe]
+            continue
+        op = graph.nodes[pe].get("op")
+        if op is None:  # a producer outside the graph's jobs: nothing arrives from it
+            out[pe] = KeyedFlow(0.0, {})
+            continue
+        out[pe] = emitted(pe, op, [out[u] for u in graph.predecessors(pe)], origins, batch)
+    return out
+
+
+def window_selectivity(
+    pe: str, op: Operator, inputs: Sequence[KeyedFlow], origins: dict[str, Origin], batch: int = 1
+) -> float:
+    """The records window aggregate ``pe`` emits per record offered to it (its selectivity as the engines run it)."""
+    offered = sum(f.records for f in inputs)
+    if offered <= 0:
+        return op.selectivity
+    return emitted(pe, op, inputs, dict(origins), batch).records / offered
+
+
+def as_emitted(scenario: Scenario, batch: int = 1) -> Scenario:
+    """``scenario`` with each window aggregate's selectivity set to what the engines emit at the offered rates.
+
+    SODA's planner (macroQ's curves, the exact and template-choice MILPs, the projected importance) is linear in
+    selectivity (SODA §3's rate model); this linearises the window's concave output (:func:`emitted`) at the
+    rate offered to it with unlimited cpu, so the projection is what the engine emits wherever the window
+    receives its offered input and an underestimate where a PE upstream of it is short of cpu. Inputs from
+    other jobs' streams are taken at those jobs' first templates. ``batch`` is the engine's records per source
+    message (the simulator's ``batch``; 1 for Spark). Without window aggregates the scenario is returned as is.
+    """
+    windows = [
+        (job, tpl)
+        for job in scenario.jobs
+        for tpl in job.templates
+        if any(op.kind is OperatorKind.WINDOW_AGGREGATE for op in tpl.operators)
+    ]
+    if not windows:
+        return scenario
+    joined = joined_graph(scenario)
+    # Only what reaches a window matters: the flows of its ancestors.
+    marks = [pe for pe in joined if joined.nodes[pe]["op"].kind is OperatorKind.WINDOW_AGGREGATE]
+    need = set(marks).union(*(nx.ancestors(joined, w) for w in marks))
+    base_origins: dict[str, Origin] = {}
+    base = flows(joined.subgraph(need), batch, origins=base_origins)
+    replaced: dict[tuple[str, str], Template] = {}
+    for job, tpl in windows:
+        graph = nx.DiGraph()
+        for op in tpl.operators:
+            graph.add_node(pe_id(job.id, op.name), op=op)
+        external: dict[str, KeyedFlow] = {}
+        for st in tpl.streams:
+            src = resolve(job.id, st.src)
+            if src not in graph:
+                external[src] = base.get(src, KeyedFlow(0.0, {}))
+            graph.add_edge(src, pe_id(job.id, st.dst))
+        origins = dict(base_origins)
+        got = flows(graph, batch, external, origins)
+        ops = []
+        for op in tpl.operators:
+            if op.kind is OperatorKind.WINDOW_AGGREGATE:
+                pe = pe_id(job.id, op.name)
+                sel = window_selectivity(pe, op, [got[u] for u in graph.predecessors(pe)], origins, batch)
+                op = op.model_copy(update={"selectivity": sel})
+            ops.append(op)
+        replaced[(job.id, tpl.name)] = Template(name=tpl.name, operators=ops, streams=tpl.streams)
+    jobs = [
+        job.model_copy(update={"templates": [replaced.get((job.id, t.name), t) for t in job.templates]})
+        for job in scenario.jobs
+    ]
+    return Scenario(name=scenario.name, description=scenario.description, cluster=scenario.cluster, jobs=jobs)

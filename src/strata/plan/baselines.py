@@ -8,6 +8,10 @@
   nominal demand scaled down to the cluster; PEs in topological order go to
   their heaviest upstream's node when it has room, else to the node with most
   room (split over several when one is not enough).
+
+Each scores its plan with :func:`strata.plan.epoch.finish` under the traffic
+model of an engine sending ``batch`` records per source message (window
+aggregates emit one result per key per window: :mod:`strata.model.traffic`).
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import networkx as nx
 import numpy as np
 
 from strata.model import Scenario, joined_graph, offered_rates, propagate, topological_order
+from strata.model.traffic import as_emitted
 from strata.plan.epoch import finish
 from strata.plan.plan import Phase, Plan
 from strata.plan.quality import Weights
@@ -46,16 +51,20 @@ def _equal_split(scenario: Scenario, graph: nx.DiGraph, node_of: dict[str, str])
     return {pe: {n: min(graph.nodes[pe]["op"].cpu_max, cores[n] / count[n])} for pe, n in node_of.items()}
 
 
-def _admit_all(scenario: Scenario, name: str, node_of: dict[str, str], graph: nx.DiGraph, weights: Weights) -> Plan:
+def _admit_all(
+    scenario: Scenario, name: str, node_of: dict[str, str], graph: nx.DiGraph, weights: Weights, batch: int
+) -> Plan:
     templates = {j.id: j.templates[0].name for j in scenario.jobs}
     assignment = _equal_split(scenario, graph, node_of)
     goals = {pe: sum(p.values()) for pe, p in assignment.items()}
     cands = {pe: [n] for pe, n in node_of.items()}
     phase = Phase(name, 0.0, 0.0, "feasible", "admit all, equal split of each node's cores")
-    return finish(scenario, name, sorted(templates), {}, templates, goals, cands, assignment, [phase], weights)
+    return finish(
+        scenario, name, sorted(templates), {}, templates, goals, cands, assignment, [phase], weights, batch=batch
+    )
 
 
-def rand(scenario: Scenario, seed: int = 0, weights: Weights | None = None) -> Plan:
+def rand(scenario: Scenario, seed: int = 0, weights: Weights | None = None, batch: int = 1) -> Plan:
     graph = joined_graph(scenario)
     rng = np.random.default_rng(seed)
     eligible = _eligibility(scenario, graph)
@@ -63,10 +72,10 @@ def rand(scenario: Scenario, seed: int = 0, weights: Weights | None = None) -> P
     for pe in sorted(graph.nodes):
         options = eligible(pe)
         node_of[pe] = options[int(rng.integers(len(options)))]
-    return _admit_all(scenario, "RAND", node_of, graph, weights or Weights())
+    return _admit_all(scenario, "RAND", node_of, graph, weights or Weights(), batch)
 
 
-def rr(scenario: Scenario, weights: Weights | None = None) -> Plan:
+def rr(scenario: Scenario, weights: Weights | None = None, batch: int = 1) -> Plan:
     graph = joined_graph(scenario)
     count = {n.name: 0 for n in scenario.cluster.all_nodes}
     order = {n.name: i for i, n in enumerate(scenario.cluster.all_nodes)}
@@ -76,10 +85,10 @@ def rr(scenario: Scenario, weights: Weights | None = None) -> Plan:
         n = min(eligible(pe), key=lambda m: (count[m], order[m]))
         node_of[pe] = n
         count[n] += 1
-    return _admit_all(scenario, "RR", node_of, graph, weights or Weights())
+    return _admit_all(scenario, "RR", node_of, graph, weights or Weights(), batch)
 
 
-def greedy(scenario: Scenario, weights: Weights | None = None) -> Plan:
+def greedy(scenario: Scenario, weights: Weights | None = None, batch: int = 1) -> Plan:
     cap = scenario.cluster.total_cores
     jobs = sorted(scenario.jobs, key=lambda j: (not j.required, j.rank, j.id))
     templates, used, rejected = {}, 0.0, {}
@@ -90,7 +99,7 @@ def greedy(scenario: Scenario, weights: Weights | None = None) -> Plan:
             used += tpl.cpu_min
         else:
             rejected[job.id] = "greedy admission: Σ cpu_min would exceed the cluster (or a better job was out)"
-    graph = joined_graph(scenario, templates)
+    graph = joined_graph(as_emitted(scenario, batch), templates)
     rates = propagate(graph)
     demand = {}
     for pe, offered in offered_rates(graph, rates).items():
@@ -122,5 +131,15 @@ def greedy(scenario: Scenario, weights: Weights | None = None) -> Plan:
     phase = Phase("greedy", 0.0, 0.0, "feasible", "proportional cpu, traffic-greedy placement")
     admitted = sorted(templates, key=lambda j: (scenario.job[j].rank, j))
     return finish(
-        scenario, "greedy", admitted, rejected, templates, goals, cands, assignment, [phase], weights or Weights()
+        scenario,
+        "greedy",
+        admitted,
+        rejected,
+        templates,
+        goals,
+        cands,
+        assignment,
+        [phase],
+        weights or Weights(),
+        batch=batch,
     )

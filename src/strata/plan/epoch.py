@@ -17,6 +17,7 @@ import networkx as nx
 
 from strata.model import Cluster, Scenario, importance, joined_graph, propagate
 from strata.model.job import OperatorKind
+from strata.model.traffic import as_emitted
 from strata.plan.macro_q import macro_q
 from strata.plan.macro_w import macro_w
 from strata.plan.micro_q import MicroQ, micro_q
@@ -44,6 +45,9 @@ class Options:
     rounds: int = 30  # miniW perturbation rounds before it stops on its own
     seed: int = 0
     utilisation: float = 1.0  # share of each node's cores the plan may fill (headroom = 1 − this)
+    # Records per source message of the engine that runs the plan (the simulator's ``batch``; 1 for Spark):
+    # a message carries one key, so it sets how many distinct keys a window sees (strata.model.traffic).
+    batch: int = 1
 
 
 def usable(cluster: Cluster, share: float) -> Cluster:
@@ -63,6 +67,9 @@ def plan(
     """One SODA epoch; raises PlanError when required jobs or a PE cannot be placed at all."""
     opt = options or Options()
     start = clock()
+    # Window aggregates at the selectivity the engines realise (one result per key per window), so that every
+    # phase and the projection follow the traffic model the engine runs.
+    scenario = as_emitted(scenario, opt.batch)
     cluster = usable(scenario.cluster, opt.utilisation)
     phases: list[Phase] = []
     budget = opt.budget_s
@@ -141,6 +148,7 @@ def plan(
         phases,
         opt.weights,
         list(q.notes),
+        opt.batch,
     )
 
 
@@ -169,15 +177,18 @@ def finish(
     phases: list[Phase],
     weights: Weights,
     notes: list[str] | None = None,
+    batch: int = 1,
 ) -> Plan:
     """Evaluate an assignment into a Plan (baselines use it too).
 
     Importance and ingest come from :func:`strata.model.propagate` with each PE's
-    assigned cpu. The metrics count the cpu a PE *uses* — what its processed
-    rate needs, at least cpu_min — so a planner that hands out idle cores (the
-    baselines' equal split) is not charged for load it does not cause.
+    assigned cpu, window aggregates emitting what the engine does at ``batch``
+    records per source message (:func:`strata.model.traffic.as_emitted`). The
+    metrics count the cpu a PE *uses* — what its processed rate needs, at least
+    cpu_min — so a planner that hands out idle cores (the baselines' equal
+    split) is not charged for load it does not cause.
     """
-    graph = joined_graph(scenario, templates)
+    graph = joined_graph(as_emitted(scenario, batch), templates)
     cpu = {pe: sum(parts.values()) for pe, parts in assignment.items()}
     rates = propagate(graph, cpu)
     value = importance(graph, rates)
@@ -286,6 +297,7 @@ def replan(
         part.phases,
         opt.weights,
         notes,
+        opt.batch,
     )
 
 

@@ -5,7 +5,7 @@
 - ``round-robin``: SODA's RR baseline (:func:`strata.plan.baselines.rr`).
 
 A placer is ``(scenario, previous, options) -> Plan``; the baselines do not plan
-incrementally and ignore ``previous`` (and every option but the weights).
+incrementally and ignore ``previous`` (and every option but the weights and the engine's batch).
 """
 
 from __future__ import annotations
@@ -21,11 +21,11 @@ Placer = Callable[[Scenario, "Plan | None", Options], Plan]
 
 
 def _greedy(scenario: Scenario, previous: Plan | None, options: Options) -> Plan:
-    return greedy(scenario, options.weights)
+    return greedy(scenario, options.weights, options.batch)
 
 
 def _round_robin(scenario: Scenario, previous: Plan | None, options: Options) -> Plan:
-    return rr(scenario, options.weights)
+    return rr(scenario, options.weights, options.batch)
 
 
 PLACERS: dict[str, Placer] = {"planner": plan, "greedy": _greedy, "round-robin": _round_robin}
