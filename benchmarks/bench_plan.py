@@ -48,6 +48,7 @@ from rich.table import Table
 
 from strata.generators import dac, lsd
 from strata.model import Scenario, joined_graph
+from strata.model.traffic import as_emitted
 from strata.plan import Options, Plan, plan
 from strata.plan.baselines import greedy, rand, rr
 from strata.plan.curves import component_model, grid_curve
@@ -242,14 +243,18 @@ def apps(seeds: int = 3, budget: float = 5.0) -> None:
 
 
 def small(seed: int) -> Scenario:
-    """≤ 40 PEs, overloaded, cpu_min on every PE so admission and templates matter."""
+    """≤ 40 PEs, overloaded, cpu_min on every PE so admission and templates matter.
+
+    Window aggregates at the rate the engines emit (:func:`strata.model.traffic.as_emitted`, batch 1), as
+    :func:`strata.plan.plan` sees them, so that macroQ, the full plan and the exact MILP solve one model.
+    """
     doc = lsd(seed=seed, nodes=3, cores=2, jobs=6, pes=36, demand_cores=12, required=1, share=0.5, two_templates=0.5)
     for job in doc["jobs"]:
         for tpl in job["templates"]:
             for op in tpl["operators"]:
                 if op["kind"] != "sink":
                     op["cpu_min"] = 0.06
-    return Scenario.model_validate(doc)
+    return as_emitted(Scenario.model_validate(doc))
 
 
 @app.command()
