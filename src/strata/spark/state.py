@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -148,6 +149,8 @@ class KeyedStateStore:
     _slots: tuple[int, ...] = ()
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _manifests: dict[int, tuple[int, dict]] = field(default_factory=dict)
+    _markers: object = None  # the marker rows' DataFrame, the same every batch
+    _slot_column: tuple | None = None  # (routing, the column giving each key group's slot value)
 
     def __post_init__(self) -> None:
         self.directory = Path(self.directory)
@@ -173,6 +176,12 @@ class KeyedStateStore:
             raise ValueError(f"partitions must be in 0..{self.spec.partitions - 1}; got {bad[:5]}")
         with self._lock:
             self._routing = routing
+
+    @property
+    def reads_input_twice(self) -> bool:
+        """Whether ``prepare`` evaluates the batch's frame twice (windows: newest event time first), so a caller
+        should persist it; unwindowed, the frame is read once, by the fold."""
+        return self.spec.window is not None
 
     # ------------------------------------------------------------------ per batch
 
@@ -247,19 +256,23 @@ class KeyedStateStore:
             F.col(spec.event_time).alias("event_time"),
             x.alias("x"),
         )
-        stats = keyed.groupBy("kg").agg(F.count(F.lit(1)).alias("n"), F.max("event_time").alias("t")).collect()
-        newest = max((r["t"] for r in stats if r["t"] is not None), default=None)
-        plan = self.plan(
-            batch_id,
-            {int(r["kg"]): int(r["n"]) for r in stats},
-            round(newest.timestamp() * US) if newest is not None else None,
-        )
+        newest_us = None
+        if spec.window is not None:
+            # only windows need the batch's newest event time before the fold (the watermark that closes them);
+            # the rows per key group come back from the tasks themselves (commit)
+            newest = keyed.agg(F.max("event_time").alias("t")).collect()[0]["t"]
+            newest_us = round(newest.timestamp() * US) if newest is not None else None
+        plan = self.plan(batch_id, {}, newest_us)
         # long, as in _slot_values: an int literal hashes differently and lands rows on the wrong task
-        slot_of_group = F.array(*[F.lit(slots[p]).cast("long") for p in plan.routing])
+        if self._slot_column is None or self._slot_column[0] != plan.routing:  # ~2 py4j calls per key group
+            self._slot_column = (plan.routing, F.array(*[F.lit(slots[p]).cast("long") for p in plan.routing]))
+        slot_of_group = self._slot_column[1]
         rows = keyed.withColumn("slot", F.element_at(slot_of_group, F.col("kg") + 1)).withColumn("marker", F.lit(False))
-        markers = df.sparkSession.createDataFrame(
-            [(-1, None, None, None, slots[p], True) for p in range(spec.partitions)], rows.schema
-        )
+        if self._markers is None or self._markers.sparkSession is not df.sparkSession:
+            self._markers = df.sparkSession.createDataFrame(
+                [(-1, None, None, None, slots[p], True) for p in range(spec.partitions)], rows.schema
+            )
+        markers = self._markers
         out = (
             rows.unionByName(markers)
             .repartition(spec.partitions, "slot")
@@ -268,7 +281,17 @@ class KeyedStateStore:
         return out, plan
 
     def commit(self, plan: BatchPlan) -> None:
-        """Record the batch's changelogs as committed (after its output was written); drop what no replay needs."""
+        """Record the batch's changelogs as committed (after its output was written); drop what no replay needs.
+
+        The batch's rows per key group (the balancer's load) are filled into
+        ``plan.group_rows`` from what the tasks counted, read from their
+        changelogs' footers: that saves the extra Spark job a count before the
+        batch would cost.
+        """
+        for p in range(plan.partitions):
+            meta = self.log.changelog_meta(plan.batch_id, p)
+            for g, n in meta.get("group_rows", {}).items():
+                plan.group_rows[int(g)] = n
         self.log.write_manifest(
             {"batch": plan.batch_id, "watermark_us": plan.watermark_us, "routing": list(plan.routing)}
         )
@@ -318,6 +341,7 @@ class _Task:
 
     def run(self, partition: int, rows: pa.Table, cache: StateCache | None = None) -> pa.RecordBatch:
         """Partition ``partition``'s output for this batch; ``cache`` is this worker's (the process's by default)."""
+        started = time.perf_counter()
         cache = CACHE if cache is None else cache
         spec = self.spec
         log = cache.log(self.directory)
@@ -341,6 +365,7 @@ class _Task:
             g: cache.acquire(log, g, self.previous_batch, history, spec.window_us, key_dtype, snapshots) for g in groups
         }
         bytes_read = cache.io.bytes_read - read_before
+        loaded = time.perf_counter()
         changed = fold(states, fresh, spec.aggregate.fn == "min")
         key_type = spec.arrow_key_type
         per_group = {g: rows_table(g, parts, key_type, slots) for g, parts, slots in changed}
@@ -352,7 +377,14 @@ class _Task:
         else:
             closed = [rows_table(g, states[g].close(self.watermark_us, spec.window_us), key_type) for g in groups]
             emit = pa.concat_tables(closed) if closed else state_schema(key_type).empty_table()
-        meta = {"bytes_read": bytes_read, **{k: sorted(v) for k, v in cache.last.items()}}
+        counted = frame.groupby("kg").size() if len(frame) else pd.Series(dtype=np.int64)
+        meta = {
+            "bytes_read": bytes_read,
+            "load_s": round(loaded - started, 4),  # input to pandas, partials, state acquired
+            "fold_s": round(time.perf_counter() - loaded, 4),
+            "group_rows": {str(g): int(n) for g, n in counted.items()},
+            **{k: sorted(v) for k, v in cache.last.items()},
+        }
         token = log.write_changelog(
             self.batch_id, partition, changes.replace_schema_metadata({"strata": json.dumps(meta)})
         )

@@ -113,6 +113,8 @@ class StateLog:
     def __init__(self, directory: str | Path, io: IoStats | None = None):
         self.root = Path(directory)
         self.io = io if io is not None else IoStats()
+        # changelog footers already read by this reader (one task): the groups of one file share one footer read
+        self._footers: dict[Path, pq.FileMetaData] = {}
 
     # ------------------------------------------------------------------ paths
 
@@ -158,10 +160,11 @@ class StateLog:
 
     def read_group_changes(self, batch: int, part: int, group: int) -> pa.Table:
         """Key group ``group``'s rows of changelog (batch, part): its row groups only, chosen by footer statistics."""
-        f = _CountingFile(self.changelog(batch, part), self.io)
+        path = self.changelog(batch, part)
+        f = _CountingFile(path, self.io)
         try:
-            pf = pq.ParquetFile(f)
-            md = pf.metadata
+            pf = pq.ParquetFile(f, metadata=self._footers.get(path))
+            md = self._footers[path] = pf.metadata
             kg = md.schema.to_arrow_schema().get_field_index("kg")
             mine = []
             for i in range(md.num_row_groups):
@@ -172,6 +175,11 @@ class StateLog:
         finally:
             f.close()
         return table.filter(pc.equal(table.column("kg"), group)) if mine else table
+
+    def changelog_meta(self, batch: int, part: int) -> dict:
+        """What task ``part`` recorded about ``batch`` in its changelog's footer (rows per group, bytes read, …)."""
+        meta = pq.read_schema(self.changelog(batch, part)).metadata or {}
+        return json.loads(meta.get(b"strata", b"{}"))
 
     def read_snapshot(self, group: int, batch: int) -> pa.Table:
         f = _CountingFile(self.snapshot(group, batch), self.io)
