@@ -269,18 +269,22 @@ def fold(
     return changed
 
 
-def snapshot_due(state: GroupState, factor: float, max_versions: int) -> bool:
+def snapshot_due(state: GroupState, factor: float, max_versions: int, min_versions: int = 1) -> bool:
     """Whether to write the group's snapshot now: once its changelog since the last one outweighs it.
 
     Rewriting a group after its log has grown to ``factor`` × its snapshot makes
     snapshot I/O amortise to O(factor⁻¹ + 1) per changelog row (the argument for
     LSM compaction), and bounds a rebuild to ≤ (1 + factor) × the group's state.
     The golden-ratio jitter spreads groups' snapshots over different batches so
-    no single batch rewrites the whole state; ``max_versions`` bounds the files
-    an idle group pins.
+    no single batch rewrites the whole state; ``max_versions`` (jittered down to
+    half) bounds the files an idle or slowly growing group pins, ``min_versions`` the snapshot files a batch writes when
+    it touches most of a small state (one file per group per batch would
+    otherwise be most of the batch's cost).
     """
     jitter = 1.0 + (state.group * 0.6180339887) % 1.0
-    return state.log_versions >= max_versions or state.log_rows >= factor * jitter * max(state.base_rows, 1)
+    if state.log_versions >= max(min_versions, round(max_versions * jitter / 2)):
+        return True
+    return state.log_versions >= min_versions and state.log_rows >= factor * jitter * max(state.base_rows, 1)
 
 
 CACHE = StateCache()
