@@ -83,7 +83,7 @@ class KeyedSpec:
     key_type: Literal["long", "string"] = "long"
     snapshot_factor: float = 1.0
     max_log_versions: int = 32
-    min_log_versions: int = 8
+    min_log_versions: int = 2
 
     @property
     def out_column(self) -> str:

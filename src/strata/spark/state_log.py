@@ -140,7 +140,8 @@ class StateLog:
         if groups is None:
             pq.write_table(table, tmp)
         else:
-            with pq.ParquetWriter(tmp, table.schema) as w:
+            # statistics of kg only: they pick a group's row groups; others would only grow the footer
+            with pq.ParquetWriter(tmp, table.schema, write_statistics=["kg"]) as w:
                 for part in _by_group(table, groups):
                     # one row group per key group: a reader of g skips the others' bytes
                     w.write_table(part, row_group_size=max(part.num_rows, 1))
@@ -163,8 +164,10 @@ class StateLog:
         path = self.changelog(batch, part)
         f = _CountingFile(path, self.io)
         try:
-            pf = pq.ParquetFile(f, metadata=self._footers.get(path))
-            md = self._footers[path] = pf.metadata
+            md = self._footers.get(path)
+            if md is None:
+                md = self._footers[path] = _footer(f)
+            pf = pq.ParquetFile(f, metadata=md)
             kg = md.schema.to_arrow_schema().get_field_index("kg")
             mine = []
             for i in range(md.num_row_groups):
@@ -250,6 +253,18 @@ class StateLog:
                     f.unlink(missing_ok=True)
                 version.rmdir()
         return keep
+
+
+def _footer(f: _CountingFile) -> pq.FileMetaData:
+    """A Parquet file's footer, reading exactly its bytes (pyarrow itself reads the last 64 KiB at once, which
+    for a small key group's share of a changelog is most of the cost of a move)."""
+    f.seek(-8, os.SEEK_END)
+    tail = f.read(8)
+    length = int.from_bytes(tail[:4], "little")
+    f.seek(-8 - length, os.SEEK_END)
+    body = f.read(length)
+    # the footer alone, framed as a file: its row groups' offsets still point into the real file
+    return pq.read_metadata(pa.BufferReader(b"PAR1" + body + tail))
 
 
 def _by_group(table: pa.Table, groups: list[int]):
