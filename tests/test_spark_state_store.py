@@ -267,3 +267,28 @@ def test_through_spark_with_user_columns_and_a_move(spark, tmp_path):
     assert set(outs[2]["user"]) == touched_last
     np.testing.assert_array_equal(outs[2].set_index("user")["sum"].sort_index(), ref.loc[sorted(touched_last)])
     assert final.index.isin(ref.index).all() and len(final) == len(ref)
+
+
+def test_a_task_that_dies_mid_fold_leaves_no_half_folded_state(tmp_path, monkeypatch):
+    """A task retried on the same worker after failing between the fold and its changelog counts the batch once."""
+    store = KeyedStateStore(KeyedSpec(AggregateSpec(), None, G, P), tmp_path)
+    worker = StateCache()
+    rng = np.random.default_rng(6)
+    first, second = make_batch(rng, 0, 500, 50), make_batch(rng, 1, 500, 50)
+    run_batch(store, 0, first, {0: worker, 1: worker})
+    plan = store.plan(1, {}, None)
+    task = store.task(plan)
+    rows = pa.Table.from_pandas(second[second["kg"] % P == 0], preserve_index=False)
+    broken = StateLog.write_changelog
+
+    def fail(*args, **kwargs):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(StateLog, "write_changelog", fail)
+    with pytest.raises(OSError):
+        task.run(0, rows, cache=worker)
+    monkeypatch.setattr(StateLog, "write_changelog", broken)
+    out = task.run(0, rows, cache=worker).to_pandas().set_index("key")["count"]
+    both = pd.concat([first, second])
+    ref = both[both["kg"] % P == 0].groupby("key").size()
+    np.testing.assert_array_equal(out.sort_index(), ref.loc[sorted(out.index)])

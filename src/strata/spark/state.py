@@ -397,6 +397,10 @@ class _Task:
         }
         bytes_read = cache.io.bytes_read - read_before
         loaded = time.perf_counter()
+        for state in states.values():
+            # the fold changes the tables in place: until the changelog is on disk they are at no version,
+            # so a retry of this task on this worker rebuilds instead of folding the batch in twice
+            state.version = state.token = None
         changed = fold(states, fresh, spec.aggregate.fn == "min")
         key_type = spec.arrow_key_type
         per_group = {g: rows_table(g, parts, key_type, slots) for g, parts, slots in changed}

@@ -230,6 +230,7 @@ class StateCache:
                 owner = history[v].routing[group]
                 token = log.token(v, owner)
                 changes = log.read_group_changes(v, owner, group)
+                state.token = None  # half-applied if this raises: never valid again
                 state.apply(changes)
                 state.close(history[v].watermark_us, size_us)
                 state.version, state.token = v, token
