@@ -7,7 +7,8 @@ input: Spark's ``rate-micro-batch`` source, a fixed number of rows per batch,
 0..K−1 (every key new: the fill curve is batch time against growing state);
 after that keys are drawn from [0, K) uniformly or Zipf(1.1) (a hash of
 ``value``, so every store sees the same keys), so the state stays at K keys
-and the measured batches update it. Reported per (store, distribution, K):
+and the measured batches update it. The first ``WARM_UP`` batches of a query
+are never measured. Reported per (store, distribution, K):
 rows/s over the measured batches (Σ rows / Σ trigger time) and the median
 trigger time (Spark's ``durationMs.triggerExecution``).
 
@@ -65,6 +66,8 @@ PROVIDER = "spark.sql.streaming.stateStore.providerClass"
 KEY_GROUPS = 64
 ZIPF_S = 1.1
 MOVED = 0  # the key group moved in the Strata runs
+# batches never measured: a query's first batches pay code generation, JIT and the Python workers' start
+WARM_UP = 4
 
 
 def key_expr(k: int, dist: str) -> str:
@@ -181,7 +184,7 @@ def replay_move(store: KeyedStateStore) -> dict:
 
 
 def summarise(progress: list[dict], fill: int, batch: int) -> dict:
-    steady = [p for p in progress if p["batchId"] >= max(fill, 2)]
+    steady = [p for p in progress if p["batchId"] >= max(fill, WARM_UP)]
     dur = [p["durationMs"]["triggerExecution"] / 1000 for p in steady]
     rows = sum(p["numInputRows"] for p in steady)
     fill_curve = [
@@ -307,14 +310,14 @@ def main() -> None:
     try:
         for k in args.keys:
             fill = math.ceil(k / args.batch)
-            n = max(fill, 2) + args.measure
+            n = max(fill, WARM_UP) + args.measure
             for dist in args.dists:
                 for store in args.stores:
                     where = root / f"{store}-{dist}-{k}"
                     t0 = time.time()
                     timeout = 120 + 30 * n
                     if store == "strata":
-                        move_at = max(fill, 2) + min(2, args.measure - 2)
+                        move_at = max(fill, WARM_UP) + min(2, args.measure - 2)
                         progress, extra = run_strata(spark, where, args.batch, args.cores, k, dist, n, timeout, move_at)
                         extra["move_at"] = move_at
                     else:
