@@ -213,11 +213,24 @@ def test_a_component_that_does_not_fit_next_to_the_others_escalates_to_a_full_pl
     bad = {"lat": LatencyStats(100, 0.4, 0.9, 1.0, 1.2, 0.3)}
     rates = {"lat.src": 400.0, "agg.src": 300.0}
     steps = [ctl.step(Observation(window(t, placement=ctl.placement, latency=bad, ingest=rates))) for t in (5.0, 10.0)]
-    # The miss signal is raised on the second window; the component cannot be planned, so the same step plans
-    # everything on the observed rates (lat at a smoothed 400 records/s × 1.2 headroom) instead of keeping the
-    # plan made for 200 until the epoch at 1000 s.
-    assert steps[1].replan == ("*",) and steps[1].epoch == 2
+    # The first window re-plans lat, planned on its spec's 200 records/s, on the 400 observed (see the test
+    # below); the miss signal is raised on the second window. Neither component re-plan can be made, so each
+    # step plans everything on the observed rates (lat at a smoothed 400 records/s, then × 1.2 headroom on the
+    # miss) instead of keeping the plan made for 200 until the epoch at 1000 s.
+    assert steps[0].replan == ("*",) and steps[0].epoch == 2
+    assert steps[1].replan == ("*",) and steps[1].epoch == 3
     assert ctl.plan.cpu()["lat.f"] == pytest.approx(400 * 1.2 * 0.004, rel=0.05)
+
+
+def test_a_job_planned_on_its_prior_rate_is_replanned_on_its_first_observed_ingest():
+    ctl, _ = started()
+    # lat's spec says 200 records/s and 400 are observed: |400 − 200| / 400 = 50% ≥ replan_on_change; agg's
+    # spec says 300 and 300 are observed, so it keeps its plan. A prior is only a guess (a Python job has none).
+    first = ctl.step(Observation(window(5.0, placement=ctl.placement, ingest={"lat.src": 400.0, "agg.src": 300.0})))
+    assert first.replan == ("lat",) and first.reasons == ("observed:lat (ingest 400/s; planned on its prior)",)
+    assert ctl.plan.cpu()["lat.f"] == pytest.approx(400 * 0.004, rel=0.05)
+    again = ctl.step(Observation(window(10.0, placement=ctl.placement, ingest={"lat.src": 400.0, "agg.src": 300.0})))
+    assert again.replan == ()  # planned on an observation now: only signals re-plan it
 
 
 def test_a_cooldown_does_not_hold_back_a_job_whose_ingest_has_changed_since_its_plan():

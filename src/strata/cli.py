@@ -174,10 +174,54 @@ def _engine_problems(scenario: Scenario, files: list[Path]) -> dict[str, list]:
 
 
 _SQL_EXTRA = {  # SQL functions with no pyspark.sql.functions namesake
-    "if", "ifnull", "nvl", "nvl2", "nullif", "coalesce", "cast", "try_cast", "case", "in", "not", "and", "or",
-    "exists", "interval", "array", "map", "struct", "named_struct", "int", "double", "float", "string", "bigint",
-    "boolean", "decimal", "date", "timestamp", "mod", "div", "power", "pow", "rand", "randn", "uuid", "left",
-    "right", "any", "every", "some", "count_if", "typeof", "positive", "negative", "sign", "ln", "rlike", "like",
+    "if",
+    "ifnull",
+    "nvl",
+    "nvl2",
+    "nullif",
+    "coalesce",
+    "cast",
+    "try_cast",
+    "case",
+    "in",
+    "not",
+    "and",
+    "or",
+    "exists",
+    "interval",
+    "array",
+    "map",
+    "struct",
+    "named_struct",
+    "int",
+    "double",
+    "float",
+    "string",
+    "bigint",
+    "boolean",
+    "decimal",
+    "date",
+    "timestamp",
+    "mod",
+    "div",
+    "power",
+    "pow",
+    "rand",
+    "randn",
+    "uuid",
+    "left",
+    "right",
+    "any",
+    "every",
+    "some",
+    "count_if",
+    "typeof",
+    "positive",
+    "negative",
+    "sign",
+    "ln",
+    "rlike",
+    "like",
 }
 
 
@@ -315,9 +359,18 @@ def generate(
         console.print(f"wrote {out} ({len(document['jobs'])} jobs)")
 
 
+RunSpecArg = Annotated[
+    list[Path],
+    typer.Argument(
+        help="Scenario spec file(s) (YAML; several are merged) and/or Python files declaring jobs (strata.job); "
+        "without YAML, the cluster is this machine."
+    ),
+]
+
+
 @app.command()
 def run(
-    spec: SpecArg,
+    spec: RunSpecArg,
     duration: Annotated[float, typer.Option(help="Seconds to run before stopping cleanly.")] = 120.0,
     master: Annotated[str | None, typer.Option(help="Spark master URL (default: embedded local[*]).")] = None,
     out: Annotated[Path, typer.Option(help="Run directory: sinks, checkpoints, state, metrics.")] = Path("runs/latest"),
@@ -347,9 +400,8 @@ def run(
     if duration <= 0:
         errors.print(f"[bold red]error[/] --duration: expected seconds > 0; found {duration:g}")
         raise typer.Exit(code=2)
-    scenario = load(spec)
     try:
-        code = run_live(scenario, spec, duration, master, out, sink, control, console, errors, fresh or ())
+        code = run_live(spec, duration, master, out, sink, control, console, errors, fresh or ())
     except SpecError as err:
         raise fail(err) from None
     raise typer.Exit(code=code)

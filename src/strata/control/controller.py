@@ -144,6 +144,7 @@ class Controller:
         self._last_full = -math.inf
         self._cooldown: dict[str, float] = {}
         self._planned_ingest: dict[str, float] = {}  # job → the observed ingest its last (re)plan used
+        self._on_prior: set[str] = set()  # jobs whose last (re)plan had no observed ingest, only the spec's rate
         sc = cfg.signals if cfg.coordinated else replace(cfg.signals, raise_after=1, clear_after=1)
         self._debounce = Debounce(sc.raise_after, sc.clear_after)
         self._l1 = TaskLevel(
@@ -206,6 +207,7 @@ class Controller:
                 self.dispatch, self.balancing, self.placer = comp.dispatch, comp.balancing, comp.placement
 
         signals = self._signals(obs)
+        unseen = self._first_seen()
         replanned: tuple[str, ...] = ()
         plan_seconds = 0.0
         if now - self._last_full >= cfg.epoch_s - 1e-9:
@@ -215,8 +217,13 @@ class Controller:
             reasons.append("epoch")
             for s in signals:
                 self._debounce.reset((s.kind, s.job))
-        elif signals:
+        elif signals or unseen:
             jobs: set[str] = set()
+            # A job planned on its prior rate alone (a Python job declares none) is re-planned on its first
+            # observed ingest: SODA's plan is only as good as the rates it is given.
+            for j in unseen:
+                jobs |= set(nx.node_connected_component(self._jobs_graph, j))
+                reasons.append(f"observed:{j} (ingest {self._job_ingest(j):.0f}/s; planned on its prior)")
             for s in signals:
                 # A lost node is never waited out: its instances must move now.
                 if cfg.coordinated and s.kind != "node-loss" and self._cooldown.get(s.job, -math.inf) > now:
@@ -335,6 +342,21 @@ class Controller:
     def _remember_ingest(self, jobs: set[str]) -> None:
         for j in jobs:
             self._planned_ingest[j] = self._job_ingest(j)
+            if self._observed_ingest(j):
+                self._on_prior.discard(j)
+            else:
+                self._on_prior.add(j)
+
+    def _observed_ingest(self, job: str) -> bool:
+        return any(self._sources.get(pe) == job for pe in self.estimator.ingest)
+
+    def _first_seen(self) -> list[str]:
+        """Jobs whose plan used their prior rate and whose ingest is observed for the first time, differing from
+        it by ``replan_on_change`` or more. The first observation settles the prior either way: later changes
+        are signals' business."""
+        seen = [j for j in sorted(self._on_prior) if self._observed_ingest(j)]
+        self._on_prior -= set(seen)
+        return [j for j in seen if self._ingest_change(j) >= self.config.replan_on_change]
 
     def _ingest_change(self, job: str) -> float:
         """|now − planned| / max(now, planned, a tenth of the spec's rate): 1 for a job that woke from idle."""

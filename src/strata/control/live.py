@@ -24,13 +24,15 @@ from rich.live import Live
 from rich.table import Table
 
 from strata.control.spark_run import RunConfig, run_mode
-from strata.model import Scenario, locate_problems
+from strata.model import Scenario, SpecError, load_scenario, locate_problems
+from strata.model.user import PythonJob, load_jobs, with_python_jobs
 from strata.protocol.engine import Decisions, Observation
 from strata.spark.checkpoint import CheckpointChanged
 from strata.spark.engine import POOLS
 from strata.spark.java import JavaError
 from strata.spark.pipelines import Pipeline, PipelineOptions, PipelineProblems, check_template
 from strata.spark.session import MasterUnreachable
+from strata.spark.user import UserPipeline
 
 DRAIN_S = 4.0  # records this close to the stop are not counted as due
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
@@ -82,13 +84,25 @@ class View:
         return Group(table, recent)
 
 
-def analyse(spark, scenario: Scenario, scratch: Path) -> list:
+def analyse(spark, scenario: Scenario, scratch: Path, python_jobs: dict[str, PythonJob] | None = None) -> list:
     """Every template of every job built on ``spark`` (each expression analysed by Spark) under ``scratch``, which
-    is removed after; the problems found, located in the spec. Nothing is started."""
+    is removed after; the problems found, located in the spec. Nothing is started. A Python job's template is its
+    user's function, called here once: its errors raise :class:`SpecError` at the user's line."""
     problems = []
+    python_jobs = python_jobs or {}
     try:
         for j, job in enumerate(scenario.jobs):
             for t, tpl in enumerate(job.templates):
+                if job.id in python_jobs:
+                    UserPipeline(
+                        spark,
+                        job,
+                        tpl,
+                        scratch / f"{j}-{t}" / "segment",
+                        PipelineOptions(sink="memory"),
+                        declared=python_jobs[job.id],
+                    )
+                    continue
                 try:
                     Pipeline(
                         spark,
@@ -122,7 +136,6 @@ def _time_base(run_dir: Path, fresh: Collection[str]) -> tuple[float, list[str]]
 
 
 def run_live(
-    scenario: Scenario,
     files: list[Path],
     duration_s: float,
     master: str | None,
@@ -132,37 +145,57 @@ def run_live(
     console: Console,
     errors: Console,
     fresh: Collection[str] = (),
+    declared: Collection[PythonJob] = (),
 ) -> int:
-    """The ``strata run`` command; raises SpecError (located) before any query starts; returns the exit code."""
+    """The ``strata run`` command; raises SpecError (located) before any query starts; returns the exit code.
+
+    ``files``: YAML spec files (cluster and jobs; checked before Spark starts) and Python files declaring jobs
+    (run once the session exists: a module-level UDF needs one, as under spark-submit); ``declared``: jobs already
+    declared in this process (a jobs file run as ``__main__``)."""
     from strata.report import write_report
     from strata.report.console import verification_line
     from strata.spark.measure import collect
     from strata.spark.session import build_session
 
-    problems = [
-        p
-        for j, job in enumerate(scenario.jobs)
-        for t, tpl in enumerate(job.templates)
-        for p in check_template(job, tpl, ("jobs", j, "templates", t))
-    ]
-    if problems:
-        raise locate_problems(files, problems)
+    yaml_files = [f for f in files if Path(f).suffix != ".py"]
+    python_files = [f for f in files if Path(f).suffix == ".py"]
+    if yaml_files:
+        yaml_scenario = load_scenario(*yaml_files)
+        problems = [
+            p
+            for j, job in enumerate(yaml_scenario.jobs)
+            for t, tpl in enumerate(job.templates)
+            for p in check_template(job, tpl, ("jobs", j, "templates", t))
+        ]
+        if problems:
+            raise locate_problems(yaml_files, problems)
+    name = Path(python_files[0]).stem if python_files else yaml_scenario.name if yaml_files else "jobs"
     out = Path(out)
     mode = "strata" if control else "baseline"
     out.mkdir(parents=True, exist_ok=True)
     try:
         spark = build_session(
-            f"strata-run-{scenario.name}", master=master, shuffle_partitions=2, pools=POOLS, work_dir=out / "spark"
+            f"strata-run-{name}", master=master, shuffle_partitions=2, pools=POOLS, work_dir=out / "spark"
         )
     except (JavaError, MasterUnreachable) as err:
         errors.print(f"[bold red]error[/] {err}", highlight=False, soft_wrap=True)
         return 2
+    try:
+        jobs = list(declared) + [j for f in python_files for j in load_jobs(f)]
+        scenario, python_jobs = with_python_jobs(jobs, yaml_files, name)
+    except SpecError:
+        spark.stop()
+        raise
     # query deaths are reported below with their cause; Spark's own error log would bury the live view
     spark.sparkContext.setLogLevel("FATAL")
-    problems = analyse(spark, scenario, out / mode / "analysis")
+    try:
+        problems = analyse(spark, scenario, out / mode / "analysis", python_jobs)
+    except SpecError:
+        spark.stop()
+        raise
     if problems:  # located before any query starts, as the static checks above
         spark.stop()
-        raise locate_problems(files, problems)
+        raise locate_problems(yaml_files, problems)
     who = "Strata in control" if control else "plain Spark"
     title = f"strata run {scenario.name} on {spark.sparkContext.master} ({who})"
     view = View(scenario, title)
@@ -197,6 +230,7 @@ def run_live(
                     shown,
                     should_stop=lambda: bool(stop_asked),
                     on_engine=attach,
+                    python_jobs=python_jobs,
                 )
             except CheckpointChanged as err:
                 errors.print(
@@ -218,6 +252,12 @@ def run_live(
         console.print(view.render())
         if not measured.checks.empty:
             console.print(verification_line(measured.checks))
+        if python_jobs:
+            console.print(
+                f"{len(python_jobs)} Python job(s) timed at their sinks, not verified: Strata cannot recompute a "
+                "user's query (its tests can: see examples/platform/)",
+                highlight=False,
+            )
         console.print(f"metrics: {out / 'metrics'}; report: {write_report(out)}")
         for job, cause in failures.items():
             errors.print(f"[bold red]query {job} died[/]: {cause}", highlight=False, soft_wrap=True)

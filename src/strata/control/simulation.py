@@ -77,4 +77,3 @@ def simulate(
     window = config.window_s if control else min(config.window_s, duration)
     run(engine, policy, window_s=window, until=duration, on_step=on_step)
     return engine, policy
-

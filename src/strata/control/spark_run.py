@@ -21,6 +21,7 @@ from strata.control.estimation import ResourceLearner
 from strata.control.loop import Plain, run
 from strata.dispatch.gate import GateConfig, GateCore
 from strata.model import Scenario, pe_id
+from strata.model.user import PythonJob
 from strata.plan import Options
 from strata.protocol.engine import Decisions, Observation
 from strata.spark.engine import EngineConfig, SparkEngine
@@ -97,11 +98,13 @@ def run_mode(
     on_step: Callable[[str, Observation, Decisions, dict], None] | None = None,
     should_stop: Callable[[], bool] | None = None,
     on_engine: Callable[[SparkEngine], None] | None = None,
+    python_jobs: dict[str, PythonJob] | None = None,
 ) -> ModeRun:
     """Run ``mode`` ("strata": the Controller in control; anything else: plain Spark) until wall time ``stop``.
 
     The sources' epoch is ``epoch`` (wall seconds). Every query is stopped at
-    the end; the run's measurements are returned for :func:`strata.spark.measure.collect`.
+    the end; the run's measurements are returned for :func:`strata.spark.measure.collect`. ``python_jobs``: the
+    scenario's jobs declared in Python (:mod:`strata.model.user`), by id: their templates are the user's functions.
     """
     controlled = mode == "strata"
     gate_rows: list[dict] = []
@@ -118,6 +121,7 @@ def run_mode(
             sink=config.sink,
         ),
         gate=gate,
+        python_jobs=python_jobs,
     )
     if on_engine is not None:
         try:

@@ -8,17 +8,21 @@ its streams, its source, its sink and its state layout — and the row it
 started from. A restart reuses a segment's checkpoint only if the fingerprint
 of the same template is unchanged; otherwise it is refused, naming the job and
 what changed, unless that job is started afresh (its old directory set aside,
-never mixed). :func:`last_commit` reads where a segment's query stopped from
+never mixed). A Python template's fingerprint adds its function's source
+(:func:`code_fingerprint`). :func:`last_commit` reads where a segment's query stopped from
 its Spark checkpoint (the last committed batch's source offset).
 """
 
 from __future__ import annotations
 
+import hashlib
+import inspect
 import json
 from dataclasses import dataclass
 from pathlib import Path
 
 from strata.model import Job, Template
+from strata.model.user import PythonJob
 
 # Fields of an operator that only inform the planner: changing them changes no record a query writes.
 PLANNING_ONLY = frozenset(
@@ -47,9 +51,7 @@ def fingerprint(job: Job, template: Template, sink: str, state: dict) -> dict:
         {k: v for k, v in op.model_dump(mode="json", exclude_none=True).items() if k not in PLANNING_ONLY}
         for op in template.operators
     ]
-    streams = [
-        {"from": st.src, "to": st.dst} for st in sorted(template.streams, key=lambda st: (st.src, st.dst))
-    ]
+    streams = [{"from": st.src, "to": st.dst} for st in sorted(template.streams, key=lambda st: (st.src, st.dst))]
     return {"job": job.id, "template": template.name, "operators": operators, "streams": streams, "sink": sink, **state}
 
 
@@ -123,9 +125,7 @@ def last_commit(checkpoints: Path) -> tuple[int | None, int | None]:
 def record(segment_dir: Path, print_: dict, start_row: int) -> None:
     """Write the segment's fingerprint and start row (before its query starts)."""
     segment_dir.mkdir(parents=True, exist_ok=True)
-    (segment_dir / "fingerprint.json").write_text(
-        json.dumps({"fingerprint": print_, "start_row": start_row}, indent=1)
-    )
+    (segment_dir / "fingerprint.json").write_text(json.dumps({"fingerprint": print_, "start_row": start_row}, indent=1))
 
 
 def set_aside(job_dir: Path) -> Path:
@@ -135,3 +135,19 @@ def set_aside(job_dir: Path) -> Path:
         n += 1
     job_dir.rename(target)
     return target
+
+
+def code_fingerprint(declared: PythonJob, template: str) -> dict:
+    """What determines a Python template's results: its function's source text (a hash: a changed function is a
+    changed query; code it calls in other functions is not seen), the sink and the event-time column."""
+    fn = declared.templates[template]
+    try:
+        text = inspect.getsource(fn)
+    except (OSError, TypeError):  # defined where no source is kept (an interactive session): its bytecode
+        text = fn.__code__.co_code.hex()
+    sink = declared.sink
+    return {
+        "code": hashlib.sha256(text.encode()).hexdigest()[:16],
+        "output": {"sink": sink.kind, "path": sink.path, "table": sink.table, "mode": sink.output_mode},
+        "event_time": declared.event_time,
+    }

@@ -50,6 +50,7 @@ import numpy as np
 
 from strata.model import OperatorKind, Scenario, Template, pe_id
 from strata.model.inputs import Timeline, Workload
+from strata.model.user import PythonJob
 from strata.protocol.engine import (
     Decisions,
     InstanceLoad,
@@ -62,7 +63,8 @@ from strata.spark import checkpoint
 from strata.spark.checkpoint import CheckpointChanged, Existing
 from strata.spark.gate import URGENT_POOL, Gate
 from strata.spark.listener import ProgressListener, progress_row
-from strata.spark.pipelines import AGGREGATIONS, Pipeline, PipelineOptions
+from strata.spark.pipelines import Pipeline, PipelineOptions
+from strata.spark.user import UserPipeline
 
 SHARE_POOLS: dict[str, int] = {"w1": 1, "w2": 2, "w4": 4, "w8": 8}
 """Pools that carry L0's cpu share; FAIR weight ∝ the pool's number."""
@@ -97,6 +99,7 @@ class EngineConfig:
     managed: frozenset[str] | None = None  # keyed operators in Strata's movable store (None: keyed_stateful ones)
     sink: str = "parquet"
     pause_timeout_s: float = 30.0  # longest wait for the batch in flight when switching a template
+    restart_every_s: float = 20.0  # a user query is restarted for a new read limit at most this often
 
 
 @dataclass
@@ -125,9 +128,11 @@ class SparkEngine:
         config: EngineConfig,
         gate: Gate | None = None,
         clock: Callable[[], float] = time.time,
+        python_jobs: dict[str, PythonJob] | None = None,
     ) -> None:
         self.spark = spark
         self.scenario = scenario
+        self.python_jobs = dict(python_jobs or {})
         self.run_dir = Path(run_dir)
         self.config = config
         self.gate = gate
@@ -208,7 +213,7 @@ class SparkEngine:
                 self._start(job, template, start or 0)
                 self._log(decisions, "admit", job, f"template {template}")
             elif current.template != template:
-                if any(op.kind in AGGREGATIONS for op in current.pipeline.chain):
+                if current.pipeline.stateful:
                     raise ValueError(
                         f"admitted: {job!r} runs a stateful template ({current.template!r}); "
                         "switching it would drop its open windows, so only stateless jobs switch"
@@ -237,6 +242,8 @@ class SparkEngine:
         tpl = spec.template(template)
         managed = sorted(op.name for op in tpl.operators if self._options(job, 0).is_managed(op))
         state = {"state_partitions": self.config.state_partitions, "managed": managed}
+        if job in self.python_jobs:  # the query is the user's code: a changed function is a changed query
+            state = {**state, **checkpoint.code_fingerprint(self.python_jobs[job], template)}
         return checkpoint.fingerprint(spec, tpl, self.config.sink, state)
 
     def resume(self, fresh: Collection[str] = ()) -> list[str]:
@@ -287,7 +294,7 @@ class SparkEngine:
 
     def _offered(self, job: str, template: str, now: float) -> int:
         source = next(op for op in self.scenario.job[job].template(template).operators if op.source is not None)
-        if source.source.path is not None:
+        if source.source.path is not None or job in self.python_jobs:
             return -1
         timeline = Timeline(Workload.of(source.source), self.config.tick_s)
         return timeline.rows_before_tick(max(0, int((now - self.config.epoch) / self.config.tick_s)))
@@ -306,9 +313,26 @@ class SparkEngine:
         checkpoint.record(run_dir, self._fingerprint(job, template), start_row)
         t = next(i for i, tpl in enumerate(spec.templates) if tpl.name == template)
         here = ("jobs", self.scenario.jobs.index(spec), "templates", t)
-        pipeline = Pipeline(
-            self.spark, spec, spec.template(template), run_dir, self._options(job, start_row), here=here
-        )
+        if job in self.python_jobs:
+            pipeline: Pipeline = UserPipeline(
+                self.spark,
+                spec,
+                spec.template(template),
+                run_dir,
+                self._options(job, start_row),
+                here=here,
+                declared=self.python_jobs[job],
+            )
+            switched = any(e.template != template for e in self.segments_of(job) + earlier[-1:])
+            if switched and pipeline.stateful:
+                raise ValueError(
+                    f"admitted: {job!r} would switch to the stateful template {template!r} on the checkpoint of "
+                    "another template; only stateless templates switch"
+                )
+        else:
+            pipeline = Pipeline(
+                self.spark, spec, spec.template(template), run_dir, self._options(job, start_row), here=here
+            )
         if pipeline.rate_cap is not None:
             pipeline.rate_cap.set(None)  # a cap an earlier run left in the control file is not this run's decision
         if self.gate is not None:
@@ -332,6 +356,8 @@ class SparkEngine:
                 if not status["isTriggerActive"] and not status["isDataAvailable"]:
                     break
                 time.sleep(0.05)
+        elif isinstance(p, UserPipeline):  # a source Strata cannot pause: stop between two batches
+            p.stop_between_batches(self.config.pause_timeout_s)
         if p.query.isActive:
             p.query.stop()
         if self.gate is not None:
@@ -354,6 +380,9 @@ class SparkEngine:
         source = segment.pipeline.chain[0]
         if source.name != op:
             raise ValueError(f"rate_limits: {pe!r} is not the source of job {job!r} (its source is {source.name!r})")
+        if isinstance(segment.pipeline, UserPipeline) and segment.pipeline.capped_files:
+            self._limit_files(decisions, segment, pe, rate)
+            return
         cap = segment.pipeline.rate_cap
         if cap is None:
             if pe not in self.caps:  # said once: a file source's read limits are not enforced yet
@@ -372,6 +401,34 @@ class SparkEngine:
         if cap.get() != rows:
             cap.set(rows)
             self._log(decisions, "rate cap", job, f"{rate:.0f} rec/s ({rows} rows/batch)")
+
+    def _limit_files(self, decisions: Decisions, segment: Segment, pe: str, rate: float | None) -> None:
+        """A rate cap on a user query reading directories, as ``maxFilesPerTrigger``: files per batch = the cap's
+        records per batch over the records per file observed. Spark reads the option at start, so a new limit
+        restarts the query from its checkpoint at a batch boundary: only when the limit changes by half or more
+        and not within ``restart_every_s`` of the last restart (a restart costs a batch's planning)."""
+        p: UserPipeline = segment.pipeline  # type: ignore[assignment]
+        self.caps[pe] = rate
+        files = None
+        if rate is not None:
+            per_file = p.probe.records_per_file()
+            if per_file is None:
+                return  # nothing read yet: the cap cannot be turned into files
+            interval = max(self.config.triggers.get(segment.job) or 0.0, round(2 * self._batch_interval(segment)) / 2)
+            files = max(1, int(rate * interval / per_file))
+        current = p.limits.files_per_trigger
+        if current == files:
+            return
+        if current is not None and files is not None and max(current, files) < 1.5 * min(current, files):
+            return
+        if self.clock() - p.restarted_at < self.config.restart_every_s:
+            return
+        p.stop_between_batches(self.config.pause_timeout_s)
+        if self.gate is not None:  # after the stop: a batch the old run had at the gate is gone with it
+            self.gate.forget(segment.job)
+        p.restart(files)
+        detail = "lifted" if files is None else f"{rate:.0f} rec/s ({files} files/batch)"
+        self._log(decisions, "rate cap", segment.job, f"{detail}: query restarted from its checkpoint")
 
     def _batch_interval(self, segment: Segment) -> float:
         """Mean seconds between the query's recent batch starts since the epoch (1 s before it has two such
@@ -459,10 +516,14 @@ class SparkEngine:
             src_pe = pe_id(job, source.name)
             # what the source offered and what waits in it, from the query's own progress (the source's latest
             # offset against the query's committed one): nothing here knows where the records come from
-            offered, latest = self.progress.offered(p.query, now) if p.query is not None else (None, None)
+            if isinstance(p, UserPipeline) and p.probe is not None:  # directories: listed against the checkpoint
+                offered, waiting = p.probe.observe(now, self._committed_rows(p))
+                backlog = waiting or 0
+            else:
+                offered, latest = self.progress.offered(p.query, now) if p.query is not None else (None, None)
+                backlog = max(0, latest - self.end_row(segment)) if latest is not None else 0
             if offered is not None:
                 ingest[src_pe] = offered
-            backlog = max(0, latest - self.end_row(segment)) if latest is not None else 0
             parts = attribute(job, segment.pipeline.template, rows_in, rows_out, busy) if rows_in else []
             keyed = next((o for o in p.chain if p.options.is_managed(o)), None) if p.store is not None else None
             for pe, r_in, r_out, b in parts or [(src_pe, 0, 0, 0.0)]:

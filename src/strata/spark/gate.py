@@ -8,9 +8,12 @@ the gate's policy (a :class:`~strata.protocol.units.BatchGatePolicy`, the
 controller injects :class:`strata.dispatch.gate.GateCore`) lets them go.
 
 This module only observes and enforces: it knows each batch's size and oldest
-record without touching the data (the generator's record i has a pure-function
-event time and the batch starts where the previous one ended), measures each
-batch's duration, blocks the query's thread until its batch is released, and
+record without running the batch — the generator's record i has a pure-function
+event time and the batch starts where the previous one ended; a user query's
+batch over directories is the files Spark took into it (its checkpoint's file
+log), with their oldest event time and bytes (:mod:`strata.spark.files`); any
+other source is priced by what arrived since its previous batch was released
+and that batch's size — measures each batch's duration, blocks the query's thread until its batch is released, and
 sets the batch's FAIR pool (``spark.scheduler.pool`` set in the batch's thread
 applies to every job of the batch).
 """
@@ -24,6 +27,7 @@ from dataclasses import asdict, dataclass
 
 from strata.model.inputs import Timeline, Workload
 from strata.protocol.units import URGENT_POOL, BatchGatePolicy
+from strata.spark.user import UserPipeline
 
 __all__ = ["URGENT_POOL", "Gate"]
 
@@ -32,12 +36,14 @@ __all__ = ["URGENT_POOL", "Gate"]
 class _QueryTrack:
     """What the gate remembers of one query between its batches."""
 
-    timeline: Timeline
+    timeline: Timeline | None
     epoch: float
     tick_s: float
     start_row: int = 0
     last_duration: float | None = None
     last_batch: int | None = None
+    last_release: float | None = None
+    last_rows: int = 0
 
 
 class Gate:
@@ -78,10 +84,12 @@ class Gate:
         """The query's record (created on its first batch; a restarted template starts from its start row,
         and what the policy learned of the old template's batches no longer holds)."""
         t = self._tracks.get(pipeline.name)
-        workload = Workload.of(pipeline.chain[0].source)
-        if t is None or t.timeline.spec != workload:
+        user = isinstance(pipeline, UserPipeline)
+        workload = None if user else Workload.of(pipeline.chain[0].source)
+        if t is None or (t.timeline.spec if t.timeline is not None else None) != workload:
             o = pipeline.options
-            t = _QueryTrack(Timeline(workload, o.tick_s), float(o.epoch), o.tick_s, start_row=o.start_row)
+            timeline = None if user else Timeline(workload, o.tick_s)
+            t = _QueryTrack(timeline, float(o.epoch or 0.0), o.tick_s, start_row=o.start_row)
             self._tracks[pipeline.name] = t
             with self._cond:
                 self.core.forget(pipeline.name, waiting=False)
@@ -99,15 +107,22 @@ class Gate:
             end = json.loads(end)
         if isinstance(end, dict) and "row" in end:
             t.start_row = int(end["row"])
+        t.last_rows = int(progress["numInputRows"])
         if t.last_duration is not None:
             with self._cond:
-                self.core.learn(pipeline.name, int(progress["numInputRows"]), t.last_duration)
+                self.core.learn(pipeline.name, t.last_rows, t.last_duration)
         t.last_batch = None
 
-    def pending(self, pipeline, now: float) -> tuple[float, int]:
+    def pending(self, pipeline, now: float, batch_id: int) -> tuple[float, int]:
         """The pending batch's oldest event time and size (estimated from what the source has available)."""
         t = self.track(pipeline)
         self._learn(pipeline, t)
+        if t.timeline is None:
+            oldest, rows = pipeline.probe.batch(batch_id) if pipeline.probe is not None else (None, 0)
+            if oldest is not None:
+                return oldest, rows
+            since = t.last_release if t.last_release is not None else (pipeline.started_at or now)
+            return min(since, now), t.last_rows
         first = t.timeline.tick_of_row(t.start_row)
         oldest = t.epoch + first * t.tick_s
         available = t.timeline.rows_before_tick(max(0, int((now - t.epoch) / t.tick_s)))
@@ -122,7 +137,7 @@ class Gate:
     def before(self, pipeline, batch_id: int) -> None:
         name = pipeline.name
         now = self.clock()
-        oldest, size = self.pending(pipeline, now)
+        oldest, size = self.pending(pipeline, now, batch_id)
         with self._cond:
             self.core.arrive(name, pipeline.job, pipeline.template.name, oldest, size, now)
             while self.core.next_release(self.clock()) != name:
@@ -131,6 +146,7 @@ class Gate:
             decision = self.core.release(name, self.base_pools.get(name), released)
         pipeline.spark.sparkContext.setLocalProperty("spark.scheduler.pool", decision.pool)
         self._tracks[name].last_batch = batch_id
+        self._tracks[name].last_release = released
         if self.on_release is not None:
             self.on_release(
                 {"query": name, "batch_id": batch_id, "arrived": now, "released": released, **asdict(decision)}

@@ -22,6 +22,7 @@ import pandas as pd
 from strata.model import OperatorKind, Scenario
 from strata.model.inputs import Timeline, Workload
 from strata.spark.engine import Segment, SparkEngine
+from strata.spark.user import UserPipeline
 from strata.spark.verify import US, committed_output, micros, reference_output, segment_input, verify_segment
 
 
@@ -43,9 +44,13 @@ class ModeRun:
 def output_latency(run: ModeRun, tick_s: float, spark) -> tuple[pd.DataFrame, list[dict]]:
     """One row per expected output record with event time in the horizon: delivered or not, latency.
 
-    Also returns the verification rows (one per segment)."""
+    Also returns the verification rows (one per segment whose query Strata can recompute: not a user's own, whose
+    outputs are timed from the event times its sink wrote, and checked by its tests)."""
     frames, checks = [], []
     for segment in run.engine.segments:
+        if isinstance(segment.pipeline, UserPipeline):
+            frames.append(_user_latency(run, segment))
+            continue
         check = verify_segment(spark, segment, run.epoch, tick_s)
         check["mode"] = run.mode
         checks.append(check)
@@ -72,6 +77,22 @@ def output_latency(run: ModeRun, tick_s: float, spark) -> tuple[pd.DataFrame, li
     return (pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()), checks
 
 
+def _user_latency(run: ModeRun, segment: Segment) -> pd.DataFrame:
+    """A user query's output records of committed batches: latency = the batch's commit − the row's event time."""
+    p: UserPipeline = segment.pipeline  # type: ignore[assignment]
+    committed = run.engine.progress.of(p.query) if p.query is not None else {}
+    finished = {r["batch_id"]: r["finished"] for r in p.batch_records() if r["batch_id"] in committed}
+    parts = [
+        pd.DataFrame({"event_s": times / US - run.epoch, "latency_s": finished[b] - times / US})
+        for b, times in p.written.items()
+        if b in finished
+    ]
+    if not parts:
+        return pd.DataFrame()
+    out = pd.concat(parts, ignore_index=True)
+    return out.assign(mode=run.mode, job=segment.job, template=segment.template, delivered=True)
+
+
 def undelivered(run: ModeRun, scenario: Scenario, tick_s: float, horizon_s: float, spark) -> pd.DataFrame:
     """Outputs that were due (event time < horizon) but not delivered: the reference over the generated input
     up to the horizon, minus everything read. Their latency is censored at stop − event time."""
@@ -81,6 +102,8 @@ def undelivered(run: ModeRun, scenario: Scenario, tick_s: float, horizon_s: floa
         if not segments:
             continue
         last = segments[-1]
+        if isinstance(last.pipeline, UserPipeline):  # what a user's query owes is not known without running it
+            continue
         timeline = Timeline(Workload.of(last.pipeline.chain[0].source), tick_s)
         hi = timeline.rows_before_tick(round(horizon_s / tick_s))
         lo = last.end_row or last.start_row

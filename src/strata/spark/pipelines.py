@@ -233,6 +233,7 @@ class Pipeline:
     rate_cap: RateCap | None = None
     store: KeyedStateStore | None = None
     query: object = None
+    started_at: float | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def __post_init__(self) -> None:
@@ -414,6 +415,11 @@ class Pipeline:
 
     # -------------------------------------------------------------- running
 
+    @property
+    def stateful(self) -> bool:
+        """Whether the query keeps state between batches (its template cannot change without losing it)."""
+        return any(op.kind in AGGREGATIONS for op in self.chain)
+
     def output_mode(self) -> str:
         if any(op.kind is OperatorKind.KEYED_STATEFUL and not self.options.is_managed(op) for op in self.chain):
             return "update"
@@ -437,6 +443,7 @@ class Pipeline:
             writer = writer.trigger(availableNow=True)
         elif self.options.trigger_s:
             writer = writer.trigger(processingTime=_duration(self.options.trigger_s))
+        self.started_at = time.time()
         for _attempt in range(START_ATTEMPTS):
             self.query = writer.start()
             deadline = time.time() + ready_timeout_s
@@ -459,15 +466,17 @@ class Pipeline:
         released = time.time()
         plan = cached = None
         if self.store is not None:
-            # the store reads the batch twice (load per key group, then the fold): read the source once
-            cached = df.persist()
-            df, plan = self.store.prepare(cached, batch_id)
+            # a windowed store reads the batch twice (newest event time, then the fold): read the source once
+            cached = df.persist() if self.store.reads_input_twice else None
+            df, plan = self.store.prepare(cached if cached is not None else df, batch_id)
         for op in self.in_batch:
             df = self._apply(df, op)
         times = self.sink.write(df, batch_id)
+        self.wrote(batch_id, times)
         if plan is not None:
             self.store.commit(plan)
-            cached.unpersist()
+            if cached is not None:
+                cached.unpersist()
         done = time.time()
         record = {
             "query": self.name,
@@ -487,6 +496,9 @@ class Pipeline:
             self.records.append(record)
         for hook in self.hooks:
             hook.after(self, record)
+
+    def wrote(self, batch_id: int, event_micros: np.ndarray) -> None:
+        """The event times of what a batch wrote (a YAML template's sink is read back and verified instead)."""
 
     def result(self):
         """Everything the sink holds (pandas, with batch_id)."""

@@ -37,8 +37,9 @@ def event_micros(values) -> np.ndarray:
 class ParquetSink:
     """``<directory>/batch_id=<b>/``: a replayed batch overwrites its own directory, so writes are idempotent."""
 
-    def __init__(self, directory: str | Path):
+    def __init__(self, directory: str | Path, event_time: str = "event_time"):
         self.directory = Path(directory)
+        self.event_time = event_time
 
     def write(self, df, batch_id: int) -> np.ndarray:
         target = self.directory / f"batch_id={batch_id}"
@@ -47,11 +48,11 @@ class ParquetSink:
         if not files:
             return np.zeros(0, np.int64)
         times = (
-            pq.read_table(files, columns=["event_time"])
+            pq.read_table(files, columns=[self.event_time])
             if len(files) == 1
-            else ds.dataset([str(f) for f in files]).to_table(columns=["event_time"])
+            else ds.dataset([str(f) for f in files]).to_table(columns=[self.event_time])
         )
-        return event_micros(times.column("event_time").to_pandas())
+        return event_micros(times.column(self.event_time).to_pandas())
 
     def read(self) -> pd.DataFrame:
         if not self.directory.exists() or not any(self.directory.glob("batch_id=*/*.parquet")):
@@ -68,13 +69,14 @@ class ParquetSink:
 class MemorySink:
     """Batches kept in the driver as pandas frames, keyed by batch id (a replay replaces its batch)."""
 
-    def __init__(self) -> None:
+    def __init__(self, event_time: str = "event_time") -> None:
         self.batches: dict[int, pd.DataFrame] = {}
+        self.event_time = event_time
 
     def write(self, df, batch_id: int) -> np.ndarray:
         frame = df.toPandas()
         self.batches[batch_id] = frame
-        return event_micros(frame["event_time"]) if "event_time" in frame else np.zeros(0, np.int64)
+        return event_micros(frame[self.event_time]) if self.event_time in frame else np.zeros(0, np.int64)
 
     def read(self) -> pd.DataFrame:
         if not self.batches:
@@ -94,3 +96,26 @@ class ConsoleSink(MemorySink):
         frame = self.batches[batch_id]
         print(f"--- {self.name} batch {batch_id}: {len(frame)} rows\n{frame.head(self.rows).to_string()}")
         return times
+
+
+class FunctionSink:
+    """The user's ``foreachBatch`` function (or a table append), timed at the sink: the batch is persisted so the
+    event times of what the function wrote are read from the same rows, not recomputed."""
+
+    def __init__(self, write, event_time: str = "event_time") -> None:
+        self.write_batch = write
+        self.event_time = event_time
+
+    def write(self, df, batch_id: int) -> np.ndarray:
+        cached = df.persist()
+        try:
+            self.write_batch(cached, batch_id)
+            if self.event_time not in cached.columns:
+                return np.zeros(0, np.int64)
+            return event_micros(cached.select(self.event_time).toPandas()[self.event_time])
+        finally:
+            cached.unpersist()
+
+    def read(self) -> pd.DataFrame:
+        """What the function wrote is the user's to read back."""
+        return pd.DataFrame()

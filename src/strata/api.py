@@ -1,0 +1,88 @@
+"""Strata's Python API: declare your own Structured Streaming queries as jobs, and run them under Strata.
+
+::
+
+    import strata.api as strata
+    from pyspark.sql import functions as F
+
+    alerts = strata.job("alerts", rank=1, required=True, target_latency_s=2.0)
+
+    @alerts.template
+    def full(spark):
+        events = spark.readStream.format("json").schema("event_time TIMESTAMP, value DOUBLE").load("in/events")
+        return events.filter(F.col("value") > 0.9)
+
+    if __name__ == "__main__":  # python jobs.py / spark-submit jobs.py; `strata run jobs.py` does the same
+        strata.main()
+
+Declarations are :mod:`strata.model.user`; running is ``strata run`` (:mod:`strata.control.live`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from strata.model.user import (
+    DeclarationError,
+    PythonJob,
+    SinkSpec,
+    declared_here,
+    foreach_batch,
+    job,
+    memory,
+    parquet,
+    table,
+)
+
+__all__ = ["DeclarationError", "PythonJob", "SinkSpec", "foreach_batch", "job", "main", "memory", "parquet", "table"]
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Run the jobs this program declared under Strata (what ``strata run`` does with a jobs file); exits with
+    ``strata run``'s code. Under ``spark-submit`` the submitted master is used; otherwise embedded Spark."""
+    from rich.console import Console
+
+    from strata.control.live import run_live
+    from strata.model import SpecError
+
+    parser = argparse.ArgumentParser(prog=Path(sys.argv[0]).name, description="Run the declared jobs under Strata.")
+    parser.add_argument("specs", nargs="*", help="YAML spec files whose cluster and jobs join the run")
+    parser.add_argument("--duration", type=float, default=120.0, help="seconds to run before stopping cleanly")
+    parser.add_argument("--out", type=Path, default=None, help="run directory (default runs/<program>)")
+    parser.add_argument("--master", default=None, help="Spark master URL (default: spark-submit's, else local[*])")
+    parser.add_argument("--no-control", action="store_true", help="plain Spark, for comparison")
+    parser.add_argument("--fresh", action="append", default=[], help="start this job afresh ('all': every job)")
+    args = parser.parse_args(argv)
+    console, errors = Console(), Console(stderr=True)
+    name = Path(sys.argv[0]).stem or "jobs"
+    try:
+        code = run_live(
+            args.specs,
+            args.duration,
+            args.master or _submitted_master(),
+            args.out or Path("runs") / name,
+            "parquet",
+            not args.no_control,
+            console,
+            errors,
+            args.fresh,
+            declared_here(),
+        )
+    except SpecError as err:
+        for problem in err.problems:
+            errors.print(f"[bold red]error[/] {problem}", highlight=False, soft_wrap=True)
+        code = 2
+    sys.exit(code)
+
+
+def _submitted_master() -> str | None:
+    """spark-submit's ``--master`` (it reaches the driver as a system property), or None outside spark-submit."""
+    import os
+
+    if not os.environ.get("SPARK_ENV_LOADED"):  # set by spark-submit's launcher scripts
+        return None
+    from pyspark import SparkConf
+
+    return SparkConf().get("spark.master", None)

@@ -1,0 +1,80 @@
+"""A Spark team's own streaming queries under Strata: `strata run examples/platform/jobs.py`.
+
+Plain PySpark, as the team would write it — a Python UDF, chained windowed
+aggregations with watermarks, a stream–stream join — over directories of JSON
+files that another process fills (`strata produce`). Each `strata.job(...)`
+tells Strata what the query is worth (rank, required, latency target); Strata
+decides admission, FAIR pools, read limits (maxFilesPerTrigger) and batch
+order, and learns each query's cost from Spark's progress.
+
+The input directories are under $STRATA_INPUT (default runs/platform/input).
+The same file runs with `python jobs.py` or `spark-submit jobs.py`.
+"""
+
+import os
+
+from pyspark.sql import functions as F
+
+import strata.api as strata
+
+INPUT = os.environ.get("STRATA_INPUT", "runs/platform/input")
+EVENTS = "id LONG, event_time TIMESTAMP, key LONG, value DOUBLE"
+CLICKS = "id LONG, event_time TIMESTAMP, key LONG, value DOUBLE, impression LONG"
+
+
+def suspicious(value: float | None) -> bool:
+    """A rule a fraud team keeps in Python, run as a Python UDF."""
+    return value is not None and value > 0.95
+
+
+alerts = strata.job("alerts", rank=1, required=True, target_latency_s=2.0, weight=100)
+
+
+@alerts.template
+def udf_filter(spark):
+    # the UDF is made here, not at import: PySpark 4 needs a session to make one, and Strata makes the session
+    rule = F.udf(suspicious, "boolean")
+    events = spark.readStream.format("json").schema(EVENTS).load(f"{INPUT}/events")
+    return events.filter(rule(F.col("value")))
+
+
+active = strata.job("active_users", rank=2, target_latency_s=30.0, event_time="window_end")
+
+
+@active.template
+def chained(spark):
+    """Two aggregations in a row: events per user per 5 s window, then users with ≥ 2 events per window."""
+    events = spark.readStream.format("json").schema(EVENTS).load(f"{INPUT}/events")
+    per_user = (
+        events.withWatermark("event_time", "2 seconds").groupBy(F.window("event_time", "5 seconds"), "key").count()
+    )
+    return (
+        per_user.filter("count >= 2")
+        .groupBy(F.window(F.window_time("window"), "5 seconds"))
+        .agg(F.count("*").alias("users"))
+        .select(F.col("window.start").alias("window_start"), F.col("window.end").alias("window_end"), "users")
+    )
+
+
+attributed = strata.job("attributed_clicks", rank=3, target_latency_s=20.0)
+
+
+@attributed.template
+def click_join(spark):
+    """A stream–stream join: each click with the impression it came from, within 10 s."""
+    impressions = (
+        spark.readStream.format("json").schema(EVENTS).load(f"{INPUT}/events").withWatermark("event_time", "5 seconds")
+    )
+    clicks = (
+        spark.readStream.format("json").schema(CLICKS).load(f"{INPUT}/clicks").withWatermark("event_time", "5 seconds")
+    )
+    i, c = impressions.alias("i"), clicks.alias("c")
+    joined = i.join(
+        c,
+        F.expr("c.impression = i.id AND c.event_time BETWEEN i.event_time AND i.event_time + interval 10 seconds"),
+    )
+    return joined.select(F.col("c.id").alias("click"), F.col("i.id").alias("impression"), F.col("c.event_time"))
+
+
+if __name__ == "__main__":
+    strata.main()

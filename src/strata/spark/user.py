@@ -1,0 +1,236 @@
+"""A Python job's template → its user's own streaming query, run under Strata's control.
+
+The user's function ``build(spark)`` gets a session whose ``readStream`` is
+Spark's own :class:`~pyspark.sql.streaming.DataStreamReader` with one thing
+added: when a source is loaded, Strata records what it reads (format,
+directories) and sets the source's read limit from L0's rate cap —
+``maxFilesPerTrigger`` for file sources, ``maxOffsetsPerTrigger`` for Kafka
+(DESIGN.md, "How each level maps onto Spark"). Spark reads such options only
+when a query starts, so a changed limit is applied by restarting the query
+from its own checkpoint at a batch boundary (:meth:`UserPipeline.restart`):
+the batch Spark had planned is replayed as planned, later batches use the new
+limit, and nothing is read twice or skipped.
+
+Everything else is :class:`strata.spark.pipelines.Pipeline`: the query's
+sink runs inside Strata's ``foreachBatch`` (so each batch passes the dispatch
+gate and runs in its FAIR pool), and each batch's record carries sink-side
+latency from the declared event-time column.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import time
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from strata.model.spec import Located, SpecError
+from strata.model.user import PythonJob
+from strata.spark.files import FileProbe
+from strata.spark.pipelines import Pipeline
+from strata.spark.sinks import ConsoleSink, FunctionSink, MemorySink, ParquetSink, Sink
+
+FILE_FORMATS = ("json", "csv", "parquet", "orc", "text")
+LOADERS = (*FILE_FORMATS, "load", "table")
+
+
+@dataclass
+class ReadLimits:
+    """The read limits Strata sets on a query's sources when it (re)starts; None: Spark's default (no limit)."""
+
+    files_per_trigger: int | None = None
+    offsets_per_trigger: int | None = None
+    reads: list[tuple[str, str | None]] = field(default_factory=list)  # (format, path) of every source loaded
+
+
+class LimitedReader:
+    """Spark's DataStreamReader, recording each source loaded and setting Strata's read limit on it."""
+
+    def __init__(self, reader, limits: ReadLimits) -> None:
+        self._reader = reader
+        self._limits = limits
+        self._format: str | None = None
+
+    def format(self, source: str) -> LimitedReader:
+        self._format = source
+        self._reader = self._reader.format(source)
+        return self
+
+    def __getattr__(self, name: str):
+        attr = getattr(self._reader, name)
+        if name in LOADERS:
+            return functools.partial(self._load, name)
+        if not callable(attr):
+            return attr
+
+        @functools.wraps(attr)
+        def chained(*args, **kwargs):
+            result = attr(*args, **kwargs)
+            return self if result is self._reader else result
+
+        return chained
+
+    def _load(self, how: str, path=None, *args, **kwargs):
+        fmt = how if how in FILE_FORMATS else (kwargs.get("format") or self._format)
+        reader = self._reader
+        if fmt in FILE_FORMATS and self._limits.files_per_trigger is not None:
+            reader = reader.option("maxFilesPerTrigger", self._limits.files_per_trigger)
+        if fmt == "kafka" and self._limits.offsets_per_trigger is not None:
+            reader = reader.option("maxOffsetsPerTrigger", self._limits.offsets_per_trigger)
+        self._limits.reads.append((fmt or "?", None if path is None else str(path)))
+        loader = getattr(reader, how)
+        return loader(path, *args, **kwargs) if path is not None else loader(*args, **kwargs)
+
+
+class LimitedSession:
+    """The SparkSession a template function gets: Spark's own, except ``readStream`` (see :class:`LimitedReader`)."""
+
+    def __init__(self, spark, limits: ReadLimits) -> None:
+        self._spark = spark
+        self._limits = limits
+
+    @property
+    def readStream(self) -> LimitedReader:
+        return LimitedReader(self._spark.readStream, self._limits)
+
+    def __getattr__(self, name: str):
+        return getattr(self._spark, name)
+
+
+def _located(fn, declared: PythonJob, template: str, expected: str, found: str, error: BaseException | None = None):
+    """A SpecError at the user's line: where the error was raised in the template's file, else the function."""
+    try:
+        source = str(Path(inspect.getsourcefile(fn) or declared.origin.rsplit(":", 1)[0]).resolve())
+        line = inspect.getsourcelines(fn)[1]
+    except (OSError, TypeError):
+        source, line = declared.origin.rsplit(":", 1)[0], None
+    if error is not None:
+        frames = [
+            f.lineno for f in traceback.extract_tb(error.__traceback__) if str(Path(f.filename).resolve()) == source
+        ]
+        line = frames[-1] if frames else line
+    where = (f"job {declared.id!r}", "template", template)
+    return SpecError([Located(source, line, where, expected, found)])
+
+
+@dataclass
+class UserPipeline(Pipeline):
+    """One Python job's template as its user wrote it, run by :class:`Pipeline`'s machinery."""
+
+    declared: PythonJob | None = None
+    limits: ReadLimits = field(default_factory=ReadLimits)
+    probe: FileProbe | None = None
+    restarts: int = 0
+    restarted_at: float = 0.0
+    written: dict[int, np.ndarray] = field(default_factory=dict)  # batch id → event times (µs) of its output
+
+    def __post_init__(self) -> None:
+        self.run_dir = Path(self.run_dir)
+        self.name = self.job.id
+        self.chain = list(self.template.operators)
+        self.positions = {op.name: i for i, op in enumerate(self.chain)}
+        self.sink: Sink = self._make_sink()
+        self.in_batch = []
+        self.stream = self._build_user()
+
+    @property
+    def checkpoint(self) -> Path:
+        """One checkpoint per job, across its segments: a template switch between stateless queries continues it
+        (Spark keeps a checkpoint across changes to stateless operators), so the new template reads on from the
+        first record the old one did not commit; stateful templates never switch (the engine refuses)."""
+        return self.run_dir.parent / "checkpoint"
+
+    @property
+    def stateful(self) -> bool:
+        """Whether the query keeps state between batches (its template cannot change without losing it)."""
+        plan = self.stream._jdf.queryExecution().analyzed().toString()
+        return any(
+            op in plan for op in ("Aggregate", "Deduplicate", "FlatMapGroupsWithState", "TransformWithState", "Join ")
+        )
+
+    def _make_sink(self) -> Sink:
+        spec = self.declared.sink
+        column = self.declared.event_time
+        kind = spec.kind if self.options.sink == "parquet" else self.options.sink
+        if kind == "parquet":
+            return ParquetSink(Path(spec.path) if spec.path else self.run_dir / "sinks" / self.name, column)
+        if kind == "memory":
+            return MemorySink(column)
+        if kind == "console":
+            return ConsoleSink(self.name)
+        if kind == "foreach_batch":
+            return FunctionSink(spec.fn, column)
+        return FunctionSink(lambda df, _b: df.write.mode("append").saveAsTable(spec.table), column)
+
+    def output_mode(self) -> str:
+        return self.declared.sink.output_mode
+
+    def wrote(self, batch_id: int, event_micros: np.ndarray) -> None:
+        with self._lock:
+            self.written[batch_id] = event_micros  # a replayed batch replaces its first attempt
+
+    def _build_user(self):
+        from pyspark.errors import PySparkException
+
+        fn = self.declared.templates[self.template.name]
+        self.limits.reads.clear()
+        try:
+            df = fn(LimitedSession(self.spark, self.limits))
+        except PySparkException as e:
+            message = str(e).strip().splitlines()[0][:300]
+            raise _located(fn, self.declared, self.template.name, "a query Spark can analyse", message, e) from None
+        except Exception as e:  # the user's code failed while building the query: say where
+            found = f"{type(e).__name__}: {e}"[:300]
+            raise _located(
+                fn, self.declared, self.template.name, "a function that builds the query", found, e
+            ) from None
+        if not getattr(df, "isStreaming", False):
+            found = type(df).__name__ if not hasattr(df, "isStreaming") else "a batch DataFrame"
+            raise _located(fn, self.declared, self.template.name, "a streaming DataFrame (spark.readStream…)", found)
+        column = self.declared.event_time
+        if column not in df.columns:
+            raise _located(
+                fn,
+                self.declared,
+                self.template.name,
+                f"an output column {column!r} holding each row's event time (job(event_time=...))",
+                f"columns {df.columns}",
+            )
+        directories = [p for fmt, p in self.limits.reads if fmt in FILE_FORMATS and p is not None]
+        if directories:
+            self.probe = FileProbe(
+                directories,
+                self.checkpoint,
+                {p: fmt for fmt, p in self.limits.reads if p is not None},
+                self.declared.event_time,
+            )
+        return df
+
+    # -------------------------------------------------------------- L0's rate cap as the source's read limit
+
+    @property
+    def capped_files(self) -> bool:
+        """Whether the query reads directories (whose read limit Strata sets)."""
+        return self.probe is not None
+
+    def stop_between_batches(self, timeout_s: float = 30.0) -> None:
+        """Stop the query once no batch is running (within ``timeout_s``; a batch still running then is stopped
+        and replayed by the next start, as after a crash)."""
+        query = self.query
+        deadline = time.time() + timeout_s
+        while query is not None and query.isActive and time.time() < deadline and query.status["isTriggerActive"]:
+            time.sleep(0.05)
+        if query is not None and query.isActive:
+            query.stop()
+
+    def restart(self, files_per_trigger: int | None) -> None:
+        """Start the stopped query again from its checkpoint, reading at most ``files_per_trigger`` files a batch."""
+        self.limits.files_per_trigger = files_per_trigger
+        self.stream = self._build_user()
+        self.start()
+        self.restarts += 1
+        self.restarted_at = time.time()

@@ -1,0 +1,329 @@
+"""Users' own PySpark queries under Strata: declared in Python, run by the control loop, checked against pandas.
+
+The input is JSON files written by :class:`strata.experiments.producer.Producer` (records of a seeded source
+spec, so pandas recomputes exactly what the queries must have written). Known answers: a Python-UDF filter
+writes exactly the records its rule keeps; two chained window aggregations write, per 2 s window, the number
+of keys with ≥ 2 records; a stream–stream join writes each click once with its impression.
+"""
+
+from __future__ import annotations
+
+import textwrap
+import time
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from strata.control.spark_run import RunConfig, run_mode
+from strata.experiments.producer import Producer
+from strata.model import SourceSpec, SpecError
+from strata.model.user import DeclarationError, collecting, job, load_jobs, memory, with_python_jobs
+from strata.protocol.engine import Decisions
+from strata.spark.engine import EngineConfig, SparkEngine
+from strata.spark.files import planned_files
+from strata.spark.pipelines import PipelineOptions
+from strata.spark.user import UserPipeline
+
+EVENTS = "id LONG, event_time TIMESTAMP, key LONG, value DOUBLE"
+CLICKS = "id LONG, event_time TIMESTAMP, key LONG, value DOUBLE, impression LONG"
+SOURCE = SourceSpec(rate=400, keys={"count": 30, "zipf_s": 1.0}, seed=7)
+
+
+def clicks_of(frame: pd.DataFrame) -> pd.DataFrame:
+    c = frame[frame["value"] > 0.8].copy()
+    c["impression"] = c["id"]
+    c["event_time"] = c["event_time"] + pd.Timedelta(seconds=1)
+    return c
+
+
+def written(root, seconds: float = 6.0, file_s: float = 0.5) -> dict[str, pd.DataFrame]:
+    """Events and clicks for ``seconds`` of event time, written as files (the producer run to its end)."""
+    epoch = time.time() - seconds  # every record is already due: the files are written at once
+    out = {}
+    for name, extra in (("events", None), ("clicks", clicks_of)):
+        p = Producer(root / name, SOURCE, epoch, seconds, file_s=file_s, extra=extra)
+        hi = p.timeline.rows_before_tick(round(seconds / p.tick_s))
+        step = round(file_s / p.tick_s)
+        for tick in range(step, round(seconds / p.tick_s) + 1, step):  # one file per file_s of event time
+            lo, up = p.timeline.rows_before_tick(tick - step), p.timeline.rows_before_tick(tick)
+            if up > lo:
+                p.write(lo, up)
+        out[name] = p.rows(0, hi)
+    return out
+
+
+def declare(root) -> list:
+    from pyspark.sql import functions as F
+
+    def rule(v):
+        return v is not None and v > 0.9
+
+    with collecting() as jobs:
+        alerts = job("alerts", rank=1, required=True, target_latency_s=2.0, sink=memory())
+
+        @alerts.template
+        def udf_filter(spark):
+            events = spark.readStream.format("json").schema(EVENTS).load(str(root / "events"))
+            return events.filter(F.udf(rule, "boolean")(F.col("value")))
+
+        chained = job("chained", rank=2, target_latency_s=30.0, sink=memory(), event_time="window_end")
+
+        @chained.template
+        def two_aggregations(spark):
+            events = spark.readStream.format("json").schema(EVENTS).load(str(root / "events"))
+            per_key = events.withWatermark("event_time", "1 second").groupBy(F.window("event_time", "2 seconds"), "key")
+            return (
+                per_key.count()
+                .filter("count >= 2")
+                .groupBy(F.window(F.window_time("window"), "2 seconds"))
+                .agg(F.count("*").alias("keys"))
+                .select(F.col("window.start").alias("window_start"), F.col("window.end").alias("window_end"), "keys")
+            )
+
+        joined = job("joined", rank=3, target_latency_s=20.0, sink=memory())
+
+        @joined.template
+        def click_join(spark):
+            imps = spark.readStream.format("json").schema(EVENTS).load(str(root / "events"))
+            clicks = spark.readStream.format("json").schema(CLICKS).load(str(root / "clicks"))
+            i = imps.withWatermark("event_time", "3 seconds").alias("i")
+            c = clicks.withWatermark("event_time", "3 seconds").alias("c")
+            cond = "c.impression = i.id AND c.event_time BETWEEN i.event_time AND i.event_time + interval 5 seconds"
+            return i.join(c, F.expr(cond)).select(
+                F.col("c.id").alias("click"), F.col("i.id").alias("impression"), F.col("c.event_time")
+            )
+
+    return jobs
+
+
+YAML = """
+cluster: {nodes: [{name: local, cores: 2}]}
+jobs:
+  - id: generated
+    rank: 4
+    templates:
+      - operators:
+          - {name: s, kind: source, source: {rate: 50, keys: {count: 10}, seed: 2}}
+          - {name: f, kind: filter, predicate: "value > 0.5"}
+          - {name: o, kind: sink}
+        streams: [{from: s, to: f}, {from: f, to: o}]
+"""
+
+
+@pytest.mark.spark
+def test_python_jobs_and_a_yaml_job_run_under_strata_and_equal_pandas(spark, tmp_path):
+    inputs = written(tmp_path / "in")
+    spec = tmp_path / "generated.yaml"
+    spec.write_text(YAML)
+    scenario, python_jobs = with_python_jobs(declare(tmp_path / "in"), [spec], "mixed")
+    assert [j.id for j in scenario.jobs] == ["generated", "alerts", "chained", "joined"]
+    events, clicks = inputs["events"], inputs["clicks"]
+    engines: list[SparkEngine] = []
+
+    def done() -> bool:
+        if not engines:
+            return False
+        engine = engines[0]
+        rows = {s.job: sum(engine.progress.of(s.pipeline.query).values()) for s in engine.segments}
+        chained = engine.running.get("chained")
+        return (
+            rows.get("alerts", 0) >= len(events)
+            and rows.get("joined", 0) >= len(events) + len(clicks)
+            and chained is not None
+            and not chained.pipeline.result().empty
+        )
+
+    epoch = time.time() + 1
+    result = run_mode(
+        spark,
+        scenario,
+        "strata",
+        tmp_path / "run",
+        RunConfig(sink="memory"),
+        epoch,
+        epoch + 90,
+        should_stop=done,
+        on_engine=engines.append,
+        python_jobs=python_jobs,
+    )
+    engine = result.engine
+    assert not engine.failures()
+    by_job = {s.job: s.pipeline for s in engine.segments}
+    assert isinstance(by_job["alerts"], UserPipeline) and not isinstance(by_job["generated"], UserPipeline)
+
+    # the Python UDF's filter: exactly the records the rule keeps, each once
+    out = by_job["alerts"].result()
+    assert sorted(out["id"]) == sorted(events.loc[events["value"] > 0.9, "id"])
+
+    # the join: every click once, with its impression
+    out = by_job["joined"].result()
+    assert sorted(zip(out["click"], out["impression"], strict=True)) == sorted(
+        zip(clicks["id"], clicks["impression"], strict=True)
+    )
+
+    # two chained aggregations: every window written is right and written once (append mode); the windows
+    # written are a prefix of the reference's (the last ones wait for a watermark that later data would move)
+    out = by_job["chained"].result()
+    ws = events["event_time"].dt.floor("2s")
+    per_key = events.assign(ws=ws).groupby(["ws", "key"]).size()
+    ref = per_key[per_key >= 2].groupby(level="ws").size()
+    got = out.assign(ws=pd.to_datetime(out["window_start"], utc=True)).set_index("ws")["keys"]
+    assert not got.index.duplicated().any() and len(got) >= 1
+    assert got.to_dict() == {w: int(ref[w]) for w in got.index}
+    assert list(got.sort_index().index) == list(ref.index[: len(got)])
+
+    # sink-side latency from the declared event-time column, observed for the Python jobs
+    assert by_job["alerts"].written and all(t.dtype == np.int64 for t in by_job["alerts"].written.values())
+
+
+@pytest.mark.spark
+def test_a_read_limit_changes_files_per_batch_at_the_next_batch_with_nothing_lost(spark, tmp_path):
+    events = written(tmp_path / "in", seconds=8.0)["events"]
+    (declared,) = [j for j in declare(tmp_path / "in") if j.id == "alerts"]
+    model = declared.model()
+    pipeline = UserPipeline(
+        spark,
+        model,
+        model.templates[0],
+        tmp_path / "run" / "0-udf_filter",
+        PipelineOptions(sink="memory", trigger_s=1.0),
+        declared=declared,
+    )
+    pipeline.restart(2)  # the query starts reading at most 2 files a batch (one batch a second)
+    try:
+        while len(pipeline.records) < 2:
+            time.sleep(0.2)
+        pipeline.stop_between_batches()
+        before = max(r["batch_id"] for r in pipeline.records)
+        pipeline.restart(5)
+        deadline = time.time() + 60
+        while len(planned_files(pipeline.checkpoint)) < 16 and time.time() < deadline:
+            time.sleep(0.2)
+        pipeline.stop_between_batches()
+    finally:
+        if pipeline.query.isActive:
+            pipeline.query.stop()
+    per_batch = pd.Series(planned_files(pipeline.checkpoint)).value_counts().sort_index()
+    assert per_batch[per_batch.index <= before].max() <= 2
+    assert per_batch[per_batch.index > before].max() == 5  # batches after the restart read up to 5 files
+    out = pipeline.result()
+    assert sorted(out["id"]) == sorted(events.loc[events["value"] > 0.9, "id"])  # nothing lost or read twice
+    assert pipeline.restarts == 2
+
+
+@pytest.mark.spark
+def test_a_template_switch_on_a_user_query_continues_from_the_next_unread_file(spark, tmp_path):
+    from pyspark.sql import functions as F
+
+    events = written(tmp_path / "stage", seconds=8.0)["events"]
+    root = tmp_path / "in" / "events"
+    root.mkdir(parents=True)
+    files = sorted((tmp_path / "stage" / "events").iterdir())
+
+    def arrive(batch):  # the producer's files appear in the directory, renamed in whole
+        for f in batch:
+            f.rename(root / f.name)
+
+    with collecting() as declared:
+        j = job("switch", rank=1, sink=memory())
+
+        @j.template
+        def wide(spark):
+            return spark.readStream.format("json").schema(EVENTS).load(str(root)).filter("value > 0.5")
+
+        @j.template
+        def narrow(spark):
+            df = spark.readStream.format("json").schema(EVENTS).load(str(root))
+            return df.filter("value > 0.5").select("id", "event_time", F.lit("narrow").alias("via"))
+
+    scenario, python_jobs = with_python_jobs(declared, [], "switch", cores=2)
+    config = EngineConfig(epoch=time.time(), sink="memory")
+    engine = SparkEngine(spark, scenario, tmp_path / "run", config, python_jobs=python_jobs)
+    try:
+        arrive(files[:6])
+        engine.apply(Decisions(0, admitted={"switch": "wide"}))
+        first = engine.running["switch"].pipeline
+        deadline = time.time() + 60
+        while sum(engine.progress.of(first.query).values()) < 1 and time.time() < deadline:
+            time.sleep(0.2)
+        engine.apply(Decisions(1, admitted={"switch": "narrow"}))
+        second = engine.running["switch"].pipeline
+        arrive(files[6:])
+        deadline = time.time() + 60
+        while (
+            sum(engine.progress.of(first.query).values()) + sum(engine.progress.of(second.query).values()) < len(events)
+            and time.time() < deadline
+        ):
+            time.sleep(0.2)
+        engine.stop_all()
+    finally:
+        engine.close()
+    a, b = first.result(), second.result()
+    assert len(a) > 0 and len(b) > 0 and (b["via"] == "narrow").all()
+    # the new template read on from the first file the old one had not taken: nothing lost, nothing twice
+    assert sorted([*a["id"], *b["id"]]) == sorted(events.loc[events["value"] > 0.5, "id"])
+    assert engine.decisions[-1]["kind"] == "template"
+
+
+# ---------------------------------------------------------------------- declarations (no Spark)
+
+
+def test_a_bad_declaration_is_located_at_its_line(tmp_path):
+    f = tmp_path / "jobs.py"
+    f.write_text(
+        textwrap.dedent(
+            """
+            import strata.api as strata
+
+            ok = strata.job("ok", rank=1)
+            bad = strata.job("bad", rank=-1)
+            """
+        )
+    )
+    with pytest.raises(SpecError) as err:
+        load_jobs(f)
+    (problem,) = err.value.problems
+    assert problem.file == str(f) and problem.line == 5
+    assert "rank" in problem.expected and "-1" in problem.found
+
+
+def test_a_jobs_file_that_fails_or_declares_nothing_is_located(tmp_path):
+    f = tmp_path / "jobs.py"
+    f.write_text("import strata.api as strata\nx = 1\ny = x / 0\n")
+    with pytest.raises(SpecError) as err:
+        load_jobs(f)
+    assert err.value.problems[0].line == 3 and "ZeroDivisionError" in err.value.problems[0].found
+    f.write_text("x = 1\n")
+    with pytest.raises(SpecError, match=r"at least one strata\.job"):
+        load_jobs(f)
+    f.write_text("import strata.api as strata\nj = strata.job('j', rank=1)\n")
+    with pytest.raises(SpecError, match="at least one @template"):
+        load_jobs(f)
+
+
+def test_a_template_must_take_the_session_and_names_are_checked():
+    with collecting():
+        j = job("j", rank=1)
+        with pytest.raises(DeclarationError, match="build\\(spark\\)"):
+            j.template("no_session")(lambda: None)
+        with pytest.raises(DeclarationError, match="declared once"):
+            job("j", rank=2)
+        with pytest.raises(DeclarationError, match="value function"):
+            job("k", rank=1, value={"kind": "nonsense"})
+
+
+def test_the_planner_sees_a_python_job_as_a_chain_with_its_value_function():
+    with collecting():
+        j = job("j", rank=3, required=True, target_latency_s=4, weight=10, value={"kind": "linear", "slope": 2})
+
+        @j.template
+        def only(spark):
+            return spark
+
+        model = j.model()
+    (tpl,) = model.templates
+    assert [op.name for op in tpl.operators] == ["input", "query", "out"]
+    out = next(st for st in tpl.streams if st.dst == "out")
+    assert model.rank == 3 and model.required and model.target_latency_s == 4
+    assert tpl.weight_of(out) == 10 and out.value(5.0) == pytest.approx(10.0)  # slope 2 × 5 records/s
