@@ -16,7 +16,7 @@ import pandas as pd
 import pytest
 
 from strata.control.spark_run import RunConfig, run_mode
-from strata.experiments.producer import Producer
+from strata.experiments.producer import Producer, clicks
 from strata.model import SourceSpec, SpecError
 from strata.model.user import DeclarationError, collecting, job, load_jobs, memory, with_python_jobs
 from strata.protocol.engine import Decisions
@@ -30,18 +30,11 @@ CLICKS = "id LONG, event_time TIMESTAMP, key LONG, value DOUBLE, impression LONG
 SOURCE = SourceSpec(rate=400, keys={"count": 30, "zipf_s": 1.0}, seed=7)
 
 
-def clicks_of(frame: pd.DataFrame) -> pd.DataFrame:
-    c = frame[frame["value"] > 0.8].copy()
-    c["impression"] = c["id"]
-    c["event_time"] = c["event_time"] + pd.Timedelta(seconds=1)
-    return c
-
-
 def written(root, seconds: float = 6.0, file_s: float = 0.5) -> dict[str, pd.DataFrame]:
     """Events and clicks for ``seconds`` of event time, written as files (the producer run to its end)."""
     epoch = time.time() - seconds  # every record is already due: the files are written at once
     out = {}
-    for name, extra in (("events", None), ("clicks", clicks_of)):
+    for name, extra in (("events", None), ("clicks", clicks(0.8, 1.0))):
         p = Producer(root / name, SOURCE, epoch, seconds, file_s=file_s, extra=extra)
         hi = p.timeline.rows_before_tick(round(seconds / p.tick_s))
         step = round(file_s / p.tick_s)
@@ -327,3 +320,29 @@ def test_the_planner_sees_a_python_job_as_a_chain_with_its_value_function():
     out = next(st for st in tpl.streams if st.dst == "out")
     assert model.rank == 3 and model.required and model.target_latency_s == 4
     assert tpl.weight_of(out) == 10 and out.value(5.0) == pytest.approx(10.0)  # slope 2 × 5 records/s
+
+
+def test_the_producer_writes_the_source_records_and_bad_options_exit_2(tmp_path):
+    from typer.testing import CliRunner
+
+    from strata.cli import app
+
+    result = CliRunner().invoke(app, ["produce", str(tmp_path / "p"), "--duration", "1.2", "--rate", "50"])
+    assert result.exit_code == 0, result.output
+    files = sorted((tmp_path / "p" / "events").glob("part-*.json"))
+    frame = pd.concat([pd.read_json(f, lines=True) for f in files], ignore_index=True)
+    p = Producer(
+        tmp_path / "q",
+        SourceSpec(
+            rate=50,
+            arrivals={"process": "onoff", "period_s": 20, "on_s": 5, "burst_factor": 3},
+            keys={"count": 200, "zipf_s": 1.1},
+            seed=5,
+        ),
+        0.0,
+        1.2,
+    )
+    ref = p.rows(0, len(frame))
+    assert list(frame["id"]) == list(range(len(frame))) and list(frame["key"]) == list(ref["key"])
+    bad = CliRunner().invoke(app, ["produce", str(tmp_path / "p"), "--rate", "-3"])
+    assert bad.exit_code == 2 and "--rate" in bad.output and "Traceback" not in bad.output

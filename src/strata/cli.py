@@ -596,6 +596,50 @@ def _failure(text: str) -> tuple[str, float, float | None]:
 
 
 @app.command()
+def produce(
+    out: Annotated[Path, typer.Argument(help="Directory to fill: OUT/events and OUT/clicks.")],
+    duration: Annotated[float, typer.Option(help="Seconds of records to write, in real time.")] = 120.0,
+    rate: Annotated[float, typer.Option(help="Mean records/s (bursts at --burst x this).")] = 300.0,
+    burst: Annotated[float, typer.Option(help="Burst factor: --on s of every --period s at this x rate.")] = 3.0,
+    period: Annotated[float, typer.Option(help="Seconds between bursts.")] = 20.0,
+    on: Annotated[float, typer.Option(help="Seconds a burst lasts.")] = 5.0,
+    keys: Annotated[int, typer.Option(help="Distinct keys (Zipf-distributed).")] = 200,
+    zipf: Annotated[float, typer.Option(help="Zipf exponent of the keys (0: uniform).")] = 1.1,
+    seed: Annotated[int, typer.Option(help="Seed: the same seed writes the same records.")] = 5,
+) -> None:
+    """Write JSON files into OUT/events and OUT/clicks at seeded, bursty rates (the platform example's input)."""
+    import time
+
+    from pydantic import ValidationError
+
+    from strata.experiments.producer import platform_input
+    from strata.model import SourceSpec
+
+    writable(out, "OUT", directory=True)
+    try:
+        arrivals = {"process": "onoff", "period_s": period, "on_s": on, "burst_factor": burst}
+        source = SourceSpec(rate=rate, arrivals=arrivals, keys={"count": keys, "zipf_s": zipf}, seed=seed)
+    except ValidationError as err:
+        first = err.errors()[0]
+        option = {"rate": "--rate", "keys": "--keys/--zipf", "arrivals": "--burst/--period/--on"}.get(
+            str(first["loc"][0]), str(first["loc"][0])
+        )
+        errors.print(f"[bold red]error[/] {option}: expected {first['msg'].lower()}; found {first.get('input')!r}")
+        raise typer.Exit(code=2) from None
+    producers = platform_input(out, source, time.time(), duration)
+    for p in producers:
+        p.start()
+    console.print(f"writing {out}/events and {out}/clicks for {duration:g} s (Ctrl-C stops)")
+    try:
+        for p in producers:
+            p.join()
+    except KeyboardInterrupt:
+        for p in producers:
+            p.stop()
+    console.print(f"wrote {producers[0].written:,} events in {producers[0].files} files")
+
+
+@app.command()
 def demo(
     spec: Annotated[
         Path | None, typer.Argument(help="Scenario spec (YAML); default: the packaged demo.yaml (strata examples).")

@@ -51,7 +51,7 @@ class Producer(threading.Thread):
         self.extra = extra
         self.written = 0  # records written so far
         self.files = 0
-        self._stop = threading.Event()
+        self._halt = threading.Event()
 
     def rows(self, lo: int, hi: int) -> pd.DataFrame:
         """Records [lo, hi) as the files hold them (event_time as UTC timestamps)."""
@@ -72,7 +72,7 @@ class Producer(threading.Thread):
 
     def run(self) -> None:
         lo = 0
-        while not self._stop.is_set():
+        while not self._halt.is_set():
             now = min(time.time() - self.epoch, self.end_s)
             hi = self.timeline.rows_before_tick(max(0, int(now / self.tick_s)))
             if hi > lo:
@@ -80,12 +80,34 @@ class Producer(threading.Thread):
                 lo = self.written = hi
             if now >= self.end_s:
                 return
-            self._stop.wait(self.file_s)
+            self._halt.wait(self.file_s)
 
     def stop(self) -> None:
-        self._stop.set()
+        self._halt.set()
         self.join()
 
     def everything(self) -> pd.DataFrame:
         """Every record written (what a query that read the whole directory must have seen)."""
         return self.rows(0, self.written)
+
+
+def clicks(share_above: float = 0.8, delay_s: float = 1.0) -> Extra:
+    """Clicks on the records as impressions: a record with value > ``share_above`` is clicked ``delay_s`` later
+    (the click's ``impression`` is the record's id), for stream–stream joins with a known answer."""
+
+    def of(frame: pd.DataFrame) -> pd.DataFrame:
+        c = frame[frame["value"] > share_above].copy()
+        c["impression"] = c["id"]
+        c["event_time"] = c["event_time"] + pd.Timedelta(seconds=delay_s)
+        return c
+
+    return of
+
+
+def platform_input(root: str | Path, source: SourceSpec, epoch: float, end_s: float) -> list[Producer]:
+    """The platform example's input: ``events/`` (the source's records) and ``clicks/`` on them."""
+    root = Path(root)
+    return [
+        Producer(root / "events", source, epoch, end_s),
+        Producer(root / "clicks", source, epoch, end_s, extra=clicks()),
+    ]
