@@ -415,6 +415,14 @@ def plan_command(
         Path | None, typer.Option(help="The previous epoch's plan (JSON) to plan incrementally.")
     ] = None,
     out: Annotated[Path | None, typer.Option("--json", help="Write the full plan as JSON here.")] = None,
+    batch: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            help="Records per source message of the engine that will run the plan (`strata simulate --batch`; "
+            "1 for Spark): windows emit per key seen, so their projected output depends on it.",
+        ),
+    ] = 1,
 ) -> None:
     """Run SODA's four phases (admission, templates, cpu, placement) and summarise the plan."""
     from strata.plan import Options, Plan, PlanError, plan
@@ -428,7 +436,7 @@ def plan_command(
         with console.status(
             f"planning {len(scenario.jobs)} jobs: admission, templates, cpu, placement (budget {seconds:g} s)"
         ):
-            result = plan(scenario, before, Options(budget_s=seconds))
+            result = plan(scenario, before, Options(budget_s=seconds, batch=batch))
     except (ValueError, PlanError) as err:
         for problem in getattr(err, "problems", [str(err)]):
             errors.print(f"[bold red]error[/] {problem}", highlight=False, soft_wrap=True)

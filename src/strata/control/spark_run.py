@@ -54,6 +54,9 @@ class RunConfig:
         )
     )
     sink: str = "parquet"
+    # plain Spark as a careful user tunes it (baseline modes only): job → FAIR pool, job → maxFilesPerTrigger
+    pools: dict[str, str] = field(default_factory=dict)
+    read_limits: dict[str, int] = field(default_factory=dict)
 
 
 def triggers(scenario: Scenario) -> dict[str, float]:
@@ -119,6 +122,8 @@ def run_mode(
             state_partitions=config.state_partitions,
             managed=keyed_operators(scenario),
             sink=config.sink,
+            pools={} if controlled else config.pools,
+            read_limits={} if controlled else config.read_limits,
         ),
         gate=gate,
         python_jobs=python_jobs,

@@ -64,7 +64,7 @@ from strata.spark.checkpoint import CheckpointChanged, Existing
 from strata.spark.gate import URGENT_POOL, Gate
 from strata.spark.listener import ProgressListener, progress_row
 from strata.spark.pipelines import Pipeline, PipelineOptions
-from strata.spark.user import UserPipeline
+from strata.spark.user import ReadLimits, UserPipeline
 
 SHARE_POOLS: dict[str, int] = {"w1": 1, "w2": 2, "w4": 4, "w8": 8}
 """Pools that carry L0's cpu share; FAIR weight ∝ the pool's number."""
@@ -100,6 +100,8 @@ class EngineConfig:
     sink: str = "parquet"
     pause_timeout_s: float = 30.0  # longest wait for the batch in flight when switching a template
     restart_every_s: float = 20.0  # a user query is restarted for a new read limit at most this often
+    pools: dict[str, str] = field(default_factory=dict)  # job → a FAIR pool set by hand (plain Spark's tuning)
+    read_limits: dict[str, int] = field(default_factory=dict)  # job → static maxFilesPerTrigger (user jobs)
 
 
 @dataclass
@@ -322,6 +324,8 @@ class SparkEngine:
                 self._options(job, start_row),
                 here=here,
                 declared=self.python_jobs[job],
+                # a static limit, as a careful Spark user sets it (None: Spark's default, or Strata's caps)
+                limits=ReadLimits(files_per_trigger=self.config.read_limits.get(job)),
             )
             switched = any(e.template != template for e in self.segments_of(job) + earlier[-1:])
             if switched and pipeline.stateful:
@@ -337,6 +341,8 @@ class SparkEngine:
             pipeline.rate_cap.set(None)  # a cap an earlier run left in the control file is not this run's decision
         if self.gate is not None:
             pipeline.hooks.append(self.gate)
+        else:
+            pipeline.pool = self.config.pools.get(job)
         segment = Segment(job, template, index, start_row, run_dir, pipeline, self.clock())
         pipeline.start()
         with self._lock:

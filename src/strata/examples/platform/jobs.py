@@ -22,7 +22,7 @@ EVENTS = "id LONG, event_time TIMESTAMP, key LONG, value DOUBLE"
 CLICKS = "id LONG, event_time TIMESTAMP, key LONG, value DOUBLE, impression LONG"
 
 
-def suspicious(value: float | None) -> bool:
+def suspicious(value):  # no type hints: PySpark would read them as a pandas UDF's
     """A rule a fraud team keeps in Python, run as a Python UDF."""
     return value is not None and value > 0.95
 

@@ -1,0 +1,136 @@
+"""A platform of users' own queries: plain Spark (FIFO; FAIR pools by hand; plus static read limits) vs Strata.
+
+The queries are ``examples/platform/jobs.py`` as a Spark team wrote them: an alert filter with a Python UDF
+(rank 1, target 2 s), two chained window aggregations, and a stream–stream join of clicks and impressions.
+They read directories that :mod:`strata.experiments.producer` fills at seeded, bursty rates (the same records
+in every mode). The four modes, one after the other in one session, each on a fresh copy of the input:
+
+- ``fifo``: plain Spark, one pool (FIFO inside it), as it comes;
+- ``fair``: FAIR pools set by hand as Spark's documentation recommends: the latency-critical query in a
+  weight-32 pool, the others by importance (weights 2 and 1);
+- ``fair+limits``: the same plus static ``maxFilesPerTrigger`` on the bulk queries (2 files, about 1 s of input
+  at the mean rate), as a careful Spark user would set them;
+- ``strata``: Strata in control (admission, pools, read limits, the gate, learned costs).
+
+Usage: ``.venv/bin/python benchmarks/bench_platform.py [--duration 60] [--seeds 1] [--rate 300]``. Prints a
+table; writes ``benchmarks/results/platform.json``. Timing-dependent: the load average is recorded.
+Scope: three of the issue's six queries (no sessionization, pandas-UDF enrichment, or job reading another
+job's output yet); user queries are timed at their sinks, not verified here (the tests verify them).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import time
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from strata.control.spark_run import RunConfig, run_mode
+from strata.experiments.producer import platform_input
+from strata.model import SourceSpec
+from strata.model.user import load_jobs, with_python_jobs
+from strata.spark.engine import POOLS
+from strata.spark.gate import URGENT_POOL
+from strata.spark.measure import collect
+
+ROOT = Path(__file__).resolve().parents[1]
+JOBS = ROOT / "src" / "strata" / "examples" / "platform" / "jobs.py"
+RESULTS = ROOT / "benchmarks" / "results" / "platform.json"
+HAND_POOLS = {"alerts": URGENT_POOL, "active_users": "w2", "attributed_clicks": "w1"}
+STATIC_LIMITS = {"active_users": 2, "attributed_clicks": 2}
+MODES = ("fifo", "fair", "fair+limits", "strata")
+
+
+def run_one(spark, mode: str, seed: int, args, work: Path) -> list[dict]:
+    """One mode on a fresh input directory filled in real time from the same seeded source."""
+    base = work / f"{mode}-{seed}"
+    shutil.rmtree(base, ignore_errors=True)
+    os.environ["STRATA_INPUT"] = str(base / "input")
+    scenario, python_jobs = with_python_jobs(load_jobs(JOBS), [], "platform")
+    arrivals = {"process": "onoff", "period_s": 20.0, "on_s": 5.0, "burst_factor": args.burst}
+    source = SourceSpec(rate=args.rate, arrivals=arrivals, keys={"count": 200, "zipf_s": 1.1}, seed=seed)
+    epoch = time.time() + 3.0
+    producers = platform_input(base / "input", source, epoch, args.duration + 5.0)
+    for p in producers:
+        p.start()
+    time.sleep(3.5)  # the first files exist, so every query can start
+    config = RunConfig(
+        sink="parquet",
+        pools=HAND_POOLS if mode in ("fair", "fair+limits") else {},
+        read_limits=STATIC_LIMITS if mode == "fair+limits" else {},
+    )
+    load = os.getloadavg()[0]
+    result = run_mode(
+        spark,
+        scenario,
+        "strata" if mode == "strata" else "baseline",
+        base / "run",
+        config,
+        epoch,
+        epoch + args.duration,
+        python_jobs=python_jobs,
+    )
+    for p in producers:
+        p.stop()
+    measured = collect([result], scenario, max(0.0, args.duration - 4.0), spark, base / "run", {"config": {}}, {})
+    failures = result.engine.failures()
+    rows = []
+    for r in measured.summary.to_dict("records"):
+        rows.append({**r, "mode": mode, "seed": seed, "load_before": load, "died": failures.get(r["job"])})
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--duration", type=float, default=60.0)
+    parser.add_argument("--seeds", type=int, nargs="+", default=[1])
+    parser.add_argument("--rate", type=float, default=300.0, help="mean events/s (bursts at --burst x)")
+    parser.add_argument("--burst", type=float, default=3.0)
+    parser.add_argument("--work", type=Path, default=Path("/tmp/strata-bench-platform"))
+    parser.add_argument("--out", type=Path, default=RESULTS)
+    args = parser.parse_args()
+    from strata.spark.session import build_session
+
+    spark = build_session("bench-platform", cores=2, shuffle_partitions=2, pools=POOLS, work_dir=args.work / "spark")
+    spark.sparkContext.setLogLevel("FATAL")
+    rows: list[dict] = []
+    try:
+        for seed in args.seeds:
+            for mode in MODES:
+                rows += run_one(spark, mode, seed, args, args.work)
+    finally:
+        spark.stop()
+    table = Table(title=f"platform: {args.duration:g} s, rate {args.rate:g}/s × {args.burst:g} bursts, local[2]")
+    for col in ("seed", "mode", "job", "outputs", "p50 s", "p99 s", "misses", "rows/s", "importance"):
+        table.add_column(col, justify="left" if col in ("mode", "job") else "right")
+
+    def fmt(x, spec):
+        return "–" if x is None or x != x else format(x, spec)
+
+    for r in rows:
+        table.add_row(
+            str(r["seed"]),
+            r["mode"],
+            r["job"] + (" (died)" if r["died"] else ""),
+            str(r["outputs"]),
+            fmt(r["p50_s"], ".2f"),
+            fmt(r["p99_s"], ".2f"),
+            str(r["misses"]),
+            fmt(r["throughput"], ".0f"),
+            fmt(r["importance"], ".1f"),
+        )
+    Console().print(table)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(
+        json.dumps({"args": {k: str(v) for k, v in vars(args).items()}, "rows": rows}, indent=1, default=str)
+    )
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()
