@@ -86,10 +86,6 @@ class Producer(threading.Thread):
         self._halt.set()
         self.join()
 
-    def everything(self) -> pd.DataFrame:
-        """Every record written (what a query that read the whole directory must have seen)."""
-        return self.rows(0, self.written)
-
 
 def clicks(share_above: float = 0.8, delay_s: float = 1.0) -> Extra:
     """Clicks on the records as impressions: a record with value > ``share_above`` is clicked ``delay_s`` later

@@ -238,8 +238,9 @@ def job(
 
 
 def _caller() -> str:
-    frame = inspect.stack()[2]
-    return f"{frame.filename}:{frame.lineno}"
+    """file:line of the ``job(...)`` call (the frame itself: ``inspect.stack`` would read every frame's source)."""
+    frame = sys._getframe(2)
+    return f"{frame.f_code.co_filename}:{frame.f_lineno}"
 
 
 @contextmanager

@@ -142,8 +142,15 @@ class FileProbe:
     def batch(self, batch_id: int) -> tuple[float | None, int]:
         """A planned batch's oldest record time and records (the files Spark took into it; records estimated from
         their bytes, or counted as files until the records per byte are known), for the dispatch gate."""
-        files, planned = self.listing()
-        mine = [f for f in files if planned.get(f.path) == batch_id]
+        mine = []
+        for path, b in planned_files(self.checkpoint).items():
+            if b != batch_id:
+                continue
+            try:  # only the batch's own files: the gate runs before every batch, a directory walk is not needed
+                st = os.stat(path)
+            except FileNotFoundError:  # removed since Spark planned it (cleanSource): nothing to price
+                continue
+            mine.append(DataFile(path, st.st_size, st.st_mtime))
         if not mine:
             return None, 0
         with self._lock:
