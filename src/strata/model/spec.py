@@ -45,7 +45,10 @@ class Located:
 
     def __str__(self) -> str:
         where = f"{self.file}:{self.line}" if self.line else self.file
-        return f"{where}: {format_path(self.path) or '<document>'}: expected {self.expected}; found {self.found}"
+        # a Python file has no document paths: its line says where
+        inside = format_path(self.path) or ("" if self.file.endswith(".py") else "<document>")
+        at = f"{where}: {inside}" if inside else where
+        return f"{at}: expected {self.expected}; found {self.found}"
 
 
 class SpecError(Exception):
