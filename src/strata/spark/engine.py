@@ -402,7 +402,7 @@ class SparkEngine:
                 self._log(decisions, "rate cap", job, "lifted")
             return
         # rows per batch × batches per second = the rate: on a loaded machine batches come slower than the trigger
-        interval = max(self.config.triggers.get(job) or 0.0, round(2 * self._batch_interval(segment)) / 2)
+        interval = self._cap_interval(segment)
         rows = max(1, int(rate * interval))
         if cap.get() != rows:
             cap.set(rows)
@@ -420,7 +420,7 @@ class SparkEngine:
             per_file = p.probe.records_per_file()
             if per_file is None:
                 return  # nothing read yet: the cap cannot be turned into files
-            interval = max(self.config.triggers.get(segment.job) or 0.0, round(2 * self._batch_interval(segment)) / 2)
+            interval = self._cap_interval(segment)
             files = max(1, int(rate * interval / per_file))
         current = p.limits.files_per_trigger
         if current == files:
@@ -435,6 +435,11 @@ class SparkEngine:
         p.restart(files)
         detail = "lifted" if files is None else f"{rate:.0f} rec/s ({files} files/batch)"
         self._log(decisions, "rate cap", segment.job, f"{detail}: query restarted from its checkpoint")
+
+    def _cap_interval(self, segment: Segment) -> float:
+        """Seconds of input one batch should read under a cap: the query's trigger, or its measured batch interval
+        when batches come slower (to the half second)."""
+        return max(self.config.triggers.get(segment.job) or 0.0, round(2 * self._batch_interval(segment)) / 2)
 
     def _batch_interval(self, segment: Segment) -> float:
         """Mean seconds between the query's recent batch starts since the epoch (1 s before it has two such
