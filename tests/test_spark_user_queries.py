@@ -3,7 +3,8 @@
 The input is JSON files written by :class:`strata.experiments.producer.Producer` (records of a seeded source
 spec, so pandas recomputes exactly what the queries must have written). Known answers: a Python-UDF filter
 writes exactly the records its rule keeps; two chained window aggregations write, per 2 s window, the number
-of keys with ≥ 2 records; a stream–stream join writes each click once with its impression.
+of keys with ≥ 2 records; a stream–stream join writes each click once with its impression; a job reading the
+alerts' output (a shared stream) writes exactly the alerts it selects.
 """
 
 from __future__ import annotations
@@ -53,7 +54,7 @@ def declare(root) -> list:
         return v is not None and v > 0.9
 
     with collecting() as jobs:
-        alerts = job("alerts", rank=1, required=True, target_latency_s=2.0, sink=memory())
+        alerts = job("alerts", rank=1, required=True, target_latency_s=2.0)  # Parquet: another job reads it
 
         @alerts.template
         def udf_filter(spark):
@@ -87,6 +88,12 @@ def declare(root) -> list:
                 F.col("c.id").alias("click"), F.col("i.id").alias("impression"), F.col("c.event_time")
             )
 
+        even = job("even_alerts", rank=4, target_latency_s=20.0, sink=memory(), reads=alerts)
+
+        @even.template
+        def of_alerts(spark):
+            return alerts.stream(spark).filter("key % 2 = 0").select("id", "event_time", "key", "batch_id")
+
     return jobs
 
 
@@ -110,7 +117,10 @@ def test_python_jobs_and_a_yaml_job_run_under_strata_and_equal_pandas(spark, tmp
     spec = tmp_path / "generated.yaml"
     spec.write_text(YAML)
     scenario, python_jobs = with_python_jobs(declare(tmp_path / "in"), [spec], "mixed")
-    assert [j.id for j in scenario.jobs] == ["generated", "alerts", "chained", "joined"]
+    assert [j.id for j in scenario.jobs] == ["generated", "alerts", "chained", "joined", "even_alerts"]
+    # the planner sees the shared stream: the reader's query is fed by the alerts' query, and nothing else
+    (reader,) = scenario.job["even_alerts"].templates
+    assert [(st.src, st.dst) for st in reader.streams] == [("alerts.query", "query"), ("query", "out")]
     events, clicks = inputs["events"], inputs["clicks"]
     engines: list[SparkEngine] = []
 
@@ -122,6 +132,7 @@ def test_python_jobs_and_a_yaml_job_run_under_strata_and_equal_pandas(spark, tmp
         chained = engine.running.get("chained")
         return (
             rows.get("alerts", 0) >= len(events)
+            and rows.get("even_alerts", 0) >= (events["value"] > 0.9).sum()
             and rows.get("joined", 0) >= len(events) + len(clicks)
             and chained is not None
             and not chained.pipeline.result().empty
@@ -148,6 +159,13 @@ def test_python_jobs_and_a_yaml_job_run_under_strata_and_equal_pandas(spark, tmp
     # the Python UDF's filter: exactly the records the rule keeps, each once
     out = by_job["alerts"].result()
     assert sorted(out["id"]) == sorted(events.loc[events["value"] > 0.9, "id"])
+
+    # the shared stream: the reader got every alert once, as the alerts' batches wrote them
+    out = by_job["even_alerts"].result()
+    kept = events[(events["value"] > 0.9) & (events["key"] % 2 == 0)]
+    assert sorted(out["id"]) == sorted(kept["id"])
+    written_by = by_job["alerts"].result().set_index("id")["batch_id"].astype(int)
+    assert (out.set_index("id")["batch_id"].astype(int) == written_by.reindex(out["id"])).all()
 
     # the join: every click once, with its impression
     out = by_job["joined"].result()
@@ -304,6 +322,35 @@ def test_a_template_must_take_the_session_and_names_are_checked():
             job("j", rank=2)
         with pytest.raises(DeclarationError, match="value function"):
             job("k", rank=1, value={"kind": "nonsense"})
+
+
+def test_a_shared_stream_must_name_a_job_of_the_run_that_writes_parquet(tmp_path):
+    f = tmp_path / "jobs.py"
+    body = textwrap.dedent(
+        """
+        import strata.api as strata
+
+        producer = strata.job("producer", rank=1, sink=strata.{sink})
+        producer.template("p")(lambda spark: spark)
+        reader = strata.job("reader", rank=2, reads={reads})
+        reader.template("r")(lambda spark: spark)
+        """
+    )
+    f.write_text(body.format(sink="memory()", reads="producer"))
+    with pytest.raises(SpecError) as err:
+        with_python_jobs(load_jobs(f), [], "t")
+    (problem,) = err.value.problems
+    assert problem.line == 6 and "strata.parquet()" in problem.expected and "memory" in problem.found
+    f.write_text(body.format(sink="parquet()", reads="'elsewhere'"))
+    with pytest.raises(SpecError, match="elsewhere"):
+        with_python_jobs(load_jobs(f), [], "t")
+    f.write_text(body.format(sink="parquet()", reads="'reader'"))  # a job cannot read itself
+    with pytest.raises(SpecError, match="other jobs"):
+        load_jobs(f)
+    with collecting():
+        j = job("j", rank=1)
+        with pytest.raises(DeclarationError, match="the session Strata passes"):
+            j.stream(object())
 
 
 def test_the_planner_sees_a_python_job_as_a_chain_with_its_value_function():

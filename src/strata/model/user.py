@@ -11,8 +11,13 @@ declared, next to YAML jobs in the same run.
 The planner's view of a Python template is the chain ``input → query → out``:
 the query's cost per record and selectivity start from the declared priors (or
 neutral ones) and are learned from Spark's progress like every other PE; the
-rate prior only seeds the estimator until the source is observed. Nothing here
-imports PySpark: the functions are called on the Spark side.
+rate prior only seeds the estimator until the source is observed. A job that
+reads other jobs' output (``job(reads=...)``, SODA's shared streams, §1.1) has
+no source of its own: its chain is ``query → out``, fed by each producer's
+``query`` PE, so the planner sees the link (a reader is worth nothing without
+its producers) and the reader's template gets the producer's output with
+``producer.stream(spark)``. Nothing here imports PySpark: the functions are
+called on the Spark side.
 """
 
 from __future__ import annotations
@@ -114,6 +119,8 @@ class PythonJob:
     cpu_min: float = 0.0
     templates: dict[str, Callable] = field(default_factory=dict)
     origin: str = "<python>"
+    reads: tuple[str, ...] = ()  # jobs whose output this job reads (shared streams)
+    readers: tuple[str, ...] = ()  # jobs of the run that read this job's output (set when the run is assembled)
 
     def template(self, name: str | Callable | None = None) -> Callable:
         """Decorator: ``@job.template("cheap")`` (or bare ``@job.template``: the function's name) adds a template;
@@ -134,13 +141,24 @@ class PythonJob:
 
         return add(name) if callable(name) else add
 
+    def stream(self, spark):
+        """This job's output as a streaming DataFrame, inside another job's template (``spark`` is the session the
+        template got; the reading job declares ``reads=[this job]``). Its rows carry a ``batch_id`` column: the
+        producer's batch that wrote them."""
+        output_of = getattr(spark, "output_of", None)
+        if output_of is None:
+            raise DeclarationError(f"{self.id}.stream(spark)", "the session Strata passes to a template", spark)
+        return output_of(self)
+
     def model(self) -> Job:
-        """The planner's view: one ``input → query → out`` chain per template."""
+        """The planner's view: one ``input → query → out`` chain per template (``query → out`` fed by the
+        producers' ``query`` PEs for a job that reads other jobs' output)."""
         if not self.templates:
             raise DeclarationError(f"job {self.id!r}", "at least one template (@job.template)", "none")
         value = self.value if self.value is not None else IdentityValue()
+        own = [] if self.reads else [Operator(name=INPUT, kind=OperatorKind.SOURCE, source=SourceSpec(rate=self.rate))]
         ops = [
-            Operator(name=INPUT, kind=OperatorKind.SOURCE, source=SourceSpec(rate=self.rate)),
+            *own,
             Operator(
                 name=QUERY,
                 kind=OperatorKind.MAP,
@@ -150,8 +168,9 @@ class PythonJob:
             ),
             Operator(name=OUT, kind=OperatorKind.SINK, cost_per_record=1e-6),
         ]
+        feeds = [f"{producer}.{QUERY}" for producer in self.reads] or [INPUT]
         streams = [
-            Stream(src=INPUT, dst=QUERY),
+            *(Stream(src=src, dst=QUERY) for src in feeds),
             Stream(src=QUERY, dst=OUT, weight=self.weight, value=value),
         ]
         return Job(
@@ -186,12 +205,15 @@ def job(
     cost_per_record: float | None = None,
     selectivity: float | None = None,
     cpu_min: float = 0.0,
+    reads: PythonJob | str | list[PythonJob | str] | tuple = (),
 ) -> PythonJob:
     """Declare a job (SODA §1.1): lower ``rank`` is more important; ``required`` jobs are always admitted;
     ``target_latency_s`` is Cameo's latency target; ``event_time`` names the output column holding each
     output row's event time (latency at the sink = commit time − it); ``value`` is the value function of the
     output rate (a dict as in YAML, e.g. ``{"kind": "step", ...}``; default identity) and ``weight`` its weight.
-    ``rate``, ``cost_per_record`` (core-seconds) and ``selectivity`` are optional priors: Strata learns them."""
+    ``rate``, ``cost_per_record`` (core-seconds) and ``selectivity`` are optional priors: Strata learns them.
+    ``reads`` names the jobs whose output this job's templates read (``producer.stream(spark)``); such a job
+    reads nothing else."""
     if not isinstance(name, str) or not NAME.match(name):
         raise DeclarationError("job(name)", "a name of letters, digits, '_' or '-', not starting with a digit", name)
     if any(j.id == name for j in _declared()):
@@ -210,6 +232,10 @@ def job(
         raise DeclarationError(f"job({name!r}): sink", "strata.parquet(), memory(), foreach_batch(fn) or table()", sink)
     if not isinstance(event_time, str) or not event_time:
         raise DeclarationError(f"job({name!r}): event_time", "the name of the output's event-time column", event_time)
+    producers = tuple(r.id if isinstance(r, PythonJob) else r for r in _as_list(reads))
+    for r in producers:
+        if not isinstance(r, str) or not NAME.match(r) or r == name:
+            raise DeclarationError(f"job({name!r}): reads", "other jobs (strata.job(...) objects or names)", r)
     parsed = None
     if value is not None:
         try:
@@ -232,9 +258,14 @@ def job(
         selectivity=float(selectivity) if selectivity else 1.0,
         cpu_min=float(cpu_min),
         origin=_caller(),
+        reads=producers,
     )
     _declared().append(declared)
     return declared
+
+
+def _as_list(x) -> list:
+    return list(x) if isinstance(x, list | tuple) else [x]
 
 
 def _caller() -> str:
@@ -306,11 +337,20 @@ def with_python_jobs(
         node = Node(name="local", cores=cores or float(os.cpu_count() or 1), memory=8 * 2**30)
         base = Scenario(name=name, cluster=Cluster(nodes=[node]))
     taken = {j.id for j in base.jobs}
+    python = {j.id: j for j in declared}
     for j in declared:
+        file, _, line = j.origin.rpartition(":")
         if j.id in taken:
-            file, _, line = j.origin.rpartition(":")
             raise SpecError([Located(file, int(line), (), "a job name not used by another job", repr(j.id))])
         taken.add(j.id)
+        for r in j.reads:
+            # a shared stream on Spark is the producer's Parquet output directory, read as a file source
+            if r not in python or python[r].sink.kind != "parquet":
+                found = repr(r) if r not in python else f"{r!r} writes to {python[r].sink.kind}"
+                expected = f"job({j.id!r}): reads: a Python job of this run writing strata.parquet()"
+                raise SpecError([Located(file, int(line), (), expected, found)])
+            if j.id not in python[r].readers:
+                python[r].readers = (*python[r].readers, j.id)
     scenario = base.model_copy(update={"jobs": [*base.jobs, *(j.model() for j in declared)]})
     return Scenario.model_validate(scenario.model_dump(by_alias=True)), {j.id: j for j in declared}
 

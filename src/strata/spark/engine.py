@@ -295,8 +295,10 @@ class SparkEngine:
         return said
 
     def _offered(self, job: str, template: str, now: float) -> int:
+        if job in self.python_jobs:
+            return -1
         source = next(op for op in self.scenario.job[job].template(template).operators if op.source is not None)
-        if source.source.path is not None or job in self.python_jobs:
+        if source.source.path is not None:
             return -1
         timeline = Timeline(Workload.of(source.source), self.config.tick_s)
         return timeline.rows_before_tick(max(0, int((now - self.config.epoch) / self.config.tick_s)))
@@ -533,7 +535,7 @@ class SparkEngine:
             else:
                 offered, latest = self.progress.offered(p.query, now) if p.query is not None else (None, None)
                 backlog = max(0, latest - self.end_row(segment)) if latest is not None else 0
-            if offered is not None:
+            if offered is not None and source.kind is OperatorKind.SOURCE:  # a shared stream's reader has none
                 ingest[src_pe] = offered
             parts = attribute(job, segment.pipeline.template, rows_in, rows_out, busy) if rows_in else []
             keyed = next((o for o in p.chain if p.options.is_managed(o)), None) if p.store is not None else None
@@ -726,11 +728,14 @@ def attribute(
 
 
 def _chain(template: Template) -> list:
-    nxt = {st.src: st.dst for st in template.streams}
-    src = [op for op in template.operators if op.kind is OperatorKind.SOURCE]
-    if len(src) != 1 or len(nxt) != len(template.operators) - 1:
+    """The template's operators in order: from its source, or from the one operator another job's stream feeds."""
+    internal = [st for st in template.streams if not st.is_external]
+    nxt = {st.src: st.dst for st in internal}
+    fed = {st.dst for st in internal}
+    heads = [op for op in template.operators if op.name not in fed]
+    if len(heads) != 1 or len(nxt) != len(template.operators) - 1:
         raise ValueError(f"template {template.name!r} is not a chain source → … → sink")
-    order = [src[0]]
+    order = [heads[0]]
     while order[-1].name in nxt:
         order.append(template.operator[nxt[order[-1].name]])
     return order

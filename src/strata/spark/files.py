@@ -95,6 +95,7 @@ class FileProbe:
     checkpoint: Path
     formats: dict[str, str] = field(default_factory=dict)  # directory → format
     event_time: str = "event_time"
+    event_times: dict[str, str] = field(default_factory=dict)  # directory → its event-time column, where different
     _last: tuple[float, int] | None = None
     _rate: float | None = None
     _rpb: float | None = None
@@ -169,18 +170,20 @@ class FileProbe:
         return known
 
     def _read_oldest(self, f: DataFile) -> float:
-        fmt = next((self.formats[d] for d in self.formats if f.path.startswith(os.path.realpath(d))), None)
+        home = next((d for d in self.formats if f.path.startswith(os.path.realpath(d))), None)
+        fmt = self.formats.get(home) if home is not None else None
+        column = self.event_times.get(home, self.event_time) if home is not None else self.event_time
         try:
             if fmt == "parquet":
                 import pyarrow.parquet as pq
 
-                col = pq.read_table(f.path, columns=[self.event_time]).column(0)
+                col = pq.read_table(f.path, columns=[column]).column(0)
             elif fmt in ("json", "csv"):
                 import pyarrow.csv as pcsv
                 import pyarrow.json as pjson
 
                 reader = pjson.read_json if fmt == "json" else pcsv.read_csv
-                col = reader(f.path).column(self.event_time)
+                col = reader(f.path).column(column)
             else:
                 return f.mtime
             values = col.to_numpy(zero_copy_only=False)

@@ -35,7 +35,11 @@ def event_micros(values) -> np.ndarray:
 
 
 class ParquetSink:
-    """``<directory>/batch_id=<b>/``: a replayed batch overwrites its own directory, so writes are idempotent."""
+    """``<directory>/batch_id=<b>/``, each batch written once: a replay of a batch whose write completed
+    (``_SUCCESS``, the committer's last step) keeps it — a replay recomputes the same rows, and a job reading
+    this directory as a stream (a shared stream) would take rewritten files as new ones — and a replay of a
+    batch whose write did not complete overwrites the partial directory. Spark's own file sink does the same
+    with its log of committed batches."""
 
     def __init__(self, directory: str | Path, event_time: str = "event_time"):
         self.directory = Path(directory)
@@ -43,7 +47,8 @@ class ParquetSink:
 
     def write(self, df, batch_id: int) -> np.ndarray:
         target = self.directory / f"batch_id={batch_id}"
-        df.write.mode("overwrite").parquet(str(target))
+        if not (target / "_SUCCESS").exists():
+            df.write.mode("overwrite").parquet(str(target))
         files = sorted(target.glob("*.parquet"))
         if not files:
             return np.zeros(0, np.int64)

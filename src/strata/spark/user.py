@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from strata.model.spec import Located, SpecError
-from strata.model.user import PythonJob
+from strata.model.user import DeclarationError, PythonJob
 from strata.spark.files import FileProbe
 from strata.spark.pipelines import Pipeline
 from strata.spark.sinks import ConsoleSink, FunctionSink, MemorySink, ParquetSink, Sink
@@ -45,6 +45,7 @@ class ReadLimits:
     files_per_trigger: int | None = None
     offsets_per_trigger: int | None = None
     reads: list[tuple[str, str | None]] = field(default_factory=list)  # (format, path) of every source loaded
+    event_times: dict[str, str] = field(default_factory=dict)  # directory → its event-time column, where not the job's
 
 
 class LimitedReader:
@@ -87,18 +88,47 @@ class LimitedReader:
 
 
 class LimitedSession:
-    """The SparkSession a template function gets: Spark's own, except ``readStream`` (see :class:`LimitedReader`)."""
+    """The SparkSession a template function gets: Spark's own, except ``readStream`` (see :class:`LimitedReader`)
+    and :meth:`output_of`, which :meth:`PythonJob.stream` calls."""
 
-    def __init__(self, spark, limits: ReadLimits) -> None:
+    def __init__(self, spark, limits: ReadLimits, reader: PythonJob | None = None, run_root: Path | None = None):
         self._spark = spark
         self._limits = limits
+        self._reader = reader
+        self._run_root = run_root
 
     @property
     def readStream(self) -> LimitedReader:
         return LimitedReader(self._spark.readStream, self._limits)
 
+    def output_of(self, producer: PythonJob):
+        """``producer``'s output as a file source over its Parquet directory (``batch_id=<b>/`` partitions, each
+        written once: :class:`~strata.spark.sinks.ParquetSink`), with the schema of its first template's query."""
+        if self._reader is None or producer.id not in self._reader.reads:
+            who = self._reader.id if self._reader is not None else "this job"
+            raise DeclarationError(
+                f"{producer.id}.stream(spark)", f"job({who!r}, reads=[{producer.id!r}, ...]) declared", "no reads"
+            )
+        first = next(iter(producer.templates.values()))
+        built = first(LimitedSession(self._spark, ReadLimits(), producer, self._run_root))
+        schema = built.schema.add("batch_id", "long")
+        directory = output_directory(producer, self._run_root)
+        directory.mkdir(parents=True, exist_ok=True)
+        self._limits.event_times[str(directory)] = producer.event_time
+        return self.readStream.schema(schema).parquet(str(directory))
+
     def __getattr__(self, name: str):
         return getattr(self._spark, name)
+
+
+def output_directory(declared: PythonJob, run_root: Path | None) -> Path:
+    """Where a Python job's Parquet sink writes: its declared path, else ``<run>/jobs/<job>/output`` (one directory
+    for every segment of the job, as its checkpoint is: batch ids continue across segments)."""
+    if declared.sink.path:
+        return Path(declared.sink.path)
+    if run_root is None:
+        raise ValueError(f"job {declared.id!r}: its output directory needs a run directory")
+    return run_root / "jobs" / declared.id / "output"
 
 
 def _located(fn, declared: PythonJob, template: str, expected: str, found: str, error: BaseException | None = None):
@@ -155,9 +185,10 @@ class UserPipeline(Pipeline):
     def _make_sink(self) -> Sink:
         spec = self.declared.sink
         column = self.declared.event_time
-        kind = spec.kind if self.options.sink == "parquet" else self.options.sink
+        # a run's sink override (memory, console) does not apply to output other jobs read
+        kind = spec.kind if self.options.sink == "parquet" or self.declared.readers else self.options.sink
         if kind == "parquet":
-            return ParquetSink(Path(spec.path) if spec.path else self.run_dir / "sinks" / self.name, column)
+            return ParquetSink(output_directory(self.declared, self.run_root), column)
         if kind == "memory":
             return MemorySink(column)
         if kind == "console":
@@ -165,6 +196,11 @@ class UserPipeline(Pipeline):
         if kind == "foreach_batch":
             return FunctionSink(spec.fn, column)
         return FunctionSink(lambda df, _b: df.write.mode("append").saveAsTable(spec.table), column)
+
+    @property
+    def run_root(self) -> Path:
+        """The run's directory (``<run>/jobs/<job>/<segment>`` is this pipeline's)."""
+        return self.run_dir.parents[2]
 
     def output_mode(self) -> str:
         return self.declared.sink.output_mode
@@ -179,7 +215,9 @@ class UserPipeline(Pipeline):
         fn = self.declared.templates[self.template.name]
         self.limits.reads.clear()
         try:
-            df = fn(LimitedSession(self.spark, self.limits))
+            df = fn(LimitedSession(self.spark, self.limits, self.declared, self.run_root))
+        except DeclarationError as e:
+            raise _located(fn, self.declared, self.template.name, f"{e.where}: {e.expected}", e.found, e) from None
         except PySparkException as e:
             message = str(e).strip().splitlines()[0][:300]
             raise _located(fn, self.declared, self.template.name, "a query Spark can analyse", message, e) from None
@@ -207,6 +245,7 @@ class UserPipeline(Pipeline):
                 self.checkpoint,
                 {p: fmt for fmt, p in self.limits.reads if p is not None},
                 self.declared.event_time,
+                dict(self.limits.event_times),
             )
         return df
 
