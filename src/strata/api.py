@@ -15,6 +15,15 @@
     if __name__ == "__main__":  # python jobs.py / spark-submit jobs.py; `strata run jobs.py` does the same
         strata.main()
 
+A keyed aggregation whose state Strata's balancer can move between partitions (skewed keys) is declared with
+:func:`keyed_aggregate` and applied in the template (:mod:`strata.model.keyed`)::
+
+    per_user = strata.keyed_aggregate(alerts, key="user", aggregate="count", window="10 seconds", watermark="2 s")
+
+    @alerts.template
+    def counts(spark):
+        return per_user(spark.readStream.format("json").schema(SCHEMA).load("in/clicks"))
+
 Declarations are :mod:`strata.model.user`; running is ``strata run`` (:mod:`strata.control.live`).
 """
 
@@ -24,6 +33,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from strata.model.keyed import KeyedAggregate, keyed_aggregate
 from strata.model.user import (
     DeclarationError,
     PythonJob,
@@ -36,7 +46,19 @@ from strata.model.user import (
     table,
 )
 
-__all__ = ["DeclarationError", "PythonJob", "SinkSpec", "foreach_batch", "job", "main", "memory", "parquet", "table"]
+__all__ = [
+    "DeclarationError",
+    "KeyedAggregate",
+    "PythonJob",
+    "SinkSpec",
+    "foreach_batch",
+    "job",
+    "keyed_aggregate",
+    "main",
+    "memory",
+    "parquet",
+    "table",
+]
 
 
 def main(argv: list[str] | None = None) -> None:

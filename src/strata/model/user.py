@@ -121,6 +121,7 @@ class PythonJob:
     origin: str = "<python>"
     reads: tuple[str, ...] = ()  # jobs whose output this job reads (shared streams)
     readers: tuple[str, ...] = ()  # jobs of the run that read this job's output (set when the run is assembled)
+    keyed: Any = None  # its keyed aggregate in Strata's movable store (strata.keyed_aggregate: model/keyed.py)
 
     def template(self, name: str | Callable | None = None) -> Callable:
         """Decorator: ``@job.template("cheap")`` (or bare ``@job.template``: the function's name) adds a template;
@@ -173,13 +174,14 @@ class PythonJob:
             *(Stream(src=src, dst=QUERY) for src in feeds),
             Stream(src=QUERY, dst=OUT, weight=self.weight, value=value),
         ]
-        return Job(
+        planned = Job(
             id=self.id,
             rank=self.rank,
             required=self.required,
             target_latency_s=self.target_latency_s,
             templates=[Template(name=t, operators=ops, streams=streams) for t in self.templates],
         )
+        return planned if self.keyed is None else self.keyed.into(planned)  # input → query → <keyed> → out
 
 
 _registry = threading.local()

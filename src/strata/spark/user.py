@@ -30,6 +30,7 @@ import numpy as np
 
 from strata.model.spec import Located, SpecError
 from strata.model.user import DeclarationError, PythonJob
+from strata.spark import keyed
 from strata.spark.files import FileProbe
 from strata.spark.pipelines import Pipeline
 from strata.spark.sinks import ConsoleSink, FunctionSink, MemorySink, ParquetSink, Sink
@@ -177,6 +178,8 @@ class UserPipeline(Pipeline):
     @property
     def stateful(self) -> bool:
         """Whether the query keeps state between batches (its template cannot change without losing it)."""
+        if self.store is not None:  # a keyed aggregate in Strata's store (strata.keyed_aggregate)
+            return True
         plan = self.stream._jdf.queryExecution().analyzed().toString()
         return any(
             op in plan for op in ("Aggregate", "Deduplicate", "FlatMapGroupsWithState", "TransformWithState", "Join ")
@@ -226,6 +229,11 @@ class UserPipeline(Pipeline):
             raise _located(
                 fn, self.declared, self.template.name, "a function that builds the query", found, e
             ) from None
+        if self.declared.keyed is not None:  # its keyed aggregate runs per batch in Strata's movable store
+            try:
+                df = keyed.attach(self, df, self.declared.keyed)
+            except DeclarationError as e:
+                raise _located(fn, self.declared, self.template.name, f"{e.where}: {e.expected}", e.found) from None
         if not getattr(df, "isStreaming", False):
             found = type(df).__name__ if not hasattr(df, "isStreaming") else "a batch DataFrame"
             raise _located(fn, self.declared, self.template.name, "a streaming DataFrame (spark.readStream…)", found)
