@@ -48,3 +48,35 @@ def test_zero_cpu_pes_count_by_their_nodes():
     m = evaluate(cluster, {"u": {"n0": 0.0}, "v": {"n1": 0.0}}, TRAFFIC)
     assert m["affinity"] == pytest.approx(0.0)
     assert m["max_cpu"] == pytest.approx(0.0)
+
+
+def test_keyed_streams_count_as_routed_by_key_group():
+    # u split evenly over n0/n1 sends half from each; v is keyed with 3 key groups over the same split,
+    # apportioned 2 on n0 and 1 on n1 (largest remainder), so g_v = (2/3, 1/3) and every sender
+    # instance sends each key group's records to its owner: kept = 0.5·2/3 + 0.5·1/3 = 0.5 (unkeyed,
+    # locality first, would keep min(0.5, 0.5) on each node: all of it).
+    cluster = Cluster(nodes=[{"name": "n0", "cores": 2, "nic": 100}, {"name": "n1", "cores": 2, "nic": 100}])
+    split = {"u": {"n0": 0.5, "n1": 0.5}, "v": {"n0": 0.5, "n1": 0.5}}
+    unkeyed = evaluate(cluster, split, TRAFFIC)
+    assert unkeyed["affinity"] == pytest.approx(1.0)
+    assert unkeyed["cross_bytes"] == pytest.approx(0.0)
+    m = evaluate(cluster, split, TRAFFIC, key_groups={"v": 3})
+    assert m["affinity"] == pytest.approx(0.5)
+    assert m["cross_bytes"] == pytest.approx(50.0)
+    # n0 → n1: 0.5 · 1/3 of 100 B/s; n1 → n0: 0.5 · 2/3.
+    assert m["max_nic"] == pytest.approx((100 / 3) / 100)  # n0 receives 33.3 (and sends 16.7)
+    assert m["avg_nic"] == pytest.approx(((50 / 3 + 100 / 3) / 200 + (100 / 3 + 50 / 3) / 200) / 2)
+    assert m["max_link"] == pytest.approx(50 / 200)
+
+
+def test_uplinks_carry_the_locality_first_flows():
+    # Racks r0 = {n0, n1}, r1 = {n2, n3}. u sends half from n0 and half from n2; v needs 1/4 on n1 and 3/4
+    # on n3; no node holds both, so each sender's surplus is split over the deficits in proportion:
+    # n0 → n1 1/8, n0 → n3 3/8, n2 → n1 1/8, n2 → n3 3/8 (strata.model.traffic.transport, what the
+    # simulator routes). Out of r0: 3/8 of 100 B/s; into r0: 1/8.
+    nodes = [{"name": f"n{i}", "cores": 4, "nic": 1000, "rack": "r0" if i < 2 else "r1"} for i in range(4)]
+    cluster = Cluster(nodes=nodes, racks=[{"name": "r0", "uplink": 100}, {"name": "r1", "uplink": 100}])
+    m = evaluate(cluster, {"u": {"n0": 1.0, "n2": 1.0}, "v": {"n1": 1.0, "n3": 3.0}}, TRAFFIC)
+    assert m["affinity"] == pytest.approx(0.0)
+    assert m["max_link"] == pytest.approx(0.375)
+    assert m["avg_link"] == pytest.approx(((37.5 + 12.5) / 200 + (12.5 + 37.5) / 200) / 2)

@@ -188,3 +188,27 @@ def test_a_failing_solver_on_a_large_instance_leaves_mini_w_in_charge(monkeypatc
     phase = next(p for p in result.phases if p.name == "macroW")
     assert phase.status == "fallback-to-miniW" and "solver unavailable" in phase.detail
     assert result.importance > 0
+
+
+def test_mini_w_counts_a_keyed_stream_as_routed_by_key_group():
+    # src → op1 (keyed, 4 key groups) → sink; src and op1 each split evenly over n0 and n1. Routed by key
+    # group, 1/2 · 1/2 of the stream stays on each node (half of it crosses), where locality-first routing
+    # of an unkeyed stream would keep all of it: miniW's objective is the six metrics' ruler on it.
+    from strata.sim.scenarios import chain as sim_chain
+
+    sc = sim_chain([{"kind": "keyed_stateful", "key_groups": 4}], rate=1000.0, nodes=2, cores=4)
+    graph = joined_graph(sc)
+    rates = propagate(graph)
+    goals = {pe: 0.5 for pe in graph}
+    p = build_problem(sc.cluster, graph, goals, rates, Weights(), max_candidates=2)
+    g = {pe: p.group_of[pe] for pe in graph}
+    where = [[0] for _ in p.groups]
+    where[g["c.src"]] = [0, 1]
+    where[g["c.op1"]] = [0, 1]
+    st = mini_w.State(p, where)
+    assignment = assignment_of(p, where, goals)
+    ruler = evaluate(sc.cluster, assignment, flows(graph, rates), Weights(), {"c.op1": 4})
+    assert st.objective() == pytest.approx(ruler["objective"], rel=1e-9)
+    # src → op1: half of 1000 records/s of 100 B crosses; op1 → sink (on n0, unkeyed): op1's half on n1.
+    assert st.cross == pytest.approx(0.5 * 1000.0 * 100 + 0.5 * 1000.0 * 100)
+    assert ruler["cross_bytes"] == pytest.approx(st.cross)

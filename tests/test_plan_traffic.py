@@ -8,9 +8,11 @@ import math
 import networkx as nx
 import pytest
 
-from strata.model import OperatorKind, joined_graph
+from strata.adapt.features import yields
+from strata.model import OperatorKind, joined_graph, scenario_importance
 from strata.model.traffic import as_emitted, flows
 from strata.plan import Options, plan
+from strata.plan.pacing import admitted_ingest
 from strata.sim import Simulation
 from strata.sim.scenarios import chain
 
@@ -79,3 +81,29 @@ def test_the_plan_projects_the_window_output_the_simulator_realises():
     plain = chain([{"kind": "map"}])
     assert as_emitted(plain, 16) is plain
     assert nx.is_directed_acyclic_graph(joined_graph(emitted))
+
+
+# One traffic model: every projection outside the epoch (the scenario's importance, L0's pacing, the adaptive
+# level's expected outputs) counts a window at what it emits. 1000 records/s over 10 keys, 2 s windows: every
+# key in every window, 10 results per 2 s = 5 records/s (not selectivity 0.2 × 1000 = 200).
+
+
+def test_scenario_importance_counts_a_window_at_what_it_emits():
+    sc = chain([WINDOW], rate=1000.0, keys={"count": 10})
+    _, _, data = next(e for e in joined_graph(sc).edges(data=True) if e[0] == "c.op1")
+    assert scenario_importance(sc) == pytest.approx(data["weight"] * data["stream"].value(5.0))
+    assert scenario_importance(sc) != pytest.approx(data["weight"] * data["stream"].value(200.0))
+
+
+def test_pacing_admits_what_the_plan_s_cpu_processes_behind_a_window():
+    # op2 (cost 0.1 s/record) gets 0.25 cores: 2.5 records/s. It receives the window's 5 records/s at
+    # 1000 offered, so the source is admitted at 1000 × 2.5 / 5 = 500 records/s (with selectivity 0.2 it
+    # would receive 200 and admit 12.5).
+    sc = chain([WINDOW, {"kind": "map", "cost_per_record": 0.1}], rate=1000.0, keys={"count": 10})
+    cpu = {"c.src": 4.0, "c.op1": 4.0, "c.op2": 0.25}
+    admitted = admitted_ingest(sc, {"c": sc.jobs[0].templates[0].name}, cpu, {})
+    assert admitted["c.src"] == pytest.approx(500.0)
+
+
+def test_the_adaptive_level_expects_the_outputs_a_window_emits():
+    assert yields(chain([WINDOW], rate=1000.0, keys={"count": 10}))["c"] == pytest.approx(5.0 / 1000.0)

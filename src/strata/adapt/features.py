@@ -30,6 +30,7 @@ import numpy as np
 
 from strata.model import Scenario, joined_graph, propagate
 from strata.model.job import OperatorKind
+from strata.model.traffic import as_emitted
 from strata.protocol.engine import Observation
 
 
@@ -117,9 +118,10 @@ class ChangeDetector:
         return True
 
 
-def yields(scenario: Scenario, templates: Mapping[str, str] | None = None) -> dict[str, float]:
-    """Job → sink outputs per source record with unlimited cpu (selectivities along the paths)."""
-    graph = joined_graph(scenario, templates)
+def yields(scenario: Scenario, templates: Mapping[str, str] | None = None, batch: int = 1) -> dict[str, float]:
+    """Job → sink outputs per source record with unlimited cpu (selectivities along the paths; window
+    aggregates at what the engines emit, :func:`strata.model.traffic.as_emitted`, as the plan projects)."""
+    graph = joined_graph(as_emitted(scenario, batch), templates)
     rates = propagate(graph)
     src: dict[str, float] = {}
     out: dict[str, float] = {}

@@ -306,7 +306,9 @@ class Controller:
         """L0's rate caps for the plan in force (None: pacing off)."""
         if self.config.pacing == "off":
             return None
-        return pace(self._planned_model, self.plan, window, self.config.window_s, self.config.pacing)
+        return pace(
+            self._planned_model, self.plan, window, self.config.window_s, self.config.pacing, self.config.plan.batch
+        )
 
     # ------------------------------------------------------------------ signals
 

@@ -11,6 +11,7 @@ imports no policy), and the :class:`~strata.control.controller.Controller`
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 
 from strata.control.controller import Controller, HierarchyConfig
 from strata.control.loop import Plain, StepHook, run
@@ -66,6 +67,10 @@ def simulate(
     steps and applies; ``on_step(observation, decisions)`` sees each step.
     """
     config = config or HierarchyConfig()
+    # The plan's window model follows the engine's records per source message (strata.model.traffic).
+    batch = simulation.get("batch", 1)
+    if isinstance(batch, int) and batch >= 1 and config.plan.batch != batch:
+        config = replace(config, plan=replace(config.plan, batch=batch))
     if templates is not None:
         if control:
             raise ValueError("a given plan runs without the controller (it would re-plan at once)")

@@ -59,11 +59,16 @@ def propagate(
     cpu: Mapping[str, float] | None = None,
     primal: Mapping[str, float] | None = None,
 ) -> dict[str, float]:
-    """Output rate (records/s) of every PE given its cpu (cores; default unlimited).
+    """Output rate (records/s) of every PE given its cpu (cores; default unlimited): SODA §3's rate model.
 
     ``primal`` overrides source rates (e.g. observed ingest). A source's output is
     min(primal rate, its capacity); every other PE outputs
     ``selectivity × min(Σ input rates, capacity(cpu))``.
+
+    A window aggregate's selectivity is what the engines emit (one record per key per window) only in a
+    graph of :func:`strata.model.traffic.as_emitted`'s scenario: every projection the planner, the
+    pacing and the adaptive level make is built on that one traffic model. On a spec's own scenario a
+    window counts at its declared selectivity.
     """
     rates: dict[str, float] = {}
     for pe in topological_order(graph):
@@ -104,9 +109,16 @@ def scenario_importance(
     scenario: Scenario,
     templates: Mapping[str, str] | None = None,
     cpu: Mapping[str, float] | None = None,
+    batch: int = 1,
 ) -> float:
-    """Importance of running ``templates`` (default: every job, first template) with ``cpu``."""
-    graph = joined_graph(scenario, templates)
+    """Importance of running ``templates`` (default: every job, first template) with ``cpu``.
+
+    Window aggregates emit what the engines do at ``batch`` records per source message
+    (:func:`strata.model.traffic.as_emitted`), as in every projection of the plan.
+    """
+    from strata.model.traffic import as_emitted  # traffic builds on this module's joined graph
+
+    graph = joined_graph(as_emitted(scenario, batch), templates)
     return importance(graph, propagate(graph, cpu))
 
 

@@ -23,7 +23,7 @@ from strata.plan.macro_w import macro_w
 from strata.plan.micro_q import MicroQ, micro_q
 from strata.plan.micro_w import Limits, micro_w
 from strata.plan.plan import Phase, Plan
-from strata.plan.quality import Weights, evaluate, flows, stream_affinity
+from strata.plan.quality import Weights, evaluate, flows, keyed_groups, stream_affinity
 
 # Each phase aims to finish by this share of its deadline: the rest absorbs the steps no phase
 # can interrupt (a last solve, the final scoring) when the machine is busy. Unused time rolls over.
@@ -207,10 +207,10 @@ def finish(
         scale = min(1.0, need / total) if total > 0 else 0.0
         used[pe] = {n: c * scale for n, c in assignment.get(pe, {}).items()} if total > 0 else dict(assignment[pe])
     traffic = flows(graph, rates)
-    metrics = evaluate(scenario.cluster, used, traffic, weights)
+    keyed = keyed_groups(graph)
+    metrics = evaluate(scenario.cluster, used, traffic, weights, keyed)
     # Affinity of the placement the engines run (every PE's planned split, even where it needs less cpu),
     # keyed streams counted as routed by key group: what `strata simulate --plan` realises.
-    keyed = {pe: graph.nodes[pe]["op"].key_groups for pe in graph if graph.nodes[pe]["op"].keyed}
     metrics["affinity"] = stream_affinity(assignment, traffic, keyed)
     return Plan(
         scenario=scenario.name,

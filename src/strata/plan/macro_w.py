@@ -32,7 +32,7 @@ from strata.model import Cluster
 from strata.plan import mini_w
 from strata.plan.lp import Program
 from strata.plan.placement import Problem, assignment_of, build_problem
-from strata.plan.quality import Weights, evaluate, flows
+from strata.plan.quality import Weights, evaluate, flows, keyed_groups
 
 MILP_MAX_BINARIES = 6000  # larger instances: miniW first, then the MILP over neighbourhoods of its answer
 
@@ -257,6 +257,7 @@ def macro_w(
     weights = weights or Weights()
     p = build_problem(cluster, graph, goals, rates, weights, max_candidates, max_pes_per_node, previous, move_limit)
     traffic = flows(graph, rates)
+    keyed = keyed_groups(graph)
     # Scoring the answers after the search takes a moment; leave it inside the phase deadline.
     deadline = start + 0.92 * deadline_s
     binaries = sum(len(g.eligible) for g in p.groups)
@@ -271,7 +272,7 @@ def macro_w(
         except Exception as e:  # a solver crash must not cost the epoch its plan
             where, tried, gained, why = found.where, 0, 0, f"MILP raised {type(e).__name__}: {e}"
         mini = assignment_of(p, where, goals)
-        mini_m = evaluate(cluster, mini, traffic, weights)
+        mini_m = evaluate(cluster, mini, traffic, weights, keyed)
         won = "miniW+MILP neighbourhoods" if gained else "miniW"
         detail = (
             f"won: {won}; {how}; whole MILP skipped ({binaries} binaries > {MILP_MAX_BINARIES}); "
@@ -285,7 +286,7 @@ def macro_w(
     starts = {"MILP": [sorted(sh) for sh in shares]} if shares is not None else None
     found = mini_w.search(p, deadline, clock, seed=seed, rounds=rounds, starts=starts)
     mini = assignment_of(p, found.where, goals)
-    mini_m = evaluate(cluster, mini, traffic, weights)
+    mini_m = evaluate(cluster, mini, traffic, weights, keyed)
     how = (
         f"miniW from {found.start}: {found.moves} improving moves, {found.rounds} perturbation rounds; "
         f"{found.partitioner}"
@@ -295,7 +296,7 @@ def macro_w(
             _candidates(p, mini), mini, mini_m, "fallback-to-miniW", f"won: miniW; MILP failed ({why}); {how}", p
         )
     exact = assignment_of(p, shares, goals)
-    exact_m = evaluate(cluster, exact, traffic, weights)
+    exact_m = evaluate(cluster, exact, traffic, weights, keyed)
     if exact_m["objective"] <= mini_m["objective"] + 1e-12:
         st = "optimal" if status == "optimal" else "time-limit"
         return MacroW(

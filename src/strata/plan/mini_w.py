@@ -101,8 +101,10 @@ class State:
                 self.cross += sign * t
             return
         fa, fb = 1.0 / len(wa), 1.0 / len(wb)
-        # Equal shards: on a node holding both ends, min(fa, fb) of the stream stays local.
-        m = min(fa, fb)
+        keyed = bool(self.p.keyed) and self.p.keyed[e]
+        # Equal shards: on a node holding both ends, min(fa, fb) of the stream stays local (locality-first
+        # routing), or fa · fb of it when the consumer is keyed (records go to their key group's owner).
+        m = fa * fb if keyed else min(fa, fb)
         common = set(wa).intersection(wb)
         for n in wa:
             self.out[n] += sign * t * (fa - m if n in common else fa)
@@ -119,7 +121,8 @@ class State:
             for r in set(ra) | set(rb):
                 if r < 0:
                     continue
-                m = min(ra.get(r, 0.0), rb.get(r, 0.0))
+                x, y = ra.get(r, 0.0), rb.get(r, 0.0)
+                m = x * y if keyed else min(x, y)
                 self.up_out[r] += sign * t * (ra.get(r, 0.0) - m)
                 self.up_in[r] += sign * t * (rb.get(r, 0.0) - m)
 

@@ -27,6 +27,7 @@ import networkx as nx
 
 from strata.model import OperatorKind, Scenario, joined_graph
 from strata.model.importance import topological_order
+from strata.model.traffic import as_emitted
 from strata.plan.plan import Plan
 from strata.protocol.window import WindowStats
 
@@ -36,9 +37,13 @@ def admitted_ingest(
     templates: Mapping[str, str],
     cpu: Mapping[str, float],
     offered: Mapping[str, float],
+    batch: int = 1,
 ) -> dict[str, float]:
     """Source PE → the largest rate the plan's ``cpu`` lets every downstream PE process (above or below
     the offered rate).
+
+    Window aggregates forward what the engines emit at ``batch`` records per source message, linearised at
+    the scenario's rates (:func:`strata.model.traffic.as_emitted`: the plan's own traffic model).
 
     ``templates``: the plan's admitted jobs and their templates; ``cpu``: PE → cores
     (the plan's assignment); ``offered``: source PE → records/s offered (sources
@@ -47,7 +52,11 @@ def admitted_ingest(
     has no capacity under a linear resource function, so its sources get 0;
     sinks are not budgeted by the planner and do not limit.
     """
-    graph = joined_graph(scenario, templates)
+    return _admitted(joined_graph(as_emitted(scenario, batch), templates), cpu, offered)
+
+
+def _admitted(graph: nx.DiGraph, cpu: Mapping[str, float], offered: Mapping[str, float]) -> dict[str, float]:
+    """:func:`admitted_ingest` on the joined graph of the plan's jobs."""
     order = topological_order(graph)
     rates: dict[str, float] = {}
     inputs: dict[str, float] = {}
@@ -126,7 +135,12 @@ PACING = ("plan", "shares", "off")
 
 
 def pace(
-    model: Scenario, plan: Plan, window: WindowStats | None, catch_up_s: float, mode: str = "plan"
+    model: Scenario,
+    plan: Plan,
+    window: WindowStats | None,
+    catch_up_s: float,
+    mode: str = "plan",
+    batch: int = 1,
 ) -> dict[str, float | None]:
     """Rate caps for the sources of ``plan`` (SODA microQ pacing), in one of the :data:`PACING` modes.
 
@@ -158,8 +172,9 @@ def pace(
     # the cores the plan leaves idle, shared in proportion to the plan's cpu
     scale = max(1.0, model.cluster.total_cores / max(sum(cpu.values()), 1e-9))
     whole = {pe: c * scale for pe, c in cpu.items()}
-    shares = admitted_ingest(model, plan.templates, whole, offered)
-    limited = admitted_ingest(model, plan.templates, cpu, offered) if mode == "plan" else shares
+    graph = joined_graph(as_emitted(model, batch), plan.templates)
+    shares = _admitted(graph, whole, offered)
+    limited = _admitted(graph, cpu, offered) if mode == "plan" else shares
     admitted = {pe: rate for pe, rate in limited.items() if not model.job[pe.partition(".")[0]].required}
     backlog: dict[str, float] = {}
     for inst in window.instances if window is not None else ():  # a source may run several instances

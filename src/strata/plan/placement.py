@@ -54,6 +54,9 @@ class Problem:
     max_pes_per_node: int | None = None
     move_limit: int | None = None
     neighbours: list[list[tuple[int, float]]] = field(default_factory=list)
+    # Per stream: its consumer is keyed, so the engines route it by key group (strata.model.traffic); the
+    # search's objective counts it so (mini_w.State), the MILP keeps min(Φ_u,n, Φ_v,n) as its linear surrogate.
+    keyed: list[bool] = field(default_factory=list)
 
     @cached_property
     def eligible_sets(self) -> list[set[int]]:
@@ -173,13 +176,15 @@ def build_problem(
     for a, b in excl:
         exclude[group_of[a]].add(group_of[b])
         exclude[group_of[b]].add(group_of[a])
-    agg: dict[tuple[int, int], float] = {}
+    agg: dict[tuple[int, int, bool], float] = {}
     for u, v, d in graph.edges(data=True):
         gu, gv = group_of[u], group_of[v]
         t = rates.get(u, 0.0) * d["stream"].bytes_per_record
         if gu != gv and t > 0:
-            agg[(gu, gv)] = agg.get((gu, gv), 0.0) + t
-    streams = [(a, b, t) for (a, b), t in sorted(agg.items())]
+            k = (gu, gv, bool(graph.nodes[v]["op"].keyed))
+            agg[k] = agg.get(k, 0.0) + t
+    streams = [(a, b, t) for (a, b, _), t in sorted(agg.items())]
+    keyed = [k for (_, _, k), _ in sorted(agg.items())]
     neighbours: list[list[tuple[int, float]]] = [[] for _ in groups]
     for a, b, t in streams:
         neighbours[a].append((b, t))
@@ -200,6 +205,7 @@ def build_problem(
         max_pes_per_node=max_pes_per_node,
         move_limit=move_limit,
         neighbours=neighbours,
+        keyed=keyed,
     )
 
 

@@ -6,18 +6,16 @@ utilisation and the average and maximum NIC utilisation. macroW minimises their
 weighted sum; the same function scores every planner, so SODA and the
 baselines are compared on one ruler.
 
-Traffic model: a PE spread over several nodes sends and receives in proportion
-to its cpu share there, and a stream's records go to a consumer instance on the
-same node when there is one, so the share of stream u→v that stays on node n is
-min(f_un, f_vn). Links are rack uplinks when the cluster has racks; without
-racks the network is one switch whose one link carries all cross-node traffic,
-normalised by the cluster's total NIC bandwidth.
-
-Stream affinity is measured with the traffic model the simulator's
-locality-first routing executes (:mod:`strata.model.traffic`): unkeyed streams
-keep Σ_n min(s_un, f_vn) local, keyed ones Σ_n s_un · g_vn, g_vn being the
-share of the consumer's key groups owned on n (pass ``key_groups``). The six
-metrics keep the min(f_un, f_vn) model above for every stream.
+Traffic model: the one the engines execute (:mod:`strata.model.traffic`). A PE
+split over several nodes sends its share s_un from node n (its cpu share, or
+for a keyed PE the share of its key groups owned there); an **unkeyed** stream
+u→v is routed locality first (:func:`strata.model.traffic.transport`: min(s_un,
+f_vn) stays on n, the surpluses cross to the nodes where v lacks input), a
+**keyed** one by key group, s_un · g_vm of it from n to m. Every node's NIC
+out/in and every rack uplink carry exactly those flows. Links are rack uplinks
+when the cluster has racks; without racks the network is one switch whose one
+link carries all cross-node traffic, normalised by the cluster's total NIC
+bandwidth. Without ``key_groups`` every stream counts as unkeyed.
 """
 
 from __future__ import annotations
@@ -28,7 +26,7 @@ from dataclasses import dataclass, fields
 import networkx as nx
 
 from strata.model import Cluster
-from strata.model.traffic import local_share, shares
+from strata.model.traffic import local_share, shares, transport
 
 NAMES = ("avg_cpu", "max_cpu", "avg_link", "max_link", "avg_nic", "max_nic")
 
@@ -58,16 +56,21 @@ def flows(graph: nx.DiGraph, rates: Mapping[str, float]) -> list[tuple[str, str,
     return out
 
 
-def fractions(assignment: Mapping[str, Mapping[str, float]]) -> dict[str, dict[str, float]]:
-    """Each PE's share per node: by cpu, or split evenly when it has no cpu."""
-    out = {}
-    for pe, parts in assignment.items():
-        total = sum(parts.values())
-        if total > 0:
-            out[pe] = {n: c / total for n, c in parts.items() if c > 0}
-        elif parts:
-            out[pe] = {n: 1.0 / len(parts) for n in parts}
-    return out
+def keyed_groups(graph: nx.DiGraph) -> dict[str, int]:
+    """Keyed PE → its key groups (the engines route a stream into such a PE by key group)."""
+    return {pe: graph.nodes[pe]["op"].key_groups for pe in graph if graph.nodes[pe]["op"].keyed}
+
+
+def stream_flow(
+    sending: Mapping[str, float], receiving: Mapping[str, float], keyed: bool
+) -> dict[tuple[str, str], float]:
+    """(from node, to node) → share of one stream, as the engines route it (:mod:`strata.model.traffic`).
+
+    Unkeyed: locality first (:func:`~strata.model.traffic.transport`); keyed: s_un · g_vm from n to m.
+    """
+    if keyed:
+        return {(n, m): a * b for n, a in sending.items() for m, b in receiving.items() if a * b > 0}
+    return transport(sending, receiving)
 
 
 def stream_affinity(
@@ -100,13 +103,14 @@ def evaluate(
     """
     weights = weights or Weights()
     traffic = list(traffic)
+    key_groups = key_groups or {}
     nodes = cluster.all_nodes
     load = dict.fromkeys((n.name for n in nodes), 0.0)
     for parts in assignment.values():
         for n, c in parts.items():
             load[n] += c
     util = [load[n.name] / n.cores for n in nodes]
-    frac = fractions(assignment)
+    share = shares(assignment, key_groups)
     out = dict.fromkeys(load, 0.0)
     inn = dict.fromkeys(load, 0.0)
     rack_of = {n.name: n.rack for n in nodes}
@@ -115,25 +119,19 @@ def evaluate(
     up_in = dict.fromkeys(racks, 0.0)
     total = local = 0.0
     for u, v, t in traffic:
-        fu, fv = frac.get(u, {}), frac.get(v, {})
         total += t
-        for n, a in fu.items():
-            m = min(a, fv.get(n, 0.0))
-            local += t * m
-            out[n] += t * (a - m)
-        for n, b in fv.items():
-            inn[n] += t * (b - min(b, fu.get(n, 0.0)))
-        if racks:
-            ru: dict[str | None, float] = {}
-            rv: dict[str | None, float] = {}
-            for n, a in fu.items():
-                ru[rack_of[n]] = ru.get(rack_of[n], 0.0) + a
-            for n, b in fv.items():
-                rv[rack_of[n]] = rv.get(rack_of[n], 0.0) + b
-            for r in racks:
-                m = min(ru.get(r, 0.0), rv.get(r, 0.0))
-                up_out[r] += t * (ru.get(r, 0.0) - m)
-                up_in[r] += t * (rv.get(r, 0.0) - m)
+        for (n, m), x in stream_flow(share.get(u, {}), share.get(v, {}), v in key_groups).items():
+            if n == m:
+                local += t * x
+                continue
+            out[n] += t * x
+            inn[m] += t * x
+            rn, rm = rack_of[n], rack_of[m]
+            if racks and rn != rm:
+                if rn in up_out:
+                    up_out[rn] += t * x
+                if rm in up_in:
+                    up_in[rm] += t * x
     # Shares like 1/3 sum to a hair over 1; no stream keeps more than all of itself local.
     local = min(local, total)
     nic = [max(out[n.name], inn[n.name]) / n.nic for n in nodes]
