@@ -8,7 +8,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from strata.model import joined_graph
+from strata.model import importance, joined_graph, propagate
 from strata.plan import PlanError
 from strata.plan.curves import component_model, lp_curve
 from strata.plan.exact import exact_macro_q
@@ -244,3 +244,44 @@ def test_exact_reference_handles_several_templates_with_step_values(cores, value
     assert e.value == pytest.approx(value, abs=1e-6)
     assert e.realised == pytest.approx(value, abs=1e-6)
     assert e.templates["a"] == template
+
+
+def test_the_exact_reference_credits_only_the_templates_it_runs():
+    # Every stream into a sink is worth 10 + 0.1 × rate (a positive intercept: worth 10 even at rate 0).
+    # a (two templates) and b fit in 1 core: 10 + 0.1·100 each. c needs cpu_min 5 cores and is not admitted.
+    # The copies of a's other template and c's copy run nothing and must earn nothing (their value rows once
+    # allowed the intercept at rate 0): optimum 2 × 20 = 40.
+    line = {"kind": "linear", "slope": 0.1, "intercept": 10.0}
+    a = chain("a", 100, [0.0, 0.001], value=line, templates=[("one", [0.0, 0.001]), ("two", [0.0, 0.002])])
+    for t in a["templates"]:
+        t["streams"][-1]["value"] = line
+    b = chain("b", 100, [0.0, 0.001], value=line, rank=2)
+    c = chain("c", 100, [0.0, 0.001], value=line, rank=3, cpu_min=5.0)
+    e = exact_macro_q(scenario([a, b, c], nodes=1, cores=1.0))
+    assert e.status == "optimal"
+    assert sorted(e.admitted) == ["a", "b"]
+    assert e.value == pytest.approx(40.0, abs=1e-6)
+    assert e.realised == pytest.approx(40.0, abs=1e-6)
+
+
+def test_soda_s_search_claims_only_what_its_allocation_earns():
+    # a earns 10 once p1 processes 97 of its 100 records/s (0.97 cores); b earns 1 per record/s (1 core for
+    # all 100). With 1.9 cores, a's step curve is known on a grid (0, 0.125, …, 1.0 cores): a budget of 0.9
+    # lies between 0.875 (worth 0) and 1.0 (worth 10). A chord there would credit a with 1.8 next to b's 100,
+    # a step no allocation of 0.9 cores earns. The search's value must be what its allocation propagates to.
+    import time
+
+    from strata.plan.macro_q import _Evaluator
+
+    a = chain("a", 100, [0.0, 0.01], value={"kind": "step", "steps": [[97, 10.0]]})
+    b = chain("b", 100, [0.0, 0.01], rank=2)
+    s = scenario([a, b], nodes=1, cores=1.9)
+    ev = _Evaluator(s, 1.9, s.cluster.total_memory, time.perf_counter() + 30.0, time.perf_counter)
+    alloc = ev.allocate({"a": "default", "b": "default"})
+    assert alloc is not None and not alloc.concave
+    goals: dict[str, float] = {}
+    for curve, budget in zip(alloc.curves, alloc.budgets, strict=True):
+        goals.update(curve.alloc_at(budget))
+    graph = joined_graph(s, alloc.templates)
+    assert alloc.value == pytest.approx(importance(graph, propagate(graph, goals)), rel=1e-9)
+    assert alloc.value == pytest.approx(100.0, rel=1e-6)

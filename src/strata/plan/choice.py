@@ -36,7 +36,6 @@ import networkx as nx
 import numpy as np
 
 from strata.model import Scenario, importance, joined_graph, propagate, resolve
-from strata.model.functions import IdentityValue, LinearValue, PiecewiseLinearValue, StepValue
 from strata.plan import formulation as F
 from strata.plan.curves import Curve, component_parts
 from strata.plan.lp import INF, Program
@@ -90,19 +89,6 @@ def _options(scenario: Scenario, cluster: list[str]) -> list[dict[str, str]]:
                 return []
             out += [dict(zip(subset, combo, strict=True)) for combo in itertools.product(*names)]
     return out
-
-
-def _value_cap(value: object, top: float) -> float:
-    """An upper bound on value(r) for 0 ≤ r ≤ top (value functions are non-decreasing past their points)."""
-    if isinstance(value, IdentityValue):
-        return max(0.0, top)
-    if isinstance(value, LinearValue):
-        return max(0.0, value.intercept, value.slope * top + value.intercept)
-    if isinstance(value, PiecewiseLinearValue):
-        return max([0.0, value(top), *(y for _, y in value.points)])
-    if isinstance(value, StepValue):
-        return max([0.0, *(y for _, y in value.steps)])
-    return INF
 
 
 def solve(
@@ -197,7 +183,7 @@ def solve(
             # A stream of an option not chosen is worth nothing, even where value(0) > 0.
             for t, v in zip(parts.values, cols.value, strict=True):
                 top = sum(parts.bound[u] for u in t.producers)
-                cap = _value_cap(t.value, top)
+                cap = F.value_cap(t.value, top)
                 if cap < INF:
                     prog.row({v: 1.0, y: -cap}, upper=0.0)
             for pe in comp:
@@ -351,7 +337,7 @@ def _gated_cluster(
     bound = _bounds(ops, inputs, copies_of)
     cols = F.build(prog, ops, inputs, values, bound, gate=gate)
     for t, v, y in zip(values, cols.value, value_gate, strict=True):
-        cap = _value_cap(t.value, sum(bound[u] * max(1.0, ops[u].selectivity) for u in t.producers))
+        cap = F.value_cap(t.value, sum(bound[u] * max(1.0, ops[u].selectivity) for u in t.producers))
         if cap < INF:
             prog.row({v: 1.0, y: -cap}, upper=0.0)
     for c in cols.cpu.values():
@@ -386,6 +372,7 @@ def _point_curve(graph: nx.DiGraph, comp: tuple[str, ...], alloc: dict[str, floa
         [dict(a) for _, a in pts],
         exact=False,
         status="optimal",
+        interpolates=False,
     )
 
 

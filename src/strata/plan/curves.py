@@ -44,6 +44,12 @@ class Curve:
     allocs: list[dict[str, float]]
     exact: bool
     status: str = "optimal"
+    # Whether a budget between two points earns the chord: true of an LP's curve (a convex combination of two
+    # optimal allocations is feasible and, values being concave, worth at least the chord). A curve traced on
+    # a grid (MILP per budget, the tree DP) knows only its points: between them it earns what its lower point
+    # earns (the rest of the budget may stay idle); a chord there would credit half a step that no
+    # allocation earns.
+    interpolates: bool = True
 
     @property
     def minimum(self) -> float:
@@ -64,7 +70,14 @@ class Curve:
     def value_at(self, budget: float) -> float:
         if budget < self.budgets[0] - 1e-9:
             return -math.inf
+        if not self.interpolates:
+            return float(self.values[self._below(budget)])
         return float(np.interp(budget, self.budgets, self.values))
+
+    def _below(self, budget: float) -> int:
+        """Index of the last point whose budget is at most ``budget`` (a relative 1e-9 over a point counts)."""
+        i = int(np.searchsorted(self.budgets, budget * (1 + 1e-9) + 1e-12, side="right")) - 1
+        return max(0, min(i, len(self.budgets) - 1))
 
     def segment(self, budget: float) -> int:
         """Index i of the segment [budgets[i], budgets[i+1]] holding ``budget``."""
@@ -76,6 +89,8 @@ class Curve:
         """Cpu per PE at ``budget``: interpolated between the neighbouring points (the pacing)."""
         if len(self.budgets) == 1 or budget >= self.budgets[-1]:
             return dict(self.allocs[-1])
+        if not self.interpolates:
+            return dict(self.allocs[self._below(budget)])
         i = self.segment(budget)
         b0, b1 = self.budgets[i], self.budgets[i + 1]
         t = 0.0 if b1 <= b0 else float(np.clip((budget - b0) / (b1 - b0), 0.0, 1.0))
@@ -231,7 +246,15 @@ def grid_curve(model: ComponentModel, points: int, time_left: Callable[[], float
             best, best_alloc = f, alloc
         values.append(best if best > -math.inf else 0.0)
         allocs.append(best_alloc)
-    return Curve(tuple(model.ops), budgets.astype(float), np.array(values), allocs, exact=False, status=status)
+    return Curve(
+        tuple(model.ops),
+        budgets.astype(float),
+        np.array(values),
+        allocs,
+        exact=False,
+        status=status,
+        interpolates=False,
+    )
 
 
 def better_of(a: Curve, b: Curve) -> Curve:
@@ -242,4 +265,6 @@ def better_of(a: Curve, b: Curve) -> Curve:
     values = np.where(take_b, b.values, a.values)
     allocs = [bb if t else aa for aa, bb, t in zip(a.allocs, b.allocs, take_b, strict=True)]
     status = a.status if a.status == b.status else "feasible"
-    return Curve(a.pes, a.budgets, values, allocs, exact=a.exact and b.exact, status=status)
+    return Curve(
+        a.pes, a.budgets, values, allocs, a.exact and b.exact, status, interpolates=a.interpolates and b.interpolates
+    )

@@ -5,7 +5,9 @@ required jobs have a_j = 1; rank legality among the other jobs is a_k ≤ a_i
 whenever rank_i < rank_k. Every template's PEs get their own copy of the
 importance model (:mod:`strata.plan.formulation`) gated by y_jt; a shared stream
 feeds its consumers from whichever copy of the producer runs. Σ cpu ≤ the
-cluster's cores and Σ memory ≤ its memory. Solved by HiGHS; on small
+cluster's cores and Σ memory ≤ its memory. A stream's value term is gated by
+its template's y_jt (a template that does not run earns nothing, even where its
+value function is positive at rate 0). Solved by HiGHS; on small
 instances it proves optimality, which is what macroQ is measured against.
 """
 
@@ -18,7 +20,7 @@ import networkx as nx
 from strata.model import Scenario, importance, joined_graph, propagate, resolve
 from strata.model.job import OperatorKind
 from strata.plan import formulation as F
-from strata.plan.lp import Program
+from strata.plan.lp import INF, Program
 
 
 @dataclass
@@ -41,7 +43,7 @@ def exact_macro_q(scenario: Scenario, capacity: float | None = None, time_limit:
                 key = F.template_copy(job.id, op.name, tpl.name)
                 ops[key] = op
                 copies_of.setdefault(f"{job.id}.{op.name}", []).append(key)
-    values = []
+    values, owner = [], []  # owner: the (job, template) whose stream each value term is
     for job in scenario.jobs:
         for tpl in job.templates:
             for st in tpl.streams:
@@ -52,6 +54,7 @@ def exact_macro_q(scenario: Scenario, capacity: float | None = None, time_limit:
                 w = tpl.weight_of(st)
                 if w > 0 and producers:
                     values.append(F.ValueTerm(tuple(producers), w, st.value))
+                    owner.append((job.id, tpl.name))
     bound = _bounds(ops, inputs, copies_of)
     prog = Program(maximize=True)
     admit, choose, gate = {}, {}, {}
@@ -73,6 +76,13 @@ def exact_macro_q(scenario: Scenario, capacity: float | None = None, time_limit:
             if a.rank < b.rank:
                 prog.row({admit[b.id]: 1.0, admit[a.id]: -1.0}, upper=0.0)
     cols = F.build(prog, ops, inputs, values, bound, gate=gate, budget=cap)
+    # A stream is worth something only in a template that runs: a value function positive at rate 0 (a
+    # positive intercept, a table starting above 0) would otherwise credit every copy, chosen or not.
+    for term, v, jt in zip(values, cols.value, owner, strict=True):
+        top = sum(bound[u] * max(1.0, ops[u].selectivity) for u in term.producers)
+        cap = F.value_cap(term.value, top)
+        if cap < INF:
+            prog.row({v: 1.0, choose[jt]: -cap}, upper=0.0)
     prog.row(
         {choose[(j.id, t.name)]: t.memory for j in scenario.jobs for t in j.templates},
         upper=scenario.cluster.total_memory,

@@ -97,6 +97,20 @@ def value_needs_integers(value: object) -> bool:
     return True
 
 
+def value_cap(value: object, top: float) -> float:
+    """An upper bound on value(r) for 0 ≤ r ≤ top (value functions are non-decreasing past their points): the
+    big-M that gates a value term by its template's choice."""
+    if isinstance(value, IdentityValue):
+        return max(0.0, top)
+    if isinstance(value, LinearValue):
+        return max(0.0, value.intercept, value.slope * top + value.intercept)
+    if isinstance(value, PiecewiseLinearValue):
+        return max([0.0, value(top), *(y for _, y in value.points)])
+    if isinstance(value, StepValue):
+        return max([0.0, *(y for _, y in value.steps)])
+    return INF
+
+
 def output_bound(op: Operator, offered: float) -> float:
     """The most records/s the PE can process: its offered rate and what cpu_max buys."""
     cap = op.resource.capacity(op.cpu_max, op.cost_per_record)

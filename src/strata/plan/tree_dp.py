@@ -96,7 +96,15 @@ def dp_curve(graph: nx.DiGraph, model: ComponentModel, points: int) -> Curve:
         cpu: dict[str, float] = {}
         _assign(root, 0, e, ops, step, land, pick, split, cpu)
         allocs.append(cpu)
-    return Curve(pes, budgets.astype(float), np.asarray(values, dtype=float), allocs, exact=False, status="optimal")
+    return Curve(
+        pes,
+        budgets.astype(float),
+        np.asarray(values, dtype=float),
+        allocs,
+        exact=False,
+        status="optimal",
+        interpolates=False,
+    )
 
 
 def _convolve(acc: np.ndarray, child: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
