@@ -625,6 +625,30 @@ def min_bisection(p: Problem, time_limit: float) -> tuple[str, float, float]:
     return sol.status, sol.objective, bound
 
 
+def with_milp(p: Problem, budget: float, seed: int, milp_share: float = 0.4) -> tuple[list[list[int]], str]:
+    """macroW's placement search with its MILP on, as :func:`strata.plan.macro_w.macro_w` runs it on ``p``:
+    up to ``MILP_MAX_BINARIES`` the whole-instance MILP (``milp_share`` of the budget) then miniW from its answer,
+    the better kept; above it miniW first, then the MILP over 6-node neighbourhoods of miniW's answer."""
+    from strata.plan import mini_w
+    from strata.plan.macro_w import MILP_MAX_BINARIES, improve_by_milp, solve_milp
+
+    start = time.perf_counter()
+    deadline = start + budget
+    if sum(len(g.eligible) for g in p.groups) > MILP_MAX_BINARIES:
+        found = mini_w.search(p, start + budget * (1 - milp_share), seed=seed)
+        where, tried, gained, why = improve_by_milp(p, found.where, deadline, time.perf_counter, seed)
+        return where, f"miniW from {found.start}, MILP on {tried} neighbourhoods ({gained} improved; {why})"
+    status, shares, why = solve_milp(p, budget * milp_share)
+    if shares is None:
+        found = mini_w.search(p, deadline, seed=seed)
+        return found.where, f"whole MILP failed ({why}); miniW from {found.start}"
+    exact = [sorted(n for n, f in sh.items() if f > 0) for sh in shares]
+    found = mini_w.search(p, deadline, seed=seed, starts={"MILP": exact})
+    if mini_w.State(p, exact).objective() <= mini_w.State(p, found.where).objective() + 1e-12:
+        return exact, f"whole MILP {status} ({why}), kept over miniW"
+    return found.where, f"whole MILP {status} ({why}); miniW from {found.start} kept"
+
+
 @app.command()
 def partition(
     sizes: str = "50,60,100,200,500,1000,2000,5000,10000", seeds: int = 2, verify_up_to: int = 60, seconds: float = 0.0
@@ -658,13 +682,18 @@ def partition(
             r["metis_s"], r["metis_note"] = t_metis, why
             r["both_cut"], r["both_max_load"] = cut_of(p, both.where)
             r["both_s"], r["both_start"], r["both_note"] = t_both, both.start, both.partitioner
+            t0 = time.perf_counter()
+            milp_where, milp_note = with_milp(p, budget, seed)
+            r["macrow_s"], r["macrow_note"] = time.perf_counter() - t0, milp_note
+            r["macrow_cut"], r["macrow_max_load"] = cut_of(p, milp_where)
             if n <= verify_up_to:
                 status, best, bound = min_bisection(p, time_limit=120)
                 r["milp_status"], r["milp_cut"], r["milp_bound"] = status, best, bound
             rows.append(r)
             console.print(
                 f"n={n} seed={seed}: planted {k}, miniW {r['miniw_cut']:g} ({t_alone:.1f}s), METIS {r['metis_cut']} "
-                f"({t_metis:.2f}s), METIS+miniW {r['both_cut']:g} ({t_both:.1f}s, from {both.start})"
+                f"({t_metis:.2f}s), METIS+miniW {r['both_cut']:g} ({t_both:.1f}s, from {both.start}), "
+                f"with the MILP {r['macrow_cut']:g} ({r['macrow_s']:.1f}s: {milp_note})"
                 + (f", MILP {r['milp_status']} {r['milp_cut']:g}" if "milp_status" in r else "")
             )
     table = Table(title="Planted bisections (2 nodes, equal cpu): streams cut")
@@ -679,9 +708,12 @@ def partition(
         "METIS+miniW",
         "ratio",
         "max load",
+        "with MILP",
+        "ratio MILP",
         "miniW s",
         "METIS s",
         "both s",
+        "MILP s",
     ):
         table.add_column(col, justify="right")
     for r in rows:
@@ -696,14 +728,91 @@ def partition(
             str(r["both_cut"]),
             f"{r['both_cut'] / r['planted_cut']:.2f}",
             f"{r['both_max_load']:.3f}",
+            f"{r['macrow_cut']:g}",
+            f"{r['macrow_cut'] / r['planted_cut']:.2f}",
             f"{r['miniw_s']:.1f}",
             f"{r['metis_s']:.2f}",
             f"{r['both_s']:.1f}",
+            f"{r['macrow_s']:.1f}",
         )
     console.print(table)
     worst = max(r["both_cut"] / r["planted_cut"] for r in rows)
-    console.print(f"worst METIS+miniW cut / optimal: {worst:.3f}")
-    write("partition", {"load_average_start": load_start, "rows": rows, "worst_ratio": worst})
+    worst_milp = max(r["macrow_cut"] / r["planted_cut"] for r in rows)
+    console.print(f"worst cut / optimal: METIS+miniW {worst:.3f}, with the MILP {worst_milp:.3f}")
+    write(
+        "partition",
+        {
+            "load_average_start": load_start,
+            "load_average_end": os.getloadavg(),
+            "rows": rows,
+            "worst_ratio": worst,
+            "worst_ratio_with_milp": worst_milp,
+        },
+    )
+
+
+@app.command()
+def realised(
+    seeds: int = 3, nodes: int = 30, budget: float = 5.0, duration: float = 25.0, warm: float = 5.0, batch: int = 16
+) -> None:
+    """lsd at ``nodes`` nodes (the generator's 104 jobs / 737 PEs) planned in ``budget`` s and run in the
+    simulator on the plan's placement (routing="local", sources open: what ``strata simulate --plan`` runs):
+    planned and realised stream affinity and importance, for SODA and SODA held to RR's max load (the apps
+    target's configuration). Issue 15's target: realised affinity ≥ 0.7 within the 5 s budget."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from bench_plan_fidelity import run_one
+
+    rows = []
+    load_start = os.getloadavg()
+    for seed in range(1, seeds + 1):
+        s = Scenario.model_validate(lsd(seed=seed, nodes=nodes))
+        rr_load = rr(s, batch=batch).metrics["max_cpu"]
+        for name, utilisation in (("SODA", 1.0), ("SODA@RR-load", max(0.05, rr_load))):
+            p, t, c = timed(plan, s, options=Options(budget_s=budget, utilisation=utilisation, batch=batch))
+            r = run_one(s, p, False, duration, batch, seed, warm)
+            rows.append(
+                {
+                    "seed": seed,
+                    "nodes": nodes,
+                    "planner": name,
+                    "plan_s": t,
+                    "plan_cpu_s": c,
+                    "overrun": overrun(p),
+                    "admitted": len(p.admitted),
+                    "max_load": p.metrics["max_cpu"],
+                }
+                | r
+            )
+            console.print(
+                f"lsd {nodes} nodes seed {seed} {name}: plan {t:.2f} s (worst overrun {overrun(p):+.3f} s), "
+                f"affinity realised {r['realised_affinity']:.3f} / planned {r['planned_affinity']:.3f} "
+                f"= {r['affinity_ratio']:.3f}; importance {r['realised_importance']:,.0f} / "
+                f"{r['planned_importance']:,.0f} = {r['importance_ratio']:.3f}; "
+                f"node demand {r['node_demand_max']:.2f}; sim {r['wall_s']:.1f} s",
+                highlight=False,
+            )
+    target = {
+        "realised_affinity_min": min(r["realised_affinity"] for r in rows),
+        "affinity_ratio_min_max": [min(r["affinity_ratio"] for r in rows), max(r["affinity_ratio"] for r in rows)],
+        "plan_s_max": max(r["plan_s"] for r in rows),
+        "realised_affinity_ge_0.7_within_budget": all(
+            r["realised_affinity"] >= 0.7 and r["plan_s"] <= budget for r in rows
+        ),
+    }
+    console.print(target)
+    write(
+        "realised",
+        {
+            "command": f"benchmarks/bench_plan.py realised --seeds {seeds} --nodes {nodes} --budget {budget:g} "
+            f"--duration {duration:g} --warm {warm:g} --batch {batch}",
+            "load_average_start": load_start,
+            "load_average_end": os.getloadavg(),
+            "target": target,
+            "rows": rows,
+        },
+    )
 
 
 @app.command(name="all")
@@ -714,6 +823,7 @@ def run_all() -> None:
     curves()
     multiple_choice()
     partition()
+    realised()
 
 
 if __name__ == "__main__":

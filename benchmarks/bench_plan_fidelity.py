@@ -45,6 +45,7 @@ from rich.table import Table
 
 from strata.generators import lsd
 from strata.model import OperatorKind, Scenario, joined_graph, propagate
+from strata.model.traffic import as_emitted
 from strata.plan import Options, Plan, plan
 from strata.plan.quality import stream_affinity
 from strata.protocol.window import Actions
@@ -56,9 +57,10 @@ console = Console(width=200)
 SIZES = ((10, 10, 100), (30, 30, 200))
 
 
-def offered_demand(scenario: Scenario, p: Plan, source_rates: dict[str, float]) -> float:
-    """Largest node cpu demand / cores when the PEs process every record offered at ``source_rates``."""
-    graph = joined_graph(scenario, p.templates)
+def offered_demand(scenario: Scenario, p: Plan, source_rates: dict[str, float], batch: int = 1) -> float:
+    """Largest node cpu demand / cores when the PEs process every record offered at ``source_rates`` (windows
+    emitting what they do at ``batch`` records per source message: the plan's traffic model)."""
+    graph = joined_graph(as_emitted(scenario, batch), p.templates)
     rates = propagate(graph, None, source_rates)
     load: dict[str, float] = {}
     for pe in graph:
@@ -116,7 +118,7 @@ def run_one(
         cores = {n.name: n.cores for n in scenario.cluster.all_nodes}
         demand = max(c / cores[n] for n, c in p.node_load().items())
     else:
-        demand = offered_demand(scenario, p, offered)
+        demand = offered_demand(scenario, p, offered, batch)
     return {
         "mode": "shares" if shares else "open",
         "planned_affinity": p.affinity,

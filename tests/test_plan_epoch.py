@@ -154,3 +154,24 @@ def test_replanning_after_node_loss_moves_work_off_the_lost_node(small_plan):
     cores = {n.name: n.cores for n in smaller.cluster.all_nodes}
     for node, load in again.node_load().items():
         assert load <= cores[node] + 1e-6
+
+
+def test_headroom_holds_cpu_above_the_planned_rate_and_pacing_reads_the_same_model():
+    # src (100 records/s) → p1 (0.01 core·s per record: 1 core for all of it) → sink, 4 cores. With 25%
+    # headroom p1 holds 1.25 cores for the same 100 records/s (utilisation 0.8), the projection is unchanged,
+    # and the pacing admits 100 records/s on those 1.25 cores (not the 125 they would buy at the bare cost).
+    from strata.plan.epoch import with_headroom
+    from strata.plan.pacing import admitted_ingest
+
+    s = scenario([chain("a", 100, [0.0, 0.01])], nodes=1, cores=4.0)
+    bare = plan(s, options=Options(budget_s=2.0))
+    held = plan(s, options=Options(budget_s=2.0, headroom=0.25))
+    assert bare.cpu()["a.p1"] == pytest.approx(1.0, rel=1e-6)
+    assert held.cpu()["a.p1"] == pytest.approx(1.25, rel=1e-6)
+    assert held.importance == pytest.approx(bare.importance) == pytest.approx(100.0)
+    tpl = {"a": "default"}
+    assert admitted_ingest(s, tpl, held.cpu(), {}, headroom=0.25)["a.src"] == pytest.approx(100.0, rel=1e-6)
+    assert admitted_ingest(s, tpl, held.cpu(), {})["a.src"] == pytest.approx(125.0, rel=1e-6)
+    assert with_headroom(s, 0.0) is s
+    with pytest.raises(ValueError, match="headroom"):
+        with_headroom(s, -0.1)

@@ -306,8 +306,9 @@ class Controller:
         """L0's rate caps for the plan in force (None: pacing off)."""
         if self.config.pacing == "off":
             return None
+        opt = self.config.plan
         return pace(
-            self._planned_model, self.plan, window, self.config.window_s, self.config.pacing, self.config.plan.batch
+            self._planned_model, self.plan, window, self.config.window_s, self.config.pacing, opt.batch, opt.headroom
         )
 
     # ------------------------------------------------------------------ signals

@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 
 import networkx as nx
 
-from strata.model import Cluster, Scenario, importance, joined_graph, propagate
-from strata.model.job import OperatorKind
+from strata.model import Cluster, Operator, PiecewiseLinearCapacity, Scenario, importance, joined_graph, propagate
+from strata.model.job import OperatorKind, Template
 from strata.model.traffic import as_emitted
 from strata.plan.macro_q import macro_q
 from strata.plan.macro_w import macro_w
@@ -45,9 +45,46 @@ class Options:
     rounds: int = 30  # miniW perturbation rounds before it stops on its own
     seed: int = 0
     utilisation: float = 1.0  # share of each node's cores the plan may fill (headroom = 1 − this)
+    # cpu a PE holds above what its planned rate needs, as a share of that need (with_headroom); 0: SODA's
+    # fluid plan, every PE at utilisation 1 (docs/plan.md, "Headroom").
+    headroom: float = 0.0
     # Records per source message of the engine that runs the plan (the simulator's ``batch``; 1 for Spark):
     # a message carries one key, so it sets how many distinct keys a window sees (strata.model.traffic).
     batch: int = 1
+
+
+def with_headroom(scenario: Scenario, headroom: float) -> Scenario:
+    """``scenario`` with every operator's cost per record × (1 + ``headroom``): the model of a plan that holds,
+    for each PE, (1 + headroom) × the cpu its planned rate needs.
+
+    SODA's rate model is fluid (§3): a PE given exactly the cpu its rate needs is at utilisation ρ = 1, which a
+    queue with random arrivals only reaches with unbounded waiting (Pollaczek–Khinchine: the mean wait of an
+    M/G/1 queue is ρ·E[S]·(1 + C_S²) / (2(1 − ρ))), so an engine that holds each instance to its planned share
+    realises less than the plan. Planning every PE on this model gives it ρ = 1/(1 + headroom) at its planned
+    rate, a mean wait of E[S]·(1 + C_S²) / (2·headroom) per PE; the projection and the pacing use the same model
+    (:func:`strata.plan.pacing.pace`), so the planned rates and caps are unchanged in meaning.
+    """
+    if headroom < 0:
+        raise ValueError(f"headroom: expected a share ≥ 0; found {headroom}")
+    if headroom == 0:
+        return scenario
+    factor = 1.0 + headroom
+
+    def slower(op: Operator) -> Operator:
+        update: dict = {"cost_per_record": op.cost_per_record * factor}
+        if isinstance(op.resource, PiecewiseLinearCapacity):  # the table is the cost model: capacity / factor
+            points = [(c, r / factor) for c, r in op.resource.points]
+            update["resource"] = op.resource.model_copy(update={"points": points})
+        return op.model_copy(update=update)
+
+    jobs = []
+    for job in scenario.jobs:
+        templates = [
+            Template(name=tpl.name, operators=[slower(op) for op in tpl.operators], streams=tpl.streams)
+            for tpl in job.templates
+        ]
+        jobs.append(job.model_copy(update={"templates": templates}))
+    return Scenario(name=scenario.name, description=scenario.description, cluster=scenario.cluster, jobs=jobs)
 
 
 def usable(cluster: Cluster, share: float) -> Cluster:
@@ -69,7 +106,7 @@ def plan(
     start = clock()
     # Window aggregates at the selectivity the engines realise (one result per key per window), so that every
     # phase and the projection follow the traffic model the engine runs.
-    scenario = as_emitted(scenario, opt.batch)
+    scenario = with_headroom(as_emitted(scenario, opt.batch), opt.headroom)
     cluster = usable(scenario.cluster, opt.utilisation)
     phases: list[Phase] = []
     budget = opt.budget_s

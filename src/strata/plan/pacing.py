@@ -28,6 +28,7 @@ import networkx as nx
 from strata.model import OperatorKind, Scenario, joined_graph
 from strata.model.importance import topological_order
 from strata.model.traffic import as_emitted
+from strata.plan.epoch import with_headroom
 from strata.plan.plan import Plan
 from strata.protocol.window import WindowStats
 
@@ -38,12 +39,14 @@ def admitted_ingest(
     cpu: Mapping[str, float],
     offered: Mapping[str, float],
     batch: int = 1,
+    headroom: float = 0.0,
 ) -> dict[str, float]:
     """Source PE → the largest rate the plan's ``cpu`` lets every downstream PE process (above or below
     the offered rate).
 
     Window aggregates forward what the engines emit at ``batch`` records per source message, linearised at
-    the scenario's rates (:func:`strata.model.traffic.as_emitted`: the plan's own traffic model).
+    the scenario's rates (:func:`strata.model.traffic.as_emitted`: the plan's own traffic model), and every PE
+    processes what its cpu buys on the plan's model (:func:`strata.plan.epoch.with_headroom`).
 
     ``templates``: the plan's admitted jobs and their templates; ``cpu``: PE → cores
     (the plan's assignment); ``offered``: source PE → records/s offered (sources
@@ -52,7 +55,7 @@ def admitted_ingest(
     has no capacity under a linear resource function, so its sources get 0;
     sinks are not budgeted by the planner and do not limit.
     """
-    return _admitted(joined_graph(as_emitted(scenario, batch), templates), cpu, offered)
+    return _admitted(joined_graph(with_headroom(as_emitted(scenario, batch), headroom), templates), cpu, offered)
 
 
 def _admitted(graph: nx.DiGraph, cpu: Mapping[str, float], offered: Mapping[str, float]) -> dict[str, float]:
@@ -141,6 +144,7 @@ def pace(
     catch_up_s: float,
     mode: str = "plan",
     batch: int = 1,
+    headroom: float = 0.0,
 ) -> dict[str, float | None]:
     """Rate caps for the sources of ``plan`` (SODA microQ pacing), in one of the :data:`PACING` modes.
 
@@ -158,6 +162,9 @@ def pace(
     dispatch by deadline message by message (the simulator under Cameo), where deferring records at the source
     buys no latency.
 
+    ``batch`` and ``headroom`` are the plan's (:class:`strata.plan.epoch.Options`): the caps are read on the model
+    the plan was made on, windows as they emit and every PE at its planned utilisation.
+
     ``off``: no caps. With no ``window`` (the plan's start, before any observation) every capped source starts
     at its cap, so the first units of work already follow the plan. A required job's sources are never
     capped: the planner must fit such a job whole, and when it falls short that is the Controller's shortfall
@@ -172,7 +179,7 @@ def pace(
     # the cores the plan leaves idle, shared in proportion to the plan's cpu
     scale = max(1.0, model.cluster.total_cores / max(sum(cpu.values()), 1e-9))
     whole = {pe: c * scale for pe, c in cpu.items()}
-    graph = joined_graph(as_emitted(model, batch), plan.templates)
+    graph = joined_graph(with_headroom(as_emitted(model, batch), headroom), plan.templates)
     shares = _admitted(graph, whole, offered)
     limited = _admitted(graph, cpu, offered) if mode == "plan" else shares
     admitted = {pe: rate for pe, rate in limited.items() if not model.job[pe.partition(".")[0]].required}
