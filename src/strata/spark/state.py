@@ -273,8 +273,12 @@ class KeyedStateStore:
             F.lit(False).alias("marker"),
         )
         if self._markers is None or self._markers.sparkSession is not df.sparkSession:
+            from pyspark.sql.types import StructField, StructType
+
+            # nullable: the markers' key, time and value are null, and a counted literal is a non-null column
+            schema = StructType([StructField(f.name, f.dataType, True) for f in rows.schema.fields])
             self._markers = df.sparkSession.createDataFrame(
-                [(-1, None, None, None, slots[p], True) for p in range(spec.partitions)], rows.schema
+                [(-1, None, None, None, slots[p], True) for p in range(spec.partitions)], schema
             )
         markers = self._markers
         out = (
