@@ -292,3 +292,61 @@ def test_a_task_that_dies_mid_fold_leaves_no_half_folded_state(tmp_path, monkeyp
     both = pd.concat([first, second])
     ref = both[both["kg"] % P == 0].groupby("key").size()
     np.testing.assert_array_equal(out.sort_index(), ref.loc[sorted(out.index)])
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_exactly_once_at_a_million_keys_through_spark_with_replays_and_moves(spark, tmp_path):
+    """1,000,000 distinct keys through Spark: batch 1 dies after its tasks wrote their changelogs (no manifest),
+    is replayed under another routing table, committed, and replayed again after its manifest under a third
+    table (as when Spark dies between the store's commit and its own); every attempt writes exactly the running
+    sums a pandas recomputation gives, and so does the batch after."""
+    from pyspark.sql import functions as F
+
+    spec = KeyedSpec(AggregateSpec(fn="sum"), None, 64, 2)
+    store = KeyedStateStore(spec, tmp_path / "state")
+    # (first id, rows, key modulus, key offset): key = offset + id mod modulus; value = id mod 7
+    batches = [(0, 600_000, 500_000, 0), (600_000, 550_000, 550_000, 450_000), (1_150_000, 150_000, 1_000_000, 0)]
+
+    def frame(b: int):
+        lo, n, mod, off = batches[b]
+        return spark.range(lo, lo + n).select(
+            (F.lit(off) + F.col("id") % mod).alias("key"),
+            F.timestamp_micros(F.lit(EPOCH_US + b * 1_000_000) + F.col("id") % 1_000_000).alias("event_time"),
+            (F.col("id") % 7).cast("double").alias("value"),
+        )
+
+    def reference(b: int) -> pd.Series:
+        """The running sum of every key batch ``b`` touches (batch 1: 500,000 new keys and 50,000 of batch 0's)."""
+        parts = []
+        for lo, n, mod, off in batches[: b + 1]:
+            ids = np.arange(lo, lo + n, dtype=np.int64)
+            parts.append(pd.DataFrame({"key": off + ids % mod, "value": (ids % 7).astype(float)}))
+        lo, n, mod, off = batches[b]
+        touched = np.unique(off + np.arange(lo, lo + n, dtype=np.int64) % mod)
+        totals = pd.concat(parts).groupby("key")["value"].sum()
+        return totals.loc[touched]
+
+    def attempt(b: int, routing: tuple[int, ...], commit: bool) -> pd.Series:
+        store.route(routing)
+        out, plan = store.prepare(frame(b), b)
+        got = out.toPandas()
+        if commit:
+            store.commit(plan)
+        assert plan.routing == routing
+        return got.set_index("key")["sum"].sort_index()
+
+    hashed = tuple(g % 2 for g in range(64))
+    swapped = tuple(1 - p for p in hashed)
+    halves = tuple(int(g >= 32) for g in range(64))
+    np.testing.assert_array_equal(attempt(0, hashed, True).to_numpy(), reference(0).to_numpy())
+    want = reference(1)
+    assert len(pd.Index(want.index).union(pd.RangeIndex(500_000))) == 1_000_000  # the state now holds 1M keys
+    for routing, commit in ((hashed, False), (swapped, True), (halves, True)):  # die, replay, replay after commit
+        got = attempt(1, routing, commit)
+        assert got.index.equals(want.index)
+        np.testing.assert_array_equal(got.to_numpy(), want.to_numpy())
+    got = attempt(2, swapped, True)
+    want = reference(2)
+    assert got.index.equals(want.index)
+    np.testing.assert_array_equal(got.to_numpy(), want.to_numpy())
