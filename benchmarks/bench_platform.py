@@ -1,21 +1,25 @@
 """A platform of users' own queries: plain Spark (FIFO; FAIR pools by hand; plus static read limits) vs Strata.
 
 The queries are ``examples/platform/jobs.py`` as a Spark team wrote them: an alert filter with a Python UDF
-(rank 1, target 2 s), two chained window aggregations, and a stream–stream join of clicks and impressions.
-They read directories that :mod:`strata.experiments.producer` fills at seeded, bursty rates (the same records
-in every mode). The four modes, one after the other in one session, each on a fresh copy of the input:
+(rank 1, target 2 s), two chained window aggregations, a stream–stream join of clicks and impressions,
+sessionization over Zipf-skewed users, a pandas-UDF scoring model, and a job reading the chained aggregation's
+output (a shared stream). They read directories that :mod:`strata.experiments.producer` fills at seeded, bursty
+rates (the same records in every mode). The modes, one after the other in one session, each on a fresh copy of
+the input:
 
+- ``alone``: the alert query by itself on plain Spark: the floor no scheduler can go below on this machine;
 - ``fifo``: plain Spark, one pool (FIFO inside it), as it comes;
 - ``fair``: FAIR pools set by hand as Spark's documentation recommends: the latency-critical query in a
-  weight-32 pool, the others by importance (weights 2 and 1);
+  weight-32 pool, the others by importance (weights 4, 2, 2, 1, 1 by rank);
 - ``fair+limits``: the same plus static ``maxFilesPerTrigger`` on the bulk queries (2 files, about 1 s of input
   at the mean rate), as a careful Spark user would set them;
 - ``strata``: Strata in control (admission, pools, read limits, the gate, learned costs).
 
 Usage: ``.venv/bin/python benchmarks/bench_platform.py [--duration 60] [--seeds 1] [--rate 300]``. Prints a
 table; writes ``benchmarks/results/platform.json``. Timing-dependent: the load average is recorded.
-Scope: three of the issue's six queries (no sessionization, pandas-UDF enrichment, or job reading another
-job's output yet); user queries are timed at their sinks, not verified here (the tests verify them).
+User queries are timed at their sinks, not verified here (the tests verify them). The summary gives, per seed,
+the alert query's p99 and misses as ratios of each baseline's to Strata's, the bulk queries' summed throughput
+as Strata's share of each baseline's, and total importance.
 """
 
 from __future__ import annotations
@@ -41,9 +45,18 @@ from strata.spark.measure import collect
 ROOT = Path(__file__).resolve().parents[1]
 JOBS = ROOT / "src" / "strata" / "examples" / "platform" / "jobs.py"
 RESULTS = ROOT / "benchmarks" / "results" / "platform.json"
-HAND_POOLS = {"alerts": URGENT_POOL, "active_users": "w2", "attributed_clicks": "w1"}
-STATIC_LIMITS = {"active_users": 2, "attributed_clicks": 2}
-MODES = ("fifo", "fair", "fair+limits", "strata")
+CRITICAL = "alerts"
+HAND_POOLS = {
+    CRITICAL: URGENT_POOL,
+    "active_users": "w4",
+    "attributed_clicks": "w2",
+    "busy_windows": "w2",
+    "sessions": "w1",
+    "enriched": "w1",
+}
+STATIC_LIMITS = {"active_users": 2, "attributed_clicks": 2, "sessions": 2, "enriched": 2}
+MODES = ("alone", "fifo", "fair", "fair+limits", "strata")
+BASELINES = ("fifo", "fair", "fair+limits")
 
 
 def run_one(spark, mode: str, seed: int, args, work: Path) -> list[dict]:
@@ -51,7 +64,10 @@ def run_one(spark, mode: str, seed: int, args, work: Path) -> list[dict]:
     base = work / f"{mode}-{seed}"
     shutil.rmtree(base, ignore_errors=True)
     os.environ["STRATA_INPUT"] = str(base / "input")
-    scenario, python_jobs = with_python_jobs(load_jobs(JOBS), [], "platform")
+    declared = load_jobs(JOBS)
+    if mode == "alone":
+        declared = [j for j in declared if j.id == CRITICAL]
+    scenario, python_jobs = with_python_jobs(declared, [], "platform")
     arrivals = {"process": "onoff", "period_s": 20.0, "on_s": 5.0, "burst_factor": args.burst}
     source = SourceSpec(rate=args.rate, arrivals=arrivals, keys={"count": 200, "zipf_s": 1.1}, seed=seed)
     epoch = time.time() + 3.0
@@ -85,12 +101,46 @@ def run_one(spark, mode: str, seed: int, args, work: Path) -> list[dict]:
     return rows
 
 
+def summary(rows: list[dict]) -> list[dict]:
+    """Per seed and baseline: the critical query's p99 and misses over Strata's, Strata's bulk throughput over
+    the baseline's, and both total importances."""
+    out = []
+    for seed in sorted({r["seed"] for r in rows}):
+        mine = [r for r in rows if r["seed"] == seed]
+
+        def of(mode: str, job: str, key: str, mine=mine):
+            return next((r[key] for r in mine if r["mode"] == mode and r["job"] == job), None)
+
+        def bulk(mode: str, mine=mine) -> float:
+            return sum(r["throughput"] or 0.0 for r in mine if r["mode"] == mode and r["job"] != CRITICAL)
+
+        def total(mode: str, mine=mine) -> float:
+            return sum(r["importance"] or 0.0 for r in mine if r["mode"] == mode)
+
+        p99, misses = of("strata", CRITICAL, "p99_s"), of("strata", CRITICAL, "misses")
+        for base in BASELINES:
+            b99, bmiss = of(base, CRITICAL, "p99_s"), of(base, CRITICAL, "misses")
+            out.append(
+                {
+                    "seed": seed,
+                    "baseline": base,
+                    "p99_ratio": b99 / p99 if b99 and p99 else None,
+                    "misses": (bmiss, misses),
+                    "bulk_share": bulk("strata") / bulk(base) if bulk(base) else None,
+                    "importance": (total(base), total("strata")),
+                    "floor_p99": of("alone", CRITICAL, "p99_s"),
+                }
+            )
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--duration", type=float, default=60.0)
     parser.add_argument("--seeds", type=int, nargs="+", default=[1])
     parser.add_argument("--rate", type=float, default=300.0, help="mean events/s (bursts at --burst x)")
     parser.add_argument("--burst", type=float, default=3.0)
+    parser.add_argument("--modes", nargs="+", choices=MODES, default=list(MODES))
     parser.add_argument("--work", type=Path, default=Path("/tmp/strata-bench-platform"))
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args()
@@ -101,7 +151,7 @@ def main() -> None:
     rows: list[dict] = []
     try:
         for seed in args.seeds:
-            for mode in MODES:
+            for mode in args.modes:
                 rows += run_one(spark, mode, seed, args, args.work)
     finally:
         spark.stop()
@@ -124,10 +174,32 @@ def main() -> None:
             fmt(r["throughput"], ".0f"),
             fmt(r["importance"], ".1f"),
         )
-    Console().print(table)
+    console = Console()
+    console.print(table)
+    ratios = summary(rows)
+    versus = Table(title=f"{CRITICAL} (critical) and the bulk queries: each baseline against Strata")
+    for col in ("seed", "baseline", "p99 ÷ Strata's", "misses (base / Strata)", "bulk rows/s: Strata ÷ base"):
+        versus.add_column(col, justify="left" if col == "baseline" else "right")
+    versus.add_column("importance (base / Strata)", justify="right")
+    versus.add_column(f"{CRITICAL} alone p99 s", justify="right")
+    for r in ratios:
+        versus.add_row(
+            str(r["seed"]),
+            r["baseline"],
+            fmt(r["p99_ratio"], ".2f"),
+            "{} / {}".format(*r["misses"]),
+            fmt(r["bulk_share"], ".2f"),
+            "{:.1f} / {:.1f}".format(*r["importance"]),
+            fmt(r["floor_p99"], ".2f"),
+        )
+    console.print(versus)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(
-        json.dumps({"args": {k: str(v) for k, v in vars(args).items()}, "rows": rows}, indent=1, default=str)
+        json.dumps(
+            {"args": {k: str(v) for k, v in vars(args).items()}, "rows": rows, "summary": ratios},
+            indent=1,
+            default=str,
+        )
     )
     print(f"wrote {args.out}")
 

@@ -1,8 +1,9 @@
 """A Spark team's own streaming queries under Strata: `strata run examples/platform/jobs.py`.
 
 Plain PySpark, as the team would write it — a Python UDF, chained windowed
-aggregations with watermarks, a stream–stream join — over directories of JSON
-files that another process fills (`strata produce`). Each `strata.job(...)`
+aggregations with watermarks, a stream–stream join, sessionization, a pandas
+UDF, and a job reading another job's output — over directories of JSON files
+that another process fills (`strata produce`). Each `strata.job(...)`
 tells Strata what the query is worth (rank, required, latency target); Strata
 decides admission, FAIR pools, read limits (maxFilesPerTrigger) and batch
 order, and learns each query's cost from Spark's progress.
@@ -13,6 +14,8 @@ The same file runs with `python jobs.py` or `spark-submit jobs.py`.
 
 import os
 
+import numpy as np
+import pandas as pd
 from pyspark.sql import functions as F
 
 import strata.api as strata
@@ -74,6 +77,49 @@ def click_join(spark):
         F.expr("c.impression = i.id AND c.event_time BETWEEN i.event_time AND i.event_time + interval 10 seconds"),
     )
     return joined.select(F.col("c.id").alias("click"), F.col("i.id").alias("impression"), F.col("c.event_time"))
+
+
+sessions = strata.job("sessions", rank=4, target_latency_s=30.0, event_time="session_end")
+
+
+@sessions.template
+def per_user(spark):
+    """Sessionization: a user's events with gaps under 3 s form a session (the keys are Zipf-skewed)."""
+    events = spark.readStream.format("json").schema(EVENTS).load(f"{INPUT}/events")
+    return (
+        events.withWatermark("event_time", "2 seconds")
+        .groupBy(F.session_window("event_time", "3 seconds"), "key")
+        .agg(F.count("*").alias("events"), F.sum("value").alias("value"))
+        .select("key", "events", "value", F.col("session_window.end").alias("session_end"))
+    )
+
+
+def risk_model(value: pd.Series, key: pd.Series) -> pd.Series:
+    """A scoring model a data-science team ships as a pandas UDF: 64 rounds of a small recurrent score."""
+    x = value.to_numpy(dtype=float)
+    k = (key.to_numpy() % 17).astype(float) / 17.0
+    for _ in range(64):
+        x = np.tanh(1.7 * x + 0.3 * k - 0.4)
+    return pd.Series(1.0 / (1.0 + np.exp(-4.0 * x)))
+
+
+enriched = strata.job("enriched", rank=5, target_latency_s=10.0)
+
+
+@enriched.template
+def scored(spark):
+    risk = F.pandas_udf(risk_model, "double")
+    events = spark.readStream.format("json").schema(EVENTS).load(f"{INPUT}/events")
+    return events.withColumn("risk", risk("value", "key")).withColumn("tier", F.when(F.col("risk") > 0.9, "high"))
+
+
+busy = strata.job("busy_windows", rank=3, target_latency_s=60.0, event_time="window_end", reads=active)
+
+
+@busy.template
+def over_threshold(spark):
+    """Reads another job's output (a shared stream): the 5 s windows with at least 20 active users."""
+    return active.stream(spark).filter("users >= 20").select("window_start", "window_end", "users")
 
 
 if __name__ == "__main__":
