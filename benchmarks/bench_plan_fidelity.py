@@ -11,19 +11,29 @@ traffic model (``Simulation(routing="local")``, what ``strata simulate --plan``
 runs), in two ways:
 
 - ``open``: the sources offer their full rate, as ``strata simulate --plan`` does;
-- ``shares``: the plan's rate model executed: the sources capped at the plan's
-  ingest rates (drop mode) and every instance held to its planned cpu share
-  (``enforce_shares``), so a PE the plan gives less cpu than its input needs
-  processes what its share pays for (the plan drops the rest; here it queues).
+- ``shares``: the plan's rate model executed (SODA §3: a PE processes what its cpu
+  buys): every instance held to its planned cpu share (``enforce_shares``) and
+  dropping what arrives once its backlog over the share exceeds ``--buffer`` s
+  (``shed_after_s``: a bounded input buffer, below the windows' 1 s of allowed
+  lateness), and each source whose planned rate is below what it offers capped
+  there (drop mode; a source the plan processes whole is not capped, as
+  ``pacing.rate_caps`` leaves it). Planned with SODA's fluid model
+  (``Options.headroom`` 0), every PE is at utilisation 1 at its planned rate;
+- ``shares+headroom``: the same, planned with ``Options(headroom=--headroom)``
+  (each PE holds (1 + h) × the cpu its planned rate needs: utilisation 1/(1 + h);
+  default 0.25, utilisation 0.8, at which an M/D/1 queue's mean wait is 2 service
+  times by Pollaczek–Khinchine), the caps read on the same model.
 
 Reported per run: planned and realised stream affinity and their ratio;
 ``model@realised`` = the shared traffic model's affinity on the realised
 stream bytes (separates what routing keeps local from how the rates moved);
 planned importance and realised importance (importance of each PE's mean
-output rate from ``--warm`` s to the end: a span of whole 10 s window slides,
-so that every window PE fires the same number of times in it as it would per
-10 s on average; a shorter or misaligned span measures a window's bursty output
-at a different rate) and their ratio; the largest
+output rate from ``--warm`` s to the end: a span of whole 10 s window slides
+that starts after the first firing (10 s window + 1 s lateness), so that every
+window PE fires the same number of times in it as it would per 10 s on average
+and the PEs behind it are in their periodic regime — a PE held to its share
+processes a window's results over most of the slide, and a span that starts
+before the first firing holds no tail of an earlier one) and their ratio; the largest
 node demand over the node's cores (> 1: the run overloads a node; ``open``:
 the cpu to process every record offered at the sources' full rates, ``shares``:
 the planned cpu) and the realised utilisation of the busiest node.
@@ -47,6 +57,7 @@ from strata.generators import lsd
 from strata.model import OperatorKind, Scenario, joined_graph, propagate
 from strata.model.traffic import as_emitted
 from strata.plan import Options, Plan, plan
+from strata.plan.epoch import with_headroom
 from strata.plan.quality import stream_affinity
 from strata.protocol.window import Actions
 from strata.sim import Simulation
@@ -89,12 +100,21 @@ def window_slides(scenario: Scenario) -> set[float]:
 
 
 def run_one(
-    scenario: Scenario, p: Plan, shares: bool, duration: float, batch: int, seed: int, warm: float
+    scenario: Scenario,
+    p: Plan,
+    shares: bool,
+    duration: float,
+    batch: int,
+    seed: int,
+    warm: float,
+    headroom: float = 0.0,
+    buffer: float = 0.5,
 ) -> dict[str, Any]:
     graph = joined_graph(scenario, p.templates)
-    planned_rates = propagate(graph, p.cpu())
     sources = [pe for pe in graph if graph.nodes[pe]["op"].kind is OperatorKind.SOURCE]
     offered = {pe: graph.nodes[pe]["op"].source.rate for pe in sources}
+    model = joined_graph(with_headroom(as_emitted(scenario, batch), headroom), p.templates)
+    planned = propagate(model, p.cpu())  # the plan's rates, on the model it was made on
     t = time.perf_counter()
     sim = Simulation(
         scenario,
@@ -104,9 +124,11 @@ def run_one(
         batch=batch,
         routing="local",
         enforce_shares=shares,
+        shed_after_s=buffer if shares else None,
     )
+    caps = {pe: planned[pe] if planned[pe] < offered[pe] * (1 - 1e-9) else None for pe in sources}
     if shares:
-        sim.apply(Actions(rate_limits={pe: planned_rates[pe] for pe in sources}, limit_mode="drop"))
+        sim.apply(Actions(rate_limits=caps, limit_mode="drop"))
     sim.run(duration)
     wall = time.perf_counter() - t
     summary = sim.metrics.summary()
@@ -120,7 +142,9 @@ def run_one(
     else:
         demand = offered_demand(scenario, p, offered, batch)
     return {
-        "mode": "shares" if shares else "open",
+        "mode": ("shares+headroom" if headroom else "shares") if shares else "open",
+        "headroom": headroom,
+        "capped_sources": sum(c is not None for c in caps.values()) if shares else 0,
         "planned_affinity": p.affinity,
         "realised_affinity": summary["stream_affinity"],
         "affinity_ratio": summary["stream_affinity"] / p.affinity if p.affinity else float("nan"),
@@ -134,6 +158,7 @@ def run_one(
         "utilisation_mean": summary["node_utilisation_mean"],
         "planned_ingest": p.ingest,
         "offered_ingest": sum(offered.values()),
+        "dropped": summary["dropped"],
         "events": summary["events"],
         "wall_s": wall,
     }
@@ -142,11 +167,13 @@ def run_one(
 @app.command()
 def main(
     seeds: int = 3,
-    duration: float = 45.0,
-    warm: float = 5.0,
+    duration: float = 55.0,
+    warm: float = 15.0,
     batch: int = 16,
     budget: float = 5.0,
     light: float = 0.5,
+    headroom: float = 0.25,
+    buffer: float = 0.5,
     out: Path = RESULTS / "plan_fidelity.json",
 ) -> None:
     rows = []
@@ -164,10 +191,11 @@ def main(
                     console.print(f"[yellow]warning: {duration - warm:g} s measured is not a multiple of every slide")
                 p = plan(scenario, options=Options(budget_s=budget, batch=batch))
                 plan_s = time.perf_counter() - t
-                for shares in (False, True):
-                    r = run_one(scenario, p, shares, duration, batch, seed, warm)
+                held = plan(scenario, options=Options(budget_s=budget, batch=batch, headroom=headroom))
+                for q, shares, h in ((p, False, 0.0), (p, True, 0.0), (held, True, headroom)):
+                    r = run_one(scenario, q, shares, duration, batch, seed, warm, h, buffer)
                     row = {"nodes": nodes, "jobs": jobs, "pes": pes, "demand": demand_name, "seed": seed}
-                    rows.append(row | {"plan_s": plan_s, "admitted": len(p.admitted)} | r)
+                    rows.append(row | {"plan_s": plan_s, "admitted": len(q.admitted)} | r)
                     console.print(
                         f"{nodes}n/{jobs}j/{pes}pe {demand_name} seed {seed} {r['mode']}: affinity "
                         f"{r['realised_affinity']:.3f}/{r['planned_affinity']:.3f} = {r['affinity_ratio']:.3f}, "
@@ -201,7 +229,7 @@ def main(
         )
     console.print(table)
     targets: dict[str, Any] = {"runs": len(rows)}
-    for mode in ("open", "shares"):
+    for mode in ("open", "shares", "shares+headroom"):
         ratios = [r["affinity_ratio"] for r in rows if r["mode"] == mode]
         fits = [r["importance_ratio"] for r in rows if r["mode"] == mode and not r["overloaded"]]
         targets[mode] = {
@@ -215,7 +243,7 @@ def main(
     doc = {
         "command": f"benchmarks/bench_plan_fidelity.py --seeds {seeds} --duration {duration:g} --warm {warm:g} "
         f"--batch {batch} "
-        f"--budget {budget:g} --light {light:g}",
+        f"--budget {budget:g} --light {light:g} --headroom {headroom:g} --buffer {buffer:g}",
         "targets": targets,
         "rows": rows,
         "load_average_start": load_start,

@@ -77,3 +77,38 @@ def test_mmc_waiting_time_erlang_c():
 def test_erlang_c_textbook_value():
     # c = 2, a = 1 (ρ = 0.5): C = 1/3.
     assert erlang_c(2, 1.0) == pytest.approx(1 / 3)
+
+
+def test_an_instance_held_to_its_share_sheds_what_its_share_cannot_process():
+    # src (200 records/s) → op1 (0.01 core·s per record: 2 cores for all of it) held to 1 core: SODA's PE
+    # processes the 100 records/s its cpu buys. With a 0.5 s buffer the rest is dropped on arrival, and a
+    # record waits at most about that long; without one the backlog (and the wait) grows by 0.5 s a second.
+    from strata.sim.scenarios import chain
+
+    sc = chain([{"kind": "map", "cost_per_record": 0.01}], rate=200.0, nodes=2, cores=4)
+    placement = {"c.src": {"n0": 0.5}, "c.op1": {"n0": 1.0}, "c.sink": {"n1": 0.5}}
+    shed = Simulation(sc, seed=2, placement=placement, enforce_shares=True, shed_after_s=0.5)
+    shed.run(30.0)
+    assert shed.metrics.mean_rates(5.0)["c.op1"] == pytest.approx(100.0, rel=0.03)
+    assert shed.pes["c.op1"].dropped["overflow"] == pytest.approx(100.0 * 30.0, rel=0.1)
+    assert float(shed.metrics.latency().set_index("job").loc["c", "max"]) < 0.7
+    held = Simulation(sc, seed=2, placement=placement, enforce_shares=True)
+    held.run(30.0)
+    assert "overflow" not in held.pes["c.op1"].dropped
+    assert float(held.metrics.latency().set_index("job").loc["c", "max"]) > 10.0
+    with pytest.raises(ValueError, match="shed_after_s"):
+        Simulation(sc, placement=placement, shed_after_s=0.5)
+
+
+def test_with_shedding_a_pe_planned_with_no_cpu_processes_nothing():
+    from strata.sim.scenarios import chain
+
+    sc = chain([{"kind": "map", "cost_per_record": 0.001}], rate=200.0, nodes=2, cores=4)
+    placement = {"c.src": {"n0": 0.5}, "c.op1": {"n0": 0.0}, "c.sink": {"n1": 0.0}}
+    shed = Simulation(sc, seed=2, placement=placement, enforce_shares=True, shed_after_s=0.5)
+    shed.run(10.0)
+    assert shed.metrics.mean_rates(1.0)["c.op1"] == 0.0
+    assert shed.pes["c.op1"].dropped["overflow"] == shed.pes["c.op1"].arrived
+    held = Simulation(sc, seed=2, placement=placement, enforce_shares=True)  # no shedding: it runs unshared
+    held.run(10.0)
+    assert held.metrics.mean_rates(1.0)["c.op1"] == pytest.approx(200.0, rel=0.1)

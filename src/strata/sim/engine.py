@@ -133,6 +133,7 @@ class Simulation:
         checkpoint_interval: float = 5.0,
         actor_turns: bool = False,
         routing: str = "round-robin",
+        shed_after_s: float | None = None,
     ) -> None:
         if batch < 1:
             raise ValueError(f"batch: expected records per source message ≥ 1; found {batch}")
@@ -148,6 +149,12 @@ class Simulation:
         self._inv_bin = 1.0 / bin_s
         self.record_inputs = record_inputs
         self.enforce_shares = enforce_shares
+        if shed_after_s is not None and (not enforce_shares or shed_after_s < 0):
+            raise ValueError("shed_after_s: expected seconds ≥ 0, with enforce_shares")
+        # SODA §3's PE processes what its cpu buys and no more: an instance held to its share whose backlog over
+        # the share exceeds this many seconds drops what arrives (``dropped["overflow"]``), as a PE with a bounded
+        # input buffer does; None: it queues without bound.
+        self.shed_after_s = shed_after_s
         self.fire_cost = dict(fire_cost or {})
         if recovery not in (None, "replay"):
             raise ValueError(f"recovery: expected None or 'replay'; found {recovery!r}")
@@ -172,6 +179,18 @@ class Simulation:
         cluster_nodes = scenario.cluster.all_nodes
         counts = {pe: graph.nodes[pe]["op"].instances for pe in order}
         assign = resolve_placement(placement, order, counts, [n.name for n in cluster_nodes])
+        # With shedding, a PE the placement gives no cpu at all (a plan's PE with cpu 0 on every node) processes
+        # nothing, as in the plan: what reaches it is dropped (``dropped["overflow"]``). Sinks still record.
+        self._no_cpu: frozenset[str] = frozenset(
+            pe
+            for pe, v in (placement or {}).items()
+            if shed_after_s is not None
+            and isinstance(v, Mapping)
+            and v
+            and all(c == 0 for c in v.values())
+            and pe in graph
+            and graph.nodes[pe]["op"].kind is not OperatorKind.SINK
+        )
         self.pes: dict[str, PeRt] = {}
         for i, pe in enumerate(order):
             job = graph.nodes[pe]["job"]
@@ -714,7 +733,14 @@ class Simulation:
             if inst.incoming and msg.key_group in inst.incoming:
                 inst.incoming[msg.key_group].append(msg)
                 return
+            if self._no_cpu and pe.name in self._no_cpu:
+                pe.dropped["overflow"] = pe.dropped.get("overflow", 0) + msg.records
+                return
             if inst.throttled:  # over its cpu share: wait behind the throttled ones
+                bound = self.shed_after_s
+                if bound is not None and inst.vtime - now + len(inst.throttled) * msg.cost / inst.share > bound:
+                    pe.dropped["overflow"] = pe.dropped.get("overflow", 0) + msg.records
+                    return
                 inst.throttled.append(msg)
                 return
             fifo = node.fifo
