@@ -80,6 +80,9 @@ def offered_demand(scenario: Scenario, p: Plan, source_rates: dict[str, float], 
         need = op.resource.cpu_for(offered, op.cost_per_record)
         parts = p.assignment.get(pe, {})
         total = sum(parts.values())
+        if total <= 0 and parts:  # planned with no cpu: the simulator still runs it, once, on its first node
+            n = next(iter(parts))
+            load[n] = load.get(n, 0.0) + need
         for n, c in parts.items():
             if total > 0:
                 load[n] = load.get(n, 0.0) + need * c / total

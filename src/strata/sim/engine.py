@@ -153,7 +153,9 @@ class Simulation:
             raise ValueError("shed_after_s: expected seconds ≥ 0, with enforce_shares")
         # SODA §3's PE processes what its cpu buys and no more: an instance held to its share whose backlog over
         # the share exceeds this many seconds drops what arrives (``dropped["overflow"]``), as a PE with a bounded
-        # input buffer does; None: it queues without bound.
+        # input buffer does; None: it queues without bound. A PE downstream of a window aggregate buffers that
+        # much more than the window's slide: the window emits a slide's results at once (its burst), which a
+        # PE given the cpu for their mean rate takes the slide to process.
         self.shed_after_s = shed_after_s
         self.fire_cost = dict(fire_cost or {})
         if recovery not in (None, "replay"):
@@ -201,6 +203,9 @@ class Simulation:
             self.pes[pe] = rt
         for pe, rt in self.pes.items():
             rt.exp = (service if isinstance(service, str) else service.get(pe, "deterministic")) == "exponential"
+            if shed_after_s is not None:
+                slides = [self.pes[w].slide for w in nx.ancestors(graph, pe) if self.pes[w].slide > 0]
+                rt.buffer = shed_after_s + max(slides, default=0.0)
         bad = {
             s
             for s in ([service] if isinstance(service, str) else service.values())
@@ -737,7 +742,7 @@ class Simulation:
                 pe.dropped["overflow"] = pe.dropped.get("overflow", 0) + msg.records
                 return
             if inst.throttled:  # over its cpu share: wait behind the throttled ones
-                bound = self.shed_after_s
+                bound = pe.buffer
                 if bound is not None and inst.vtime - now + len(inst.throttled) * msg.cost / inst.share > bound:
                     pe.dropped["overflow"] = pe.dropped.get("overflow", 0) + msg.records
                     return

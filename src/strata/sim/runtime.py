@@ -116,6 +116,7 @@ class PeRt:
     __slots__ = (
         "agg",
         "arrived",
+        "buffer",
         "code",
         "cost",
         "done",
@@ -190,6 +191,7 @@ class PeRt:
         self.slide = (w.slide_s or w.size_s) if w else 0.0
         self.lateness = w.watermark_s if w else 0.0
         self.needs_wm = False
+        self.buffer: float | None = None  # seconds of backlog over its cpu share before it sheds (None: never)
         self.paused = False
         self.running = 0
         # conservation counters, in records
