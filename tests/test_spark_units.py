@@ -64,6 +64,21 @@ def test_progress_rows_read_offsets_as_text_or_objects():
     assert row["batch_ms"] == 120 and row["state_rows"] == 9
     file_source = progress_row({"name": "f", "sources": [{"startOffset": '{"logOffset": 3}', "endOffset": None}]})
     assert file_source["backlog_rows"] is None and file_source["start_row"] is None
+    # Kafka: offsets per topic and partition count records, so their sums do (two topics, three partitions)
+    kafka = progress_row(
+        {
+            "name": "k",
+            "sources": [
+                {
+                    "startOffset": '{"clicks": {"0": 10, "1": 20}, "views": {"0": 5}}',
+                    "endOffset": {"clicks": {"0": 15, "1": 28}, "views": {"0": 5}},
+                    "latestOffset": '{"clicks": {"0": 40, "1": 28}, "views": {"0": 9}}',
+                }
+            ],
+        }
+    )
+    assert (kafka["start_row"], kafka["end_row"], kafka["latest_row"]) == (35, 48, 77)
+    assert kafka["backlog_rows"] == 29  # 25 behind on clicks/0, 4 on views/0
 
 
 def test_latency_percentiles_and_event_time_conversion():

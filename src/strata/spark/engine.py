@@ -388,8 +388,8 @@ class SparkEngine:
         source = segment.pipeline.chain[0]
         if source.name != op:
             raise ValueError(f"rate_limits: {pe!r} is not the source of job {job!r} (its source is {source.name!r})")
-        if isinstance(segment.pipeline, UserPipeline) and segment.pipeline.capped_files:
-            self._limit_files(decisions, segment, pe, rate)
+        if isinstance(segment.pipeline, UserPipeline) and segment.pipeline.read_limit is not None:
+            self._limit_reads(decisions, segment, pe, rate)
             return
         cap = segment.pipeline.rate_cap
         if cap is None:
@@ -410,32 +410,32 @@ class SparkEngine:
             cap.set(rows)
             self._log(decisions, "rate cap", job, f"{rate:.0f} rec/s ({rows} rows/batch)")
 
-    def _limit_files(self, decisions: Decisions, segment: Segment, pe: str, rate: float | None) -> None:
-        """A rate cap on a user query reading directories, as ``maxFilesPerTrigger``: files per batch = the cap's
-        records per batch over the records per file observed. Spark reads the option at start, so a new limit
-        restarts the query from its checkpoint at a batch boundary: only when the limit changes by half or more
-        and not within ``restart_every_s`` of the last restart (a restart costs a batch's planning)."""
+    def _limit_reads(self, decisions: Decisions, segment: Segment, pe: str, rate: float | None) -> None:
+        """A rate cap on a user query as its source's own read limit: ``maxFilesPerTrigger`` = the cap's records
+        per batch over the records per file observed, or Kafka's ``maxOffsetsPerTrigger`` = the records per batch
+        (an offset is a record). Spark reads the option at start, so a new limit restarts the query from its
+        checkpoint at a batch boundary: only when the limit changes by half or more and not within
+        ``restart_every_s`` of the last restart (a restart costs a batch's planning)."""
         p: UserPipeline = segment.pipeline  # type: ignore[assignment]
         self.caps[pe] = rate
-        files = None
+        limit = None
         if rate is not None:
-            per_file = p.probe.records_per_file()
-            if per_file is None:
+            per_unit = p.probe.records_per_file() if p.read_limit == "files" else 1.0
+            if per_unit is None:
                 return  # nothing read yet: the cap cannot be turned into files
-            interval = self._cap_interval(segment)
-            files = max(1, int(rate * interval / per_file))
-        current = p.limits.files_per_trigger
-        if current == files:
+            limit = max(1, int(rate * self._cap_interval(segment) / per_unit))
+        current = p.limit
+        if current == limit:
             return
-        if current is not None and files is not None and max(current, files) < 1.5 * min(current, files):
+        if current is not None and limit is not None and max(current, limit) < 1.5 * min(current, limit):
             return
         if self.clock() - p.restarted_at < self.config.restart_every_s:
             return
         p.stop_between_batches(self.config.pause_timeout_s)
         if self.gate is not None:  # after the stop: a batch the old run had at the gate is gone with it
             self.gate.forget(segment.job)
-        p.restart(files)
-        detail = "lifted" if files is None else f"{rate:.0f} rec/s ({files} files/batch)"
+        p.restart(limit)
+        detail = "lifted" if limit is None else f"{rate:.0f} rec/s ({limit} {p.read_limit}/batch)"
         self._log(decisions, "rate cap", segment.job, f"{detail}: query restarted from its checkpoint")
 
     def _cap_interval(self, segment: Segment) -> float:

@@ -17,14 +17,26 @@ from pyspark.sql.streaming import StreamingQueryListener
 
 
 def _row_offset(offset: str | dict | None) -> int | None:
-    """The ``row`` of a generator offset (a dict or its JSON text), or None for other sources."""
+    """A source offset as a count of records (a dict or its JSON text), or None where it is not one.
+
+    The generator's ``{"row": n}``; Kafka's ``{"topic": {"partition": offset, ...}, ...}``, whose offsets count
+    records per partition, so their sum does too (start, end and latest summed alike: end − start = records
+    read, latest − end = records behind). A file source's offset counts batches, not records: None."""
     value = offset
     if isinstance(offset, str):
         try:
             value = json.loads(offset)
         except ValueError:
             return None
-    return int(value["row"]) if isinstance(value, dict) and "row" in value else None
+    if not isinstance(value, dict):
+        return None
+    if "row" in value:
+        return int(value["row"])
+    if value and all(isinstance(parts, dict) for parts in value.values()):
+        offsets = [o for parts in value.values() for o in parts.values()]
+        if offsets and all(isinstance(o, int) and not isinstance(o, bool) for o in offsets):
+            return sum(offsets)
+    return None
 
 
 def _seconds(timestamp: str | None) -> float | None:

@@ -260,9 +260,17 @@ class UserPipeline(Pipeline):
     # -------------------------------------------------------------- L0's rate cap as the source's read limit
 
     @property
-    def capped_files(self) -> bool:
-        """Whether the query reads directories (whose read limit Strata sets)."""
-        return self.probe is not None
+    def read_limit(self) -> str | None:
+        """The read limit Strata sets on this query: ``"files"`` (it reads directories: ``maxFilesPerTrigger``),
+        ``"offsets"`` (Kafka: ``maxOffsetsPerTrigger``, one offset a record), or None (neither)."""
+        if self.probe is not None:
+            return "files"
+        return "offsets" if any(fmt == "kafka" for fmt, _ in self.limits.reads) else None
+
+    @property
+    def limit(self) -> int | None:
+        """The read limit in force (files or offsets a batch; None: none)."""
+        return self.limits.offsets_per_trigger if self.read_limit == "offsets" else self.limits.files_per_trigger
 
     def stop_between_batches(self, timeout_s: float = 30.0) -> None:
         """Stop the query once no batch is running (within ``timeout_s``; a batch still running then is stopped
@@ -274,9 +282,13 @@ class UserPipeline(Pipeline):
         if query is not None and query.isActive:
             query.stop()
 
-    def restart(self, files_per_trigger: int | None) -> None:
-        """Start the stopped query again from its checkpoint, reading at most ``files_per_trigger`` files a batch."""
-        self.limits.files_per_trigger = files_per_trigger
+    def restart(self, limit: int | None) -> None:
+        """Start the stopped query again from its checkpoint, reading at most ``limit`` files (Kafka: offsets) a
+        batch; None: no limit."""
+        if self.read_limit == "offsets":
+            self.limits.offsets_per_trigger = limit
+        else:
+            self.limits.files_per_trigger = limit
         self.stream = self._build_user()
         self.start()
         self.restarts += 1
