@@ -16,8 +16,12 @@ Three experiments, each printing a table and writing ``benchmarks/results/plan_<
   multiple-choice MILP first), SODA's heuristic search alone and the full plan against
   :func:`strata.plan.exact.exact_macro_q`.
 - ``partition``: planted bisections (two dense halves joined by a few streams, equal cpu, 2
-  nodes) from 50 to 10 000 PEs: streams cut by miniW alone, METIS alone (made feasible) and
-  METIS + miniW against the planted optimum (proven by the bisection MILP on the small ones).
+  nodes) from 50 to 10 000 PEs: streams cut by miniW alone, METIS alone (made feasible),
+  METIS + miniW and macroW's search with its MILP on, against the planted optimum (proven by
+  the bisection MILP on the small ones).
+- ``realised``: lsd at 30 nodes (104 jobs, 737 PEs) planned in the 5 s budget — SODA and SODA held to RR's
+  max load — and run in the simulator on the plan's placement (routing="local", sources open, batch 16):
+  planned and realised stream affinity and importance (issue 15: realised affinity ≥ 0.7).
 - ``curves``: general (non-LP) out-tree components — lsd chains with step values
   and convex resource tables — traced by the grid DP and by the MILP at each
   grid budget: seconds and values at 9/33/129 points.
@@ -28,7 +32,7 @@ which prong of macroW won (``MILP``, ``miniW`` or ``miniW+MILP neighbourhoods``)
 Wall-clock timings on a shared 2-core machine are noisy: the load average is
 recorded with every experiment.
 
-    nice -n 5 .venv/bin/python benchmarks/bench_plan.py all     # or: gap | apps | scale | curves | mc | partition
+    nice -n 5 .venv/bin/python benchmarks/bench_plan.py all   # or: gap, apps, scale, curves, mc, partition, realised
 """
 
 from __future__ import annotations
