@@ -122,6 +122,19 @@ def test_comparison_rows_carry_the_ratios():
     assert rows[("all", "total importance (on time)")]["change"] == "+38.0"
 
 
+def test_the_hand_tuned_fair_mode_gets_its_own_column_and_ratios():
+    fair = SUMMARY[SUMMARY["mode"] == "baseline"].assign(mode="fair")
+    fair.loc[fair["job"] == "alerts", ["p99_s", "misses", "importance"]] = [3.0, 8, 90.0]
+    rows = {(r["job"], r["metric"]): r for r in comparison(pd.concat([SUMMARY, fair]), DECISIONS)}
+    assert rows[("alerts", "p99 latency s")]["fair"] == "3.00"
+    assert rows[("alerts", "p99 latency s")]["vs fair"] == "2.0× lower"  # 3.0 s by hand, 1.5 s under Strata
+    assert rows[("alerts", "deadline misses")]["fair"] == "8 of 100"
+    assert rows[("alerts", "deadline misses")]["vs fair"] == "4× fewer"
+    assert rows[("keyed", "throughput rec/s")]["vs fair"] == "95% of FAIR"
+    assert rows[("all", "total importance (on time)")]["vs fair"] == "+8.0"  # 108 against 100
+    assert "fair" not in comparison(SUMMARY, DECISIONS)[0]  # a run without the mode has no such column
+
+
 def write_run(tmp_path):
     metrics = tmp_path / "metrics"
     metrics.mkdir()

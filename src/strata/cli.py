@@ -694,7 +694,11 @@ def demo(
     except (ValueError, JavaError) as err:  # JavaError: Java missing or too old, with the install hint
         errors.print(f"[bold red]error[/] {err}", highlight=False, soft_wrap=True)
         raise typer.Exit(code=2) from None
-    console.print(side_by_side(result.summary, result.decisions, f"{scenario.name}: plain Spark vs Strata"))
+    console.print(
+        side_by_side(
+            result.summary, result.decisions, f"{scenario.name}: plain Spark (FIFO; FAIR pools by hand) vs Strata"
+        )
+    )
     console.print(verification_line(result.checks))
     console.print(
         f"report: {write_report(out)}  (timings: "

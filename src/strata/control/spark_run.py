@@ -25,11 +25,13 @@ from strata.model.user import PythonJob
 from strata.plan import Options
 from strata.protocol.engine import Decisions, Observation
 from strata.spark.engine import EngineConfig, SparkEngine
-from strata.spark.gate import Gate
+from strata.spark.gate import URGENT_POOL, Gate
 from strata.spark.measure import ModeRun
 from strata.spark.pipelines import AGGREGATIONS
 
-MODES = ("baseline", "strata")
+MODES = ("baseline", "fair", "strata")
+"""Plain Spark (FIFO), plain Spark with FAIR pools set by hand (:func:`hand_pools`), Strata in control."""
+CRITICAL_S = 5.0  # a job with a latency target this short or shorter is latency-critical
 
 
 @dataclass(frozen=True)
@@ -60,8 +62,18 @@ class RunConfig:
 
 
 def triggers(scenario: Scenario) -> dict[str, float]:
-    """Processing-time trigger per job: latency-sensitive jobs (target ≤ 5 s) run batches back to back."""
-    return {j.id: min(5.0, j.target_latency_s / 15) for j in scenario.jobs if j.target_latency_s > 5}
+    """Processing-time trigger per job: latency-critical jobs (target ≤ 5 s) run batches back to back."""
+    return {j.id: min(5.0, j.target_latency_s / 15) for j in scenario.jobs if j.target_latency_s > CRITICAL_S}
+
+
+def hand_pools(scenario: Scenario) -> dict[str, str]:
+    """FAIR pools as Spark's documentation recommends and a careful user sets them once: latency-critical
+    jobs in the weight-32 pool, the others by rank — the best rank among them weight 4, the next 2, the
+    rest 1."""
+    critical = {j.id for j in scenario.jobs if j.target_latency_s <= CRITICAL_S}
+    ranks = sorted({j.rank for j in scenario.jobs if j.id not in critical})
+    weights = {r: ("w4", "w2")[k] if k < 2 else "w1" for k, r in enumerate(ranks)}
+    return {j.id: URGENT_POOL if j.id in critical else weights[j.rank] for j in scenario.jobs}
 
 
 def keyed_operators(scenario: Scenario) -> frozenset[str]:

@@ -1,6 +1,6 @@
-"""``strata demo``: plain Spark and Strata, one after the other, on the same seeded input (a thin A/B harness).
+"""``strata demo``: plain Spark (FIFO, then FAIR pools by hand) and Strata, one after the other, on the same input.
 
-Both modes run on one embedded session (started once, then warmed up so that
+Every mode runs on one embedded session (started once, then warmed up so that
 neither mode pays the Python workers' start-up), with the same jobs, triggers,
 partitions, sinks and the same movable keyed-state store for keyed operators,
 each through :func:`strata.control.spark_run.run_mode` — the loop ``strata
@@ -9,6 +9,9 @@ run`` runs:
 - **baseline** — plain Spark: every job admitted with its first template, no
   pool (Spark's FIFO order inside the default pool), the keyed store's hash
   routing table never changed (hash partitioning), no gate, no caps;
+- **fair** — the same with FAIR pools set by hand as Spark's documentation
+  recommends (:func:`strata.control.spark_run.hand_pools`: the latency-critical
+  jobs in a weight-32 pool, the others weighted by rank);
 - **strata** — the Controller in control: L0 admission, template, cpu share
   (FAIR pool) and rate caps, re-planned from learned costs; L1 hotspot
   diminishing on the routing table; L2 the dispatch gate.
@@ -25,10 +28,10 @@ import json
 import shutil
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
-from strata.control.spark_run import MODES, RunConfig, keyed_operators, run_mode
+from strata.control.spark_run import MODES, RunConfig, hand_pools, keyed_operators, run_mode
 from strata.model import Scenario
 from strata.protocol.engine import Decisions, Observation
 from strata.spark.engine import POOLS
@@ -105,7 +108,7 @@ def run_demo(
     on_step: Callable[[str, Observation, Decisions, dict], None] | None = None,
     on_phase: Callable[[str], None] | None = None,
 ) -> RunResult:
-    """Session → warm-up → baseline → strata → verification and metrics tables under ``out``."""
+    """Session → warm-up → baseline → fair → strata → verification and metrics tables under ``out``."""
     from strata.spark.session import build_session
 
     config = config or DemoConfig()
@@ -143,7 +146,7 @@ def run_demo(
                     scenario,
                     mode,
                     out / mode,
-                    config.run,
+                    replace(config.run, pools=hand_pools(scenario)) if mode == "fair" else config.run,
                     epoch,
                     epoch + config.duration_s + config.drain_s,
                     on_step,

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-COLORS = {"baseline": "#c0392b", "strata": "#2471a3"}
+COLORS = {"baseline": "#c0392b", "fair": "#e67e22", "strata": "#2471a3"}
 MAX_POINTS = 5000  # per job and mode in the scatter plots
 
 
@@ -77,18 +77,19 @@ def partition_load(partitions: pd.DataFrame) -> Figure | None:
     if partitions.empty:
         return None
     fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3))
-    width = 0.4
-    for k, (mode, color) in enumerate(COLORS.items()):
+    shown = [(m, c) for m, c in COLORS.items() if (partitions["mode"] == m).any()]
+    width = 0.8 / max(1, len(shown))
+    for k, (mode, color) in enumerate(shown):
         d = partitions[partitions["mode"] == mode]
-        if d.empty:
-            continue
         per_batch = d.groupby(["job", "batch_id"]).agg(t=("t", "first"), mx=("rows", "max"), mean=("rows", "mean"))
         per_batch = per_batch[per_batch["mean"] > 0]
         left.plot(
             per_batch["t"], per_batch["mx"] / per_batch["mean"], marker="o", markersize=3, color=color, label=mode
         )
         totals = d.groupby("partition")["rows"].sum()
-        right.bar(totals.index + (k - 0.5) * width, totals.to_numpy(), width=width, color=color, label=mode)
+        right.bar(
+            totals.index + (k - (len(shown) - 1) / 2) * width, totals.to_numpy(), width=width, color=color, label=mode
+        )
     left.axhline(1.2, color="black", linestyle="--", linewidth=1, label="1.2")
     left.set_title("imbalance per batch (max / mean rows)", fontsize=10)
     left.set_xlabel("time s")

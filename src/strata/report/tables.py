@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import pandas as pd
@@ -56,12 +57,15 @@ def _fmt(value, spec: str) -> str:
     return format(value, spec)
 
 
-def _ratio(base, new, better_low: bool = True) -> str:
+two, one, whole = (partial(_fmt, spec=spec) for spec in (".2f", ".1f", ".0f"))
+
+
+def _ratio(base, new, better_low: bool = True, of: str = "baseline") -> str:
     if base is None or new is None or pd.isna(base) or pd.isna(new):
         return ""
     if better_low:
         return f"{base / new:.1f}× lower" if new > 0 else "∞× lower"
-    return f"{new / base:.0%} of baseline" if base > 0 else ""
+    return f"{new / base:.0%} of {of}" if base > 0 else ""
 
 
 def _mode_row(summary: pd.DataFrame, job: str, mode: str) -> pd.Series:
@@ -79,29 +83,50 @@ def _mode_row(summary: pd.DataFrame, job: str, mode: str) -> pd.Series:
 def comparison(summary: pd.DataFrame, decisions: pd.DataFrame) -> list[dict[str, str]]:
     """One row per (job, metric): baseline, strata and how they compare, as display strings."""
     rows: list[dict[str, str]] = []
+    fair = "fair" in set(summary["mode"])  # plain Spark with FAIR pools by hand, where it ran
     for job in summary["job"].drop_duplicates():
         b, s = (_mode_row(summary, job, mode) for mode in ("baseline", "strata"))
+        f = _mode_row(summary, job, "fair") if fair else None
 
-        def add(metric, bv, sv, note="", job=job):
-            rows.append({"job": job, "metric": metric, "baseline": bv, "strata": sv, "change": note})
+        def add(metric, bv, sv, note="", job=job, key=None, fmt=None, ratio=None, f=f, s=s):
+            row = {"job": job, "metric": metric, "baseline": bv}
+            if f is not None:
+                row["fair"] = fmt(f[key]) if key is not None else ""
+            row.update({"strata": sv, "change": note})
+            if f is not None:
+                row["vs fair"] = ratio(f[key], s[key]) if ratio is not None else ""
+            rows.append(row)
 
         add("rank / target", f"{b['rank']} / {b['target_s']:g} s", f"{s['rank']} / {s['target_s']:g} s")
-        add("p50 latency s", _fmt(b["p50_s"], ".2f"), _fmt(s["p50_s"], ".2f"), _ratio(b["p50_s"], s["p50_s"]))
-        add("p99 latency s", _fmt(b["p99_s"], ".2f"), _fmt(s["p99_s"], ".2f"), _ratio(b["p99_s"], s["p99_s"]))
-        miss_note = ""
-        if b["misses"] or s["misses"]:
-            miss_note = f"{b['misses'] / s['misses']:.0f}× fewer" if s["misses"] else "none left"
-        add("deadline misses", f"{b['misses']} of {b['outputs']}", f"{s['misses']} of {s['outputs']}", miss_note)
+        for metric, key in (("p50 latency s", "p50_s"), ("p99 latency s", "p99_s")):
+            add(metric, two(b[key]), two(s[key]), _ratio(b[key], s[key]), key=key, fmt=two, ratio=_ratio)
+        add(
+            "deadline misses",
+            f"{b['misses']} of {b['outputs']}",
+            f"{s['misses']} of {s['outputs']}",
+            _fewer(b["misses"], s["misses"]),
+            key="misses",
+            fmt=lambda m, f=f: f"{m} of {f['outputs']}",
+            ratio=_fewer,
+        )
         add(
             "throughput rec/s",
-            _fmt(b["throughput"], ".0f"),
-            _fmt(s["throughput"], ".0f"),
+            whole(b["throughput"]),
+            whole(s["throughput"]),
             _ratio(b["throughput"], s["throughput"], better_low=False),
+            key="throughput",
+            fmt=whole,
+            ratio=partial(_ratio, better_low=False, of="FAIR"),
         )
-        add("importance (on time)", _fmt(b["importance"], ".1f"), _fmt(s["importance"], ".1f"))
+        add("importance (on time)", one(b["importance"]), one(s["importance"]), key="importance", fmt=one)
         if not pd.isna(b.get("imbalance")) or not pd.isna(s.get("imbalance")):
             add(
-                "partition imbalance", _fmt(b.get("imbalance"), ".2f"), _fmt(s.get("imbalance"), ".2f"), "max/mean rows"
+                "partition imbalance",
+                two(b.get("imbalance")),
+                two(s.get("imbalance")),
+                "max/mean rows",
+                key="imbalance",
+                fmt=two,
             )
         mine = (
             decisions[(decisions["mode"] == "strata") & (decisions["job"] == job)] if not decisions.empty else decisions
@@ -120,18 +145,22 @@ def comparison(summary: pd.DataFrame, decisions: pd.DataFrame) -> list[dict[str,
                 f"{len(capped)} set, {len(caps) - len(capped)} lifted",
                 f"first: {capped[0].split(' (')[0]}" if capped else "",
             )
-    total_b = summary[summary["mode"] == "baseline"]["importance"].sum()
-    total_s = summary[summary["mode"] == "strata"]["importance"].sum()
-    rows.append(
-        {
-            "job": "all",
-            "metric": "total importance (on time)",
-            "baseline": f"{total_b:.1f}",
-            "strata": f"{total_s:.1f}",
-            "change": f"{total_s - total_b:+.1f}",
-        }
-    )
+    total = {m: summary[summary["mode"] == m]["importance"].sum() for m in ("baseline", "fair", "strata")}
+    row = {"job": "all", "metric": "total importance (on time)", "baseline": f"{total['baseline']:.1f}"}
+    if fair:
+        row["fair"] = f"{total['fair']:.1f}"
+    row.update({"strata": f"{total['strata']:.1f}", "change": f"{total['strata'] - total['baseline']:+.1f}"})
+    if fair:
+        row["vs fair"] = f"{total['strata'] - total['fair']:+.1f}"
+    rows.append(row)
     return rows
+
+
+def _fewer(base, new) -> str:
+    """How many times fewer deadline misses ``new`` has than ``base``."""
+    if not base and not new:
+        return ""
+    return f"{base / new:.0f}× fewer" if new else "none left"
 
 
 def learned(learning: pd.DataFrame) -> list[dict[str, str]]:
