@@ -396,6 +396,8 @@ class _Task:
 
         read_before = cache.io.bytes_read
         cache.last = {"cached": [], "caught_up": [], "rebuilt": []}
+        # one read per changelog for every group that catches up or is rebuilt (a swap of Python workers)
+        log.prefetch(cache.reads(log, groups, self.previous_batch, history, snapshots))
         states = {
             g: cache.acquire(log, g, self.previous_batch, history, spec.window_us, key_dtype, snapshots) for g in groups
         }

@@ -115,6 +115,8 @@ class StateLog:
         self.io = io if io is not None else IoStats()
         # changelog footers already read by this reader (one task): the groups of one file share one footer read
         self._footers: dict[Path, pq.FileMetaData] = {}
+        # (batch, part, group) → that group's rows, read ahead for one task (prefetch)
+        self._ahead: dict[tuple[int, int, int], pa.Table] = {}
 
     # ------------------------------------------------------------------ paths
 
@@ -159,8 +161,41 @@ class StateLog:
 
     # ------------------------------------------------------------------ reads
 
+    def prefetch(self, wanted: dict[tuple[int, int], set[int]]) -> None:
+        """Read ahead, for each changelog (batch, part), the row groups of the key groups ``wanted`` of it, with
+        one read per file: a task that catches up or rebuilds many groups (a Python worker that served the other
+        partition last) would otherwise open, seek and decode each file once per group. Reads exactly the bytes
+        the per-group reads would (each row group is one key group's), so a move still costs its group's state."""
+        for (batch, part), groups in wanted.items():
+            path = self.changelog(batch, part)
+            f = _CountingFile(path, self.io)
+            try:
+                md = self._footers.get(path)
+                if md is None:
+                    md = self._footers[path] = _footer(f)
+                kg = md.schema.to_arrow_schema().get_field_index("kg")
+                mine = []
+                for i in range(md.num_row_groups):
+                    st = md.row_group(i).column(kg).statistics
+                    hit = st is not None and st.has_min_max and any(st.min <= g <= st.max for g in groups)
+                    if md.row_group(i).num_rows and hit:
+                        mine.append(i)
+                table = pq.ParquetFile(f, metadata=md).read_row_groups(mine) if mine else None
+            finally:
+                f.close()
+            if table is None:
+                continue
+            # rows are sorted by kg (write_changelog): each group's rows are one slice
+            kgs = table.column("kg").to_numpy()
+            for g in groups:
+                lo, hi = np.searchsorted(kgs, g, "left"), np.searchsorted(kgs, g, "right")
+                self._ahead[(batch, part, g)] = table.slice(lo, hi - lo)
+
     def read_group_changes(self, batch: int, part: int, group: int) -> pa.Table:
         """Key group ``group``'s rows of changelog (batch, part): its row groups only, chosen by footer statistics."""
+        ahead = self._ahead.pop((batch, part, group), None)
+        if ahead is not None:
+            return ahead
         path = self.changelog(batch, part)
         f = _CountingFile(path, self.io)
         try:

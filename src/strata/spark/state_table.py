@@ -190,6 +190,46 @@ class StateCache:
             self.stores.popitem(last=False)
         return groups
 
+    @staticmethod
+    def _valid(log: StateLog, state: GroupState | None, group: int, need: int, history: dict[int, Version]) -> bool:
+        """Whether this process's copy of ``group`` is a committed version ≤ ``need`` whose changelog on disk is
+        the very write it saw (a replay's rename changes the token)."""
+        return (
+            state is not None
+            and state.version is not None
+            and state.version <= need
+            and state.version in history
+            and state.token is not None
+            and state.token == log.token(state.version, history[state.version].routing[group])
+        )
+
+    def reads(
+        self,
+        log: StateLog,
+        groups: list[int],
+        need: int | None,
+        history: dict[int, Version],
+        snapshots: Callable[[], dict[int, list[int]]],
+    ) -> dict[tuple[int, int], set[int]]:
+        """The changelogs (batch, part) :meth:`acquire` will read for ``groups``, and which groups of each: what
+        :meth:`StateLog.prefetch` reads ahead in one pass per file. Same rule as ``acquire``: from the cached
+        version when valid, else from the newest snapshot ≤ ``need``."""
+        wanted: dict[tuple[int, int], set[int]] = {}
+        if need is None:
+            return wanted
+        cached = self.groups(str(log.root))
+        for g in groups:
+            state = cached.get(g)
+            if self._valid(log, state, g, need, history):
+                since = state.version
+            else:
+                bases = [b for b in snapshots().get(g, []) if b <= need]
+                since = bases[-1] if bases else None
+            for v in history:
+                if (since is None or v > since) and v <= need:
+                    wanted.setdefault((v, history[v].routing[g]), set()).add(g)
+        return wanted
+
     def acquire(
         self,
         log: StateLog,
@@ -206,14 +246,7 @@ class StateCache:
             state = cached[group] = GroupState(group, None, None, key_dtype)
             return state
         state = cached.get(group)
-        valid = (
-            state is not None
-            and state.version is not None
-            and state.version <= need
-            and state.version in history
-            and state.token is not None
-            and state.token == log.token(state.version, history[state.version].routing[group])
-        )
+        valid = self._valid(log, state, group, need, history)
         if valid:
             self.last["cached" if state.version == need else "caught_up"].append(group)
         else:
