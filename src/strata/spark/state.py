@@ -152,7 +152,7 @@ class KeyedStateStore:
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _manifests: dict[int, tuple[int, dict]] = field(default_factory=dict)
     _markers: object = None  # the marker rows' DataFrame, the same every batch
-    _slot_column: tuple | None = None  # (routing, the column giving each key group's slot value)
+    _columns: tuple | None = None  # ((value column present, routing), the batch's projection as Columns)
 
     def __post_init__(self) -> None:
         self.directory = Path(self.directory)
@@ -239,20 +239,41 @@ class KeyedStateStore:
             self._slots = tuple(first[p] for p in range(n))
         return self._slots
 
+    def _projection(self, valued: bool, routing: tuple[int, ...], slots: tuple[int, ...]) -> list:
+        """The batch's projection (kg, key, event_time, x, slot, marker) as Spark Columns, built once per routing
+        table: each function and cast is a py4j round trip (some 200 per batch when built every batch, a tenth
+        of a second of driver time), and the Columns are plain expressions over column names, valid for every
+        batch's frame."""
+        from pyspark.sql import functions as F
+
+        spec = self.spec
+        if self._columns is not None and self._columns[0] == (valued, routing):
+            return self._columns[1]
+        key = F.col(spec.key).cast("string" if spec.key_type == "string" else "long")
+        # a count over a frame without the value column counts rows
+        x = F.col(spec.value_column).cast("double") if valued else F.lit(1.0)
+        kg = F.pmod(F.xxhash64(key), F.lit(spec.key_groups)).cast("int")
+        # long, as in _slot_values: an int literal hashes differently and lands rows on the wrong task
+        slot = F.element_at(F.array(*[F.lit(slots[p]).cast("long") for p in routing]), kg + 1)
+        columns = [
+            kg.alias("kg"),
+            key.alias("key"),
+            F.col(spec.event_time).cast("timestamp").alias("event_time"),
+            x.alias("x"),
+            slot.alias("slot"),
+            F.lit(False).alias("marker"),
+        ]
+        self._columns = ((valued, routing), columns)
+        return columns
+
     def prepare(self, df, batch_id: int):
         """The batch's output DataFrame (evaluate it exactly once) and the plan to commit afterwards."""
         from pyspark.sql import functions as F
 
         spec = self.spec
         slots = self._slot_values(df.sparkSession)
-        key = F.col(spec.key).cast("string" if spec.key_type == "string" else "long")
-        if spec.value_column in df.columns:
-            x = F.col(spec.value_column).cast("double")
-        elif spec.aggregate.fn == "count":
-            x = F.lit(1.0)  # a count over a frame without the value column counts rows
-        else:
+        if spec.value_column not in df.columns and spec.aggregate.fn != "count":
             raise ValueError(f"no column {spec.value_column!r} to aggregate in {df.columns}")
-        kg = F.pmod(F.xxhash64(key), F.lit(spec.key_groups)).cast("int")
         newest_us = None
         if spec.window is not None:
             # only windows need the batch's newest event time before the fold (the watermark that closes them);
@@ -260,18 +281,8 @@ class KeyedStateStore:
             newest = df.agg(F.max(spec.event_time).alias("t")).collect()[0]["t"]
             newest_us = round(newest.timestamp() * US) if newest is not None else None
         plan = self.plan(batch_id, {}, newest_us)
-        # long, as in _slot_values: an int literal hashes differently and lands rows on the wrong task
-        if self._slot_column is None or self._slot_column[0] != plan.routing:  # ~2 py4j calls per key group
-            self._slot_column = (plan.routing, F.array(*[F.lit(slots[p]).cast("long") for p in plan.routing]))
         # one projection: every DataFrame step is a round trip to the JVM and an analysis, per batch
-        rows = df.select(
-            kg.alias("kg"),
-            key.alias("key"),
-            F.col(spec.event_time).cast("timestamp").alias("event_time"),
-            x.alias("x"),
-            F.element_at(self._slot_column[1], kg + 1).alias("slot"),
-            F.lit(False).alias("marker"),
-        )
+        rows = df.select(*self._projection(spec.value_column in df.columns, plan.routing, slots))
         if self._markers is None or self._markers.sparkSession is not df.sparkSession:
             from pyspark.sql.types import StructField, StructType
 
@@ -282,7 +293,7 @@ class KeyedStateStore:
             )
         markers = self._markers
         out = (
-            rows.unionByName(markers)
+            rows.union(markers)  # by position: the markers are built from this projection's schema
             .repartition(spec.partitions, "slot")
             .mapInArrow(self.task(plan), spec.spark_output_schema())
         )
