@@ -212,7 +212,7 @@ def test_a_move_reads_only_the_moved_groups_bytes(tmp_path):
 
 
 def test_garbage_collection_keeps_exactly_what_a_replay_needs(tmp_path):
-    spec = KeyedSpec(AggregateSpec(), None, G, P, snapshot_factor=0.5, max_log_versions=4)
+    spec = KeyedSpec(AggregateSpec(), None, G, P, snapshot_factor=0.5, max_log_versions=4, recent_versions=0)
     store = KeyedStateStore(spec, tmp_path)
     workers = {0: StateCache(), 1: StateCache()}
     rng = np.random.default_rng(4)
@@ -229,6 +229,28 @@ def test_garbage_collection_keeps_exactly_what_a_replay_needs(tmp_path):
     store = KeyedStateStore(spec, tmp_path)
     out, _ = run_batch(store, 13, frames[13], {0: StateCache(), 1: StateCache()})
     pd.testing.assert_frame_equal(_tables(out), _tables(outs[13]))
+
+
+def test_recent_changelogs_let_a_swapped_worker_catch_up_instead_of_rebuilding(tmp_path):
+    """With every group snapshotted every other batch, a worker that last held its groups four batches ago still
+    finds that batch's changelog (kept as recent) and catches up; without the recent ones it rebuilds."""
+    for recent, expected in ((8, "caught_up"), (0, "rebuilt")):
+        spec = KeyedSpec(AggregateSpec(), None, G, P, snapshot_factor=0.01, recent_versions=recent)
+        store = KeyedStateStore(spec, tmp_path / str(recent))
+        a, b = StateCache(), StateCache()
+        rng = np.random.default_rng(11)
+        frames = [make_batch(rng, v, 2000, 400) for v in range(8)]
+        for v in range(4):
+            run_batch(store, v, frames[v], {0: a, 1: b})
+        for v in (4, 5, 6):  # the workers swap partitions for three batches (every group is snapshotted at 5) …
+            run_batch(store, v, frames[v], {0: b, 1: a})
+        out, _ = run_batch(store, 7, frames[7], {0: a, 1: b})  # … and back: a's copies of partition 0's are at 3
+        meta = store.log.changelog_meta(7, 0)
+        assert meta[expected] == sorted(g for g in range(G) if g % P == 0), (recent, meta)
+        both = pd.concat(frames)  # either way the counts are every batch's
+        ref = both[both["kg"] % P == 0].groupby("key").size()
+        got = out[0].set_index("key")["count"].sort_index()
+        np.testing.assert_array_equal(got, ref.loc[got.index])
 
 
 @pytest.mark.spark

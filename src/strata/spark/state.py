@@ -84,6 +84,7 @@ class KeyedSpec:
     snapshot_factor: float = 1.0
     max_log_versions: int = 32
     min_log_versions: int = 2
+    recent_versions: int = 8  # changelogs kept for a worker that served a group lately to catch up from
 
     @property
     def out_column(self) -> str:
@@ -315,7 +316,9 @@ class KeyedStateStore:
             {"batch": plan.batch_id, "watermark_us": plan.watermark_us, "routing": list(plan.routing)}
         )
         # a replay of this batch (crash before Spark commits it) rebuilds from the previous version
-        self.log.collect(plan.previous["batch"] if plan.previous else None, self.spec.key_groups)
+        self.log.collect(
+            plan.previous["batch"] if plan.previous else None, self.spec.key_groups, self.spec.recent_versions
+        )
 
 
 def accumulate(rows: pa.Table | pd.DataFrame, spec: KeyedSpec) -> pd.DataFrame:

@@ -255,7 +255,7 @@ class StateLog:
 
     # ------------------------------------------------------------------ garbage collection
 
-    def collect(self, needed: int | None, groups: int) -> int | None:
+    def collect(self, needed: int | None, groups: int, recent: int = 0) -> int | None:
         """Delete what no replay needs; the oldest version kept (None: nothing can go yet).
 
         A replay of the next batch rebuilds each group at ``needed`` (the newest
@@ -264,6 +264,11 @@ class StateLog:
         a newer version still. So each group keeps that snapshot and newer ones,
         and changelogs and manifests go back to the oldest such snapshot over
         all groups (its manifest and changelog identify the cache's version).
+        Changelogs and manifests of the ``recent`` latest batches are kept too:
+        a Python worker that served a group a few batches ago proves its copy
+        by that batch's changelog and catches up from the changelogs since,
+        instead of rebuilding the group from its snapshot (right after the
+        state fills, every group is snapshotted every few batches).
         """
         if needed is None:
             return None
@@ -278,7 +283,7 @@ class StateLog:
             for s in versions:
                 if s < bases.get(g, s):
                     self.snapshot(g, s).unlink(missing_ok=True)
-        keep = min(bases.values())
+        keep = min(min(bases.values()), needed - recent + 1) if recent > 0 else min(bases.values())
         for b in self.manifests():
             if b < keep:
                 (self.root / "manifests" / f"{b}.json").unlink(missing_ok=True)
