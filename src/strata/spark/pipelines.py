@@ -234,6 +234,7 @@ class Pipeline:
     store: KeyedStateStore | None = None
     query: object = None
     started_at: float | None = None
+    busy: bool = False  # inside foreachBatch: at the gate or running the batch's work
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def __post_init__(self) -> None:
@@ -458,6 +459,13 @@ class Pipeline:
         return self.query
 
     def _batch(self, df, batch_id: int) -> None:
+        self.busy = True
+        try:
+            self._run_batch(df, batch_id)
+        finally:
+            self.busy = False
+
+    def _run_batch(self, df, batch_id: int) -> None:
         started = time.time()
         if self.pool is not None:
             df.sparkSession.sparkContext.setLocalProperty("spark.scheduler.pool", self.pool)

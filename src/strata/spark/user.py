@@ -273,12 +273,17 @@ class UserPipeline(Pipeline):
         return self.limits.offsets_per_trigger if self.read_limit == "offsets" else self.limits.files_per_trigger
 
     def stop_between_batches(self, timeout_s: float = 30.0) -> None:
-        """Stop the query once no batch is running (within ``timeout_s``; a batch still running then is stopped
-        and replayed by the next start, as after a crash)."""
+        """Stop the query once it is not inside a batch's ``foreachBatch`` (within ``timeout_s``).
+
+        Outside it the query is planning its next batch (a batch whose offsets are logged is replayed as
+        planned by the next start), committing the last one (its sink already wrote it: the replay's write is
+        skipped or idempotent), or idle. Waiting for ``isTriggerActive`` to drop instead would wait out the
+        timeout on a query whose batches run back to back. A batch still inside ``foreachBatch`` at the
+        timeout is stopped and replayed, as after a crash."""
         query = self.query
         deadline = time.time() + timeout_s
-        while query is not None and query.isActive and time.time() < deadline and query.status["isTriggerActive"]:
-            time.sleep(0.05)
+        while query is not None and query.isActive and time.time() < deadline and self.busy:
+            time.sleep(0.02)
         if query is not None and query.isActive:
             query.stop()
 
