@@ -170,16 +170,7 @@ class StateLog:
             path = self.changelog(batch, part)
             f = _CountingFile(path, self.io)
             try:
-                md = self._footers.get(path)
-                if md is None:
-                    md = self._footers[path] = _footer(f)
-                kg = md.schema.to_arrow_schema().get_field_index("kg")
-                mine = []
-                for i in range(md.num_row_groups):
-                    st = md.row_group(i).column(kg).statistics
-                    hit = st is not None and st.has_min_max and any(st.min <= g <= st.max for g in groups)
-                    if md.row_group(i).num_rows and hit:
-                        mine.append(i)
+                md, mine = self._row_groups(path, f, groups)
                 table = pq.ParquetFile(f, metadata=md).read_row_groups(mine) if mine else None
             finally:
                 f.close()
@@ -191,6 +182,21 @@ class StateLog:
                 lo, hi = np.searchsorted(kgs, g, "left"), np.searchsorted(kgs, g, "right")
                 self._ahead[(batch, part, g)] = table.slice(lo, hi - lo)
 
+    def _row_groups(self, path, f, groups) -> tuple:
+        """The changelog's footer (read once, then cached) and its non-empty row groups whose ``kg`` statistics
+        may hold one of ``groups``."""
+        md = self._footers.get(path)
+        if md is None:
+            md = self._footers[path] = _footer(f)
+        kg = md.schema.to_arrow_schema().get_field_index("kg")
+        mine = []
+        for i in range(md.num_row_groups):
+            st = md.row_group(i).column(kg).statistics
+            hit = st is not None and st.has_min_max and any(st.min <= g <= st.max for g in groups)
+            if md.row_group(i).num_rows and hit:
+                mine.append(i)
+        return md, mine
+
     def read_group_changes(self, batch: int, part: int, group: int) -> pa.Table:
         """Key group ``group``'s rows of changelog (batch, part): its row groups only, chosen by footer statistics."""
         ahead = self._ahead.pop((batch, part, group), None)
@@ -199,16 +205,8 @@ class StateLog:
         path = self.changelog(batch, part)
         f = _CountingFile(path, self.io)
         try:
-            md = self._footers.get(path)
-            if md is None:
-                md = self._footers[path] = _footer(f)
+            md, mine = self._row_groups(path, f, [group])
             pf = pq.ParquetFile(f, metadata=md)
-            kg = md.schema.to_arrow_schema().get_field_index("kg")
-            mine = []
-            for i in range(md.num_row_groups):
-                st = md.row_group(i).column(kg).statistics
-                if md.row_group(i).num_rows and st is not None and st.has_min_max and st.min <= group <= st.max:
-                    mine.append(i)
             table = pf.read_row_groups(mine) if mine else pf.schema_arrow.empty_table()
         finally:
             f.close()
