@@ -37,7 +37,7 @@ def test_shared_streams_and_two_aggregations_are_spark_refusals(tmp_path):
         PIPELINE.replace(
             "          - {from: clicks, to: per_key}\n",
             "          - {from: clicks, to: per_key}\n",
-        ).replace("kind: filter, predicate: \"rand() < 0.1\"", "kind: window_aggregate, window: {size_s: 5}")
+        ).replace('kind: filter, predicate: "rand() < 0.1"', "kind: window_aggregate, window: {size_s: 5}")
     )
     result = runner.invoke(app, ["validate", "--engine", "spark", str(spec)])
     assert result.exit_code == 2, result.output
