@@ -44,6 +44,7 @@ Writes benchmarks/results/plan_fidelity.json.
 from __future__ import annotations
 
 import json
+import math
 import os
 import time
 from pathlib import Path
@@ -55,10 +56,10 @@ from rich.table import Table
 
 from strata.generators import lsd
 from strata.model import OperatorKind, Scenario, joined_graph, propagate
-from strata.model.traffic import as_emitted
+from strata.model.traffic import as_emitted, runs
 from strata.plan import Options, Plan, plan
 from strata.plan.epoch import with_headroom
-from strata.plan.quality import stream_affinity
+from strata.plan.quality import flows, stream_affinity
 from strata.protocol.window import Actions
 from strata.sim import Simulation
 
@@ -72,17 +73,17 @@ def offered_demand(scenario: Scenario, p: Plan, source_rates: dict[str, float], 
     """Largest node cpu demand / cores when the PEs process every record offered at ``source_rates`` (windows
     emitting what they do at ``batch`` records per source message: the plan's traffic model)."""
     graph = joined_graph(as_emitted(scenario, batch), p.templates)
-    rates = propagate(graph, None, source_rates)
+    planned = p.cpu()
+    # a PE the plan gives no cpu is not run (strata.model.traffic.runs); every other one processes all it is offered
+    run = {pe for pe in graph if runs(graph.nodes[pe]["op"], planned.get(pe, 0.0))}
+    rates = propagate(graph, {pe: math.inf if pe in run else 0.0 for pe in graph}, source_rates)
     load: dict[str, float] = {}
     for pe in graph:
         op = graph.nodes[pe]["op"]
         offered = rates[pe] if op.kind is OperatorKind.SOURCE else sum(rates[u] for u in graph.predecessors(pe))
-        need = op.resource.cpu_for(offered, op.cost_per_record)
+        need = op.resource.cpu_for(offered, op.cost_per_record) if pe in run else 0.0
         parts = p.assignment.get(pe, {})
         total = sum(parts.values())
-        if total <= 0 and parts:  # planned with no cpu: the simulator still runs it, once, on its first node
-            n = next(iter(parts))
-            load[n] = load.get(n, 0.0) + need
         for n, c in parts.items():
             if total > 0:
                 load[n] = load.get(n, 0.0) + need * c / total
@@ -136,7 +137,7 @@ def run_one(
     wall = time.perf_counter() - t
     summary = sim.metrics.summary()
     rates = sim.metrics.mean_rates(warm)
-    realised_bytes = [(u, v, rates[u] * d["stream"].bytes_per_record) for u, v, d in graph.edges(data=True)]
+    realised_bytes = flows(graph, rates, p.cpu())
     keyed = {pe: graph.nodes[pe]["op"].key_groups for pe in graph if graph.nodes[pe]["op"].keyed}
     realised_imp = sim.metrics.mean_importance(warm)
     if shares:  # the instances use at most their planned cpu

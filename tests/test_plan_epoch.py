@@ -175,3 +175,29 @@ def test_headroom_holds_cpu_above_the_planned_rate_and_pacing_reads_the_same_mod
     assert with_headroom(s, 0.0) is s
     with pytest.raises(ValueError, match="headroom"):
         with_headroom(s, -0.1)
+    with pytest.raises(ValueError, match="headroom"):
+        with_headroom(s, float("nan"))
+
+
+def test_cli_headroom_plans_with_held_cpu_and_rejects_bad_values(tmp_path):
+    # the chain above through `strata plan --headroom 0.25`: p1 holds 1.25 cores for its 100 records/s
+    import yaml
+
+    runner = CliRunner()
+    spec = tmp_path / "s.yaml"
+    doc = {"cluster": {"nodes": [{"name": "n0", "cores": 4}]}, "jobs": [chain("a", 100, [0.0, 0.01])]}
+    spec.write_text(yaml.safe_dump(doc))
+    out = tmp_path / "p.json"
+    res = runner.invoke(app, ["plan", str(spec), "--budget", "2s", "--headroom", "0.25", "--json", str(out)])
+    assert res.exit_code == 0, res.output
+    assert Plan.load(out).cpu()["a.p1"] == pytest.approx(1.25, rel=1e-6)
+    for bad in ("-0.1", "nan", "inf"):
+        for command in (["plan", str(spec)], ["simulate", str(spec), "--duration", "1"]):
+            res = runner.invoke(app, [*command, "--headroom", bad])
+            assert res.exit_code == 2, (command, bad, res.output)
+            assert "--headroom: expected a share ≥ 0" in res.output
+    res = runner.invoke(app, ["plan", str(spec), "--headroom", "lots"])
+    assert res.exit_code == 2 and "--headroom" in res.output
+    # a given plan runs as it was made: --headroom is for the controller's plans
+    res = runner.invoke(app, ["simulate", str(spec), "--duration", "1", "--plan", str(out), "--headroom", "0.25"])
+    assert res.exit_code == 2 and "strata plan --headroom" in res.output

@@ -100,15 +100,42 @@ def test_an_instance_held_to_its_share_sheds_what_its_share_cannot_process():
         Simulation(sc, placement=placement, shed_after_s=0.5)
 
 
-def test_with_shedding_a_pe_planned_with_no_cpu_processes_nothing():
-    from strata.sim.scenarios import chain
+def test_a_pe_placed_with_no_cpu_is_not_run_and_watermarks_pass_it():
+    # src (200 records/s) → op1 (cpu 0 on its node, as a plan lists a PE it gives no cpu) → w, and src → w:
+    # op1 is not run, with or without shedding — nothing is sent to it (dropped["no_cpu"], no bytes on the
+    # stream), it sends nothing — while its watermarks still reach the window w, which fires on src's records
+    # alone. A source placed with no cpu generates nothing.
+    from strata.model import Scenario
 
-    sc = chain([{"kind": "map", "cost_per_record": 0.001}], rate=200.0, nodes=2, cores=4)
-    placement = {"c.src": {"n0": 0.5}, "c.op1": {"n0": 0.0}, "c.sink": {"n1": 0.0}}
-    shed = Simulation(sc, seed=2, placement=placement, enforce_shares=True, shed_after_s=0.5)
-    shed.run(10.0)
-    assert shed.metrics.mean_rates(1.0)["c.op1"] == 0.0
-    assert shed.pes["c.op1"].dropped["overflow"] == shed.pes["c.op1"].arrived
-    held = Simulation(sc, seed=2, placement=placement, enforce_shares=True)  # no shedding: it runs unshared
-    held.run(10.0)
-    assert held.metrics.mean_rates(1.0)["c.op1"] == pytest.approx(200.0, rel=0.1)
+    ops = [
+        {"name": "src", "kind": "source", "cost_per_record": 1e-6, "source": {"rate": 200.0}},
+        {"name": "op1", "kind": "map", "cost_per_record": 1e-3},
+        {"name": "w", "kind": "window_aggregate", "cost_per_record": 1e-5, "window": {"size_s": 1}},
+        {"name": "out", "kind": "sink", "cost_per_record": 1e-6},
+    ]
+    streams = [
+        {"from": "src", "to": "op1", "bytes_per_record": 100},
+        {"from": "op1", "to": "w", "bytes_per_record": 100},
+        {"from": "src", "to": "w", "bytes_per_record": 10},
+        {"from": "w", "to": "out", "bytes_per_record": 100},
+    ]
+    doc = {
+        "cluster": {"nodes": [{"name": "n0", "cores": 4}, {"name": "n1", "cores": 4}]},
+        "jobs": [{"id": "c", "rank": 1, "templates": [{"operators": ops, "streams": streams}]}],
+    }
+    sc = Scenario.model_validate(doc)
+    placement = {"c.src": {"n0": 0.5}, "c.op1": {"n1": 0.0}, "c.w": {"n0": 0.5}, "c.out": {"n0": 0.0}}
+    for kwargs in ({}, {"enforce_shares": True, "shed_after_s": 0.5}):
+        sim = Simulation(sc, seed=2, placement=placement, **kwargs)
+        sim.run(10.0)
+        op1 = sim.pes["c.op1"]
+        assert op1.arrived == 0 and op1.done == 0 and op1.produced == 0
+        assert op1.dropped["no_cpu"] == sim.pes["c.src"].produced > 0
+        # no data crossed to n1 (200 records/s × 100 bytes would): only the watermarks through op1, 64 bytes
+        # each way 5 times a second
+        assert op1.sent == 0 and sum(sim.metrics.remote) <= 2 * 64 * 5 * 10
+        assert sim.pes["c.w"].produced > 0 and sim.metrics.summary()["delivered"] > 0
+        assert sim.metrics.conservation()["balanced"].all()
+    idle = Simulation(sc, seed=2, placement={**placement, "c.src": {"n0": 0.0}})
+    idle.run(5.0)
+    assert idle.pes["c.src"].generated == 0 and idle.metrics.summary()["delivered"] == 0

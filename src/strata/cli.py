@@ -7,9 +7,11 @@ issues add ``plan``, ``simulate``, ``run``, ``demo`` and ``report`` here.
 from __future__ import annotations
 
 import json
+import math
 import os
 import sys
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated
 
@@ -407,6 +409,19 @@ def run(
     raise typer.Exit(code=code)
 
 
+HEADROOM_HELP = (
+    "Cpu each PE holds above what its planned rate needs, as a share of that need (Options.headroom, ≥ 0; "
+    "0.25: utilisation 0.8 at the planned rate). Default 0: SODA's fluid plan."
+)
+
+
+def _check_headroom(headroom: float) -> None:
+    """``--headroom``: a finite share ≥ 0, else exit 2."""
+    if not 0 <= headroom < math.inf:
+        errors.print(f"[bold red]error[/] --headroom: expected a share ≥ 0 (e.g. 0.25); found {headroom:g}")
+        raise typer.Exit(code=2)
+
+
 @app.command("plan")
 def plan_command(
     spec: SpecArg,
@@ -423,6 +438,7 @@ def plan_command(
             "1 for Spark): windows emit per key seen, so their projected output depends on it.",
         ),
     ] = 1,
+    headroom: Annotated[float, typer.Option(help=HEADROOM_HELP)] = 0.0,
 ) -> None:
     """Run SODA's four phases (admission, templates, cpu, placement) and summarise the plan."""
     from strata.plan import Options, Plan, PlanError, plan
@@ -430,13 +446,14 @@ def plan_command(
 
     scenario = load(spec)
     writable(out, "--json")
+    _check_headroom(headroom)
     try:
         seconds = parse_budget(budget)
         before = Plan.load(previous) if previous is not None else None
         with console.status(
             f"planning {len(scenario.jobs)} jobs: admission, templates, cpu, placement (budget {seconds:g} s)"
         ):
-            result = plan(scenario, before, Options(budget_s=seconds, batch=batch))
+            result = plan(scenario, before, Options(budget_s=seconds, batch=batch, headroom=headroom))
     except (ValueError, PlanError) as err:
         for problem in getattr(err, "problems", [str(err)]):
             errors.print(f"[bold red]error[/] {problem}", highlight=False, soft_wrap=True)
@@ -486,6 +503,9 @@ def simulate(
         str,
         typer.Option(help="L0 rate caps at the sources: off (default), shares (work conserving) or plan (SODA's)."),
     ] = "off",
+    headroom: Annotated[
+        float, typer.Option(help=HEADROOM_HELP + " For the controller's plans; a --plan keeps its own.")
+    ] = 0.0,
 ) -> None:
     """Simulate the scenario on its cluster message by message, under Strata's control loop (or --no-control)."""
     from strata.control.controller import HierarchyConfig
@@ -499,6 +519,13 @@ def simulate(
         errors.print(f"[bold red]error[/] --duration: expected seconds > 0 (and finite); found {duration:g}")
         raise typer.Exit(code=2)
     writable(out, "--out", directory=True)
+    _check_headroom(headroom)
+    if headroom and plan is not None:
+        errors.print(
+            "[bold red]error[/] --headroom: a plan given with --plan runs as it was made (plan it with "
+            "'strata plan --headroom'); --headroom sets the controller's plans"
+        )
+        raise typer.Exit(code=2)
     try:
         templates, placement = plan_file(plan) if plan is not None else (None, None)
         cal = calibrate(scenario, max_sim_s=duration / 4, seed=seed, batch=batch, base_dir=spec[0].parent)
@@ -515,6 +542,7 @@ def simulate(
                 highlight=False,
             )
         config = HierarchyConfig(window_s=window, epoch_s=epoch, pacing=pacing)
+        config = replace(config, plan=replace(config.plan, headroom=headroom))
         decided: list[int] = [0]
 
         def count(obs, decisions) -> None:

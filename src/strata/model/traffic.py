@@ -70,6 +70,13 @@ def cpu_fractions(parts: Mapping[str, float]) -> dict[str, float]:
     return {next(iter(parts)): 1.0} if parts else {}
 
 
+def runs(op: Operator, cpu: float) -> bool:
+    """Whether the engines run a PE given ``cpu`` cores by a plan: a PE processes what its cpu buys (SODA §3), so
+    one whose cpu buys nothing processes nothing, and the engines do not run it (nothing is sent to it). Sinks
+    are given no cpu by the planner and run."""
+    return op.kind is OperatorKind.SINK or op.resource.capacity(cpu, op.cost_per_record) > 0
+
+
 def key_group_shares(groups: int, fractions: Mapping[str, float]) -> dict[str, float]:
     """Share of a keyed PE's ``groups`` key groups owned on each node, one instance per node in ``fractions`` order."""
     nodes = list(fractions)

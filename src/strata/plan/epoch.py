@@ -9,6 +9,7 @@ budget that does not bind the result depends on nothing else (seeded search).
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -64,8 +65,8 @@ def with_headroom(scenario: Scenario, headroom: float) -> Scenario:
     rate, a mean wait of E[S]·(1 + C_S²) / (2·headroom) per PE; the projection and the pacing use the same model
     (:func:`strata.plan.pacing.pace`), so the planned rates and caps are unchanged in meaning.
     """
-    if headroom < 0:
-        raise ValueError(f"headroom: expected a share ≥ 0; found {headroom}")
+    if not 0 <= headroom < math.inf:
+        raise ValueError(f"headroom: expected a finite share ≥ 0; found {headroom}")
     if headroom == 0:
         return scenario
     factor = 1.0 + headroom
@@ -243,7 +244,7 @@ def finish(
         total = cpu.get(pe, 0.0)
         scale = min(1.0, need / total) if total > 0 else 0.0
         used[pe] = {n: c * scale for n, c in assignment.get(pe, {}).items()} if total > 0 else dict(assignment[pe])
-    traffic = flows(graph, rates)
+    traffic = flows(graph, rates, cpu)
     keyed = keyed_groups(graph)
     metrics = evaluate(scenario.cluster, used, traffic, weights, keyed)
     # Affinity of the placement the engines run (every PE's planned split, even where it needs less cpu),

@@ -256,7 +256,7 @@ def macro_w(
     start = clock()
     weights = weights or Weights()
     p = build_problem(cluster, graph, goals, rates, weights, max_candidates, max_pes_per_node, previous, move_limit)
-    traffic = flows(graph, rates)
+    traffic = flows(graph, rates, goals)
     keyed = keyed_groups(graph)
     # Scoring the answers after the search takes a moment; leave it inside the phase deadline.
     deadline = start + 0.92 * deadline_s

@@ -27,7 +27,7 @@ import networkx as nx
 
 from strata.model import OperatorKind, Scenario, joined_graph
 from strata.model.importance import topological_order
-from strata.model.traffic import as_emitted
+from strata.model.traffic import as_emitted, runs
 from strata.plan.epoch import with_headroom
 from strata.plan.plan import Plan
 from strata.protocol.window import WindowStats
@@ -51,9 +51,12 @@ def admitted_ingest(
     ``templates``: the plan's admitted jobs and their templates; ``cpu``: PE → cores
     (the plan's assignment); ``offered``: source PE → records/s offered (sources
     absent from it are taken at their spec rate), which fixes the mix where
-    several sources meet. A PE with no cpu in the plan
-    has no capacity under a linear resource function, so its sources get 0;
-    sinks are not budgeted by the planner and do not limit.
+    several sources meet. A PE whose planned cpu buys nothing is not run
+    (:func:`strata.model.traffic.runs`: the engines send it nothing and the plan's
+    rate model has it process nothing), so it limits no source and forwards
+    nothing: a source is paced by the PEs the plan runs, not held at 0 by one it
+    does not (a source the plan does not run gets 0). Sinks are not budgeted by
+    the planner and do not limit.
     """
     return _admitted(joined_graph(with_headroom(as_emitted(scenario, batch), headroom), templates), cpu, offered)
 
@@ -71,12 +74,19 @@ def _admitted(graph: nx.DiGraph, cpu: Mapping[str, float], offered: Mapping[str,
         else:
             inputs[pe] = sum(rates[u] for u in graph.predecessors(pe))
             rates[pe] = op.selectivity * inputs[pe]
+        if not runs(op, cpu.get(pe, 0.0)):  # not run: nothing is sent to it, nothing leaves it
+            inputs[pe] = rates[pe] = 0.0
+    # a source's records reach only the PEs the plan runs: one it does not run stops them and limits no source
+    carried = graph.subgraph(pe for pe in order if runs(graph.nodes[pe]["op"], cpu.get(pe, 0.0)))
     out = {}
     for pe in order:
         if graph.nodes[pe]["op"].kind is not OperatorKind.SOURCE:
             continue
+        if pe not in carried:
+            out[pe] = 0.0
+            continue
         factor = math.inf
-        for k in [pe, *nx.descendants(graph, pe)]:
+        for k in [pe, *nx.descendants(carried, pe)]:
             op = graph.nodes[k]["op"]
             # a sink's rate is worth nothing in itself (importance is on the stream into it): SODA gives it no cpu
             if inputs[k] <= 0 or op.kind is OperatorKind.SINK:

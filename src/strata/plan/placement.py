@@ -20,7 +20,7 @@ import numpy as np
 
 from strata.model import Cluster, resolve
 from strata.plan.plan import PlanError
-from strata.plan.quality import Weights
+from strata.plan.quality import Weights, flows
 
 
 @dataclass
@@ -177,10 +177,9 @@ def build_problem(
         exclude[group_of[a]].add(group_of[b])
         exclude[group_of[b]].add(group_of[a])
     agg: dict[tuple[int, int, bool], float] = {}
-    for u, v, d in graph.edges(data=True):
+    for u, v, t in flows(graph, rates, goals):
         gu, gv = group_of[u], group_of[v]
-        t = rates.get(u, 0.0) * d["stream"].bytes_per_record
-        if gu != gv and t > 0:
+        if gu != gv:
             k = (gu, gv, bool(graph.nodes[v]["op"].keyed))
             agg[k] = agg.get(k, 0.0) + t
     streams = [(a, b, t) for (a, b, _), t in sorted(agg.items())]

@@ -26,7 +26,7 @@ from dataclasses import dataclass, fields
 import networkx as nx
 
 from strata.model import Cluster
-from strata.model.traffic import local_share, shares, transport
+from strata.model.traffic import local_share, runs, shares, transport
 
 NAMES = ("avg_cpu", "max_cpu", "avg_link", "max_link", "avg_nic", "max_nic")
 
@@ -46,12 +46,16 @@ class Weights:
         return sum(getattr(self, f.name) * metrics[f.name] for f in fields(self))
 
 
-def flows(graph: nx.DiGraph, rates: Mapping[str, float]) -> list[tuple[str, str, float]]:
-    """(producer, consumer, bytes/s) for every stream with traffic."""
+def flows(
+    graph: nx.DiGraph, rates: Mapping[str, float], cpu: Mapping[str, float] | None = None
+) -> list[tuple[str, str, float]]:
+    """(producer, consumer, bytes/s) for every stream with traffic: a stream into a PE that does not run with its
+    ``cpu`` (:func:`strata.model.traffic.runs`; ``cpu`` None: every PE runs) carries none, as in the engines, so
+    no plan claims affinity (or pays network) for traffic no one receives."""
     out = []
     for u, v, d in graph.edges(data=True):
         t = rates.get(u, 0.0) * d["stream"].bytes_per_record
-        if t > 0:
+        if t > 0 and (cpu is None or runs(graph.nodes[v]["op"], cpu.get(v, 0.0))):
             out.append((u, v, t))
     return out
 

@@ -44,7 +44,7 @@ import networkx as nx
 import numpy as np
 
 from strata.model import OperatorKind, Scenario, joined_graph, topological_order
-from strata.model.traffic import ROUTE_SLOTS, apportion, key_group_owners, transport
+from strata.model.traffic import ROUTE_SLOTS, apportion, key_group_owners, runs, transport
 from strata.protocol.units import DispatchFactory, KeyGroupLoad, Kind, Message, Move, NodeView, TurnPolicy
 from strata.protocol.window import Actions, InstanceLoad, LatencyStats, WindowStats
 from strata.sim import scaling
@@ -181,17 +181,13 @@ class Simulation:
         cluster_nodes = scenario.cluster.all_nodes
         counts = {pe: graph.nodes[pe]["op"].instances for pe in order}
         assign = resolve_placement(placement, order, counts, [n.name for n in cluster_nodes])
-        # With shedding, a PE the placement gives no cpu at all (a plan's PE with cpu 0 on every node) processes
-        # nothing, as in the plan: what reaches it is dropped (``dropped["overflow"]``). Sinks still record.
+        # A PE the placement gives no cpu at all (a plan's PE with cpu 0 on every node) is not run, as in the
+        # plan's rate model (SODA §3: a PE processes what its cpu buys): nothing is sent to it (counted as
+        # ``dropped["no_cpu"]``), a source generates nothing, watermarks still pass. Sinks need no cpu and run.
         self._no_cpu: frozenset[str] = frozenset(
             pe
             for pe, v in (placement or {}).items()
-            if shed_after_s is not None
-            and isinstance(v, Mapping)
-            and v
-            and all(c == 0 for c in v.values())
-            and pe in graph
-            and graph.nodes[pe]["op"].kind is not OperatorKind.SINK
+            if isinstance(v, Mapping) and v and pe in graph and not runs(graph.nodes[pe]["op"], sum(v.values()))
         )
         self.pes: dict[str, PeRt] = {}
         for i, pe in enumerate(order):
@@ -279,7 +275,10 @@ class Simulation:
                 if rt.keyed:
                     rt.route[:] = key_group_owners(rt.groups, _weights(rt))
         for rt in self.pes.values():
-            rt.outs = [(d, bpr, d.keyed, d.groups, d.route, d.instances, d.code == WINDOW) for d, bpr in rt.down]
+            rt.outs = [
+                (d, bpr, d.keyed, d.groups, d.route, d.instances, d.code == WINDOW, d.name in self._no_cpu)
+                for d, bpr in rt.down
+            ]
         for pe in order:
             rt = self.pes[pe]
             rt.upstream = [i for u in graph.predecessors(pe) for i in self.pes[u].instances]
@@ -297,7 +296,7 @@ class Simulation:
             self.every(period, callback)
         for pe in self.pes.values():
             if pe.stream is not None:
-                t = pe.stream.next_time()
+                t = pe.stream.next_time() if pe.name not in self._no_cpu else None
                 if t is not None:
                     self.schedule(t, EV_GEN, pe, None)
                 if pe.needs_wm:
@@ -738,9 +737,6 @@ class Simulation:
             if inst.incoming and msg.key_group in inst.incoming:
                 inst.incoming[msg.key_group].append(msg)
                 return
-            if self._no_cpu and pe.name in self._no_cpu:
-                pe.dropped["overflow"] = pe.dropped.get("overflow", 0) + msg.records
-                return
             if inst.throttled:  # over its cpu share: wait behind the throttled ones
                 bound = pe.buffer
                 if bound is not None and inst.vtime - now + len(inst.throttled) * msg.cost / inst.share > bound:
@@ -931,7 +927,10 @@ class Simulation:
         rr = inst.rr
         routes = inst.routes
         src_node = inst.node
-        for j, (d, bpr, keyed, groups, route, instances, windowed) in enumerate(pe.outs):
+        for j, (d, bpr, keyed, groups, route, instances, windowed, off) in enumerate(pe.outs):
+            if off:  # not run (no cpu): nothing is sent to it
+                d.dropped["no_cpu"] = d.dropped.get("no_cpu", 0) + records
+                continue
             if keyed:
                 g = key_group(key, groups)
                 dst = instances[route[g]]
