@@ -10,14 +10,19 @@ at ``--batch`` records per message on the plan's placement with the plan's
 traffic model (``Simulation(routing="local")``, what ``strata simulate --plan``
 runs), in two ways:
 
-- ``open``: the sources offer their full rate, as ``strata simulate --plan`` does;
+In both, a PE the plan gives no cpu is not run (the simulator sends it nothing:
+``strata.model.traffic.runs``) and each source the plan reads below what it offers
+is capped at the plan's rate (``Plan.source_rates``, drop mode: the plan's
+admission; a source the plan reads whole is not capped), as ``strata simulate
+--plan`` runs a plan:
+
+- ``open``: instances run on any idle core of their node (shares advisory), with
+  no shedding: a PE the plan gives less cpu than its input needs takes idle cores;
 - ``shares``: the plan's rate model executed (SODA §3: a PE processes what its cpu
   buys): every instance held to its planned cpu share (``enforce_shares``) and
   dropping what arrives once its backlog over the share exceeds ``--buffer`` s
   (``shed_after_s``: a bounded input buffer, below the windows' 1 s of allowed
-  lateness), and each source whose planned rate is below what it offers capped
-  there (drop mode; a source the plan processes whole is not capped, as
-  ``pacing.rate_caps`` leaves it). Planned with SODA's fluid model
+  lateness). Planned with SODA's fluid model
   (``Options.headroom`` 0), every PE is at utilisation 1 at its planned rate;
 - ``shares+headroom``: the same, planned with ``Options(headroom=--headroom)``
   (each PE holds (1 + h) × the cpu its planned rate needs: utilisation 1/(1 + h);
@@ -35,8 +40,8 @@ and the PEs behind it are in their periodic regime — a PE held to its share
 processes a window's results over most of the slide, and a span that starts
 before the first firing holds no tail of an earlier one) and their ratio; the largest
 node demand over the node's cores (> 1: the run overloads a node; ``open``:
-the cpu to process every record offered at the sources' full rates, ``shares``:
-the planned cpu) and the realised utilisation of the busiest node.
+the cpu for the run PEs to process every record offered at the sources' capped
+rates, ``shares``: the planned cpu) and the realised utilisation of the busiest node.
 
 Writes benchmarks/results/plan_fidelity.json.
 """
@@ -58,9 +63,7 @@ from strata.generators import lsd
 from strata.model import OperatorKind, Scenario, joined_graph, propagate
 from strata.model.traffic import as_emitted, runs
 from strata.plan import Options, Plan, plan
-from strata.plan.epoch import with_headroom
 from strata.plan.quality import flows, stream_affinity
-from strata.protocol.window import Actions
 from strata.sim import Simulation
 
 RESULTS = Path(__file__).parent / "results"
@@ -117,8 +120,8 @@ def run_one(
     graph = joined_graph(scenario, p.templates)
     sources = [pe for pe in graph if graph.nodes[pe]["op"].kind is OperatorKind.SOURCE]
     offered = {pe: graph.nodes[pe]["op"].source.rate for pe in sources}
-    model = joined_graph(with_headroom(as_emitted(scenario, batch), headroom), p.templates)
-    planned = propagate(model, p.cpu())  # the plan's rates, on the model it was made on
+    # the plan's admission: a source read at most at the rate the plan reads it (as strata simulate --plan does)
+    caps = {pe: r for pe, r in p.source_rates.items() if r < offered[pe] * (1 - 1e-9)}
     t = time.perf_counter()
     sim = Simulation(
         scenario,
@@ -129,10 +132,8 @@ def run_one(
         routing="local",
         enforce_shares=shares,
         shed_after_s=buffer if shares else None,
+        rate_limits=caps,
     )
-    caps = {pe: planned[pe] if planned[pe] < offered[pe] * (1 - 1e-9) else None for pe in sources}
-    if shares:
-        sim.apply(Actions(rate_limits=caps, limit_mode="drop"))
     sim.run(duration)
     wall = time.perf_counter() - t
     summary = sim.metrics.summary()
@@ -144,11 +145,11 @@ def run_one(
         cores = {n.name: n.cores for n in scenario.cluster.all_nodes}
         demand = max(c / cores[n] for n, c in p.node_load().items())
     else:
-        demand = offered_demand(scenario, p, offered, batch)
+        demand = offered_demand(scenario, p, offered | caps, batch)
     return {
         "mode": ("shares+headroom" if headroom else "shares") if shares else "open",
         "headroom": headroom,
-        "capped_sources": sum(c is not None for c in caps.values()) if shares else 0,
+        "capped_sources": len(caps),
         "planned_affinity": p.affinity,
         "realised_affinity": summary["stream_affinity"],
         "affinity_ratio": summary["stream_affinity"] / p.affinity if p.affinity else float("nan"),

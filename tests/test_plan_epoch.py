@@ -169,6 +169,7 @@ def test_headroom_holds_cpu_above_the_planned_rate_and_pacing_reads_the_same_mod
     assert bare.cpu()["a.p1"] == pytest.approx(1.0, rel=1e-6)
     assert held.cpu()["a.p1"] == pytest.approx(1.25, rel=1e-6)
     assert held.importance == pytest.approx(bare.importance) == pytest.approx(100.0)
+    assert held.source_rates == bare.source_rates == pytest.approx({"a.src": 100.0})  # the plan reads all of it
     tpl = {"a": "default"}
     assert admitted_ingest(s, tpl, held.cpu(), {}, headroom=0.25)["a.src"] == pytest.approx(100.0, rel=1e-6)
     assert admitted_ingest(s, tpl, held.cpu(), {})["a.src"] == pytest.approx(125.0, rel=1e-6)

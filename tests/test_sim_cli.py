@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pandas as pd
+import pytest
 from typer.testing import CliRunner
 
 from strata.cli import app
@@ -79,6 +80,14 @@ def test_simulate_runs_a_plan_file(tmp_path):
     inst = pd.read_parquet(out / "instances.parquet")
     assert set(inst.pe) == {"alerts.events", "alerts.threshold", "alerts.out"}
     assert list(inst[inst.pe == "alerts.threshold"].node) == ["n0", "n1"]
+    # the plan's admission: a plan that reads alerts.events (2000 records/s offered) at 500 caps it there
+    path.write_text(json.dumps(plan | {"source_rates": {"alerts.events": 500.0}}))
+    result = runner.invoke(
+        app, ["simulate", str(EXAMPLES / "pipeline.yaml"), "--duration", "10", "--plan", str(path), "--out", str(out)]
+    )
+    assert result.exit_code == 0, result.output
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["dropped"]["shed"] / summary["generated"] == pytest.approx(0.75, abs=0.03)
     path.write_text("{}")
     result = runner.invoke(app, ["simulate", str(EXAMPLES / "pipeline.yaml"), "--plan", str(path)])
     assert result.exit_code == 2

@@ -477,7 +477,8 @@ def simulate(
         typer.Option(
             help="Run a plan from 'strata plan --json': its admitted jobs, templates and placement, with the "
             "plan's traffic model (locality-first routing of unkeyed streams, key groups apportioned by cpu: "
-            "Simulation(routing='local')); prints planned and realised stream affinity and importance side by side."
+            "Simulation(routing='local')); PEs it gives no cpu are not run, and a source it reads below its offer "
+            "is capped at the plan's rate. Prints planned and realised stream affinity and importance side by side."
         ),
     ] = None,
     fail: Annotated[
@@ -527,7 +528,7 @@ def simulate(
         )
         raise typer.Exit(code=2)
     try:
-        templates, placement = plan_file(plan) if plan is not None else (None, None)
+        templates, placement, sources = plan_file(plan) if plan is not None else (None, None, {})
         cal = calibrate(scenario, max_sim_s=duration / 4, seed=seed, batch=batch, base_dir=spec[0].parent)
         eta = cal.estimate(duration)
         console.print(
@@ -564,7 +565,7 @@ def simulate(
                 failures=[_failure(text) for text in fail or []],
                 recovery="replay" if recovery else None,
                 checkpoint_interval=checkpoint_interval,
-                **({"routing": "local"} if plan is not None else {}),
+                **({"routing": "local", "rate_limits": _admission(scenario, templates, sources)} if plan else {}),
             )
     except (ValueError, PlanError) as err:
         errors.print(f"[bold red]error[/] {err}", highlight=False, soft_wrap=True)
@@ -598,6 +599,15 @@ def simulate(
             f"wrote {out}/ (latency, timeseries, importance, nodes, instances, imbalance, network, "
             "drops, migrations, conservation; summary.json" + ("; controller.csv)" if log is not None else ")")
         )
+
+
+def _admission(scenario: Scenario, templates: dict[str, str], sources: dict[str, float]) -> dict[str, float]:
+    """Source PE → the rate a plan reads it at, where that is below what its spec offers: the plan's admission,
+    which ``strata simulate --plan`` enforces as a rate limit (drop mode) from the start."""
+    from strata.model import joined_graph
+
+    graph = joined_graph(scenario, templates)
+    return {pe: r for pe, r in sources.items() if pe in graph and r < graph.nodes[pe]["op"].source.rate * (1 - 1e-9)}
 
 
 def _plan_vs_realised(path: Path, sim, duration: float) -> None:

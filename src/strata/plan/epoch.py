@@ -231,11 +231,12 @@ def finish(
     rates = propagate(graph, cpu)
     value = importance(graph, rates)
     ingest = 0.0
+    source_rates = {}
     used = {}
     for pe in graph:
         op = graph.nodes[pe]["op"]
         if op.kind is OperatorKind.SOURCE:
-            processed = rates[pe]
+            processed = source_rates[pe] = rates[pe]
             ingest += processed
         else:
             offered = sum(rates[u] for u in graph.predecessors(pe))
@@ -265,6 +266,7 @@ def finish(
         phases=phases,
         planner=planner,
         notes=notes or [],
+        source_rates=source_rates,
     )
 
 

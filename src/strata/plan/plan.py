@@ -53,6 +53,9 @@ class Plan:
     phases: list[Phase] = field(default_factory=list)
     planner: str = "soda"
     notes: list[str] = field(default_factory=list)
+    # records/s the plan reads from each source PE (``ingest`` by source): an engine that runs the plan caps a
+    # source there when it offers more (SODA admits at the sources what the plan's cpu processes)
+    source_rates: dict[str, float] = field(default_factory=dict)
 
     def cpu(self) -> dict[str, float]:
         """Cpu each PE actually receives: the sum of its fractional assignment."""

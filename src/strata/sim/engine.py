@@ -134,6 +134,7 @@ class Simulation:
         actor_turns: bool = False,
         routing: str = "round-robin",
         shed_after_s: float | None = None,
+        rate_limits: Mapping[str, float | None] | None = None,
     ) -> None:
         if batch < 1:
             raise ValueError(f"batch: expected records per source message ≥ 1; found {batch}")
@@ -310,6 +311,8 @@ class Simulation:
                 self.schedule(up_at, EV_RECOVER, self.node_by_name[node], None)
         self._gen_stop = _INF
         self.recovery: Recovery | None = Recovery(self, checkpoint_interval) if recovery else None
+        if rate_limits:  # from the start, e.g. a plan's source rates (strata simulate --plan)
+            self.apply(Actions(rate_limits=dict(rate_limits), limit_mode="drop"))
 
     # ------------------------------------------------------------------ public API
 

@@ -86,16 +86,18 @@ def resolve_placement(
     return out
 
 
-def plan_file(path: Path) -> tuple[dict[str, str], dict[str, dict[str, float]]]:
-    """(templates, assignment) of a plan written by ``strata plan --json``, for ``Simulation``.
+def plan_file(path: Path) -> tuple[dict[str, str], dict[str, dict[str, float]], dict[str, float]]:
+    """(templates, assignment, source rates) of a plan written by ``strata plan --json``, for ``Simulation``.
 
-    Only the admitted jobs' templates are returned, so only they run.
+    Only the admitted jobs' templates are returned, so only they run. Source rates: records/s the plan reads from
+    each source PE (``source_rates``; empty in a plan file written before it was recorded).
     """
     try:
         data = json.loads(path.read_text())
         admitted = set(data["admitted"])
         templates = {job: name for job, name in data["templates"].items() if job in admitted}
         assignment = {pe: dict(parts) for pe, parts in data["assignment"].items()}
+        sources = {pe: float(r) for pe, r in data.get("source_rates", {}).items()}
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
         raise ValueError(f"{path}: expected a plan written by 'strata plan --json'; {e!r}") from None
-    return templates, assignment
+    return templates, assignment, sources
