@@ -13,7 +13,8 @@ the input:
   weight-32 pool, the others by importance (weights 4, 2, 2, 1, 1 by rank);
 - ``fair+limits``: the same plus static ``maxFilesPerTrigger`` on the bulk queries (2 files, about 1 s of input
   at the mean rate), as a careful Spark user would set them;
-- ``strata``: Strata in control (admission, pools, read limits, the gate, learned costs).
+- ``strata``: Strata in control (admission, pools, the gate, learned costs; with ``--cap-reads`` also L0's rate
+  caps as read limits, each change a restart).
 
 Usage: ``.venv/bin/python benchmarks/bench_platform.py [--duration 60] [--seeds 1] [--rate 300]``. Prints a
 table; writes ``benchmarks/results/platform.json``. Timing-dependent: the load average is recorded.
@@ -70,6 +71,7 @@ def run_one(spark, mode: str, seed: int, args, work: Path) -> list[dict]:
         sink="parquet",
         pools=hand_pools(scenario) if mode in ("fair", "fair+limits") else {},
         read_limits=STATIC_LIMITS if mode == "fair+limits" else {},
+        cap_reads=args.cap_reads,
     )
     load = os.getloadavg()[0]
     result = run_mode(
@@ -132,6 +134,9 @@ def main() -> None:
     parser.add_argument("--rate", type=float, default=300.0, help="mean events/s (bursts at --burst x)")
     parser.add_argument("--burst", type=float, default=3.0)
     parser.add_argument("--modes", nargs="+", choices=MODES, default=list(MODES))
+    parser.add_argument(
+        "--cap-reads", action="store_true", help="Strata mode: L0's rate caps as read limits (each change restarts)"
+    )
     parser.add_argument("--work", type=Path, default=Path("/tmp/strata-bench-platform"))
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args()

@@ -59,6 +59,7 @@ class RunConfig:
     # plain Spark as a careful user tunes it (baseline modes only): job → FAIR pool, job → maxFilesPerTrigger
     pools: dict[str, str] = field(default_factory=dict)
     read_limits: dict[str, int] = field(default_factory=dict)
+    cap_reads: bool = False  # Strata mode: L0's rate caps through user sources' read limits (EngineConfig.cap_reads)
 
 
 def triggers(scenario: Scenario) -> dict[str, float]:
@@ -136,6 +137,7 @@ def run_mode(
             sink=config.sink,
             pools={} if controlled else config.pools,
             read_limits={} if controlled else config.read_limits,
+            cap_reads=controlled and config.cap_reads,
         ),
         gate=gate,
         python_jobs=python_jobs,
