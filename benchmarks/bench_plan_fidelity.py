@@ -16,8 +16,10 @@ is capped at the plan's rate (``Plan.source_rates``, drop mode: the plan's
 admission; a source the plan reads whole is not capped), as ``strata simulate
 --plan`` runs a plan:
 
-- ``open``: instances run on any idle core of their node (shares advisory), with
-  no shedding: a PE the plan gives less cpu than its input needs takes idle cores;
+- ``open``: every instance runs its planned cpu share first and any core of its
+  node that would idle (``enforce_shares`` with ``borrow_idle``: shares as
+  guarantees, not caps), with no shedding: a PE the plan gives less cpu than its
+  input needs takes idle cores, never the planned work's;
 - ``shares``: the plan's rate model executed (SODA §3: a PE processes what its cpu
   buys): every instance held to its planned cpu share (``enforce_shares``) and
   dropping what arrives once its backlog over the share exceeds ``--buffer`` s
@@ -130,7 +132,8 @@ def run_one(
         placement=p.assignment,
         batch=batch,
         routing="local",
-        enforce_shares=shares,
+        enforce_shares=True,
+        borrow_idle=not shares,
         shed_after_s=buffer if shares else None,
         rate_limits=caps,
     )

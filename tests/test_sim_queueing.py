@@ -139,3 +139,41 @@ def test_a_pe_placed_with_no_cpu_is_not_run_and_watermarks_pass_it():
     idle = Simulation(sc, seed=2, placement={**placement, "c.src": {"n0": 0.0}})
     idle.run(5.0)
     assert idle.pes["c.src"].generated == 0 and idle.metrics.summary()["delivered"] == 0
+
+
+def test_borrow_idle_runs_each_share_first_and_gives_idle_cores_to_work_beyond_it():
+    # One node of 2 cores: a.p (0.01 core·s per record) offered 100 records/s with a share of 1 core (all it
+    # needs), b.p offered 200 records/s (2 cores of work) with 0.5 core: 3 cores of work on 2.
+    # - FIFO, shares advisory: the cores go by arrival, 1/3 to a: a.p 66.7, b.p 133.3 records/s;
+    # - shares enforced: a.p 100, b.p 50 (0.5 core idle);
+    # - shares enforced, borrow_idle: a.p its 100, b.p its 50 plus the idle 0.5 core's 50: 100.
+    from strata.model import Scenario
+
+    def job(name: str, rate: float) -> dict:
+        ops = [
+            {"name": "src", "kind": "source", "cost_per_record": 1e-6, "source": {"rate": rate}},
+            {"name": "p", "kind": "map", "cost_per_record": 0.01},
+            {"name": "out", "kind": "sink", "cost_per_record": 1e-6},
+        ]
+        streams = [{"from": "src", "to": "p"}, {"from": "p", "to": "out"}]
+        return {"id": name, "rank": 1, "templates": [{"operators": ops, "streams": streams}]}
+
+    sc = Scenario.model_validate(
+        {"cluster": {"nodes": [{"name": "n0", "cores": 2}]}, "jobs": [job("a", 100.0), job("b", 200.0)]}
+    )
+    placement = {"a.src": {"n0": 0.01}, "b.src": {"n0": 0.01}, "a.p": {"n0": 1.0}, "b.p": {"n0": 0.5}}
+    placement |= {"a.out": {"n0": 0.0}, "b.out": {"n0": 0.0}}
+    expected = {
+        "fifo": ({}, 200 / 3, 400 / 3),
+        "enforced": ({"enforce_shares": True}, 100.0, 50.0),
+        "borrow": ({"enforce_shares": True, "borrow_idle": True}, 100.0, 100.0),
+    }
+    for name, (kwargs, a, b) in expected.items():
+        sim = Simulation(sc, seed=4, placement=placement, **kwargs)
+        sim.run(40.0)
+        rates = sim.metrics.mean_rates(10.0)
+        assert rates["a.p"] == pytest.approx(a, rel=0.04), name
+        assert rates["b.p"] == pytest.approx(b, rel=0.04), name
+        assert sim.metrics.conservation()["balanced"].all()
+    with pytest.raises(ValueError, match="borrow_idle"):
+        Simulation(sc, placement=placement, borrow_idle=True)

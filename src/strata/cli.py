@@ -477,8 +477,9 @@ def simulate(
         typer.Option(
             help="Run a plan from 'strata plan --json': its admitted jobs, templates and placement, with the "
             "plan's traffic model (locality-first routing of unkeyed streams, key groups apportioned by cpu: "
-            "Simulation(routing='local')); PEs it gives no cpu are not run, and a source it reads below its offer "
-            "is capped at the plan's rate. Prints planned and realised stream affinity and importance side by side."
+            "Simulation(routing='local')); each instance runs its planned cpu share first and idle cores after, PEs "
+            "it gives no cpu are not run, and a source it reads below its offer is capped at the plan's rate. Prints "
+            "planned and realised stream affinity and importance side by side."
         ),
     ] = None,
     fail: Annotated[
@@ -565,7 +566,7 @@ def simulate(
                 failures=[_failure(text) for text in fail or []],
                 recovery="replay" if recovery else None,
                 checkpoint_interval=checkpoint_interval,
-                **({"routing": "local", "rate_limits": _admission(scenario, templates, sources)} if plan else {}),
+                **(_as_planned(scenario, templates, sources) if plan is not None else {}),
             )
     except (ValueError, PlanError) as err:
         errors.print(f"[bold red]error[/] {err}", highlight=False, soft_wrap=True)
@@ -601,13 +602,15 @@ def simulate(
         )
 
 
-def _admission(scenario: Scenario, templates: dict[str, str], sources: dict[str, float]) -> dict[str, float]:
-    """Source PE → the rate a plan reads it at, where that is below what its spec offers: the plan's admission,
-    which ``strata simulate --plan`` enforces as a rate limit (drop mode) from the start."""
+def _as_planned(scenario: Scenario, templates: dict[str, str], sources: dict[str, float]) -> dict[str, object]:
+    """How ``strata simulate --plan`` runs a plan: its traffic model (``routing="local"``), each instance's cpu
+    share first and any idle core of its node after (``enforce_shares`` with ``borrow_idle``), and each source the
+    plan reads below what its spec offers capped at the plan's rate from the start (the plan's admission)."""
     from strata.model import joined_graph
 
     graph = joined_graph(scenario, templates)
-    return {pe: r for pe, r in sources.items() if pe in graph and r < graph.nodes[pe]["op"].source.rate * (1 - 1e-9)}
+    caps = {pe: r for pe, r in sources.items() if pe in graph and r < graph.nodes[pe]["op"].source.rate * (1 - 1e-9)}
+    return {"routing": "local", "enforce_shares": True, "borrow_idle": True, "rate_limits": caps}
 
 
 def _plan_vs_realised(path: Path, sim, duration: float) -> None:

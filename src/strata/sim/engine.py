@@ -135,6 +135,7 @@ class Simulation:
         routing: str = "round-robin",
         shed_after_s: float | None = None,
         rate_limits: Mapping[str, float | None] | None = None,
+        borrow_idle: bool = False,
     ) -> None:
         if batch < 1:
             raise ValueError(f"batch: expected records per source message ≥ 1; found {batch}")
@@ -158,6 +159,12 @@ class Simulation:
         # much more than the window's slide: the window emits a slide's results at once (its burst), which a
         # PE given the cpu for their mean rate takes the slide to process.
         self.shed_after_s = shed_after_s
+        if borrow_idle and (not enforce_shares or dispatch is not None or actor_turns):
+            raise ValueError("borrow_idle: expected enforce_shares with the default FIFO dispatch (no actor turns)")
+        # Shares as guarantees rather than caps (Linux CFS weights, not a cpu quota): a core that would idle runs
+        # the oldest message an instance holds back over its share, uncharged, so the plan's work runs first and
+        # work beyond it only on cores the plan leaves idle.
+        self.borrow_idle = borrow_idle
         self.fire_cost = dict(fire_cost or {})
         if recovery not in (None, "replay"):
             raise ValueError(f"recovery: expected None or 'replay'; found {recovery!r}")
@@ -487,16 +494,24 @@ class Simulation:
         policy = node.policy if fifo is None else None
         instances = self._instances_of
         while node.idle > 0:
+            borrowed = False
             if fifo is not None:
                 if not fifo:
-                    return
-                msg = fifo.popleft()
+                    if not node.over:
+                        return
+                    msg = self._held_back(node)
+                    if msg is None:
+                        return
+                    borrowed = True
+                else:
+                    msg = fifo.popleft()
             else:
                 msg = policy.pop(now)
                 if msg is None:
                     return
             inst = instances[msg.pe][msg.instance]
-            inst.queued -= msg.records
+            if not borrowed:
+                inst.queued -= msg.records
             if inst.gone and msg.key_group in inst.gone:
                 self.migrations.redirect(inst, msg, now)
                 continue
@@ -505,14 +520,32 @@ class Simulation:
                 if inst.moving is not None:
                     self.migrations.check_relocation(inst, now)
                 continue
-            self._start(node, inst, msg, now)
+            self._start(node, inst, msg, now, borrowed)
 
-    def _start(self, node: NodeRt, inst: InstanceRt, msg: Message, now: float) -> None:
-        """Run ``msg`` on an idle core of ``node``, unless ``inst`` is over its enforced cpu share."""
-        if inst.share is not None and self.enforce_shares:
+    def _held_back(self, node: NodeRt) -> Message | None:
+        """borrow_idle: the oldest message an instance on ``node`` holds back over its share, taken from it."""
+        best = None
+        for inst in list(node.over):
+            if not inst.throttled or inst.node is not node or inst.paused:
+                del node.over[inst]  # drained, moved or paused since (a pause holds its messages)
+            elif best is None or inst.throttled[0].created < best.throttled[0].created:
+                best = inst
+        if best is None:
+            return None
+        msg = best.throttled.popleft()
+        if not best.throttled:
+            del node.over[best]
+        return msg
+
+    def _start(self, node: NodeRt, inst: InstanceRt, msg: Message, now: float, borrowed: bool = False) -> None:
+        """Run ``msg`` on an idle core of ``node``, unless ``inst`` is over its enforced cpu share (a message
+        ``borrowed`` by an idle core runs at once and is not charged to the share)."""
+        if inst.share is not None and self.enforce_shares and not borrowed:
             if inst.vtime > now + SHARE_BURST:
                 if not inst.throttled:
                     self.schedule(inst.vtime - SHARE_BURST, EV_THROTTLE, inst, None)
+                    if self.borrow_idle:
+                        node.over[inst] = None
                 inst.throttled.append(msg)
                 return
             inst.vtime = (inst.vtime if inst.vtime > now else now) + msg.cost / inst.share
@@ -746,11 +779,17 @@ class Simulation:
                     pe.dropped["overflow"] = pe.dropped.get("overflow", 0) + msg.records
                     return
                 inst.throttled.append(msg)
+                if self.borrow_idle:
+                    node.over[inst] = None
+                    if node.idle:
+                        self.offer(node, now)
                 return
             fifo = node.fifo
             if fifo is not None and node.idle and not fifo:
                 # FIFO with an idle core and nothing queued: the message runs now, as offer would run it.
                 self._start(node, inst, msg, now)
+                if node.over and node.idle:  # borrow_idle: held back over its share, it may still take the core
+                    self.offer(node, now)
                 return
             inst.queued += msg.records
             if fifo is None:
@@ -903,7 +942,7 @@ class Simulation:
                 self.migrations.check_relocation(inst, now)
         if self.migrations.handing:
             self.migrations.finished(inst, msg, now)
-        if fifo is None or fifo:
+        if fifo is None or fifo or node.over:
             self.offer(node, now)
 
     def emit(

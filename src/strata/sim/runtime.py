@@ -45,6 +45,7 @@ class NodeRt:
         "name",
         "nic",
         "nic_free",
+        "over",
         "rack",
         "running",
         "state_free",
@@ -68,6 +69,7 @@ class NodeRt:
         self.running: dict[int, Message] = {}  # seq → message running on a core
         self.busy = 0.0
         self.busy_bins: list[float] = []
+        self.over: dict = {}  # instances holding messages back over their share (borrow_idle), in insertion order
 
     @property
     def policy(self) -> DispatchPolicy:
