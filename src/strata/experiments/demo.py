@@ -31,7 +31,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
-from strata.control.spark_run import MODES, RunConfig, hand_pools, keyed_operators, run_mode
+from strata.control.spark_run import MODES, RunConfig, gate_config, hand_pools, keyed_operators, run_mode
 from strata.model import Scenario
 from strata.protocol.engine import Decisions, Observation
 from strata.spark.engine import POOLS
@@ -163,7 +163,7 @@ def run_demo(
                 "window_s": config.run.control.window_s,
                 "state_partitions": config.run.state_partitions,
             },
-            "gate": asdict(config.run.gate),
+            "gate": asdict(config.run.gate or gate_config(spark)),
         }
         result = collect(runs, scenario, config.duration_s, spark, out, meta, timings)
         timings["verify_s"] = time.time() - t
