@@ -403,9 +403,9 @@ class SparkEngine:
             return
         cap = segment.pipeline.rate_cap
         if cap is None:
-            if pe not in self.caps:  # said once: a file source's read limits are not enforced yet
+            if pe not in self.caps:  # said once
                 self.caps[pe] = None
-                self._log(decisions, "rate cap", job, f"not enforced: {pe} reads files")
+                self._log(decisions, "rate cap", job, f"not enforced: {pe} has no read limit Strata can set")
             return
         self.caps[pe] = rate
         if rate is None:

@@ -9,7 +9,9 @@ directories) and sets the source's read limit from L0's rate cap —
 when a query starts, so a changed limit is applied by restarting the query
 from its own checkpoint at a batch boundary (:meth:`UserPipeline.restart`):
 the batch Spark had planned is replayed as planned, later batches use the new
-limit, and nothing is read twice or skipped.
+limit, and nothing is read twice or skipped. A Python data source registered
+through the session is read through its capped twin instead, which takes the
+cap at every batch with no restart (:mod:`strata.spark.python_sources`).
 
 Everything else is :class:`strata.spark.pipelines.Pipeline`: the query's
 sink runs inside Strata's ``foreachBatch`` (so each batch passes the dispatch
@@ -33,7 +35,9 @@ from strata.model.user import DeclarationError, PythonJob
 from strata.spark import keyed
 from strata.spark.files import FileProbe
 from strata.spark.pipelines import Pipeline
+from strata.spark.python_sources import CONTROL_OPTION, capped, capped_name
 from strata.spark.sinks import ConsoleSink, FunctionSink, MemorySink, ParquetSink, Sink
+from strata.spark.sources import RateCap
 
 FILE_FORMATS = ("json", "csv", "parquet", "orc", "text")
 LOADERS = (*FILE_FORMATS, "load", "table")
@@ -47,6 +51,11 @@ class ReadLimits:
     offsets_per_trigger: int | None = None
     reads: list[tuple[str, str | None]] = field(default_factory=list)  # (format, path) of every source loaded
     event_times: dict[str, str] = field(default_factory=dict)  # directory → its event-time column, where not the job's
+    # Python data sources registered through Strata's session: name (lower case) → its capped twin's name
+    # (strata.spark.python_sources), read through ``control_file``, which holds L0's cap rows by rows per batch
+    python_sources: dict[str, str] = field(default_factory=dict)
+    control_file: Path | None = None
+    capped: bool = False  # a source read through the control file was loaded
 
 
 class LimitedReader:
@@ -83,9 +92,30 @@ class LimitedReader:
             reader = reader.option("maxFilesPerTrigger", self._limits.files_per_trigger)
         if fmt == "kafka" and self._limits.offsets_per_trigger is not None:
             reader = reader.option("maxOffsetsPerTrigger", self._limits.offsets_per_trigger)
+        twin = self._limits.python_sources.get((fmt or "").lower())
+        if twin is not None and self._limits.control_file is not None:
+            reader = reader.format(twin).option(CONTROL_OPTION, str(self._limits.control_file))
+            self._limits.capped = True
         self._limits.reads.append((fmt or "?", None if path is None else str(path)))
         loader = getattr(reader, how)
         return loader(path, *args, **kwargs) if path is not None else loader(*args, **kwargs)
+
+
+class LimitedRegistration:
+    """Spark's ``spark.dataSource``: registering a Python data source also registers its capped twin
+    (:func:`strata.spark.python_sources.capped`), which the query then reads."""
+
+    def __init__(self, registration, limits: ReadLimits) -> None:
+        self._registration = registration
+        self._limits = limits
+
+    def register(self, source) -> None:
+        self._registration.register(source)
+        self._registration.register(capped(source))
+        self._limits.python_sources[source.name().lower()] = capped_name(source)
+
+    def __getattr__(self, name: str):
+        return getattr(self._registration, name)
 
 
 class LimitedSession:
@@ -101,6 +131,10 @@ class LimitedSession:
     @property
     def readStream(self) -> LimitedReader:
         return LimitedReader(self._spark.readStream, self._limits)
+
+    @property
+    def dataSource(self) -> LimitedRegistration:
+        return LimitedRegistration(self._spark.dataSource, self._limits)
 
     def output_of(self, producer: PythonJob):
         """``producer``'s output as a file source over its Parquet directory (``batch_id=<b>/`` partitions, each
@@ -217,6 +251,8 @@ class UserPipeline(Pipeline):
 
         fn = self.declared.templates[self.template.name]
         self.limits.reads.clear()
+        self.limits.capped = False
+        self.limits.control_file = self.run_dir / "control" / f"{self.name}.json"
         try:
             df = fn(LimitedSession(self.spark, self.limits, self.declared, self.run_root))
         except DeclarationError as e:
@@ -246,6 +282,8 @@ class UserPipeline(Pipeline):
                 f"an output column {column!r} holding each row's event time (job(event_time=...))",
                 f"columns {df.columns}",
             )
+        # a Python data source read through its capped twin takes L0's cap per batch, as the generator does
+        self.rate_cap = RateCap(self.limits.control_file) if self.limits.capped else None
         directories = [p for fmt, p in self.limits.reads if fmt in FILE_FORMATS and p is not None]
         if directories:
             self.probe = FileProbe(
