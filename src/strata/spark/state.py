@@ -44,6 +44,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -153,9 +154,9 @@ class KeyedStateStore:
     _slots: tuple[int, ...] = ()
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _manifests: dict[int, tuple[int, dict]] = field(default_factory=dict)
-    _markers: object = None  # the marker rows' DataFrame, the same every batch
-    _columns: tuple | None = None  # ((value column present, routing), the batch's projection as Columns)
-    _aggregates: list | None = None  # the per-key partials computed in the JVM (unwindowed), as Columns
+    _sql: tuple | None = None  # ((value column present, routing), the batch's plan as one SQL statement)
+    # the temporary view of the batch's frame that statement reads: one name per store, as a session may hold several
+    _view: str = field(default_factory=lambda: f"strata_keyed_{uuid.uuid4().hex}")
 
     def __post_init__(self) -> None:
         self.directory = Path(self.directory)
@@ -242,61 +243,76 @@ class KeyedStateStore:
             self._slots = tuple(first[p] for p in range(n))
         return self._slots
 
-    def _projection(self, valued: bool, routing: tuple[int, ...], slots: tuple[int, ...]) -> list:
-        """The batch's projection (kg, key, event_time, x, slot, marker) as Spark Columns, built once per routing
-        table: each function and cast is a py4j round trip (some 200 per batch when built every batch, a tenth
-        of a second of driver time), and the Columns are plain expressions over column names, valid for every
-        batch's frame."""
-        from pyspark.sql import functions as F
+    def _statement(self, valued: bool, routing: tuple[int, ...], slots: tuple[int, ...]) -> str:
+        """The batch's plan over the view of its frame as one SQL statement, built once per routing table.
 
-        spec = self.spec
-        if self._columns is not None and self._columns[0] == (valued, routing):
-            return self._columns[1]
-        key = F.col(spec.key).cast("string" if spec.key_type == "string" else "long")
-        # a count over a frame without the value column counts rows
-        x = F.col(spec.value_column).cast("double") if valued else F.lit(1.0)
-        kg = F.pmod(F.xxhash64(key), F.lit(spec.key_groups)).cast("int")
-        # long, as in _slot_values: an int literal hashes differently and lands rows on the wrong task
-        slot = F.element_at(F.array(*[F.lit(slots[p]).cast("long") for p in routing]), kg + 1)
-        columns = [
-            kg.alias("kg"),
-            key.alias("key"),
-            F.col(spec.event_time).cast("timestamp").alias("event_time"),
-            x.alias("x"),
-            slot.alias("slot"),
-        ]
-        self._columns = ((valued, routing), columns)
-        return columns
+        One ``spark.sql`` call instead of a DataFrame step per operation: each
+        step, Column and list element was a py4j round trip (164 per batch with
+        the projection's Columns already cached, some 40 ms of driver time a
+        batch, more when the machine is busy), and the text is analysed in the
+        JVM in one go. In order:
 
-    def _partials(self) -> list:
-        """The aggregates that combine a partition's rows per (kg, key) in the JVM, unwindowed (built once).
-
-        After the shuffle on ``slot`` a task holds all rows of its key groups, so
-        ``groupBy(slot, kg, key)`` needs no second exchange, and the Python
-        worker receives one row per key instead of one per record: at 10k keys
-        a twentieth of the rows through Arrow, and no hash aggregation in Python.
+        - the projection: kg = pmod(xxhash64(key), G); slot, for key group g, a
+          long whose Murmur3 hash mod P is routing[g] (:meth:`_slot_values`);
+          x the aggregated value (1.0 when a count's frame has no value column);
+        - one marker row per partition, kg −1 (no key hashes there), so every
+          task runs even without rows;
+        - ``REPARTITION(P, slot)``: partition p is exactly Spark task p (a
+          repartition by number, which adaptive execution never coalesces);
+        - unwindowed, the rows are combined per (kg, key) in the JVM: after
+          the shuffle on ``slot`` a task holds all rows of its key groups, so
+          the grouping needs no second exchange, and the Python worker
+          receives one row per key instead of one per record (at 10k keys a
+          twentieth of the rows through Arrow, and no hash aggregation in
+          Python). Windows need each record's event time, so their records go
+          to Python as they are.
         """
-        if self._aggregates is None:
-            from pyspark.sql import functions as F
+        if self._sql is not None and self._sql[0] == (valued, routing):
+            return self._sql[1]
+        spec = self.spec
 
-            top = F.min if self.spec.aggregate.fn == "min" else F.max
-            self._aggregates = [
-                F.count("x").alias("n"),  # non-null values, as Arrow's count
-                F.sum("x").alias("s"),
-                top("x").alias("m"),
-                F.max("event_time").alias("et"),
-                F.count(F.lit(1)).alias("rows"),  # records, nulls included: the balancer's load
-            ]
-        return self._aggregates
+        def name(column: str) -> str:
+            return "`" + column.replace("`", "``") + "`"
+
+        key = "STRING" if spec.key_type == "string" else "BIGINT"
+        x = f"CAST({name(spec.value_column)} AS DOUBLE)" if valued else "1.0D"
+        # BIGINT, as in _slot_values: an INT hashes differently and lands rows on the wrong task
+        table = ", ".join(f"{slots[p]}L" for p in routing)
+        rows = (
+            f"SELECT kg, key, event_time, x, element_at(array({table}), kg + 1) AS slot FROM ("
+            f"SELECT CAST(pmod(xxhash64(key), {spec.key_groups}) AS INT) AS kg, key, event_time, x FROM ("
+            f"SELECT CAST({name(spec.key)} AS {key}) AS key, CAST({name(spec.event_time)} AS TIMESTAMP) AS event_time,"
+            f" {x} AS x FROM {self._view}))"
+        )
+        markers = (
+            f"SELECT -1, CAST(NULL AS {key}), CAST(NULL AS TIMESTAMP), CAST(NULL AS DOUBLE), slot FROM VALUES "
+            + ", ".join(f"({slots[p]}L)" for p in range(spec.partitions))
+            + " AS markers(slot)"
+        )
+        sql = f"SELECT /*+ REPARTITION({spec.partitions}, slot) */ * FROM ({rows} UNION ALL {markers})"
+        if spec.window is None:
+            top = "min" if spec.aggregate.fn == "min" else "max"
+            sql = (
+                # n: non-null values, as Arrow's count; rows: records, nulls included (the balancer's load)
+                f"SELECT kg, key, slot, count(x) AS n, sum(x) AS s, {top}(x) AS m, max(event_time) AS et,"
+                f" count(1) AS rows FROM ({sql}) GROUP BY kg, key, slot"
+            )
+        self._sql = ((valued, routing), sql)
+        return sql
 
     def prepare(self, df, batch_id: int):
-        """The batch's output DataFrame (evaluate it exactly once) and the plan to commit afterwards."""
+        """The batch's output DataFrame (evaluate it exactly once) and the plan to commit afterwards.
+
+        The frame is registered as a temporary view (one per store, replaced
+        every batch) for :meth:`_statement` to read.
+        """
         from pyspark.sql import functions as F
 
         spec = self.spec
         slots = self._slot_values(df.sparkSession)
-        if spec.value_column not in df.columns and spec.aggregate.fn != "count":
-            raise ValueError(f"no column {spec.value_column!r} to aggregate in {df.columns}")
+        columns = df.columns
+        if spec.value_column not in columns and spec.aggregate.fn != "count":
+            raise ValueError(f"no column {spec.value_column!r} to aggregate in {columns}")
         newest_us = None
         if spec.window is not None:
             # only windows need the batch's newest event time before the fold (the watermark that closes them);
@@ -304,21 +320,8 @@ class KeyedStateStore:
             newest = df.agg(F.max(spec.event_time).alias("t")).collect()[0]["t"]
             newest_us = round(newest.timestamp() * US) if newest is not None else None
         plan = self.plan(batch_id, {}, newest_us)
-        # one projection: every DataFrame step is a round trip to the JVM and an analysis, per batch
-        rows = df.select(*self._projection(spec.value_column in df.columns, plan.routing, slots))
-        if self._markers is None or self._markers.sparkSession is not df.sparkSession:
-            from pyspark.sql.types import StructField, StructType
-
-            # nullable: the markers' key, time and value are null, and a counted literal is a non-null column
-            schema = StructType([StructField(f.name, f.dataType, True) for f in rows.schema.fields])
-            # kg −1: no key hashes there (pmod ≥ 0), so the tasks tell markers from records by it
-            self._markers = df.sparkSession.createDataFrame(
-                [(-1, None, None, None, slots[p]) for p in range(spec.partitions)], schema
-            )
-        # by position: the markers are built from this projection's schema
-        shuffled = rows.union(self._markers).repartition(spec.partitions, "slot")
-        if spec.window is None:
-            shuffled = shuffled.groupBy("kg", "key", "slot").agg(*self._partials())
+        df.createOrReplaceTempView(self._view)
+        shuffled = df.sparkSession.sql(self._statement(spec.value_column in columns, plan.routing, slots))
         return shuffled.mapInArrow(self.task(plan), spec.spark_output_schema()), plan
 
     def commit(self, plan: BatchPlan) -> None:
