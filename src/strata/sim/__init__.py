@@ -28,6 +28,10 @@ decide, the engine only observes and enforces). Public API (stable):
         checkpoint_interval=5.0,  # seconds between checkpoints (recovery="replay")
         actor_turns=False,        # True: an instance runs one message at a time (an actor's turns);
                                   # the policy must be a TurnPolicy (default then: turn_fifo)
+        routing="round-robin",    # "local": the plan's traffic model (strata.model.traffic)
+        shed_after_s=None,        # seconds of backlog over an enforced share before arrivals are dropped
+        rate_limits=None,         # {source_pe: records/s}: caps from the start (drop mode)
+        borrow_idle=False,        # True (with enforce_shares, FIFO): shares are guarantees, idle cores lent
     )
     sim.every(10.0, balancer)     # more controllers, any time
     sim.apply(Actions(moves=[Move("job.agg", 7, dst=2, mode="live")]), at=30.0)
