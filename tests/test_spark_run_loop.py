@@ -134,3 +134,45 @@ def test_a_missing_data_directory_is_located_before_any_query(spark, tmp_path):
     (problem,) = err.value.problems
     assert problem.path == ("jobs", 0, "templates", 0, "operators", 0, "source", "path")
     assert "parquet files" in problem.expected and "nowhere" in problem.found
+
+
+def test_a_file_source_is_verified_against_its_files_and_unread_files_count_as_undelivered(spark, tmp_path):
+    from strata.spark.engine import Segment
+    from strata.spark.verify import unread_input
+
+    data = tmp_path / "data"
+    data.mkdir()
+    frame = pd.DataFrame(
+        {
+            "id": range(300),
+            "key": [i % 7 for i in range(300)],
+            "value": [(i * 37 % 100) / 100 for i in range(300)],
+            "event_time": pd.date_range("2026-01-01", periods=300, freq="10ms").strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
+        }
+    )
+    for part in range(3):
+        frame.iloc[part * 100 : (part + 1) * 100].to_json(data / f"part-{part}.json", orient="records", lines=True)
+    spec = file_job(data, "json").model_dump(by_alias=True)
+    spec["jobs"][0]["templates"][0]["operators"][1] = {"name": "k", "kind": "filter", "predicate": "value > 0.5"}
+    job = Scenario.model_validate(spec).jobs[0]
+    filtered = job.templates[0]
+    pipeline = Pipeline(spark, job, filtered, tmp_path / "run", PipelineOptions(available_now=True, sink="memory"))
+    pipeline.start()
+    pipeline.query.awaitTermination(120)
+    segment = Segment(job.id, filtered.name, 0, 0, tmp_path / "run", pipeline, 0.0)
+    check = verify_segment(spark, segment, 0.0, 0.1)
+    # 300 records, value > 0.5 for 147 of them (i·37 mod 100 > 50: 49 of every 100, 3 files)
+    assert (check["rows_read"], check["expected"], check["delivered"]) == (300, 147, 147)
+    assert check["missing"] == check["duplicated"] == check["wrong"] == 0
+    # a fourth file the query never read: its records before the horizon are owed, the others are not
+    late = pd.DataFrame(
+        {
+            "id": [300, 301, 302],
+            "key": [0, 1, 2],
+            "value": [0.9, 0.1, 0.8],
+            "event_time": ["2026-01-01T00:00:03Z", "2026-01-01T00:00:04Z", "2026-01-01T00:01:00Z"],
+        }
+    )
+    late.to_json(data / "part-3.json", orient="records", lines=True)
+    horizon = pd.Timestamp("2026-01-01T00:00:30Z").timestamp()
+    assert sorted(unread_input([segment], horizon)["id"]) == [300, 301]

@@ -107,3 +107,13 @@ def platform_input(root: str | Path, source: SourceSpec, epoch: float, end_s: fl
         Producer(root / "events", source, epoch, end_s),
         Producer(root / "clicks", source, epoch, end_s, extra=clicks()),
     ]
+
+
+def write_sources(directories: dict[str, SourceSpec], epoch: float, end_s: float) -> None:
+    """Fill each directory with its source's records until ``end_s`` after ``epoch`` (the target of a producer
+    process: the files then come from a process the queries' scheduler knows nothing of)."""
+    producers = [Producer(d, source, epoch, end_s) for d, source in directories.items()]
+    for p in producers:
+        p.start()
+    for p in producers:
+        p.join()

@@ -23,7 +23,15 @@ from strata.model import OperatorKind, Scenario
 from strata.model.inputs import Timeline, Workload
 from strata.spark.engine import Segment, SparkEngine
 from strata.spark.user import UserPipeline
-from strata.spark.verify import US, committed_output, micros, reference_output, segment_input, verify_segment
+from strata.spark.verify import (
+    US,
+    committed_output,
+    micros,
+    reference_output,
+    segment_input,
+    unread_input,
+    verify_segment,
+)
 
 
 @dataclass
@@ -94,8 +102,9 @@ def _user_latency(run: ModeRun, segment: Segment) -> pd.DataFrame:
 
 
 def undelivered(run: ModeRun, scenario: Scenario, tick_s: float, horizon_s: float, spark) -> pd.DataFrame:
-    """Outputs that were due (event time < horizon) but not delivered: the reference over the generated input
-    up to the horizon, minus everything read. Their latency is censored at stop − event time."""
+    """Outputs that were due (event time < horizon) but not delivered: the reference over the input up to the
+    horizon that no committed batch read (generated rows past the last one read; a file source's files none
+    of its committed batches took). Their latency is censored at stop − event time."""
     rows = []
     for job in scenario.jobs:
         segments = [s for s in run.engine.segments if s.job == job.id]
@@ -104,13 +113,18 @@ def undelivered(run: ModeRun, scenario: Scenario, tick_s: float, horizon_s: floa
         last = segments[-1]
         if isinstance(last.pipeline, UserPipeline):  # what a user's query owes is not known without running it
             continue
-        timeline = Timeline(Workload.of(last.pipeline.chain[0].source), tick_s)
-        hi = timeline.rows_before_tick(round(horizon_s / tick_s))
-        lo = last.end_row or last.start_row
-        if hi <= lo:
-            continue
-        pending = Segment(job.id, last.template, -1, lo, last.run_dir, last.pipeline, 0.0, end_row=hi)
-        expected = reference_output(spark, pending, segment_input(pending, run.epoch, tick_s))
+        source = last.pipeline.chain[0].source
+        if source.path is not None:
+            rows_due = unread_input(segments, run.epoch + horizon_s)
+        else:
+            timeline = Timeline(Workload.of(source), tick_s)
+            hi = timeline.rows_before_tick(round(horizon_s / tick_s))
+            lo = last.end_row or last.start_row
+            if hi <= lo:
+                continue
+            pending = Segment(job.id, last.template, -1, lo, last.run_dir, last.pipeline, 0.0, end_row=hi)
+            rows_due = segment_input(pending, run.epoch, tick_s)
+        expected = reference_output(spark, last, rows_due)
         if expected.empty:
             continue
         if "window_end_us" in expected:

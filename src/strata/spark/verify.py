@@ -2,10 +2,12 @@
 
 A generated source's records are a pure function of their offsets
 (:mod:`strata.model.inputs`), so the rows a query segment read can be
-generated again and pushed through the template offline: filters through
-Spark in batch mode, window aggregates in pandas (epoch-aligned, as Spark's
-``window()``). Only committed batches count as output: a batch interrupted by
-a stop may have written, but a restart would replay and overwrite it.
+generated again; a file source's are the files its checkpoint's file log
+names for its committed batches, read again. Either is pushed through the
+template offline: filters through Spark in batch mode, window aggregates in
+pandas (epoch-aligned, as Spark's ``window()``). Only committed batches count
+as output: a batch interrupted by a stop may have written, but a restart
+would replay and overwrite it.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import pandas as pd
 from strata.model import OperatorKind
 from strata.model.inputs import Timeline, Workload, generate
 from strata.spark.engine import Segment
+from strata.spark.files import data_files, planned_files
 from strata.spark.pipelines import AGGREGATIONS
 
 US = 1_000_000
@@ -28,9 +31,30 @@ def micros(values) -> np.ndarray:
     return pd.to_datetime(pd.Series(values), utc=True).astype("datetime64[us, UTC]").astype("int64").to_numpy()
 
 
+def read_files(paths, fmt: str) -> pd.DataFrame:
+    """The records of data files (``json`` lines, ``csv`` with a header, ``parquet``), event time as UTC."""
+    readers = {"json": lambda f: pd.read_json(f, lines=True), "csv": pd.read_csv, "parquet": pd.read_parquet}
+    frames = [readers[fmt](f) for f in sorted(paths)]
+    frames = [f for f in frames if not f.empty]
+    if not frames:
+        return pd.DataFrame({"id": [], "event_time": pd.to_datetime([], utc=True), "key": [], "value": []})
+    frame = pd.concat(frames, ignore_index=True)
+    return frame.assign(event_time=pd.to_datetime(frame["event_time"], utc=True))
+
+
+def read_by_committed(segment: Segment) -> list[str]:
+    """The files a file-source segment took into its committed batches (its checkpoint's file log)."""
+    last = last_committed(segment)
+    return [f for f, batch in planned_files(segment.pipeline.checkpoint).items() if batch <= last]
+
+
 def segment_input(segment: Segment, epoch: float, tick_s: float) -> pd.DataFrame:
-    """The generated records the segment's query read: rows [start_row, end_row)."""
-    spec = Workload.of(segment.pipeline.chain[0].source)
+    """The records the segment's query read: generated rows [start_row, end_row), or a file source's files of
+    its committed batches."""
+    source = segment.pipeline.chain[0].source
+    if source.path is not None:
+        return read_files(read_by_committed(segment), source.format)
+    spec = Workload.of(source)
     timeline = Timeline(spec, tick_s)
     lo, hi = segment.start_row, segment.end_row or segment.start_row
     cols = generate(spec, tick_s, timeline.segments(lo, hi), lo, hi)
@@ -163,3 +187,12 @@ def verify_segment(spark, segment: Segment, epoch: float, tick_s: float) -> dict
         "duplicated": duplicated + extra,
         "wrong": wrong,
     }
+
+
+def unread_input(segments: list[Segment], horizon: float) -> pd.DataFrame:
+    """A file-source job's records with event time before ``horizon`` (wall seconds) in files none of its
+    segments took into a committed batch."""
+    source = segments[-1].pipeline.chain[0].source
+    read = {f for s in segments for f in read_by_committed(s)}
+    rows = read_files([f.path for f in data_files(source.path) if f.path not in read], source.format)
+    return rows[micros(rows["event_time"]) < horizon * US] if not rows.empty else rows
