@@ -164,6 +164,8 @@ def test_a_file_source_is_verified_against_its_files_and_unread_files_count_as_u
     # 300 records, value > 0.5 for 147 of them (i·37 mod 100 > 50: 49 of every 100, 3 files)
     assert (check["rows_read"], check["expected"], check["delivered"]) == (300, 147, 147)
     assert check["missing"] == check["duplicated"] == check["wrong"] == 0
+    # Spark counts the records read, not those past the filter (no filter pushed into the JSON reader)
+    assert sum(p["numInputRows"] for p in pipeline.query.recentProgress) == 300
     # a fourth file the query never read: its records before the horizon are owed, the others are not
     late = pd.DataFrame(
         {

@@ -65,6 +65,10 @@ def build_session(
         .config("spark.scheduler.allocation.file", str(alloc))
         .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
         .config("spark.sql.session.timeZone", "UTC")
+        # a filter pushed into the JSON/CSV reader drops records before Spark counts them: numInputRows would be
+        # the records past the filter, and the learner's selectivity and cost per record are measured on it
+        .config("spark.sql.json.filterPushdown.enabled", "false")
+        .config("spark.sql.csv.filterPushdown.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.ui.enabled", "true" if ui else "false")
         .config("spark.sql.streaming.stopGracefullyOnShutdown", "true")
