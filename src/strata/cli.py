@@ -586,8 +586,13 @@ def simulate(
             f"{decided[0]} steps changed something; dispatch {controller.dispatch}, "
             f"admitted {', '.join(sorted(controller.plan.templates)) or 'none'}"
         )
+    elif plan is not None:
+        console.print(
+            "no controller (--plan): FIFO dispatch on the plan's placement, each instance's cpu share first and idle "
+            "cores after; PEs given no cpu not run; sources read at most at the plan's rates"
+        )
     else:
-        console.print("no controller (--no-control or --plan): FIFO dispatch, the placement given")
+        console.print("no controller (--no-control): FIFO dispatch, the placement given")
     if out is not None:
         sim.metrics.write(out)
         if log is not None:
