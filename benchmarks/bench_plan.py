@@ -20,7 +20,8 @@ Three experiments, each printing a table and writing ``benchmarks/results/plan_<
   METIS + miniW and macroW's search with its MILP on, against the planted optimum (proven by
   the bisection MILP on the small ones).
 - ``realised``: lsd at 30 nodes (104 jobs, 737 PEs) planned in the 5 s budget — SODA and SODA held to RR's
-  max load — and run in the simulator on the plan's placement (routing="local", sources open, batch 16):
+  max load — and run in the simulator as ``strata simulate --plan`` runs a plan (routing="local", each
+  instance's share first and idle cores after, PEs given no cpu not run, sources at the plan's rates, batch 16):
   planned and realised stream affinity and importance (issue 15: realised affinity ≥ 0.7).
 - ``curves``: general (non-LP) out-tree components — lsd chains with step values
   and convex resource tables — traced by the grid DP and by the MILP at each
@@ -760,7 +761,7 @@ def realised(
     seeds: int = 3, nodes: int = 30, budget: float = 5.0, duration: float = 25.0, warm: float = 5.0, batch: int = 16
 ) -> None:
     """lsd at ``nodes`` nodes (the generator's 104 jobs / 737 PEs) planned in ``budget`` s and run in the
-    simulator on the plan's placement (routing="local", sources open: what ``strata simulate --plan`` runs):
+    simulator as ``strata simulate --plan`` runs it (``bench_plan_fidelity.run_one``'s open mode):
     planned and realised stream affinity and importance, for SODA and SODA held to RR's max load (the apps
     target's configuration). Issue 15's target: realised affinity ≥ 0.7 within the 5 s budget."""
     import sys
