@@ -74,6 +74,7 @@ def run_one(spark, mode: str, seed: int, args, work: Path) -> list[dict]:
         cap_reads=args.cap_reads,
     )
     load = os.getloadavg()[0]
+    cpu = os.times()
     result = run_mode(
         spark,
         scenario,
@@ -84,13 +85,23 @@ def run_one(spark, mode: str, seed: int, args, work: Path) -> list[dict]:
         epoch + args.duration,
         python_jobs=python_jobs,
     )
+    python_cpu = sum(os.times()[:2]) - sum(cpu[:2])  # this process: Strata's loop, the producers, py4j calls
     for p in producers:
         p.stop()
     measured = collect([result], scenario, max(0.0, args.duration - 4.0), spark, base / "run", {"config": {}}, {})
     failures = result.engine.failures()
     rows = []
     for r in measured.summary.to_dict("records"):
-        rows.append({**r, "mode": mode, "seed": seed, "load_before": load, "died": failures.get(r["job"])})
+        rows.append(
+            {
+                **r,
+                "mode": mode,
+                "seed": seed,
+                "load_before": load,
+                "python_cpu_s": python_cpu,
+                "died": failures.get(r["job"]),
+            }
+        )
     return rows
 
 
