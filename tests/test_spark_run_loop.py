@@ -100,19 +100,25 @@ def file_job(path, fmt: str) -> Scenario:
     )
 
 
-def test_a_data_directory_streams_through_spark_file_source(spark, tmp_path):
-    data = tmp_path / "data"
+def three_files(data, values) -> pd.DataFrame:
+    """300 records (id, key, value, event_time 10 ms apart) as three JSON-lines files in ``data``."""
     data.mkdir()
     frame = pd.DataFrame(
         {
             "id": range(300),
             "key": [i % 7 for i in range(300)],
-            "value": [i / 10 for i in range(300)],
-            "event_time": pd.date_range("2026-01-01", periods=300, freq="10ms").strftime("%Y-%m-%dT%H:%M:%S.%f"),
+            "value": values,
+            "event_time": pd.date_range("2026-01-01", periods=300, freq="10ms").strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
         }
     )
     for part in range(3):  # three files: the file source may take them in one batch or several
         frame.iloc[part * 100 : (part + 1) * 100].to_json(data / f"part-{part}.json", orient="records", lines=True)
+    return frame
+
+
+def test_a_data_directory_streams_through_spark_file_source(spark, tmp_path):
+    data = tmp_path / "data"
+    frame = three_files(data, [i / 10 for i in range(300)])
     job = file_job(data, "json").jobs[0]
     pipeline = Pipeline(spark, job, job.templates[0], tmp_path / "run", PipelineOptions(available_now=True))
     pipeline.start()
@@ -141,17 +147,7 @@ def test_a_file_source_is_verified_against_its_files_and_unread_files_count_as_u
     from strata.spark.verify import unread_input
 
     data = tmp_path / "data"
-    data.mkdir()
-    frame = pd.DataFrame(
-        {
-            "id": range(300),
-            "key": [i % 7 for i in range(300)],
-            "value": [(i * 37 % 100) / 100 for i in range(300)],
-            "event_time": pd.date_range("2026-01-01", periods=300, freq="10ms").strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
-        }
-    )
-    for part in range(3):
-        frame.iloc[part * 100 : (part + 1) * 100].to_json(data / f"part-{part}.json", orient="records", lines=True)
+    three_files(data, [(i * 37 % 100) / 100 for i in range(300)])
     spec = file_job(data, "json").model_dump(by_alias=True)
     spec["jobs"][0]["templates"][0]["operators"][1] = {"name": "k", "kind": "filter", "predicate": "value > 0.5"}
     job = Scenario.model_validate(spec).jobs[0]
