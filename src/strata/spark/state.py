@@ -7,11 +7,14 @@ their state here instead, and run inside ``foreachBatch``:
 
 1. key → key group ``g = pmod(xxhash64(key), G)``; key group → partition
    ``p = routing[g]``, the routing table in force for this micro-batch.
-2. A small aggregate of the batch gives rows and the newest event time per key
-   group (the load the balancer needs) and the new watermark.
+2. Windowed operators only: a small aggregate of the batch gives its newest
+   event time and so the new watermark (the rows per key group, the load the
+   balancer needs, are counted by the tasks and read back at commit).
 3. Rows are shuffled so that partition p is exactly Spark task p (a slot value
    whose Murmur3 hash lands on p is looked up once), plus one marker row per
-   partition so every task runs even without rows.
+   partition so every task runs even without rows. Unwindowed, the JVM then
+   combines each task's rows per key (no second exchange), so Python receives
+   one row per key. The whole plan is one SQL statement (``_statement``).
 4. Task p takes its key groups at the previous committed batch — from its
    Python worker's memory when that is provably at that version, else from the
    group's newest snapshot plus the changelogs after it, whoever wrote them
