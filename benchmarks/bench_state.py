@@ -172,7 +172,7 @@ def replay_move(store: KeyedStateStore) -> dict:
     state = cache.acquire(cache.log(str(store.directory)), MOVED, last, history, None, np.int64, lambda: snaps)
     seconds = time.perf_counter() - t0
     group_files = [log.snapshot(MOVED, s) for s in snaps.get(MOVED, []) if s <= last][-1:]
-    # small state may have no snapshot yet (min_log_rows): the group is then rebuilt from its changelogs
+    # a short run may have no snapshot yet: the group is then rebuilt from its changelogs
     all_snaps = sum(f.stat().st_size for f in (store.directory / "snap").glob("*.parquet"))
     return {
         "group": MOVED,

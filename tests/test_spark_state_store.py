@@ -235,7 +235,7 @@ def test_recent_changelogs_let_a_swapped_worker_catch_up_instead_of_rebuilding(t
     """With every group snapshotted every other batch, a worker that last held its groups four batches ago still
     finds that batch's changelog (kept as recent) and catches up; without the recent ones it rebuilds."""
     for recent, expected in ((8, "caught_up"), (0, "rebuilt")):
-        spec = KeyedSpec(AggregateSpec(), None, G, P, snapshot_factor=0.01, min_log_rows=0, recent_versions=recent)
+        spec = KeyedSpec(AggregateSpec(), None, G, P, snapshot_factor=0.01, recent_versions=recent)
         store = KeyedStateStore(spec, tmp_path / str(recent))
         a, b = StateCache(), StateCache()
         rng = np.random.default_rng(11)

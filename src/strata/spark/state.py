@@ -73,7 +73,7 @@ class KeyedSpec:
     aggregate's ``column``; a count over a frame without it counts rows) and
     ``event_time`` (a timestamp). The output names the key and event-time
     columns the same, and the aggregate after its function. ``snapshot_factor``,
-    ``min_log_versions``, ``max_log_versions`` and ``min_log_rows`` tune when a key group's snapshot is rewritten
+    ``min_log_versions`` and ``max_log_versions`` tune when a key group's snapshot is rewritten
     (:func:`strata.spark.state_table.snapshot_due`).
     """
 
@@ -88,7 +88,6 @@ class KeyedSpec:
     snapshot_factor: float = 1.0
     max_log_versions: int = 32
     min_log_versions: int = 2
-    min_log_rows: int = 4096  # a small group's snapshot waits for this much log (≈ 100 kB), or max_log_versions
     recent_versions: int = 8  # changelogs kept for a worker that served a group lately to catch up from
 
     @property
@@ -494,10 +493,7 @@ class _Task:
             state.version, state.token = self.batch_id, token
             state.log_rows += per_group[g].num_rows if g in per_group else 0
             state.log_versions += 1
-            due = snapshot_due(
-                state, spec.snapshot_factor, spec.max_log_versions, spec.min_log_versions, spec.min_log_rows
-            )
-            if due:
+            if snapshot_due(state, spec.snapshot_factor, spec.max_log_versions, spec.min_log_versions):
                 log.write_snapshot(g, self.batch_id, state.to_arrow(key_type))
                 state.base_rows, state.log_rows, state.log_versions = state.rows, 0, 0
         return self._output(emit)

@@ -346,26 +346,23 @@ def fold(
     return changed
 
 
-def snapshot_due(state: GroupState, factor: float, max_versions: int, min_versions: int = 1, min_rows: int = 0) -> bool:
+def snapshot_due(state: GroupState, factor: float, max_versions: int, min_versions: int = 1) -> bool:
     """Whether to write the group's snapshot now: once its changelog since the last one outweighs it.
 
     Rewriting a group after its log has grown to ``factor`` × its snapshot makes
     snapshot I/O amortise to O(factor⁻¹ + 1) per changelog row (the argument for
     LSM compaction), and bounds a rebuild — and so a move — to ≤ (1 + factor) ×
-    the group's state (or its snapshot plus ``min_versions`` batches, or
-    ``min_rows`` rows, of changes). The golden-ratio jitter spreads groups'
-    snapshots over different batches so no single batch rewrites the whole
-    state; ``max_versions`` (jittered down to half) bounds the files an idle or
-    slowly growing group pins. ``min_versions`` and ``min_rows`` bound the
-    snapshot files a batch writes when it touches most of a small state: each
-    is a file create, write and rename whatever its size, and at 10k keys in
-    64 groups one per group every other batch was a quarter of the tasks' time.
+    the group's state (or its snapshot plus ``min_versions`` batches of changes).
+    The golden-ratio jitter spreads groups' snapshots over different batches so
+    no single batch rewrites the whole state; ``max_versions`` (jittered down to
+    half) bounds the files an idle or slowly growing group pins, ``min_versions`` the snapshot files a batch writes when
+    it touches most of a small state (one file per group per batch would
+    otherwise be most of the batch's cost).
     """
     jitter = 0.5 + 0.5 * ((state.group * 0.6180339887) % 1.0)  # in [0.5, 1): the log stays ≤ factor × snapshot
     if state.log_versions >= max(min_versions, round(max_versions * jitter)):
         return True
-    outweighs = state.log_rows >= max(factor * jitter * max(state.base_rows, 1), min_rows)
-    return state.log_versions >= min_versions and outweighs
+    return state.log_versions >= min_versions and state.log_rows >= factor * jitter * max(state.base_rows, 1)
 
 
 CACHE = StateCache()
