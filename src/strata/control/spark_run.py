@@ -40,8 +40,8 @@ class RunConfig:
 
     state_partitions: int = 4
     # None: the gate's bound is the session's cores less one (at least 1), so a batch of a latency-critical query
-    # that goes over the bound always finds a core no other batch was let in to take (bench_platform, 2 cores:
-    # alerts p99 and misses below FAIR's with the bound at 1; at 2, above them; docs/spark.md).
+    # that goes over the bound always finds a core no other batch was let in to take (spark_run.gate_config;
+    # measured on bench_platform: docs/spark.md).
     gate: GateConfig | None = None
     # One full L0 epoch at the start (a demo run is shorter than an epoch); L0 re-plans components on
     # signals. Spark runs a keyed operator on a fixed number of partitions: no DS2 scaling of instances.

@@ -52,7 +52,7 @@ class ReadLimits:
     reads: list[tuple[str, str | None]] = field(default_factory=list)  # (format, path) of every source loaded
     event_times: dict[str, str] = field(default_factory=dict)  # directory → its event-time column, where not the job's
     # Python data sources registered through Strata's session: name (lower case) → its capped twin's name
-    # (strata.spark.python_sources), read through ``control_file``, which holds L0's cap rows by rows per batch
+    # (strata.spark.python_sources), read through ``control_file``, which holds L0's cap in rows per batch
     python_sources: dict[str, str] = field(default_factory=dict)
     control_file: Path | None = None
     capped: bool = False  # a source read through the control file was loaded
