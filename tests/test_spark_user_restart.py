@@ -18,7 +18,6 @@ import time
 from pathlib import Path
 
 import pandas as pd
-import pyarrow.dataset as ds
 import pytest
 
 from strata.experiments.producer import Producer
@@ -74,10 +73,14 @@ def of_alerts(spark):
 
 
 def output(run: Path, job: str) -> pd.DataFrame:
-    directory = run / "strata" / "jobs" / job / "output"
-    if not any(directory.glob("batch_id=*/*.parquet")):
+    """The job's committed Parquet files (``batch_id=<b>/*.parquet``: a task's ``_temporary`` files come and go
+    while a batch is written, and are not output)."""
+    files = sorted((run / "strata" / "jobs" / job / "output").glob("batch_id=*/*.parquet"))
+    if not files:
         return pd.DataFrame()
-    return ds.dataset(str(directory), format="parquet", partitioning="hive").to_table().to_pandas()
+    return pd.concat(
+        [pd.read_parquet(f).assign(batch_id=int(f.parent.name.split("=", 1)[1])) for f in files], ignore_index=True
+    )
 
 
 @pytest.mark.spark
@@ -96,6 +99,7 @@ def test_user_queries_resume_exactly_once_after_sigkill(tmp_path):
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 env=env,
+                start_new_session=True,  # its own process group: the crash takes the Spark JVM with it
             )
 
     first = strata_run(600, tmp_path / "first.log")
@@ -115,11 +119,13 @@ def test_user_queries_resume_exactly_once_after_sigkill(tmp_path):
             time.sleep(0.5)
         else:
             raise AssertionError("the first run wrote no two batches of alerts and one of their reader in 240 s")
-        first.send_signal(signal.SIGKILL)  # no drain: whatever batch was running is replayed after the restart
+        # no drain: the driver and its JVM die at once (killing the Python driver alone lets the JVM see its
+        # stdin close and stop the queries gracefully); whatever batch was running is replayed after the restart
+        os.killpg(first.pid, signal.SIGKILL)
         first.wait(30)
     finally:
         if first.poll() is None:
-            first.kill()
+            os.killpg(first.pid, signal.SIGKILL)
     killed_at = {j: len(output(run, j)) for j in ("alerts", "alert_keys")}
     assert producer.is_alive(), "the input was all written before the kill: nothing left for the restart"
 
