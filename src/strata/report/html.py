@@ -91,10 +91,16 @@ def render(t: RunTables) -> str:
         f"<p>Exactly-once check against the reference: {verdict}.</p>",
         "<h2>Side by side</h2>",
         _table(comparison(t.summary, t.decisions)),
-        "<h2>Latency over time</h2>",
-        _png(plots.latency_over_time(latency, targets, horizon)),
-        "<h2>Latency CDF</h2>",
-        _png(plots.latency_cdf(latency, targets)),
+        *(
+            [
+                "<h2>Latency over time</h2>",
+                _png(plots.latency_over_time(latency, targets, horizon)),
+                "<h2>Latency CDF</h2>",
+                _png(plots.latency_cdf(latency, targets)),
+            ]
+            if not latency.empty
+            else ["<h2>Latency</h2>", "<p>No output was timed: no query wrote a record in the measured span.</p>"]
+        ),
     ]
     load = plots.partition_load(t.partitions)
     if load is not None:

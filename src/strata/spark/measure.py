@@ -199,7 +199,8 @@ def job_summary(
                 "misses": misses,
                 "miss_rate": misses / len(values) if len(values) else 0.0,
                 "throughput": rows_in / run_s,
-                "importance": weight * stream.value(on_time / horizon_s),
+                # a run stopped before its horizon began (every query died at once) measured no output rate
+                "importance": weight * stream.value(on_time / horizon_s if horizon_s > 0 else 0.0),
                 "imbalance": imbalance,
             }
         )
