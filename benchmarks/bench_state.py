@@ -51,7 +51,6 @@ import time
 from pathlib import Path
 
 import numpy as np
-import pyarrow.parquet as pq
 from rich.console import Console
 from rich.table import Table
 
@@ -135,10 +134,7 @@ def run_strata(spark, root: Path, batch: int, cores: int, k: int, dist: str, n: 
         store.commit(plan)
         if cached is not df:
             cached.unpersist()
-        io[batch_id] = {
-            str(p): json.loads(pq.read_schema(store.log.changelog(batch_id, p)).metadata[b"strata"])
-            for p in range(cores)
-        }
+        io[batch_id] = {str(p): meta for p, meta in plan.tasks.items()}  # the footers commit read
         if batch_id == move_at:
             table = list(store.routing)
             table[MOVED] = (table[MOVED] + 1) % cores
@@ -163,25 +159,27 @@ def replay_move(store: KeyedStateStore) -> dict:
     routing = history[last].routing
     new_owner = (routing[MOVED] + 1) % store.spec.partitions
     cache = StateCache()
-    snaps = log.snapshots()
+    bases = log.read_manifest(last)["snapshots"]  # per group, the batch whose file holds its snapshot
     for g, p in enumerate(routing):
         if p == new_owner:
-            cache.acquire(cache.log(str(store.directory)), g, last, history, None, np.int64, lambda: snaps)
+            cache.acquire(cache.log(str(store.directory)), g, last, history, None, np.int64, bases[g])
     cache.io.clear()
     t0 = time.perf_counter()
-    state = cache.acquire(cache.log(str(store.directory)), MOVED, last, history, None, np.int64, lambda: snaps)
+    state = cache.acquire(cache.log(str(store.directory)), MOVED, last, history, None, np.int64, bases[MOVED])
     seconds = time.perf_counter() - t0
-    group_files = [log.snapshot(MOVED, s) for s in snaps.get(MOVED, []) if s <= last][-1:]
-    # a short run may have no snapshot yet: the group is then rebuilt from its changelogs
-    all_snaps = sum(f.stat().st_size for f in (store.directory / "snap").glob("*.parquet"))
+
+    def snapshot_bytes(g: int) -> int:  # a short run may have no snapshot yet: then rebuilt from its changelogs
+        return log.group_bytes(bases[g], history[bases[g]].routing[g], g) if bases[g] >= 0 else 0
+
     return {
         "group": MOVED,
         "group_rows": state.rows,
         "seconds": seconds,
         "bytes_read": cache.io.bytes_read,
         "files_read": len(cache.io.read),
-        "group_snapshot_bytes": sum(f.stat().st_size for f in group_files),
-        "all_snapshots_bytes": all_snaps,
+        "snapshot_batch": bases[MOVED],
+        "group_snapshot_bytes": snapshot_bytes(MOVED),
+        "all_snapshots_bytes": sum(snapshot_bytes(g) for g in range(len(bases))),
     }
 
 

@@ -184,7 +184,8 @@ def _others_bytes(path: Path, group: int) -> int:
 
 
 def test_a_move_reads_only_the_moved_groups_bytes(tmp_path):
-    """Moving key group 3 to partition 1: the new owner reads group 3's snapshot and row groups, nothing else."""
+    """Moving key group 3 to partition 1: the new owner reads group 3's snapshot row group (in the file of the batch
+    the manifest names) and its row groups of the files since, nothing else."""
     store = KeyedStateStore(KeyedSpec(AggregateSpec(), None, G, P), tmp_path)
     workers = {0: StateCache(), 1: StateCache()}
     rng = np.random.default_rng(3)
@@ -203,12 +204,37 @@ def test_a_move_reads_only_the_moved_groups_bytes(tmp_path):
     assert meta["rebuilt"] == [moved] and meta["bytes_read"] > 0
     assert not workers[1 - table[moved]].last["rebuilt"]  # the old owner's groups stayed in its memory
     reads = new_owner.io.read
-    snaps = [f for f in reads if "/snap/" in f]
-    assert snaps and all(Path(f).name.startswith(f"{moved}.") for f in snaps)
-    for f, n in reads.items():
-        if "/snap/" not in f:  # a changelog: its footer and group 3's row groups, none of the others'
-            assert n <= Path(f).stat().st_size - _others_bytes(Path(f), moved), f
-    assert len(snaps) == 1  # the group's newest snapshot, then only its changelog row groups since
+    base = log.read_manifest(11)["snapshots"][moved]
+    old_owner = 1 - table[moved]
+    assert 0 < base <= 11  # the group has a snapshot, and not only from the first batch
+    # the snapshot's file and the files since, nothing older: a move costs the group's state, not its history
+    assert set(reads) == {str(log.changelog(v, old_owner)) for v in range(base, 12)}
+    for f, n in reads.items():  # each file: its footer and group 3's row groups, none of the others'
+        assert n <= Path(f).stat().st_size - _others_bytes(Path(f), moved), f
+    assert reads[str(log.changelog(base, old_owner))] >= log.group_bytes(base, old_owner, moved)
+
+
+def test_a_batch_that_changes_every_key_of_a_group_is_its_snapshot(tmp_path):
+    """Small state where every batch touches every key: each group's changes are its whole state, so the manifest
+    names the batch as its snapshot without a second copy, and a cold worker rebuilds from that batch's file alone."""
+    store = KeyedStateStore(KeyedSpec(AggregateSpec(), None, G, P), tmp_path)
+    rng = np.random.default_rng(8)
+    frames = [make_batch(rng, b, 4000, 40) for b in range(4)]  # 40 keys, 4000 rows: every key, every batch
+    for b in range(3):
+        run_batch(store, b, frames[b], {0: CACHE_A, 1: CACHE_B})
+    log = StateLog(tmp_path)
+    assert log.read_manifest(2)["snapshots"] == [2] * G
+    for p in range(P):
+        meta = log.changelog_meta(2, p)
+        assert meta["full"] == [g for g in range(G) if g % P == p]
+        assert pq.read_table(log.changelog(2, p)).num_rows == sum(1 for k in range(40) if k % G % P == p)
+    cold = {0: StateCache(), 1: StateCache()}
+    out, _ = run_batch(store, 3, frames[3], cold)
+    for worker in cold.values():
+        assert set(worker.io.read) <= {str(log.changelog(2, p)) for p in range(P)}
+    ref = pd.concat(frames).groupby("key").size()
+    got = emitted(out).set_index("key")["count"]
+    np.testing.assert_array_equal(got, ref.loc[got.index])
 
 
 def test_garbage_collection_keeps_exactly_what_a_replay_needs(tmp_path):
@@ -219,10 +245,9 @@ def test_garbage_collection_keeps_exactly_what_a_replay_needs(tmp_path):
     frames = [make_batch(rng, b, 3000, 5000) for b in range(14)]
     outs = [run_batch(store, b, frames[b], workers)[0] for b in range(14)]
     log = StateLog(tmp_path)
-    snaps = log.snapshots()
-    bases = {g: max(s for s in snaps[g] if s <= 12) for g in range(G)}
-    assert all(min(snaps[g]) == bases[g] for g in range(G))  # nothing older than the replay's base
-    keep = min(bases.values())
+    bases = log.read_manifest(12)["snapshots"]  # what a replay of batch 13 rebuilds each group from
+    assert len(bases) == G and min(bases) >= 0
+    keep = min(bases)
     assert keep > 0 and log.manifests() == list(range(keep, 14))
     assert sorted(int(d.name[2:]) for d in tmp_path.glob("v=*")) == list(range(keep, 14))
     # what is left suffices: a replay of the last batch on cold workers gives the same output

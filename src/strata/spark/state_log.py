@@ -1,27 +1,34 @@
-"""The durable files of the movable keyed store: per-batch changelogs, per-group snapshots, manifests.
+"""The durable files of the movable keyed store: one file per task and batch, and manifests.
 
 Layout under the store directory (shared file system, as for Spark's checkpoints):
 
 - ``manifests/<b>.json``: batch b committed (after the sink wrote it): its
-  watermark and routing table;
-- ``v=<b>/part=<p>.parquet``: batch b's changelog written by task p: the new
-  partials of every (key group, key, window) row the batch changed, sorted by
-  key group with one row group per key group, so a reader of one group reads
-  only that group's bytes (the footer's ``kg`` statistics say which row group);
-- ``snap/<g>.<b>.parquet``: key group g's whole state after batch b.
+  watermark, routing table and, per key group, the newest batch ≤ b whose file
+  holds the group's whole state (its snapshot; −1 while it has none);
+- ``v=<b>/part=<p>.parquet``: batch b's file written by task p, sorted by key
+  group with one row group per key group, so a reader of one group reads only
+  that group's bytes (the footer's ``kg`` statistics say which row group). A
+  group's row group is its changelog (the partials of every (key, window) row
+  the batch changed) or, when the group is snapshotted at b, its whole state:
+  the footer lists those groups (``full``) and the manifest records them.
 
-The state of group g at version v is its newest snapshot at or before v plus
-the changelogs of g in the committed batches after it (docs/spark.md, "Keyed
-state that can move"). Every file is written to a temporary name and renamed,
-so a reader sees a whole file or none. All reads go through
-:class:`IoStats` so the cost of a move is measured, not estimated.
+The state of group g at version v is the row group of its snapshot (the
+manifest's entry) plus its row groups of the committed batches after it
+(docs/spark.md, "Keyed state that can move"). Whole state or changes, a row
+group is applied the same way (an upsert per key and window), so a reader
+catching up need not tell them apart. Snapshots live in the batch's file rather
+than in files of their own because, on small state, a snapshot of every other
+group every other batch meant 16 more small files per task and batch: writing
+them was 45% of the tasks' Python time at 10k keys (py-spy, locked). Every file
+is written to a temporary name and renamed, so a reader sees a whole file or
+none. All reads go through :class:`IoStats` so the cost of a move is measured,
+not estimated.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import re
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,7 +43,6 @@ STATE_COLUMNS = ("kg", "key", "ws", "n", "s", "m", "et")
 # default Snappy+dictionary: a 156k-row snapshot wrote in 11 ms instead of 53 and read in 5 ms instead of 19
 # (5.0 MB instead of 5.7, statistics off), measured on this machine
 _FAST = {"use_dictionary": False, "compression": "lz4"}
-_SNAP = re.compile(r"^(\d+)\.(-?\d+)\.parquet$")
 
 
 def state_schema(key_type: pa.DataType) -> pa.Schema:
@@ -127,9 +133,6 @@ class StateLog:
     def changelog(self, batch: int, part: int) -> Path:
         return self.root / f"v={batch}" / f"part={part}.parquet"
 
-    def snapshot(self, group: int, batch: int) -> Path:
-        return self.root / "snap" / f"{group}.{batch}.parquet"
-
     def token(self, batch: int, part: int) -> tuple[int, int, int] | None:
         """Which write of changelog (batch, part) is on disk: a replay's rename makes a new inode and mtime."""
         try:
@@ -140,28 +143,21 @@ class StateLog:
 
     # ------------------------------------------------------------------ writes
 
-    def _write(self, path: Path, table: pa.Table, groups: list[int] | None = None) -> None:
+    def write_changelog(self, batch: int, part: int, table: pa.Table) -> tuple[int, int, int] | None:
+        """Write task ``part``'s file of ``batch`` (rows sorted by kg: changes, or whole state of the groups its
+        ``full`` metadata lists); its token."""
+        path = self.changelog(batch, part)
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        if groups is None:
-            pq.write_table(table, tmp, write_statistics=False, **_FAST)  # a snapshot is always read whole
-        else:
-            # statistics of kg only: they pick a group's row groups; others would only grow the footer
-            with pq.ParquetWriter(tmp, table.schema, write_statistics=["kg"], **_FAST) as w:
-                for part in _by_group(table, groups):
-                    # one row group per key group: a reader of g skips the others' bytes
-                    w.write_table(part, row_group_size=max(part.num_rows, 1))
+        groups = np.unique(table.column("kg").to_numpy()).tolist() if table.num_rows else []
+        # statistics of kg only: they pick a group's row groups; others would only grow the footer
+        with pq.ParquetWriter(tmp, table.schema, write_statistics=["kg"], **_FAST) as w:
+            for rows in _by_group(table, groups):
+                # one row group per key group: a reader of g skips the others' bytes
+                w.write_table(rows, row_group_size=max(rows.num_rows, 1))
         self.io.written[str(path)] += os.path.getsize(tmp)
         os.replace(tmp, path)
-
-    def write_changelog(self, batch: int, part: int, table: pa.Table) -> tuple[int, int, int] | None:
-        """Write task ``part``'s changelog of ``batch`` (rows sorted by kg); its token."""
-        groups = sorted(set(table.column("kg").to_pylist())) if table.num_rows else []
-        self._write(self.changelog(batch, part), table, groups)
         return self.token(batch, part)
-
-    def write_snapshot(self, group: int, batch: int, table: pa.Table) -> None:
-        self._write(self.snapshot(group, batch), table)
 
     # ------------------------------------------------------------------ reads
 
@@ -216,30 +212,23 @@ class StateLog:
             f.close()
         return table.filter(pc.equal(table.column("kg"), group)) if mine else table
 
+    def group_bytes(self, batch: int, part: int, group: int) -> int:
+        """Compressed bytes of key group ``group``'s row groups in file (batch, part), from its footer (uncounted:
+        what a move's reads are compared with)."""
+        md = pq.read_metadata(self.changelog(batch, part))
+        kg = md.schema.to_arrow_schema().get_field_index("kg")
+        total = 0
+        for i in range(md.num_row_groups):
+            rg = md.row_group(i)
+            st = rg.column(kg).statistics
+            if rg.num_rows and st is not None and st.has_min_max and st.min <= group <= st.max:
+                total += sum(rg.column(c).total_compressed_size for c in range(rg.num_columns))
+        return total
+
     def changelog_meta(self, batch: int, part: int) -> dict:
         """What task ``part`` recorded about ``batch`` in its changelog's footer (rows per group, bytes read, …)."""
         meta = pq.read_schema(self.changelog(batch, part)).metadata or {}
         return json.loads(meta.get(b"strata", b"{}"))
-
-    def read_snapshot(self, group: int, batch: int) -> pa.Table:
-        f = _CountingFile(self.snapshot(group, batch), self.io)
-        try:
-            return pq.ParquetFile(f).read()
-        finally:
-            f.close()
-
-    def snapshots(self) -> dict[int, list[int]]:
-        """Snapshot versions on disk per key group, ascending."""
-        out: dict[int, list[int]] = {}
-        try:
-            names = os.listdir(self.root / "snap")
-        except FileNotFoundError:
-            return out
-        for name in names:
-            m = _SNAP.match(name)
-            if m:
-                out.setdefault(int(m.group(1)), []).append(int(m.group(2)))
-        return {g: sorted(v) for g, v in out.items()}
 
     # ------------------------------------------------------------------ manifests
 
@@ -257,35 +246,24 @@ class StateLog:
 
     # ------------------------------------------------------------------ garbage collection
 
-    def collect(self, needed: int | None, groups: int, recent: int = 0) -> int | None:
+    def collect(self, needed: int | None, bases: list[int] | None, recent: int = 0) -> int | None:
         """Delete what no replay needs; the oldest version kept (None: nothing can go yet).
 
         A replay of the next batch rebuilds each group at ``needed`` (the newest
-        committed batch before it) from the group's newest snapshot at or before
-        ``needed`` plus the changelogs after that snapshot; the batch after reads
-        a newer version still. So each group keeps that snapshot and newer ones,
-        and changelogs and manifests go back to the oldest such snapshot over
-        all groups (its manifest and changelog identify the cache's version).
-        Changelogs and manifests of the ``recent`` latest batches are kept too:
-        a Python worker that served a group a few batches ago proves its copy
-        by that batch's changelog and catches up from the changelogs since,
-        instead of rebuilding the group from its snapshot (right after the
-        state fills, every group is snapshotted every few batches).
+        committed batch before it) from its snapshot as of ``needed`` (``bases``,
+        that batch's manifest's entries) plus its row groups of the files after
+        it; the batch after reads a newer version still. So files and manifests
+        go back to the oldest such snapshot over all groups (its manifest and
+        file also identify a cached copy's version). Files and manifests of the
+        ``recent`` latest batches are kept too: a Python worker that served a
+        group a few batches ago proves its copy by that batch's file and
+        catches up from the files since, instead of rebuilding the group from
+        its snapshot (right after the state fills, every group is snapshotted
+        every few batches).
         """
-        if needed is None:
-            return None
-        snaps = self.snapshots()
-        bases = {}
-        for g in range(groups):
-            older = [s for s in snaps.get(g, []) if s <= needed]
-            if not older:
-                return None  # a group without a snapshot is rebuilt from the first changelog on
-            bases[g] = older[-1]
-        for g, versions in snaps.items():
-            for s in versions:
-                if s < bases.get(g, s):
-                    self.snapshot(g, s).unlink(missing_ok=True)
-        keep = min(min(bases.values()), needed - recent + 1) if recent > 0 else min(bases.values())
+        if needed is None or not bases or min(bases) < 0:
+            return None  # a group without a snapshot is rebuilt from the first file on
+        keep = min(min(bases), needed - recent + 1) if recent > 0 else min(bases)
         for b in self.manifests():
             if b < keep:
                 (self.root / "manifests" / f"{b}.json").unlink(missing_ok=True)

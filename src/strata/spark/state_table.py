@@ -6,7 +6,8 @@ committed batch; a cached group is used only if it is at a version whose
 changelog on disk is the very file it applied or wrote (a replay's rename
 changes the file's identity), and is then brought forward by the changelogs
 after it. Anything else is rebuilt from the durable files: the group's newest
-snapshot plus its changelogs since. Spark may give partition p's task to any
+snapshot (a row group of some batch's file, named by the manifest) plus its
+changelogs since. Spark may give partition p's task to any
 reused worker, so this check, not the partition id, decides what a cache is
 worth (docs/spark.md, "Keyed state that can move").
 
@@ -24,7 +25,6 @@ must not be shared between machines.
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from itertools import repeat
 
@@ -252,11 +252,12 @@ class StateCache:
         groups: list[int],
         need: int | None,
         history: dict[int, Version],
-        snapshots: Callable[[], dict[int, list[int]]],
+        bases: dict[int, int],
     ) -> dict[tuple[int, int], set[int]]:
-        """The changelogs (batch, part) :meth:`acquire` will read for ``groups``, and which groups of each: what
+        """The files (batch, part) :meth:`acquire` will read for ``groups``, and which groups of each: what
         :meth:`StateLog.prefetch` reads ahead in one pass per file. Same rule as ``acquire``: from the cached
-        version when valid, else from the newest snapshot ≤ ``need``."""
+        version when valid, else from the group's snapshot as of ``need`` (``bases``; −1: none), that file
+        included."""
         wanted: dict[tuple[int, int], set[int]] = {}
         if need is None:
             return wanted
@@ -266,8 +267,8 @@ class StateCache:
             if self._valid(log, state, g, need, history):
                 since = state.version
             else:
-                bases = [b for b in snapshots().get(g, []) if b <= need]
-                since = bases[-1] if bases else None
+                base = bases.get(g, -1)
+                since = base - 1 if base >= 0 else None  # the snapshot's own file is read too
             for v in history:
                 if (since is None or v > since) and v <= need:
                     wanted.setdefault((v, history[v].routing[g]), set()).add(g)
@@ -281,9 +282,10 @@ class StateCache:
         history: dict[int, Version],
         size_us: int | None,
         key_dtype: np.dtype | type,
-        snapshots: Callable[[], dict[int, list[int]]],
+        base: int = -1,
     ) -> GroupState:
-        """Key group ``group`` at version ``need`` (None: empty): from this process's cache if valid, else files."""
+        """Key group ``group`` at version ``need`` (None: empty): from this process's cache if valid, else from
+        files: its snapshot (the row group of batch ``base``, −1: none yet) and its row groups since."""
         cached = self.groups(str(log.root))
         if need is None:
             state = cached[group] = GroupState(group, None, None, key_dtype)
@@ -295,12 +297,14 @@ class StateCache:
         else:
             self.last["rebuilt"].append(group)
             state = cached[group] = GroupState(group, None, None, key_dtype)
-            bases = [s for s in snapshots().get(group, []) if s <= need]
-            if bases:
-                base = bases[-1]
-                state.apply(log.read_snapshot(group, base))
-                state.version, state.base_rows = base, state.rows
-                state.token = log.token(base, history[base].routing[group]) if base in history else None
+            if base >= 0:
+                if base not in history or base > need:
+                    raise RuntimeError(f"key group {group}: snapshot of batch {base} is not a committed version")
+                owner = history[base].routing[group]
+                token = log.token(base, owner)
+                state.apply(log.read_group_changes(base, owner, group))
+                state.close(history[base].watermark_us, size_us)
+                state.version, state.token, state.base_rows = base, token, state.rows
         for v in sorted(history):
             if (state.version is None or v > state.version) and v <= need:
                 owner = history[v].routing[group]
