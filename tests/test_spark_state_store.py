@@ -316,6 +316,36 @@ def test_through_spark_with_user_columns_and_a_move(spark, tmp_path):
     assert final.index.isin(ref.index).all() and len(final) == len(ref)
 
 
+@pytest.mark.spark
+def test_small_state_combines_before_the_shuffle_with_the_same_results(spark, tmp_path):
+    """Few keys, many records each: after the first batch the plan combines records per key before the shuffle
+    (precombine), and avg and min, nulls included, still equal pandas' over all batches."""
+    rng = np.random.default_rng(9)
+    frames = []
+    for b in range(3):
+        n = 20_000
+        amount = rng.integers(0, 1000, n).astype(float)
+        amount[rng.random(n) < 0.1] = np.nan
+        key = rng.integers(0, 300, n)
+        amount[key == 7] = np.nan  # a key whose values are all null: avg and min stay null
+        ts = pd.to_datetime(EPOCH_US + b * 1_000_000 + rng.integers(0, 1_000_000, n), unit="us", utc=True)
+        frames.append(pd.DataFrame({"key": key.astype(np.int64), "amount": amount, "event_time": ts}))
+    for fn in ("avg", "min"):
+        store = KeyedStateStore(KeyedSpec(AggregateSpec(fn=fn), None, 8, 2, value="amount"), tmp_path / fn)
+        outs, plans = [], []
+        for b, frame in enumerate(frames):
+            out, plan = store.prepare(spark.createDataFrame(frame), b)
+            outs.append(out.toPandas().set_index("key")[fn].sort_index())
+            store.commit(plan)
+            plans.append(plan)
+        assert [p.precombine for p in plans] == [False, True, True]
+        assert sum(plans[2].group_rows.values()) == len(frames[2])
+        seen = pd.concat(frames)
+        ref = seen.groupby("key")["amount"].agg("mean" if fn == "avg" else "min")
+        np.testing.assert_allclose(outs[2], ref.loc[outs[2].index], rtol=1e-12)
+        assert np.isnan(outs[2].loc[7])
+
+
 def test_a_task_that_dies_mid_fold_leaves_no_half_folded_state(tmp_path, monkeypatch):
     """A task retried on the same worker after failing between the fold and its changelog counts the batch once."""
     store = KeyedStateStore(KeyedSpec(AggregateSpec(), None, G, P), tmp_path)
