@@ -13,8 +13,14 @@ the input:
   weight-32 pool, the others by importance (weights 4, 2, 2, 1, 1 by rank);
 - ``fair+limits``: the same plus static ``maxFilesPerTrigger`` on the bulk queries (2 files, about 1 s of input
   at the mean rate), as a careful Spark user would set them;
+- ``dedicated``: what teams do today for a critical stream, on the same two cores: the alert query in a
+  Spark application of its own, the other queries in a second application (FAIR pools by hand) started at
+  ``nice`` +10 (``--bulk-nice``), so the operating system gives the alert query's JVM and Python workers the
+  cores first whenever it has work; both read the same input directories;
 - ``strata``: Strata in control (admission, pools, the gate, learned costs; with ``--cap-reads`` also L0's rate
   caps as read limits, each change a restart).
+- ``strata+dedicated``: the dedicated deployment with Strata in control of each application (two ``strata run``
+  processes, the second under ``nice``; ``strata run --jobs``/``--skip-jobs`` split the jobs file).
 
 Usage: ``.venv/bin/python benchmarks/bench_platform.py [--duration 60] [--seeds 1] [--rate 300]``. Prints a
 table; writes ``benchmarks/results/platform.json``. Timing-dependent: the load average is recorded.
@@ -29,6 +35,8 @@ import argparse
 import json
 import os
 import shutil
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -47,29 +55,107 @@ JOBS = ROOT / "src" / "strata" / "examples" / "platform" / "jobs.py"
 RESULTS = ROOT / "benchmarks" / "results" / "platform.json"
 CRITICAL = "alerts"
 STATIC_LIMITS = {"active_users": 2, "attributed_clicks": 2, "sessions": 2, "enriched": 2}
-MODES = ("alone", "fifo", "fair", "fair+limits", "strata")
-BASELINES = ("fifo", "fair", "fair+limits")
+MODES = ("alone", "fifo", "fair", "fair+limits", "dedicated", "strata", "strata+dedicated")
+BASELINES = ("fifo", "fair", "fair+limits", "dedicated")
+STRATA = ("strata", "strata+dedicated")
+# the second application of a dedicated deployment, by the mode of its first: the other queries, under FAIR
+# pools by hand or under Strata
+BULK = {"dedicated": "bulk", "strata+dedicated": "strata-bulk"}
+CONTROLLED = ("strata", "strata+dedicated", "strata-bulk")
 
 
-def run_one(spark, mode: str, seed: int, args, work: Path) -> list[dict]:
-    """One mode on a fresh input directory filled in real time from the same seeded source."""
-    base = work / f"{mode}-{seed}"
-    shutil.rmtree(base, ignore_errors=True)
-    os.environ["STRATA_INPUT"] = str(base / "input")
+def jobs_of(mode: str) -> list:
+    """The declared jobs a mode runs in this process: the critical one alone, the others (a dedicated
+    deployment's second application), or all of them."""
     declared = load_jobs(JOBS)
-    if mode == "alone":
-        declared = [j for j in declared if j.id == CRITICAL]
-    scenario, python_jobs = with_python_jobs(declared, [], "platform")
+    if mode == "alone" or mode in BULK:
+        return [j for j in declared if j.id == CRITICAL]
+    if mode in BULK.values():
+        return [j for j in declared if j.id != CRITICAL]
+    return declared
+
+
+def start_input(base: Path, seed: int, args) -> tuple[float, list]:
+    """Producers filling ``base/input`` from the seeded source, from an epoch 3 s ahead (the same records in
+    every mode)."""
     arrivals = {"process": "onoff", "period_s": 20.0, "on_s": 5.0, "burst_factor": args.burst}
     source = SourceSpec(rate=args.rate, arrivals=arrivals, keys={"count": 200, "zipf_s": 1.1}, seed=seed)
     epoch = time.time() + 3.0
     producers = platform_input(base / "input", source, epoch, args.duration + 5.0)
     for p in producers:
         p.start()
+    return epoch, producers
+
+
+def run_one(spark, mode: str, seed: int, args, work: Path) -> list[dict]:
+    """One mode on a fresh input directory filled in real time from the same seeded source. ``dedicated``
+    runs its bulk queries in a second Spark application (:func:`bulk_application`) on the same input."""
+    base = work / f"{mode}-{seed}"
+    shutil.rmtree(base, ignore_errors=True)
+    base.mkdir(parents=True)
+    bulk = None
+    if mode in BULK:
+        bulk = bulk_application(base, seed, BULK[mode], args)
+    epoch, producers = start_input(base, seed, args)
+    if bulk is not None:
+        (base / "go").write_text(repr(epoch))
     time.sleep(3.5)  # the first files exist, so every query can start
+    try:
+        rows = run_jobs(spark, mode, seed, base, epoch, args)
+    finally:
+        for p in producers:
+            p.stop()
+    if bulk is not None:
+        if bulk.wait(timeout=args.duration + 300) != 0:
+            raise RuntimeError(f"the dedicated mode's bulk application failed: see {base / 'bulk.log'}")
+        rows += [{**r, "mode": mode} for r in json.loads((base / "bulk.json").read_text())]
+    return rows
+
+
+def bulk_application(base: Path, seed: int, mode: str, args):
+    """Start the dedicated mode's second Spark application (this script with ``--bulk-of``) at ``nice`` +N and
+    return it once its JVM is warm (``base/ready``); it starts its queries when ``base/go`` holds the epoch."""
+    command = [sys.executable, __file__, "--bulk-of", str(base), "--modes", mode, "--seeds", str(seed)]
+    command += ["--duration", str(args.duration), "--rate", str(args.rate), "--burst", str(args.burst)]
+    log = (base / "bulk.log").open("w")
+    child = subprocess.Popen(["nice", "-n", str(args.bulk_nice), *command], stdout=log, stderr=log)
+    deadline = time.time() + 300
+    while not (base / "ready").exists():
+        if child.poll() is not None or time.time() > deadline:
+            child.kill()
+            raise RuntimeError(f"the dedicated mode's bulk application did not start: see {base / 'bulk.log'}")
+        time.sleep(0.2)
+    return child
+
+
+def serve_bulk(base: Path, args) -> None:
+    """A dedicated deployment's second application (mode ``args.modes[0]``): warm up, wait for the epoch, run
+    the bulk queries on ``base/input`` (its producers belong to the first application) and write their rows."""
+    from strata.spark.session import build_session
+
+    spark = build_session("bench-platform-bulk", cores=2, shuffle_partitions=2, pools=POOLS, work_dir=base / "spark")
+    spark.sparkContext.setLogLevel("FATAL")
+    try:
+        warm = argparse.Namespace(**{**vars(args), "duration": 15.0})
+        run_one(spark, args.modes[0], 0, warm, base / "warmup")
+        (base / "ready").touch()
+        while not (base / "go").exists():
+            time.sleep(0.05)
+        epoch = float((base / "go").read_text())
+        time.sleep(max(0.0, epoch + 0.5 - time.time()))
+        rows = run_jobs(spark, args.modes[0], args.seeds[0], base, epoch, args)
+    finally:
+        spark.stop()
+    (base / "bulk.json").write_text(json.dumps(rows, default=str))
+
+
+def run_jobs(spark, mode: str, seed: int, base: Path, epoch: float, args) -> list[dict]:
+    """Run ``mode``'s jobs on ``base/input`` from ``epoch`` for the run's duration; one row per job."""
+    os.environ["STRATA_INPUT"] = str(base / "input")  # read by the jobs' file when it is loaded
+    scenario, python_jobs = with_python_jobs(jobs_of(mode), [], "platform")
     config = RunConfig(
         sink="parquet",
-        pools=hand_pools(scenario) if mode in ("fair", "fair+limits") else {},
+        pools=hand_pools(scenario) if mode in ("fair", "fair+limits", "bulk") else {},
         read_limits=STATIC_LIMITS if mode == "fair+limits" else {},
         cap_reads=args.cap_reads,
     )
@@ -78,7 +164,7 @@ def run_one(spark, mode: str, seed: int, args, work: Path) -> list[dict]:
     result = run_mode(
         spark,
         scenario,
-        "strata" if mode == "strata" else "baseline",
+        "strata" if mode in CONTROLLED else "baseline",
         base / "run",
         config,
         epoch,
@@ -86,8 +172,6 @@ def run_one(spark, mode: str, seed: int, args, work: Path) -> list[dict]:
         python_jobs=python_jobs,
     )
     python_cpu = sum(os.times()[:2]) - sum(cpu[:2])  # this process: Strata's loop, the producers, py4j calls
-    for p in producers:
-        p.stop()
     measured = collect([result], scenario, max(0.0, args.duration - 4.0), spark, base / "run", {"config": {}}, {})
     failures = result.engine.failures()
     rows = []
@@ -121,20 +205,22 @@ def summary(rows: list[dict]) -> list[dict]:
         def total(mode: str, mine=mine) -> float:
             return sum(r["importance"] or 0.0 for r in mine if r["mode"] == mode)
 
-        p99, misses = of("strata", CRITICAL, "p99_s"), of("strata", CRITICAL, "misses")
-        for base in BASELINES:
-            b99, bmiss = of(base, CRITICAL, "p99_s"), of(base, CRITICAL, "misses")
-            out.append(
-                {
-                    "seed": seed,
-                    "baseline": base,
-                    "p99_ratio": b99 / p99 if b99 and p99 else None,
-                    "misses": (bmiss, misses),
-                    "bulk_share": bulk("strata") / bulk(base) if bulk(base) else None,
-                    "importance": (total(base), total("strata")),
-                    "floor_p99": of("alone", CRITICAL, "p99_s"),
-                }
-            )
+        for mine_mode in (m for m in STRATA if any(r["mode"] == m for r in mine)):
+            p99, misses = of(mine_mode, CRITICAL, "p99_s"), of(mine_mode, CRITICAL, "misses")
+            for base in (b for b in BASELINES if any(r["mode"] == b for r in mine)):
+                b99, bmiss = of(base, CRITICAL, "p99_s"), of(base, CRITICAL, "misses")
+                out.append(
+                    {
+                        "seed": seed,
+                        "strata": mine_mode,
+                        "baseline": base,
+                        "p99_ratio": b99 / p99 if b99 and p99 else None,
+                        "misses": (bmiss, misses),
+                        "bulk_share": bulk(mine_mode) / bulk(base) if bulk(base) else None,
+                        "importance": (total(base), total(mine_mode)),
+                        "floor_p99": of("alone", CRITICAL, "p99_s"),
+                    }
+                )
     return out
 
 
@@ -144,13 +230,20 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, nargs="+", default=[1])
     parser.add_argument("--rate", type=float, default=300.0, help="mean events/s (bursts at --burst x)")
     parser.add_argument("--burst", type=float, default=3.0)
-    parser.add_argument("--modes", nargs="+", choices=MODES, default=list(MODES))
+    parser.add_argument("--modes", nargs="+", choices=MODES + tuple(BULK.values()), default=list(MODES))
     parser.add_argument(
         "--cap-reads", action="store_true", help="Strata mode: L0's rate caps as read limits (each change restarts)"
     )
+    parser.add_argument(
+        "--bulk-nice", type=int, default=10, help="dedicated mode: the bulk application's nice value (0-19)"
+    )
+    parser.add_argument("--bulk-of", type=Path, help=argparse.SUPPRESS)  # the dedicated mode's second application
     parser.add_argument("--work", type=Path, default=Path("/tmp/strata-bench-platform"))
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args()
+    if args.bulk_of is not None:
+        serve_bulk(args.bulk_of, args)
+        return
     from strata.spark.session import build_session
 
     spark = build_session("bench-platform", cores=2, shuffle_partitions=2, pools=POOLS, work_dir=args.work / "spark")
@@ -188,13 +281,21 @@ def main() -> None:
     console.print(table)
     ratios = summary(rows)
     versus = Table(title=f"{CRITICAL} (critical) and the bulk queries: each baseline against Strata")
-    for col in ("seed", "baseline", "p99 ÷ Strata's", "misses (base / Strata)", "bulk rows/s: Strata ÷ base"):
-        versus.add_column(col, justify="left" if col == "baseline" else "right")
+    for col in (
+        "seed",
+        "Strata as",
+        "baseline",
+        "p99 ÷ Strata's",
+        "misses (base / Strata)",
+        "bulk rows/s: Strata ÷ base",
+    ):
+        versus.add_column(col, justify="left" if col in ("Strata as", "baseline") else "right")
     versus.add_column("importance (base / Strata)", justify="right")
     versus.add_column(f"{CRITICAL} alone p99 s", justify="right")
     for r in ratios:
         versus.add_row(
             str(r["seed"]),
+            r["strata"],
             r["baseline"],
             fmt(r["p99_ratio"], ".2f"),
             "{} / {}".format(*r["misses"]),

@@ -1,10 +1,14 @@
-"""Knobs of a run on Spark that Strata sets from the session and the scenario: the gate's bound, the hand pools."""
+"""Knobs of a run on Spark that Strata sets from the session and the scenario: the gate's bound, the hand pools,
+the jobs a run keeps (``--jobs``/``--skip-jobs``)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from types import SimpleNamespace
 
+import pytest
+
+from strata.control.live import JobChoiceError, choose_jobs
 from strata.control.spark_run import gate_config, hand_pools
 from strata.model.user import load_jobs, with_python_jobs
 
@@ -31,3 +35,25 @@ def test_hand_pools_put_the_critical_query_at_weight_32_and_the_rest_by_rank(tmp
         "sessions": "w1",
         "enriched": "w1",
     }
+
+
+def test_choose_jobs_splits_one_jobs_file_into_applications(tmp_path, monkeypatch):
+    """``--jobs``/``--skip-jobs``: the critical job alone, the rest without it; a shared stream stays whole."""
+    monkeypatch.setenv("STRATA_INPUT", str(tmp_path))
+    scenario, python_jobs = with_python_jobs(load_jobs(PLATFORM), [], "platform")
+    alone, mine = choose_jobs(scenario, python_jobs, ["alerts"], [])
+    assert [j.id for j in alone.jobs] == ["alerts"] and list(mine) == ["alerts"]
+    rest, mine = choose_jobs(scenario, python_jobs, [], ["alerts"])
+    assert (
+        sorted(j.id for j in rest.jobs)
+        == sorted(mine)
+        == sorted(["active_users", "attributed_clicks", "sessions", "enriched", "busy_windows"])
+    )
+    assert choose_jobs(scenario, python_jobs, [], []) == (scenario, python_jobs)
+    # busy_windows reads active_users' output: they run in one application
+    with pytest.raises(JobChoiceError, match="'busy_windows' reads 'active_users'"):
+        choose_jobs(scenario, python_jobs, [], ["active_users"])
+    with pytest.raises(JobChoiceError, match=r"--jobs: expected jobs of this run \(alerts, .*found 'alert'"):
+        choose_jobs(scenario, python_jobs, ["alert"], [])
+    with pytest.raises(JobChoiceError, match="at least one job"):
+        choose_jobs(scenario, python_jobs, ["alerts"], ["alerts"])

@@ -76,6 +76,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--master", default=None, help="Spark master URL (default: spark-submit's, else local[*])")
     parser.add_argument("--no-control", action="store_true", help="plain Spark, for comparison")
     parser.add_argument("--fresh", action="append", default=[], help="start this job afresh ('all': every job)")
+    parser.add_argument("--jobs", action="append", default=[], help="run only this job (repeatable)")
+    parser.add_argument("--skip-jobs", action="append", default=[], help="leave this job out (repeatable)")
     args = parser.parse_args(argv)
     console, errors = Console(), Console(stderr=True)
     name = Path(sys.argv[0]).stem or "jobs"
@@ -91,6 +93,8 @@ def main(argv: list[str] | None = None) -> None:
             errors,
             args.fresh,
             declared_here(),
+            args.jobs,
+            args.skip_jobs,
         )
     except SpecError as err:
         for problem in err.problems:

@@ -392,6 +392,13 @@ def run(
             "its old checkpoint and outputs are kept aside, never mixed."
         ),
     ] = None,
+    jobs: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--jobs", help="Run only this job (repeatable); e.g. a latency-critical job in an application of its own."
+        ),
+    ] = None,
+    skip_jobs: Annotated[list[str] | None, typer.Option("--skip-jobs", help="Leave this job out (repeatable).")] = None,
 ) -> None:
     """Run every job on Spark Structured Streaming under Strata's control loop, with a live view; metrics to OUT."""
     from strata.control.live import run_live
@@ -403,7 +410,9 @@ def run(
         errors.print(f"[bold red]error[/] --duration: expected seconds > 0; found {duration:g}")
         raise typer.Exit(code=2)
     try:
-        code = run_live(spec, duration, master, out, sink, control, console, errors, fresh or ())
+        code = run_live(
+            spec, duration, master, out, sink, control, console, errors, fresh or (), (), jobs or (), skip_jobs or ()
+        )
     except SpecError as err:
         raise fail(err) from None
     raise typer.Exit(code=code)
