@@ -64,10 +64,6 @@ from strata.spark.state_log import StateLog, state_schema
 from strata.spark.state_table import CACHE, NO_TIME, StateCache, Version, fold, rows_table, snapshot_due
 
 US = 1_000_000
-# combine records per key before the shuffle when the last batch had at least this many records per key it changed
-# (docs/spark.md, "Small state"): at 10k keys (20 per key) the batch took 0.34 s instead of 0.39 s; at 1M and 10M
-# keys uniform (1.0-1.1 per key) it would only add a shuffle, and Zipf there (3.6-4.5 per key) is left as it was
-PRECOMBINE_RECORDS_PER_KEY = 8
 
 
 @dataclass(frozen=True)
@@ -141,8 +137,6 @@ class BatchPlan:
     bases: tuple[int, ...] = ()
     # what each task recorded in its file's footer, by partition (filled in by commit)
     tasks: dict[int, dict] = field(default_factory=dict)
-    # unwindowed: combine each map task's records per key before the shuffle too (PRECOMBINE_RECORDS_PER_KEY)
-    precombine: bool = False
 
     @property
     def partition_rows(self) -> list[int]:
@@ -168,7 +162,7 @@ class KeyedStateStore:
     _slots: tuple[int, ...] = ()
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _manifests: dict[int, tuple[int, dict]] = field(default_factory=dict)
-    _sql: tuple | None = None  # ((value column present, routing, precombine), the batch's plan as one SQL statement)
+    _sql: tuple | None = None  # ((value column present, routing), the batch's plan as one SQL statement)
     _out_type: object = None  # the tasks' output StructType (_output_type)
     # the temporary view of the batch's frame that statement reads: one name per store, as a session may hold several
     _view: str = field(default_factory=lambda: f"strata_keyed_{uuid.uuid4().hex}")
@@ -230,16 +224,7 @@ class KeyedStateStore:
         if newest_us is not None and spec.window is not None:
             watermark = max(watermark, newest_us - round(spec.window.watermark_s * US))
         bases = _bases(previous, spec.key_groups)
-        # decided from the previous manifest, so a replay of this batch runs the same plan
-        precombine = (
-            spec.window is None
-            and previous is not None
-            and previous.get("changed", 0) > 0
-            and previous.get("rows", 0) >= PRECOMBINE_RECORDS_PER_KEY * previous["changed"]
-        )
-        return BatchPlan(
-            batch_id, watermark, routing, spec.partitions, dict(group_rows), previous, history, bases, {}, precombine
-        )
+        return BatchPlan(batch_id, watermark, routing, spec.partitions, dict(group_rows), previous, history, bases)
 
     def task(self, plan: BatchPlan) -> _Task:
         """The picklable executor function for ``plan``."""
@@ -269,7 +254,7 @@ class KeyedStateStore:
             self._slots = tuple(first[p] for p in range(n))
         return self._slots
 
-    def _statement(self, valued: bool, routing: tuple[int, ...], slots: tuple[int, ...], precombine: bool) -> str:
+    def _statement(self, valued: bool, routing: tuple[int, ...], slots: tuple[int, ...]) -> str:
         """The batch's plan over the view of its frame as one SQL statement, built once per routing table.
 
         One ``spark.sql`` call instead of a DataFrame step per operation: each
@@ -291,17 +276,17 @@ class KeyedStateStore:
           receives one row per key instead of one per record (at 10k keys a
           twentieth of the rows through Arrow, and no hash aggregation in
           Python). Windows need each record's event time, so their records go
-          to Python as they are;
-        - ``precombine`` (unwindowed, many records per key): the records are
-          combined per (kg, key) before the repartition instead, so each map
-          task shuffles one row per key, as Spark's own partial aggregation
-          does; that costs a second exchange (by the grouping) and a third
-          stage, which pays only when keys repeat many times in a batch: at
-          10k keys, 200k-row batches, the batch took 0.34 s instead of 0.39 s
-          (locked profile); at 1M or 10M uniform keys nearly every record is
-          a new key and the extra shuffle would be pure cost.
+          to Python as they are.
+
+        Combining each map task's records per key before the shuffle too, as
+        Spark's partial aggregation does (a second exchange and a third stage,
+        a tenth of the rows shuffled at 10k keys), was measured and dropped:
+        at 10k keys, 200k-row batches, warm JVM, the median batch was the same
+        within 0.01 s in three interleaved pairs of locked runs (0.324/0.324,
+        0.292/0.290, 0.294 s), and at 1M or 10M uniform keys, where nearly
+        every record is a new key, it could only add a shuffle.
         """
-        if self._sql is not None and self._sql[0] == (valued, routing, precombine):
+        if self._sql is not None and self._sql[0] == (valued, routing):
             return self._sql[1]
         spec = self.spec
 
@@ -323,27 +308,15 @@ class KeyedStateStore:
             + ", ".join(f"({slots[p]}L)" for p in range(spec.partitions))
             + " AS markers(slot)"
         )
-        repartition = f"/*+ REPARTITION({spec.partitions}, slot) */"
-        top = "min" if spec.aggregate.fn == "min" else "max"
-        # n: non-null values, as Arrow's count; rows: records, nulls included (the balancer's load)
-        combine = (
-            f"count(x) AS n, sum(x) AS s, {top}(x) AS m, max(event_time) AS et, count(1) AS rows FROM ({{}})"
-            " GROUP BY kg, key, slot"
-        )
-        if spec.window is None and precombine:
-            combined = "SELECT kg, key, slot, " + combine.format(rows)
-            markers = (  # already combined: no value, one record each
-                f"SELECT -1, CAST(NULL AS {key}), slot, 0L, CAST(NULL AS DOUBLE), CAST(NULL AS DOUBLE),"
-                " CAST(NULL AS TIMESTAMP), 1L FROM VALUES "
-                + ", ".join(f"({slots[p]}L)" for p in range(spec.partitions))
-                + " AS markers(slot)"
+        sql = f"SELECT /*+ REPARTITION({spec.partitions}, slot) */ * FROM ({rows} UNION ALL {markers})"
+        if spec.window is None:
+            top = "min" if spec.aggregate.fn == "min" else "max"
+            sql = (
+                # n: non-null values, as Arrow's count; rows: records, nulls included (the balancer's load)
+                f"SELECT kg, key, slot, count(x) AS n, sum(x) AS s, {top}(x) AS m, max(event_time) AS et,"
+                f" count(1) AS rows FROM ({sql}) GROUP BY kg, key, slot"
             )
-            sql = f"SELECT {repartition} * FROM ({combined} UNION ALL {markers})"
-        else:
-            sql = f"SELECT {repartition} * FROM ({rows} UNION ALL {markers})"
-            if spec.window is None:
-                sql = "SELECT kg, key, slot, " + combine.format(sql)
-        self._sql = ((valued, routing, precombine), sql)
+        self._sql = ((valued, routing), sql)
         return sql
 
     def prepare(self, df, batch_id: int):
@@ -367,7 +340,7 @@ class KeyedStateStore:
             newest_us = round(newest.timestamp() * US) if newest is not None else None
         plan = self.plan(batch_id, {}, newest_us)
         df.createOrReplaceTempView(self._view)
-        statement = self._statement(spec.value_column in columns, plan.routing, slots, plan.precombine)
+        statement = self._statement(spec.value_column in columns, plan.routing, slots)
         shuffled = df.sparkSession.sql(statement)
         return shuffled.mapInArrow(self.task(plan), self._output_type()), plan
 
@@ -391,23 +364,18 @@ class KeyedStateStore:
         batch whose file holds its newest whole state).
         """
         snapshots = list(plan.bases) if plan.bases else [-1] * self.spec.key_groups
-        changed = 0
         for p in range(plan.partitions):
             meta = plan.tasks[p] = self.log.changelog_meta(plan.batch_id, p)
             for g, n in meta.get("group_rows", {}).items():
                 plan.group_rows[int(g)] = n
             for g in meta.get("full", []):
                 snapshots[g] = plan.batch_id
-            changed += meta.get("changed", 0)
         self.log.write_manifest(
             {
                 "batch": plan.batch_id,
                 "watermark_us": plan.watermark_us,
                 "routing": list(plan.routing),
                 "snapshots": snapshots,
-                # records and rows of state changed: the next batch's choice of plan (precombine)
-                "rows": sum(plan.group_rows.values()),
-                "changed": changed,
             }
         )
         # a replay of this batch (crash before Spark commits it) rebuilds from the previous version
@@ -583,7 +551,6 @@ class _Task:
             "load_s": round(loaded - started, 4),  # input to pandas, partials, state acquired
             "fold_s": round(time.perf_counter() - loaded, 4),
             "group_rows": {str(g): int(n) for g, n in counted.items()},
-            "changed": changes.num_rows,
             "full": full,
             **{k: sorted(v) for k, v in cache.last.items()},
         }
