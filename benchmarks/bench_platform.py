@@ -19,8 +19,10 @@ the input:
   cores first whenever it has work; both read the same input directories;
 - ``strata``: Strata in control (admission, pools, the gate, learned costs; with ``--cap-reads`` also L0's rate
   caps as read limits, each change a restart).
-- ``strata+dedicated``: the dedicated deployment with Strata in control of each application (two ``strata run``
-  processes, the second under ``nice``; ``strata run --jobs``/``--skip-jobs`` split the jobs file).
+- ``strata+dedicated``: the dedicated deployment with Strata in control of each application, as
+  ``strata run jobs.py --dedicate alerts`` makes it (the alert query in a child application at normal
+  priority, the others under ``nice`` +10; here the roles of parent and child are swapped so that this process
+  keeps the producers).
 
 Usage: ``.venv/bin/python benchmarks/bench_platform.py [--duration 60] [--seeds 1] [--rate 300]``. Prints a
 table; writes ``benchmarks/results/platform.json``. Timing-dependent: the load average is recorded.

@@ -399,6 +399,13 @@ def run(
         ),
     ] = None,
     skip_jobs: Annotated[list[str] | None, typer.Option("--skip-jobs", help="Leave this job out (repeatable).")] = None,
+    dedicate: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="Run this job (repeatable) in a Spark application of its own at this priority, the others here "
+            "under nice +10: the kernel then gives it the cores whenever it has work (docs/spark.md)."
+        ),
+    ] = None,
 ) -> None:
     """Run every job on Spark Structured Streaming under Strata's control loop, with a live view; metrics to OUT."""
     from strata.control.live import run_live
@@ -410,9 +417,30 @@ def run(
         errors.print(f"[bold red]error[/] --duration: expected seconds > 0; found {duration:g}")
         raise typer.Exit(code=2)
     try:
-        code = run_live(
-            spec, duration, master, out, sink, control, console, errors, fresh or (), (), jobs or (), skip_jobs or ()
-        )
+        if dedicate:
+            from strata.control.dedicated import run_dedicated
+
+            if jobs:
+                errors.print("[bold red]error[/] --dedicate: expected no --jobs with it; found --jobs")
+                raise typer.Exit(code=2)
+            code = run_dedicated(
+                spec, dedicate, duration, master, out, sink, control, console, errors, fresh or (), skip_jobs or ()
+            )
+        else:
+            code = run_live(
+                spec,
+                duration,
+                master,
+                out,
+                sink,
+                control,
+                console,
+                errors,
+                fresh or (),
+                (),
+                jobs or (),
+                skip_jobs or (),
+            )
     except SpecError as err:
         raise fail(err) from None
     raise typer.Exit(code=code)

@@ -136,32 +136,38 @@ def _time_base(run_dir: Path, fresh: Collection[str]) -> tuple[float, list[str]]
 
 
 class JobChoiceError(ValueError):
-    """``--jobs``/``--skip-jobs`` name a job the run does not declare, leave no job, or split a shared stream."""
+    """``--jobs``/``--skip-jobs``/``--dedicate`` name a job the run does not declare, leave no job, or split a
+    shared stream."""
 
 
 def choose_jobs(
-    scenario: Scenario, python_jobs: dict[str, PythonJob], only: Collection[str], skip: Collection[str]
+    scenario: Scenario,
+    python_jobs: dict[str, PythonJob],
+    only: Collection[str],
+    skip: Collection[str],
+    dedicated: Collection[str] = (),
 ) -> tuple[Scenario, dict[str, PythonJob]]:
-    """The run restricted to ``only`` (all jobs when empty) less ``skip``.
+    """The run restricted to ``only`` (all jobs when empty) less ``skip`` and less ``dedicated`` (the jobs
+    :mod:`strata.control.dedicated` runs in an application of their own).
 
     One jobs file can then run as several Spark applications — e.g. a latency-critical job in its own
     application and the rest in another started under ``nice`` (docs/spark.md, "A dedicated application") —
     each under its own control loop. A job reading another job's output must run in the producer's
     application: the shared stream is the producer's output directory under the run directory."""
     names = [j.id for j in scenario.jobs]
-    for flag, given in (("--jobs", only), ("--skip-jobs", skip)):
+    for flag, given in (("--jobs", only), ("--skip-jobs", skip), ("--dedicate", dedicated)):
         unknown = [n for n in given if n not in names]
         if unknown:
             found = ", ".join(repr(n) for n in unknown)
             raise JobChoiceError(f"{flag}: expected jobs of this run ({', '.join(names)}); found {found}")
-    keep = [n for n in names if (not only or n in only) and n not in skip]
+    keep = [n for n in names if (not only or n in only) and n not in skip and n not in dedicated]
     if not keep:
-        raise JobChoiceError("--jobs/--skip-jobs: expected at least one job left to run; found none")
+        raise JobChoiceError("--jobs/--skip-jobs/--dedicate: expected at least one job left to run here; found none")
     for job in python_jobs.values():
         for producer in job.reads if job.id in keep else ():
             if producer not in keep:
                 raise JobChoiceError(
-                    f"--jobs/--skip-jobs: job {job.id!r} reads {producer!r}'s output, so both run in one "
+                    f"--jobs/--skip-jobs/--dedicate: job {job.id!r} reads {producer!r}'s output, so both run in one "
                     f"application; found {producer!r} left out"
                 )
     if len(keep) == len(names):
@@ -183,13 +189,14 @@ def run_live(
     declared: Collection[PythonJob] = (),
     only: Collection[str] = (),
     skip: Collection[str] = (),
+    dedicated: Collection[str] = (),
 ) -> int:
     """The ``strata run`` command; raises SpecError (located) before any query starts; returns the exit code.
 
     ``files``: YAML spec files (cluster and jobs; checked before Spark starts) and Python files declaring jobs
     (run once the session exists: a module-level UDF needs one, as under spark-submit); ``declared``: jobs already
     declared in this process (a jobs file run as ``__main__``); ``only``/``skip``: the jobs to run, or to leave
-    out, of those declared (:func:`choose_jobs`)."""
+    out, of those declared, and ``dedicated``: those another application runs (:func:`choose_jobs`)."""
     from strata.report import write_report
     from strata.report.console import verification_line
     from strata.spark.measure import collect
@@ -221,7 +228,7 @@ def run_live(
     try:
         jobs = list(declared) + [j for f in python_files for j in load_jobs(f)]
         scenario, python_jobs = with_python_jobs(jobs, yaml_files, name)
-        scenario, python_jobs = choose_jobs(scenario, python_jobs, only, skip)
+        scenario, python_jobs = choose_jobs(scenario, python_jobs, only, skip, dedicated)
     except SpecError:
         spark.stop()
         raise
