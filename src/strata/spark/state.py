@@ -529,21 +529,17 @@ class _Task:
             counted = pd.Series(rows.column("rows").to_numpy()).groupby(kg).sum()
         else:
             counted = kg.value_counts()
-        # what the file holds per group: its changes, or its whole state (a snapshot) when one is due — or free,
-        # unwindowed, when the batch changed every row of the group (the changes are then the whole state)
-        written, full = [], []
+        # the file holds every group's changes, and the whole state (a snapshot) of the groups due one — except,
+        # unwindowed, a group whose every row the batch changed: its changes are its whole state already
+        snapshots, full = [], []
         for g in groups:
             state, n = states[g], per_group[g].num_rows if g in per_group else 0
             state.log_rows += n
             state.log_versions += 1
-            if spec.window is None and n and n == state.rows:
-                written.append(per_group[g])
-            elif snapshot_due(state, spec.snapshot_factor, spec.max_log_versions, spec.min_log_versions):
-                written.append(state.to_arrow(key_type))
-            else:
-                if n:
-                    written.append(per_group[g])
-                continue
+            if not (spec.window is None and n and n == state.rows):
+                if not snapshot_due(state, spec.snapshot_factor, spec.max_log_versions, spec.min_log_versions):
+                    continue
+                snapshots.append(state.to_arrow(key_type))
             full.append(g)
             state.base_rows, state.log_rows, state.log_versions = state.rows, 0, 0
         meta = {
@@ -554,10 +550,8 @@ class _Task:
             "full": full,
             **{k: sorted(v) for k, v in cache.last.items()},
         }
-        table = pa.concat_tables(written) if written else state_schema(key_type).empty_table()
-        token = log.write_changelog(
-            self.batch_id, partition, table.replace_schema_metadata({"strata": json.dumps(meta)})
-        )
+        snapshot_rows = pa.concat_tables(snapshots) if snapshots else None
+        token = log.write_changelog(self.batch_id, partition, changes, snapshot_rows, meta)
         for state in states.values():
             state.version, state.token = self.batch_id, token
         return self._output(emit)

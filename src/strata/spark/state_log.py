@@ -5,21 +5,23 @@ Layout under the store directory (shared file system, as for Spark's checkpoints
 - ``manifests/<b>.json``: batch b committed (after the sink wrote it): its
   watermark, routing table and, per key group, the newest batch ≤ b whose file
   holds the group's whole state (its snapshot; −1 while it has none);
-- ``v=<b>/part=<p>.parquet``: batch b's file written by task p, sorted by key
-  group with one row group per key group, so a reader of one group reads only
-  that group's bytes (the footer's ``kg`` statistics say which row group). A
-  group's row group is its changelog (the partials of every (key, window) row
-  the batch changed) or, when the group is snapshotted at b, its whole state:
-  the footer lists those groups (``full``) and the manifest records them.
+- ``v=<b>/part=<p>.parquet``: batch b's file written by task p: one row group
+  per key group of the batch's changes (the partials of every (key, window)
+  row the batch changed), sorted by key group, so a reader of one group reads
+  only that group's bytes (the footer's ``kg`` statistics say which row
+  group); then one row group per group snapshotted at b, holding its whole
+  state (the footer's ``snapshot_from`` says where they start, ``full`` which
+  groups b snapshots, and the manifest records them). A group whose every row
+  the batch changed needs no second copy: its changes are its whole state.
 
-The state of group g at version v is the row group of its snapshot (the
-manifest's entry) plus its row groups of the committed batches after it
-(docs/spark.md, "Keyed state that can move"). Whole state or changes, a row
-group is applied the same way (an upsert per key and window), so a reader
-catching up need not tell them apart. Snapshots live in the batch's file rather
-than in files of their own because, on small state, a snapshot of every other
-group every other batch meant 16 more small files per task and batch: writing
-them was 45% of the tasks' Python time at 10k keys (py-spy, locked). Every file
+The state of group g at version v is its snapshot row group (in the file of
+the batch the manifest names) plus its change row groups of the committed
+batches after it (docs/spark.md, "Keyed state that can move"); a worker that
+holds g at an older version reads only the change row groups since. Snapshots
+live in the batch's file rather than in files of their own because, on small
+state, a snapshot of every other group every other batch meant 16 more small
+files per task and batch: writing them was 47% of the tasks' py-spy samples
+at 10k keys (locked profile). Every file
 is written to a temporary name and renamed, so a reader sees a whole file or
 none. All reads go through :class:`IoStats` so the cost of a move is measured,
 not estimated.
@@ -125,8 +127,8 @@ class StateLog:
         self.io = io if io is not None else IoStats()
         # changelog footers already read by this reader (one task): the groups of one file share one footer read
         self._footers: dict[Path, pq.FileMetaData] = {}
-        # (batch, part, group) → that group's rows, read ahead for one task (prefetch)
-        self._ahead: dict[tuple[int, int, int], pa.Table] = {}
+        # (batch, part, group, kind) → that group's changes or snapshot rows, read ahead for one task (prefetch)
+        self._ahead: dict[tuple[int, int, int, str], pa.Table] = {}
 
     # ------------------------------------------------------------------ paths
 
@@ -143,87 +145,114 @@ class StateLog:
 
     # ------------------------------------------------------------------ writes
 
-    def write_changelog(self, batch: int, part: int, table: pa.Table) -> tuple[int, int, int] | None:
-        """Write task ``part``'s file of ``batch`` (rows sorted by kg: changes, or whole state of the groups its
-        ``full`` metadata lists); its token."""
+    def write_changelog(
+        self, batch: int, part: int, changes: pa.Table, snapshots: pa.Table | None = None, meta: dict | None = None
+    ) -> tuple[int, int, int] | None:
+        """Write task ``part``'s file of ``batch``: one row group per key group of ``changes`` (sorted by kg), then
+        one per group of ``snapshots`` (whole states, sorted by kg); its token.
+
+        The footer's ``strata`` metadata is ``meta`` plus ``snapshot_from``, the index of the first snapshot row
+        group: a reader catching up reads a group's changes only, one rebuilding reads its snapshot only. Keeping
+        both matters: with the whole state in place of the changes, a worker that caught up after a swap of
+        workers read every snapshot in full (65-70 MB a task and batch at 10M keys, against 2 MB)."""
         path = self.changelog(batch, part)
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        groups = np.unique(table.column("kg").to_numpy()).tolist() if table.num_rows else []
+        runs = [(t, np.unique(t.column("kg").to_numpy()).tolist()) for t in (changes, snapshots) if t is not None]
+        meta = {**(meta or {}), "snapshot_from": len(runs[0][1])}
+        schema = changes.schema.with_metadata({"strata": json.dumps(meta)})
         # statistics of kg only: they pick a group's row groups; others would only grow the footer
-        with pq.ParquetWriter(tmp, table.schema, write_statistics=["kg"], **_FAST) as w:
-            for rows in _by_group(table, groups):
-                # one row group per key group: a reader of g skips the others' bytes
-                w.write_table(rows, row_group_size=max(rows.num_rows, 1))
+        with pq.ParquetWriter(tmp, schema, write_statistics=["kg"], **_FAST) as w:
+            for table, groups in runs:
+                for rows in _by_group(table, groups):
+                    # one row group per key group: a reader of g skips the others' bytes
+                    w.write_table(rows.replace_schema_metadata(schema.metadata), row_group_size=max(rows.num_rows, 1))
         self.io.written[str(path)] += os.path.getsize(tmp)
         os.replace(tmp, path)
         return self.token(batch, part)
 
     # ------------------------------------------------------------------ reads
 
-    def prefetch(self, wanted: dict[tuple[int, int], set[int]]) -> None:
-        """Read ahead, for each changelog (batch, part), the row groups of the key groups ``wanted`` of it, with
-        one read per file: a task that catches up or rebuilds many groups (a Python worker that served the other
-        partition last) would otherwise open, seek and decode each file once per group. Reads exactly the bytes
-        the per-group reads would (each row group is one key group's), so a move still costs its group's state."""
-        for (batch, part), groups in wanted.items():
+    def prefetch(self, wanted: dict[tuple[int, int], dict[int, str]]) -> None:
+        """Read ahead, for each file (batch, part), the row groups of the key groups ``wanted`` of it (group →
+        ``"changes"`` or ``"snapshot"``), with one read per file and kind: a task that catches up or rebuilds many
+        groups (a Python worker that served the other partition last) would otherwise open, seek and decode each
+        file once per group. Reads exactly the bytes the per-group reads would (each row group is one key
+        group's), so a move still costs its group's state."""
+        for (batch, part), kinds in wanted.items():
             path = self.changelog(batch, part)
             f = _CountingFile(path, self.io)
             try:
-                md, mine = self._row_groups(path, f, groups)
-                table = pq.ParquetFile(f, metadata=md).read_row_groups(mine) if mine else None
+                for kind in ("changes", "snapshot"):
+                    groups = sorted(g for g, k in kinds.items() if k == kind)
+                    if not groups:
+                        continue
+                    md, mine = self._row_groups(path, f, groups, kind)
+                    if not mine:
+                        continue
+                    table = pq.ParquetFile(f, metadata=md).read_row_groups(mine)
+                    # a kind's row groups are sorted by kg (write_changelog): each group's rows are one slice
+                    kgs = table.column("kg").to_numpy()
+                    for g in groups:
+                        lo, hi = np.searchsorted(kgs, g, "left"), np.searchsorted(kgs, g, "right")
+                        self._ahead[(batch, part, g, kind)] = table.slice(lo, hi - lo)
             finally:
                 f.close()
-            if table is None:
-                continue
-            # rows are sorted by kg (write_changelog): each group's rows are one slice
-            kgs = table.column("kg").to_numpy()
-            for g in groups:
-                lo, hi = np.searchsorted(kgs, g, "left"), np.searchsorted(kgs, g, "right")
-                self._ahead[(batch, part, g)] = table.slice(lo, hi - lo)
 
-    def _row_groups(self, path, f, groups) -> tuple:
-        """The changelog's footer (read once, then cached) and its non-empty row groups whose ``kg`` statistics
-        may hold one of ``groups``."""
+    def _row_groups(self, path, f, groups, kind: str = "changes") -> tuple:
+        """The file's footer (read once, then cached) and its non-empty row groups of ``kind`` whose ``kg``
+        statistics may hold one of ``groups``. A group whose batch changed every row has no snapshot row group:
+        its changes are its whole state, and a snapshot reader takes those."""
         md = self._footers.get(path)
         if md is None:
             md = self._footers[path] = _footer(f)
         kg = md.schema.to_arrow_schema().get_field_index("kg")
-        mine = []
-        for i in range(md.num_row_groups):
-            st = md.row_group(i).column(kg).statistics
-            hit = st is not None and st.has_min_max and any(st.min <= g <= st.max for g in groups)
-            if md.row_group(i).num_rows and hit:
-                mine.append(i)
-        return md, mine
+        meta = json.loads((md.metadata or {}).get(b"strata", b"{}"))
+        start = meta.get("snapshot_from", md.num_row_groups)
 
-    def read_group_changes(self, batch: int, part: int, group: int) -> pa.Table:
-        """Key group ``group``'s rows of changelog (batch, part): its row groups only, chosen by footer statistics."""
-        ahead = self._ahead.pop((batch, part, group), None)
+        def hits(indices, wanted) -> list[int]:
+            out = []
+            for i in indices:
+                st = md.row_group(i).column(kg).statistics
+                hit = st is not None and st.has_min_max and any(st.min <= g <= st.max for g in wanted)
+                if md.row_group(i).num_rows and hit:
+                    out.append(i)
+            return out
+
+        if kind == "changes":
+            return md, hits(range(start), groups)
+        mine = hits(range(start, md.num_row_groups), groups)
+        found = set()
+        for i in mine:
+            st = md.row_group(i).column(kg).statistics
+            found.update(g for g in groups if st.min <= g <= st.max)
+        return md, sorted(mine + hits(range(start), [g for g in groups if g not in found]))
+
+    def read_group_changes(self, batch: int, part: int, group: int, kind: str = "changes") -> pa.Table:
+        """Key group ``group``'s rows of file (batch, part), its changes or (``kind="snapshot"``) its whole state:
+        its row groups only, chosen by footer statistics."""
+        ahead = self._ahead.pop((batch, part, group, kind), None)
         if ahead is not None:
             return ahead
         path = self.changelog(batch, part)
         f = _CountingFile(path, self.io)
         try:
-            md, mine = self._row_groups(path, f, [group])
+            md, mine = self._row_groups(path, f, [group], kind)
             pf = pq.ParquetFile(f, metadata=md)
             table = pf.read_row_groups(mine) if mine else pf.schema_arrow.empty_table()
         finally:
             f.close()
         return table.filter(pc.equal(table.column("kg"), group)) if mine else table
 
-    def group_bytes(self, batch: int, part: int, group: int) -> int:
-        """Compressed bytes of key group ``group``'s row groups in file (batch, part), from its footer (uncounted:
-        what a move's reads are compared with)."""
-        md = pq.read_metadata(self.changelog(batch, part))
-        kg = md.schema.to_arrow_schema().get_field_index("kg")
-        total = 0
-        for i in range(md.num_row_groups):
-            rg = md.row_group(i)
-            st = rg.column(kg).statistics
-            if rg.num_rows and st is not None and st.has_min_max and st.min <= group <= st.max:
-                total += sum(rg.column(c).total_compressed_size for c in range(rg.num_columns))
-        return total
+    def group_bytes(self, batch: int, part: int, group: int, kind: str = "snapshot") -> int:
+        """Compressed bytes of key group ``group``'s row groups of ``kind`` in file (batch, part), from its footer
+        (uncounted: what a move's reads are compared with)."""
+        path = self.changelog(batch, part)
+        with open(path, "rb") as raw:
+            md, mine = StateLog(self.root)._row_groups(path, _Uncounted(raw), [group], kind)
+        return sum(
+            md.row_group(i).column(c).total_compressed_size for i in mine for c in range(md.row_group(i).num_columns)
+        )
 
     def changelog_meta(self, batch: int, part: int) -> dict:
         """What task ``part`` recorded about ``batch`` in its changelog's footer (rows per group, bytes read, …)."""
@@ -275,7 +304,20 @@ class StateLog:
         return keep
 
 
-def _footer(f: _CountingFile) -> pq.FileMetaData:
+class _Uncounted:
+    """A plain file with the seek/read _footer needs (for group_bytes, which measures rather than reads)."""
+
+    def __init__(self, raw):
+        self._raw = raw
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        return self._raw.seek(offset, whence)
+
+    def read(self, n: int = -1) -> bytes:
+        return self._raw.read(n)
+
+
+def _footer(f) -> pq.FileMetaData:
     """A Parquet file's footer, reading exactly its bytes (pyarrow itself reads the last 64 KiB at once, which
     for a small key group's share of a changelog is most of the cost of a move)."""
     f.seek(-8, os.SEEK_END)

@@ -253,12 +253,12 @@ class StateCache:
         need: int | None,
         history: dict[int, Version],
         bases: dict[int, int],
-    ) -> dict[tuple[int, int], set[int]]:
-        """The files (batch, part) :meth:`acquire` will read for ``groups``, and which groups of each: what
-        :meth:`StateLog.prefetch` reads ahead in one pass per file. Same rule as ``acquire``: from the cached
-        version when valid, else from the group's snapshot as of ``need`` (``bases``; −1: none), that file
-        included."""
-        wanted: dict[tuple[int, int], set[int]] = {}
+    ) -> dict[tuple[int, int], dict[int, str]]:
+        """The files (batch, part) :meth:`acquire` will read for ``groups``, and which groups of each (group →
+        ``"changes"`` or ``"snapshot"``): what :meth:`StateLog.prefetch` reads ahead in one pass per file. Same
+        rule as ``acquire``: from the cached version when valid, else from the group's snapshot as of ``need``
+        (``bases``; −1: none) and its changes after it."""
+        wanted: dict[tuple[int, int], dict[int, str]] = {}
         if need is None:
             return wanted
         cached = self.groups(str(log.root))
@@ -268,10 +268,12 @@ class StateCache:
                 since = state.version
             else:
                 base = bases.get(g, -1)
-                since = base - 1 if base >= 0 else None  # the snapshot's own file is read too
+                since = base if base >= 0 else None
+                if base >= 0:
+                    wanted.setdefault((base, history[base].routing[g]), {})[g] = "snapshot"
             for v in history:
                 if (since is None or v > since) and v <= need:
-                    wanted.setdefault((v, history[v].routing[g]), set()).add(g)
+                    wanted.setdefault((v, history[v].routing[g]), {})[g] = "changes"
         return wanted
 
     def acquire(
@@ -302,7 +304,7 @@ class StateCache:
                     raise RuntimeError(f"key group {group}: snapshot of batch {base} is not a committed version")
                 owner = history[base].routing[group]
                 token = log.token(base, owner)
-                state.apply(log.read_group_changes(base, owner, group))
+                state.apply(log.read_group_changes(base, owner, group, "snapshot"))
                 state.close(history[base].watermark_us, size_us)
                 state.version, state.token, state.base_rows = base, token, state.rows
         for v in sorted(history):
@@ -314,8 +316,11 @@ class StateCache:
                 state.apply(changes)
                 state.close(history[v].watermark_us, size_us)
                 state.version, state.token = v, token
-                state.log_rows += changes.num_rows
-                state.log_versions += 1
+                if v == base:  # another worker snapshotted the group here: count from that snapshot, as it does
+                    state.base_rows, state.log_rows, state.log_versions = state.rows, 0, 0
+                else:
+                    state.log_rows += changes.num_rows
+                    state.log_versions += 1
         if state.version != need:
             raise RuntimeError(f"key group {group}: no durable state for batch {need} (found {state.version})")
         return state
