@@ -90,7 +90,7 @@ def start_input(base: Path, seed: int, args) -> tuple[float, list]:
 
 
 def run_one(spark, mode: str, seed: int, args, work: Path) -> list[dict]:
-    """One mode on a fresh input directory filled in real time from the same seeded source. ``dedicated``
+    """One mode on a fresh input directory filled in real time from the same seeded source. A dedicated mode
     runs its bulk queries in a second Spark application (:func:`bulk_application`) on the same input."""
     base = work / f"{mode}-{seed}"
     shutil.rmtree(base, ignore_errors=True)
@@ -99,8 +99,9 @@ def run_one(spark, mode: str, seed: int, args, work: Path) -> list[dict]:
     if mode in BULK:
         bulk = bulk_application(base, seed, BULK[mode], args)
     epoch, producers = start_input(base, seed, args)
-    if bulk is not None:
-        (base / "go").write_text(repr(epoch))
+    if bulk is not None:  # written whole, then renamed: the second application polls for it
+        (base / "go.tmp").write_text(repr(epoch))
+        (base / "go.tmp").rename(base / "go")
     time.sleep(3.5)  # the first files exist, so every query can start
     try:
         rows = run_jobs(spark, mode, seed, base, epoch, args)
