@@ -19,10 +19,10 @@ their state here instead, and run inside ``foreachBatch``:
    Python worker's memory when that is provably at that version, else from the
    group's newest snapshot plus the changelogs after it, whoever wrote them
    (:mod:`strata.spark.state_table`) — folds the batch in, emits results and
-   writes the batch's file ``v=<b>/part=<p>.parquet``, one row group per key
-   group: only the rows the batch changed, or the group's whole state (its
-   snapshot) when its changelog since its last snapshot outweighs that
-   snapshot, or when the batch changed every row of the group anyway. So
+   writes the batch's file ``v=<b>/part=<p>.parquet``: one row group per key
+   group of the rows the batch changed, then one per group whose changelog
+   since its last snapshot outweighs that snapshot, holding its whole state
+   (a group whose every row the batch changed is its own snapshot). So
    snapshot I/O amortises to a constant per changed row, and a task writes one
    file per batch (:mod:`strata.spark.state_log`).
 5. After the sink has written the batch's output, the driver writes
