@@ -66,7 +66,7 @@ def main(argv: list[str] | None = None) -> None:
     ``strata run``'s code. Under ``spark-submit`` the submitted master is used; otherwise embedded Spark."""
     from rich.console import Console
 
-    from strata.control.live import run_live
+    from strata.control.live import RunRequest, run_live
     from strata.model import SpecError
 
     parser = argparse.ArgumentParser(prog=Path(sys.argv[0]).name, description="Run the declared jobs under Strata.")
@@ -82,20 +82,18 @@ def main(argv: list[str] | None = None) -> None:
     console, errors = Console(), Console(stderr=True)
     name = Path(sys.argv[0]).stem or "jobs"
     try:
-        code = run_live(
-            args.specs,
+        request = RunRequest(
+            tuple(args.specs),
             args.duration,
             args.master or _submitted_master(),
             args.out or Path("runs") / name,
             "parquet",
             not args.no_control,
-            console,
-            errors,
-            args.fresh,
-            declared_here(),
-            args.jobs,
-            args.skip_jobs,
+            tuple(args.fresh),
+            tuple(args.jobs),
+            tuple(args.skip_jobs),
         )
+        code = run_live(request, console, errors, declared_here())
     except SpecError as err:
         for problem in err.problems:
             errors.print(f"[bold red]error[/] {problem}", highlight=False, soft_wrap=True)

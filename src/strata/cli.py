@@ -408,7 +408,7 @@ def run(
     ] = None,
 ) -> None:
     """Run every job on Spark Structured Streaming under Strata's control loop, with a live view; metrics to OUT."""
-    from strata.control.live import run_live
+    from strata.control.live import RunRequest, run_live
 
     if sink not in ("parquet", "memory", "console"):
         errors.print(f"[bold red]error[/] --sink: expected parquet, memory or console; found {sink!r}")
@@ -417,30 +417,27 @@ def run(
         errors.print(f"[bold red]error[/] --duration: expected seconds > 0; found {duration:g}")
         raise typer.Exit(code=2)
     try:
+        request = RunRequest(
+            tuple(spec),
+            duration,
+            master,
+            out,
+            sink,
+            control,
+            tuple(fresh or ()),
+            tuple(jobs or ()),
+            tuple(skip_jobs or ()),
+            tuple(dedicate or ()),
+        )
         if dedicate:
             from strata.control.dedicated import run_dedicated
 
             if jobs:
                 errors.print("[bold red]error[/] --dedicate: expected no --jobs with it; found --jobs")
                 raise typer.Exit(code=2)
-            code = run_dedicated(
-                spec, dedicate, duration, master, out, sink, control, console, errors, fresh or (), skip_jobs or ()
-            )
+            code = run_dedicated(request, console, errors)
         else:
-            code = run_live(
-                spec,
-                duration,
-                master,
-                out,
-                sink,
-                control,
-                console,
-                errors,
-                fresh or (),
-                (),
-                jobs or (),
-                skip_jobs or (),
-            )
+            code = run_live(request, console, errors)
     except SpecError as err:
         raise fail(err) from None
     raise typer.Exit(code=code)

@@ -16,56 +16,29 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Collection, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from rich.console import Console
 
-from strata.control.live import run_live
+from strata.control.live import RunRequest, run_live
 
 BULK_NICE = 10  # CFS weight 110 against 1024 at nice 0: a contended core goes ~90% to the dedicated application
 DEDICATED = "dedicated"  # the child's run directory under OUT, and its log OUT/dedicated.log
 GRACE_S = 120.0  # how long past its own end the child may take to drain and write its metrics
 
 
-def command(
-    files: Sequence[Path | str],
-    jobs: Collection[str],
-    duration_s: float,
-    master: str | None,
-    out: Path,
-    sink: str,
-    control: bool,
-    fresh: Collection[str],
-) -> list[str]:
-    """The child's ``strata run``: the same files and options, only ``jobs``, its run directory under ``out``."""
-    argv = [sys.executable, "-m", "strata", "run", *map(str, files), "--duration", str(duration_s)]
-    argv += ["--out", str(out / DEDICATED), "--sink", sink, "--control" if control else "--no-control"]
-    argv += [a for j in jobs for a in ("--jobs", j)] + [a for f in fresh for a in ("--fresh", f)]
-    return argv + (["--master", master] if master else [])
-
-
-def run_dedicated(
-    files: Sequence[Path | str],
-    jobs: Collection[str],
-    duration_s: float,
-    master: str | None,
-    out: Path,
-    sink: str,
-    control: bool,
-    console: Console,
-    errors: Console,
-    fresh: Collection[str] = (),
-    skip: Collection[str] = (),
-) -> int:
-    """Run ``jobs`` in a child application and the others (less ``skip``) here at nice +:data:`BULK_NICE`; the
+def run_dedicated(request: RunRequest, console: Console, errors: Console) -> int:
+    """Run ``request.dedicated`` in a child application and the other jobs here at nice +:data:`BULK_NICE`; the
     worse of the two exit codes. The child gets SIGTERM (it drains as on Ctrl-C) if this run ends early."""
-    out = Path(out)
+    out = Path(request.out)
     out.mkdir(parents=True, exist_ok=True)
+    jobs = request.dedicated
+    child_request = replace(request, out=out / DEDICATED, only=jobs, skip=(), dedicated=())
     log = out / f"{DEDICATED}.log"
     with log.open("w") as sink_file:
         child = subprocess.Popen(
-            command(files, jobs, duration_s, master, out, sink, control, fresh),
+            [sys.executable, "-m", "strata", *child_request.argv()],
             stdin=subprocess.DEVNULL,
             stdout=sink_file,
             stderr=subprocess.STDOUT,
@@ -78,14 +51,14 @@ def run_dedicated(
         highlight=False,
     )
     try:
-        code = run_live(files, duration_s, master, out, sink, control, console, errors, fresh, (), (), skip, jobs)
+        code = run_live(request, console, errors)
     except BaseException:
         child.send_signal(signal.SIGTERM)
         _wait(child, GRACE_S)
         raise
-    if time.time() < started + duration_s:  # stopped early (a signal, or no query could start): so is the child
+    if time.time() < started + request.duration_s:  # stopped early (a signal, or no query could start): so is the child
         child.send_signal(signal.SIGTERM)
-    child_code = _wait(child, max(0.0, started + duration_s - time.time()) + GRACE_S)
+    child_code = _wait(child, max(0.0, started + request.duration_s - time.time()) + GRACE_S)
     if child_code:
         tail = log.read_text(errors="replace").strip().splitlines()[-5:]
         errors.print(f"[bold red]the dedicated application exited {child_code}[/]: see {log}", highlight=False)

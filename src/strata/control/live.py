@@ -17,6 +17,7 @@ import shutil
 import signal
 import time
 from collections.abc import Collection
+from dataclasses import dataclass
 from pathlib import Path
 
 from rich.console import Console, Group
@@ -176,34 +177,47 @@ def choose_jobs(
     return Scenario.model_validate(kept.model_dump(by_alias=True)), {k: j for k, j in python_jobs.items() if k in keep}
 
 
-def run_live(
-    files: list[Path],
-    duration_s: float,
-    master: str | None,
-    out: Path,
-    sink: str,
-    control: bool,
-    console: Console,
-    errors: Console,
-    fresh: Collection[str] = (),
-    declared: Collection[PythonJob] = (),
-    only: Collection[str] = (),
-    skip: Collection[str] = (),
-    dedicated: Collection[str] = (),
-) -> int:
+@dataclass(frozen=True)
+class RunRequest:
+    """What ``strata run`` is asked to do: the files, for how long, on which master, where, how, which jobs.
+
+    ``only``/``skip``: the jobs to run, or to leave out, of those declared; ``dedicated``: those another
+    application runs (:func:`choose_jobs`, :mod:`strata.control.dedicated`)."""
+
+    files: tuple[Path | str, ...]
+    duration_s: float = 120.0
+    master: str | None = None
+    out: Path = Path("runs/latest")
+    sink: str = "parquet"
+    control: bool = True
+    fresh: tuple[str, ...] = ()
+    only: tuple[str, ...] = ()
+    skip: tuple[str, ...] = ()
+    dedicated: tuple[str, ...] = ()
+
+    def argv(self) -> list[str]:
+        """The ``strata run`` arguments that make this request (how a dedicated application is started)."""
+        args = ["run", *map(str, self.files), "--duration", str(self.duration_s), "--out", str(self.out)]
+        args += ["--sink", self.sink, "--control" if self.control else "--no-control"]
+        for flag, names in (("--fresh", self.fresh), ("--jobs", self.only), ("--skip-jobs", self.skip)):
+            args += [a for n in names for a in (flag, n)]
+        args += [a for n in self.dedicated for a in ("--dedicate", n)]
+        return args + (["--master", self.master] if self.master else [])
+
+
+def run_live(request: RunRequest, console: Console, errors: Console, declared: Collection[PythonJob] = ()) -> int:
     """The ``strata run`` command; raises SpecError (located) before any query starts; returns the exit code.
 
-    ``files``: YAML spec files (cluster and jobs; checked before Spark starts) and Python files declaring jobs
-    (run once the session exists: a module-level UDF needs one, as under spark-submit); ``declared``: jobs already
-    declared in this process (a jobs file run as ``__main__``); ``only``/``skip``: the jobs to run, or to leave
-    out, of those declared, and ``dedicated``: those another application runs (:func:`choose_jobs`)."""
+    ``request.files``: YAML spec files (cluster and jobs; checked before Spark starts) and Python files declaring
+    jobs (run once the session exists: a module-level UDF needs one, as under spark-submit); ``declared``: jobs
+    already declared in this process (a jobs file run as ``__main__``)."""
     from strata.report import write_report
     from strata.report.console import verification_line
     from strata.spark.measure import collect
     from strata.spark.session import build_session
 
-    yaml_files = [f for f in files if Path(f).suffix != ".py"]
-    python_files = [f for f in files if Path(f).suffix == ".py"]
+    yaml_files = [f for f in request.files if Path(f).suffix != ".py"]
+    python_files = [f for f in request.files if Path(f).suffix == ".py"]
     if yaml_files:
         yaml_scenario = load_scenario(*yaml_files)
         problems = [
@@ -215,12 +229,12 @@ def run_live(
         if problems:
             raise locate_problems(yaml_files, problems)
     name = Path(python_files[0]).stem if python_files else yaml_scenario.name if yaml_files else "jobs"
-    out = Path(out)
-    mode = "strata" if control else "baseline"
+    out = Path(request.out)
+    mode = "strata" if request.control else "baseline"
     out.mkdir(parents=True, exist_ok=True)
     try:
         spark = build_session(
-            f"strata-run-{name}", master=master, shuffle_partitions=2, pools=POOLS, work_dir=out / "spark"
+            f"strata-run-{name}", master=request.master, shuffle_partitions=2, pools=POOLS, work_dir=out / "spark"
         )
     except (JavaError, MasterUnreachable) as err:
         errors.print(f"[bold red]error[/] {err}", highlight=False, soft_wrap=True)
@@ -228,7 +242,7 @@ def run_live(
     try:
         jobs = list(declared) + [j for f in python_files for j in load_jobs(f)]
         scenario, python_jobs = with_python_jobs(jobs, yaml_files, name)
-        scenario, python_jobs = choose_jobs(scenario, python_jobs, only, skip, dedicated)
+        scenario, python_jobs = choose_jobs(scenario, python_jobs, request.only, request.skip, request.dedicated)
     except SpecError:
         spark.stop()
         raise
@@ -246,7 +260,7 @@ def run_live(
     if problems:  # located before any query starts, as the static checks above
         spark.stop()
         raise locate_problems(yaml_files, problems)
-    who = "Strata in control" if control else "plain Spark"
+    who = "Strata in control" if request.control else "plain Spark"
     title = f"strata run {scenario.name} on {spark.sparkContext.master} ({who})"
     view = View(scenario, title)
     stop_asked: list[int] = []
@@ -254,7 +268,7 @@ def run_live(
     # (what Kubernetes and systemd send), instead end the loop after its step, and the batches in flight finish.
     previous = {sig: signal.signal(sig, lambda signum, _: stop_asked.append(signum)) for sig in STOP_SIGNALS}
     try:
-        epoch, said = _time_base(out / mode, fresh)
+        epoch, said = _time_base(out / mode, request.fresh)
         for line in said:
             console.print(f"[cyan]▸[/] {line}", highlight=False)
         with Live(view.render(), console=console, refresh_per_second=2) as live:
@@ -265,7 +279,7 @@ def run_live(
 
             def attach(engine) -> None:
                 view.engine = engine
-                for line in engine.resume(fresh):  # refuses a changed query before any query starts
+                for line in engine.resume(request.fresh):  # refuses a changed query before any query starts
                     live.console.print(f"[cyan]▸[/] {line}", highlight=False)
 
             try:
@@ -274,9 +288,9 @@ def run_live(
                     scenario,
                     mode,
                     out / mode,
-                    RunConfig(sink=sink),
+                    RunConfig(sink=request.sink),
                     epoch,
-                    max(epoch, time.time()) + duration_s,
+                    max(epoch, time.time()) + request.duration_s,
                     shown,
                     should_stop=lambda: bool(stop_asked),
                     on_engine=attach,
@@ -297,7 +311,7 @@ def run_live(
             console.print(f"[yellow]interrupted ({name}): the queries were stopped between batches[/]")
         failures = result.engine.failures()
         horizon = max(0.0, result.stop - result.epoch - DRAIN_S)
-        config = {"config": {"duration_s": horizon, "requested_s": duration_s, "control": control}}
+        config = {"config": {"duration_s": horizon, "requested_s": request.duration_s, "control": request.control}}
         measured = collect([result], scenario, horizon, spark, out, config, {})
         console.print(view.render())
         if not measured.checks.empty:
