@@ -249,7 +249,7 @@ class StateLog:
         (uncounted: what a move's reads are compared with)."""
         path = self.changelog(batch, part)
         with open(path, "rb") as raw:
-            md, mine = StateLog(self.root)._row_groups(path, _Uncounted(raw), [group], kind)
+            md, mine = StateLog(self.root)._row_groups(path, raw, [group], kind)
         return sum(
             md.row_group(i).column(c).total_compressed_size for i in mine for c in range(md.row_group(i).num_columns)
         )
@@ -302,19 +302,6 @@ class StateLog:
                     f.unlink(missing_ok=True)
                 version.rmdir()
         return keep
-
-
-class _Uncounted:
-    """A plain file with the seek/read _footer needs (for group_bytes, which measures rather than reads)."""
-
-    def __init__(self, raw):
-        self._raw = raw
-
-    def seek(self, offset: int, whence: int = 0) -> int:
-        return self._raw.seek(offset, whence)
-
-    def read(self, n: int = -1) -> bytes:
-        return self._raw.read(n)
 
 
 def _footer(f) -> pq.FileMetaData:

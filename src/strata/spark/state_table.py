@@ -364,9 +364,9 @@ def snapshot_due(state: GroupState, factor: float, max_versions: int, min_versio
     the group's state (or its snapshot plus ``min_versions`` batches of changes).
     The golden-ratio jitter spreads groups' snapshots over different batches so
     no single batch rewrites the whole state; ``max_versions`` (jittered down to
-    half) bounds the files an idle or slowly growing group pins, ``min_versions`` the snapshot files a batch writes when
-    it touches most of a small state (one file per group per batch would
-    otherwise be most of the batch's cost).
+    half) bounds the files an idle or slowly growing group pins, ``min_versions`` the snapshot row groups a batch
+    writes when it touches most of a small state (a snapshot of every group every batch would otherwise be most
+    of the batch's cost).
     """
     jitter = 0.5 + 0.5 * ((state.group * 0.6180339887) % 1.0)  # in [0.5, 1): the log stays ≤ factor × snapshot
     if state.log_versions >= max(min_versions, round(max_versions * jitter)):
