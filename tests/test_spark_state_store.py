@@ -19,7 +19,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from strata.model import AggregateSpec, WindowSpec
-from strata.spark.state import KeyedSpec, KeyedStateStore, accumulate
+from strata.spark.state import KeyedSpec, KeyedStateStore, accumulate, combines_before_shuffle
 from strata.spark.state_log import StateLog
 from strata.spark.state_table import StateCache
 
@@ -370,10 +370,19 @@ def test_small_state_avg_and_min_with_nulls_match_pandas(spark, tmp_path):
             store.commit(plan)
             plans.append(plan)
         assert sum(plans[2].group_rows.values()) == len(frames[2])
+        # 300 keys in 20,000 records: the first batch shuffles records, the next ones partials per key
+        assert [p.combined for p in plans] == [False, True, True]
         seen = pd.concat(frames)
         ref = seen.groupby("key")["amount"].agg("mean" if fn == "avg" else "min")
         np.testing.assert_allclose(outs[2], ref.loc[outs[2].index], rtol=1e-12)
         assert np.isnan(outs[2].loc[7])
+
+
+def test_records_are_combined_before_the_shuffle_from_four_per_key():
+    assert combines_before_shuffle(200_000, 10_000)  # 20 records per key
+    assert combines_before_shuffle(4, 1) and not combines_before_shuffle(3, 1)
+    assert not combines_before_shuffle(200_000, 190_000)  # nearly every record a new key
+    assert not combines_before_shuffle(0, 0)  # nothing seen yet
 
 
 def test_a_task_that_dies_mid_fold_leaves_no_half_folded_state(tmp_path, monkeypatch):
