@@ -8,10 +8,12 @@ input: Spark's ``rate-micro-batch`` source, a fixed number of rows per batch,
 after that keys are drawn from [0, K) uniformly or Zipf(1.1) (a hash of
 ``value``, so every store sees the same keys), so the state stays at K keys
 and the measured batches update it. The first ``WARM_UP`` batches of a query
-are never measured, and every store first runs ``--warm-up-batches`` (20)
-batches unmeasured at the smallest K, so no store is measured on a cold JVM. Reported per (store, distribution, K):
+are never measured, and every store first runs ``--warm-up-batches`` (60)
+batches unmeasured at the smallest K, so no store is measured on a cold JVM. With ``--rounds R`` every store runs R
+times per K and distribution, in reverse order every other round (the JVM keeps speeding up for longer than any
+warm-up, which favours whichever store runs later). Reported per (store, distribution, K), over all rounds:
 rows/s over the measured batches (Σ rows / Σ trigger time) and the median
-trigger time (Spark's ``durationMs.triggerExecution``).
+trigger time (Spark's ``durationMs.triggerExecution``), and each round's median.
 
 Strata's store runs in ``foreachBatch`` as the pipelines run it (persist,
 ``prepare``, write the output to the ``noop`` sink, ``commit``); Spark's stores
@@ -31,7 +33,7 @@ folding one batch of keys into K keys of state with Python dicts over numpy
 columns against rocksdict (RocksDB), when rocksdict is installed.
 
     .venv/bin/python benchmarks/bench_state.py [--keys 10000 1000000 10000000] [--batch 100000]
-        [--measure 6] [--dists uniform zipf] [--stores strata hdfs rocksdb] [--engines] [--quick]
+        [--measure 6] [--rounds 1] [--dists uniform zipf] [--stores strata hdfs rocksdb] [--engines] [--quick]
 
 Writes benchmarks/results/state.json and state.png. The machine is shared:
 figures are as measured, under whatever else ran.
@@ -70,8 +72,11 @@ MOVED = 0  # the key group moved in the Strata runs
 WARM_UP = 4
 # batches each store runs before anything is measured: the JVM keeps getting faster for over a hundred batches (in
 # one locked session of 20-batch queries at 10k keys, RocksDB's median batch went from 0.40 s in the first query to
-# 0.26 s in the eighth, and the store's from 0.35 s to 0.29 s), so a short warm-up favours whichever store runs last
-WARM_UP_BATCHES = 20
+# 0.26 s in the eighth, and the store's from 0.35 s to 0.29 s), so a short warm-up favours whichever store runs last.
+# The store's plan warms up more slowly (three stages and a Python one): in a fresh session, six 30-batch queries
+# at 10k keys, one after the other, had medians strata 0.36, rocksdb 0.27, strata 0.26, strata 0.23, rocksdb 0.24,
+# strata 0.21 s
+WARM_UP_BATCHES = 60
 
 
 def key_expr(k: int, dist: str) -> str:
@@ -316,6 +321,9 @@ def main() -> None:
     ap.add_argument("--keys", type=int, nargs="+", default=[10_000, 1_000_000])
     ap.add_argument("--batch", type=int, default=100_000, help="rows per micro-batch, the same for every store")
     ap.add_argument("--measure", type=int, default=6, help="batches measured after the state is filled")
+    ap.add_argument(
+        "--rounds", type=int, default=1, help="runs of every store per size and distribution, in alternating order"
+    )
     ap.add_argument("--dists", nargs="+", default=["uniform", "zipf"], choices=["uniform", "zipf"])
     ap.add_argument("--stores", nargs="+", default=["strata", "hdfs", "rocksdb"], choices=["strata", "hdfs", "rocksdb"])
     ap.add_argument("--cores", type=int, default=2)
@@ -350,28 +358,40 @@ def main() -> None:
             fill = math.ceil(k / args.batch)
             n = max(fill, WARM_UP) + args.measure
             for dist in args.dists:
-                for store in args.stores:
-                    where = root / f"{store}-{dist}-{k}"
-                    t0 = time.time()
-                    timeout = 120 + 30 * n
-                    if store == "strata":
-                        move_at = max(fill, WARM_UP) + min(2, args.measure - 2)
-                        progress, extra = run_strata(spark, where, args.batch, args.cores, k, dist, n, timeout, move_at)
-                        extra["move_at"] = move_at
-                    else:
-                        provider = HDFS if store == "hdfs" else ROCKSDB
-                        progress, extra = run_spark_store(
-                            spark, where, provider, args.batch, args.cores, k, dist, n, timeout
-                        )
-                    r = {"store": store, "dist": dist, "keys": k, "wall_s": time.time() - t0}
+                runs: dict[str, list] = {store: [] for store in args.stores}
+                for round_ in range(args.rounds):
+                    # odd rounds run the stores in reverse: the JVM still speeds up, which favours the later store
+                    for store in args.stores if round_ % 2 == 0 else args.stores[::-1]:
+                        where = root / f"{store}-{dist}-{k}-{round_}"
+                        t0 = time.time()
+                        timeout = 120 + 30 * n
+                        if store == "strata":
+                            move_at = max(fill, WARM_UP) + min(2, args.measure - 2)
+                            progress, extra = run_strata(
+                                spark, where, args.batch, args.cores, k, dist, n, timeout, move_at
+                            )
+                            extra["move_at"] = move_at
+                        else:
+                            provider = HDFS if store == "hdfs" else ROCKSDB
+                            progress, extra = run_spark_store(
+                                spark, where, provider, args.batch, args.cores, k, dist, n, timeout
+                            )
+                        runs[store].append((progress, extra, time.time() - t0))
+                        shutil.rmtree(where, ignore_errors=True)
+                for store, done in runs.items():
+                    progress = [p for run in done for p in run[0]]
+                    r = {"store": store, "dist": dist, "keys": k, "rounds": len(done)}
+                    r["wall_s"] = sum(run[2] for run in done)
                     r.update(summarise(progress, fill, args.batch))
-                    r.update(extra)
+                    r["round_median_batch_s"] = [summarise(run[0], fill, args.batch)["median_batch_s"] for run in done]
+                    r.update(done[0][1])  # the first round's move and footers
                     results.append(r)
                     console.print(
                         f"{store:7s} {dist:7s} {k:>10,d} keys: {r['rows_per_s'] or 0:,.0f} rows/s, "
-                        f"median batch {r['median_batch_s'] or 0:.2f} s ({r['wall_s']:.0f} s wall)"
+                        f"median batch {r['median_batch_s'] or 0:.2f} s (rounds "
+                        + ", ".join(f"{m or 0:.2f}" for m in r["round_median_batch_s"])
+                        + f"; {r['wall_s']:.0f} s wall)"
                     )
-                    shutil.rmtree(where, ignore_errors=True)
         micro = {str(k): engines(k, args.batch) for k in args.keys if k <= 2_000_000} if args.engines else None
     finally:
         with contextlib.suppress(Exception):
@@ -421,6 +441,7 @@ def main() -> None:
                 "cores": args.cores,
                 "batch_rows": args.batch,
                 "measured_batches": args.measure,
+                "rounds": args.rounds,
                 "key_groups": KEY_GROUPS,
                 "zipf_s": ZIPF_S,
                 "machine": platform.platform(),
