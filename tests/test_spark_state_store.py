@@ -348,9 +348,10 @@ def test_through_spark_with_user_columns_and_a_move(spark, tmp_path):
 
 
 @pytest.mark.spark
-def test_small_state_avg_and_min_with_nulls_match_pandas(spark, tmp_path):
-    """Few keys, many records each, combined per key in the JVM: avg and min, nulls included (a key whose values
-    are all null stays null), equal pandas' over all batches."""
+def test_small_state_aggregates_with_nulls_match_pandas(spark, tmp_path):
+    """Few keys, many records each, combined per key in the JVM, after the shuffle and then before it: avg, min,
+    count and sum, nulls included (a key whose values are all null has a null avg and min, a count and sum of 0),
+    equal pandas' over all batches."""
     rng = np.random.default_rng(9)
     frames = []
     for b in range(3):
@@ -361,7 +362,7 @@ def test_small_state_avg_and_min_with_nulls_match_pandas(spark, tmp_path):
         amount[key == 7] = np.nan  # a key whose values are all null: avg and min stay null
         ts = pd.to_datetime(EPOCH_US + b * 1_000_000 + rng.integers(0, 1_000_000, n), unit="us", utc=True)
         frames.append(pd.DataFrame({"key": key.astype(np.int64), "amount": amount, "event_time": ts}))
-    for fn in ("avg", "min"):
+    for fn in ("avg", "min", "count", "sum"):
         store = KeyedStateStore(KeyedSpec(AggregateSpec(fn=fn), None, 8, 2, value="amount"), tmp_path / fn)
         outs, plans = [], []
         for b, frame in enumerate(frames):
@@ -373,9 +374,9 @@ def test_small_state_avg_and_min_with_nulls_match_pandas(spark, tmp_path):
         # 300 keys in 20,000 records: the first batch shuffles records, the next ones partials per key
         assert [p.combined for p in plans] == [False, True, True]
         seen = pd.concat(frames)
-        ref = seen.groupby("key")["amount"].agg("mean" if fn == "avg" else "min")
+        ref = seen.groupby("key")["amount"].agg({"avg": "mean"}.get(fn, fn))
         np.testing.assert_allclose(outs[2], ref.loc[outs[2].index], rtol=1e-12)
-        assert np.isnan(outs[2].loc[7])
+        assert np.isnan(outs[2].loc[7]) if fn in ("avg", "min") else outs[2].loc[7] == 0
 
 
 def test_records_are_combined_before_the_shuffle_from_four_per_key():

@@ -83,6 +83,10 @@ def build_session(
         # function started; 45-73 ms over a Unix socket)
         .config("spark.python.unix.domain.socket.enabled", str(hasattr(socket, "AF_UNIX")).lower())
     )
+    if not master:
+        # the embedded session's workers run in this Python, which has Strata: its daemon keeps a JVM's hang-up at
+        # shutdown from printing a worker's traceback to the user's terminal (strata.spark.pydaemon)
+        builder = builder.config("spark.python.daemon.module", "strata.spark.pydaemon")
     for key, value in extra_conf:
         builder = builder.config(key, value)
     session = builder.getOrCreate()
