@@ -77,16 +77,7 @@ def build_session(
         # traceback (StreamExecution.isInterruptionException), which overflows the default 1 MiB stack.
         .config("spark.driver.extraJavaOptions", f"-Dderby.system.home={work} -Xss16m")
         .config("spark.python.worker.reuse", "true")
-        # Python workers talk to their JVM over a Unix domain socket, not TCP: over TCP the JVM's second small
-        # write of a task's Arrow stream waits for the worker's delayed ACK (Nagle's algorithm), 40 ms per Python
-        # stage (a mapInArrow of two rows took 100 ms a job, its first batch reaching Python 40 ms after the
-        # function started; 45-73 ms over a Unix socket)
-        .config("spark.python.unix.domain.socket.enabled", str(hasattr(socket, "AF_UNIX")).lower())
     )
-    if not master:
-        # the embedded session's workers run in this Python, which has Strata: its daemon keeps a JVM's hang-up at
-        # shutdown from printing a worker's traceback to the user's terminal (strata.spark.pydaemon)
-        builder = builder.config("spark.python.daemon.module", "strata.spark.pydaemon")
     for key, value in extra_conf:
         builder = builder.config(key, value)
     session = builder.getOrCreate()
