@@ -197,25 +197,21 @@ def warm_up(spark, root: Path, args) -> None:
     key expression, the shuffle and the aggregation paths during the first queries of a session, so without
     this whichever store runs first (Strata's) is measured on a cold JVM (at 10k keys its median batch took
     0.57 s cold against 0.48 s once warm, and RocksDB's 0.55 s against 0.30 s, in one locked profile)."""
-    k = min(args.keys)
     for store in args.stores:
         where = root / f"warm-{store}"
-        n = args.warm_up_batches
-        if store == "strata":
-            run_strata(spark, where, args.batch, args.cores, k, "uniform", n, 120 + 30 * n, n)
-        else:
-            run_spark_store(
-                spark,
-                where,
-                HDFS if store == "hdfs" else ROCKSDB,
-                args.batch,
-                args.cores,
-                k,
-                "uniform",
-                n,
-                120 + 30 * n,
-            )
+        run_store(spark, where, store, args, min(args.keys), "uniform", args.warm_up_batches, args.warm_up_batches)
         shutil.rmtree(where, ignore_errors=True)
+
+
+def run_store(spark, where: Path, store: str, args, k: int, dist: str, n: int, move_at: int):
+    """``n`` batches of one store's query at ``k`` keys; its progress events and extras (Strata's moves at
+    ``move_at`` and footers)."""
+    timeout = 120 + 30 * n
+    if store == "strata":
+        progress, extra = run_strata(spark, where, args.batch, args.cores, k, dist, n, timeout, move_at)
+        return progress, {**extra, "move_at": move_at}
+    provider = HDFS if store == "hdfs" else ROCKSDB
+    return run_spark_store(spark, where, provider, args.batch, args.cores, k, dist, n, timeout)
 
 
 def summarise(progress: list[dict], fill: int, batch: int) -> dict:
@@ -359,23 +355,13 @@ def main() -> None:
             n = max(fill, WARM_UP) + args.measure
             for dist in args.dists:
                 runs: dict[str, list] = {store: [] for store in args.stores}
+                move_at = max(fill, WARM_UP) + min(2, args.measure - 2)  # Strata's move: after the third measured batch
                 for round_ in range(args.rounds):
                     # odd rounds run the stores in reverse: the JVM still speeds up, which favours the later store
                     for store in args.stores if round_ % 2 == 0 else args.stores[::-1]:
                         where = root / f"{store}-{dist}-{k}-{round_}"
                         t0 = time.time()
-                        timeout = 120 + 30 * n
-                        if store == "strata":
-                            move_at = max(fill, WARM_UP) + min(2, args.measure - 2)
-                            progress, extra = run_strata(
-                                spark, where, args.batch, args.cores, k, dist, n, timeout, move_at
-                            )
-                            extra["move_at"] = move_at
-                        else:
-                            provider = HDFS if store == "hdfs" else ROCKSDB
-                            progress, extra = run_spark_store(
-                                spark, where, provider, args.batch, args.cores, k, dist, n, timeout
-                            )
+                        progress, extra = run_store(spark, where, store, args, k, dist, n, move_at)
                         runs[store].append((progress, extra, time.time() - t0))
                         shutil.rmtree(where, ignore_errors=True)
                 for store, done in runs.items():

@@ -327,12 +327,13 @@ class KeyedStateStore:
                 f"SELECT kg, key, {slot} AS slot, n, s, m, et, rows FROM ("
                 f"SELECT {kg} AS kg, key, n, s, m, et, rows FROM ({combined}))"
             )
-            columns = ("BIGINT", "DOUBLE", "DOUBLE", "TIMESTAMP", "BIGINT")
+            marker_types = ("BIGINT", "DOUBLE", "DOUBLE", "TIMESTAMP", "BIGINT")
         else:
             projected = f"SELECT {kg} AS kg, key, event_time, x FROM ({records})"
             rows = f"SELECT kg, key, {slot} AS slot, x, event_time FROM ({projected})"
-            columns = ("DOUBLE", "TIMESTAMP")
-        markers = f"SELECT -1, {null(key)}, slot, {', '.join(map(null, columns))} FROM VALUES {values} AS markers(slot)"
+            marker_types = ("DOUBLE", "TIMESTAMP")
+        nulls = ", ".join(map(null, marker_types))
+        markers = f"SELECT -1, {null(key)}, slot, {nulls} FROM VALUES {values} AS markers(slot)"
         sql = f"SELECT /*+ REPARTITION({spec.partitions}, slot) */ * FROM ({rows} UNION ALL {markers})"
         if spec.window is None and not combine:
             sql = f"SELECT kg, key, slot, {partials} FROM ({sql}) GROUP BY kg, key, slot"
