@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import socket
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -9,6 +11,7 @@ import pytest
 from strata.model import AggregateSpec, WindowSpec
 from strata.spark.listener import progress_row
 from strata.spark.pipelines import latency_percentiles
+from strata.spark.prompt_ack import acknowledge_promptly
 from strata.spark.sinks import MemorySink, event_micros
 from strata.spark.state import BatchPlan, KeyedSpec, KeyedStateStore, _explode_windows, hash_routing
 
@@ -102,3 +105,26 @@ def test_memory_sink_replaces_a_replayed_batch():
     sink.write(Frame(5), 1)
     sink.write(Frame(2), 1)  # replay of batch 1
     assert list(sink.read().groupby("batch_id").size()) == [3, 2]
+
+
+@pytest.mark.skipif(not hasattr(socket, "TCP_QUICKACK"), reason="TCP_QUICKACK is Linux's")
+def test_acknowledge_promptly_leaves_delayed_ack_mode_on_every_tcp_socket():
+    # TCP_QUICKACK 0 puts a socket in delayed-ACK ("pingpong") mode, where the worker's sockets sit mid-task
+    server = socket.create_server(("127.0.0.1", 0))
+    client = socket.create_connection(server.getsockname())
+    accepted, _ = server.accept()
+    unix = socket.socketpair(socket.AF_UNIX)
+    try:
+        for sock in (client, accepted):
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_QUICKACK, 0)
+            assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_QUICKACK) == 0
+        acknowledge_promptly()
+        for sock in (client, accepted):
+            assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_QUICKACK) == 1
+        unix[0].sendall(b"x")  # other sockets are left as they were, and open
+        assert unix[1].recv(1) == b"x"
+        client.sendall(b"y")
+        assert accepted.recv(1) == b"y"
+    finally:
+        for sock in (client, accepted, server, *unix):
+            sock.close()

@@ -60,6 +60,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from strata.model import AggregateSpec, WindowSpec
+from strata.spark.prompt_ack import acknowledge_promptly
 from strata.spark.state_log import StateLog, state_schema
 from strata.spark.state_table import CACHE, NO_TIME, StateCache, Version, fold, rows_table, snapshot_due
 
@@ -521,6 +522,7 @@ class _Task:
     def __call__(self, batches):
         from pyspark import TaskContext
 
+        acknowledge_promptly()  # before the first read: the JVM's first batch waits on our ACK
         # never empty: the driver adds one marker row per partition
         out = self.run(TaskContext.get().partitionId(), pa.Table.from_batches(list(batches)))
         _freeze_worker_heap()
