@@ -237,6 +237,30 @@ def test_a_batch_that_changes_every_key_of_a_group_is_its_snapshot(tmp_path):
     np.testing.assert_array_equal(got, ref.loc[got.index])
 
 
+def test_cold_workers_rebuild_from_a_file_that_mixes_snapshots_and_whole_state_changes(tmp_path):
+    """A batch whose file snapshots some groups in row groups of their own and others by their changes (every row
+    changed): cold workers rebuilding all of them read both kinds in one pass, out of kg order, and must still hand
+    each group its own rows (they once got the wrong slices and lost two groups' state)."""
+    store = KeyedStateStore(KeyedSpec(AggregateSpec(fn="sum", column="x"), None, G, P), tmp_path)
+    rng = np.random.default_rng(21)
+    frames = [make_batch(rng, v, 3000, 600) for v in range(5)]
+    for v in range(4):
+        run_batch(store, v, frames[v], {0: CACHE_A, 1: CACHE_B} if v % 2 else {0: CACHE_B, 1: CACHE_A})
+    log = StateLog(tmp_path)
+    assert log.read_manifest(3)["snapshots"] == [3] * G
+    own_row_group = [
+        g
+        for p in range(P)
+        for g in range(G)
+        if g % P == p and log.group_bytes(3, p, g) and log.group_bytes(3, p, g) != log.group_bytes(3, p, g, "changes")
+    ]
+    assert 0 < len(own_row_group) < G  # both kinds of snapshot in batch 3's files
+    out, _ = run_batch(store, 4, frames[4], {0: StateCache(), 1: StateCache()})
+    got = emitted(out).set_index("key")["sum"]
+    ref = pd.concat(frames).groupby("key")["x"].sum()
+    np.testing.assert_allclose(got.to_numpy(), ref.loc[got.index].to_numpy())
+
+
 def test_workers_swapped_every_batch_catch_up_from_changes_not_snapshots(tmp_path):
     """Two workers that trade partitions every batch catch up through each other's files: they read the groups'
     changes, never the snapshot row groups in the same files, and count from the other's snapshots, so groups are

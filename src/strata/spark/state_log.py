@@ -191,8 +191,12 @@ class StateLog:
                     if not mine:
                         continue
                     table = pq.ParquetFile(f, metadata=md).read_row_groups(mine)
-                    # a kind's row groups are sorted by kg (write_changelog): each group's rows are one slice
                     kgs = table.column("kg").to_numpy()
+                    if np.any(kgs[1:] < kgs[:-1]):
+                        # each part of the file is sorted by kg (write_changelog), but snapshots read both: the
+                        # snapshot row groups and the changes of groups whose changes are their whole state
+                        order = np.argsort(kgs, kind="stable")
+                        table, kgs = table.take(order), kgs[order]
                     for g in groups:
                         lo, hi = np.searchsorted(kgs, g, "left"), np.searchsorted(kgs, g, "right")
                         self._ahead[(batch, part, g, kind)] = table.slice(lo, hi - lo)
