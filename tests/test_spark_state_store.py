@@ -128,6 +128,70 @@ def test_sliding_window_max_matches_pandas_with_a_cold_worker(tmp_path):
     np.testing.assert_array_equal(got["max"], ref["x"])
 
 
+@pytest.mark.parametrize("key_type", ["long", "string"])
+@pytest.mark.parametrize("seed", range(6))
+def test_random_histories_of_swaps_moves_restarts_and_crashes_keep_running_sums_exact(tmp_path, seed, key_type):
+    """Random histories over three partitions and four Python workers: any worker on any partition, key groups
+    moved, queries restarted (new store object, cold workers), batches that died before or after their manifest
+    and were replayed, key spaces from 40 keys (every group's every row changes) to 4,000, random snapshot and
+    retention settings, integral and string keys. Every batch emits the running sum of exactly the keys it
+    touched, and a last batch over every key on cold workers finds the whole committed state."""
+    rng = np.random.default_rng(seed)
+    parts = 3
+    spec = KeyedSpec(
+        AggregateSpec(fn="sum", column="x"),
+        None,
+        G,
+        parts,
+        snapshot_factor=float(rng.choice([0.05, 0.5, 1.0])),
+        max_log_versions=int(rng.choice([2, 4, 32])),
+        min_log_versions=int(rng.choice([1, 2])),
+        recent_versions=int(rng.choice([0, 2, 8])),
+        key_type=key_type,
+    )
+    store = KeyedStateStore(spec, tmp_path)
+    as_key = str if key_type == "string" else int
+    workers = [StateCache() for _ in range(4)]
+    totals = pd.Series(dtype=np.float64)
+
+    def anyone() -> dict[int, StateCache]:
+        return {p: workers[i] for p, i in enumerate(rng.permutation(len(workers))[:parts])}
+
+    def restart() -> KeyedStateStore:
+        workers[:] = [StateCache() for _ in workers]
+        return KeyedStateStore(spec, tmp_path)
+
+    for b in range(14):
+        frame = make_batch(rng, b, 1500, int(rng.choice([40, 400, 4000])))
+        frame["key"] = frame["key"].map(as_key)
+        if rng.random() < 0.3:
+            table = list(store.routing)
+            table[int(rng.integers(G))] = int(rng.integers(parts))
+            store.route(table)
+        if rng.random() < 0.25:
+            run_batch(store, b, frame, anyone(), commit=bool(rng.random() < 0.5))  # dies before or after its manifest
+            if rng.random() < 0.5:
+                store = restart()
+        elif rng.random() < 0.1:
+            store = restart()
+        out, _ = run_batch(store, b, frame, anyone())
+        totals = totals.add(frame.groupby("key")["x"].sum(), fill_value=0)
+        got = emitted(out).set_index("key")["sum"]
+        assert sorted(got.index) == sorted(frame["key"].unique()), b
+        np.testing.assert_allclose(got.to_numpy(), totals.loc[got.index].to_numpy(), err_msg=f"batch {b}")
+    store = restart()
+    last = pd.DataFrame({"key": totals.index})
+    last = last.assign(
+        kg=(last["key"].astype(np.int64) % G).astype(np.int32),
+        event_time=pd.to_datetime(EPOCH_US + 20 * 1_000_000, unit="us", utc=True),
+        x=1.0,
+    )[["kg", "key", "event_time", "x"]]
+    out, _ = run_batch(store, 14, last, anyone())
+    got = emitted(out).set_index("key")["sum"]
+    np.testing.assert_allclose(got.to_numpy(), totals.loc[got.index].to_numpy() + 1.0)
+    assert len(got) == len(totals)
+
+
 def _tables(out: dict[int, pd.DataFrame]) -> pd.DataFrame:
     return emitted(out)[["key", "count", "event_time"]]
 
