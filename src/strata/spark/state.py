@@ -280,10 +280,11 @@ class KeyedStateStore:
         - unwindowed, the rows are combined per key in the JVM, so the Python
           worker receives one row per key instead of one per record (at 10k
           keys a twentieth of the rows through Arrow, and no hash aggregation
-          in Python), with only the partials the aggregate needs (n always;
-          s for sums and means, m for min and max; the others are null).
-          Windows need each record's event time, so their records go to
-          Python as they are.
+          in Python), with only the partials the aggregate needs (n, et and
+          rows always; s for sums and means, m for min and max). Windows
+          need each record's event time, so their records go to Python as
+          they are. Python does not receive ``slot``: every column sent costs
+          the JVM's Arrow conversion per row.
 
         Unwindowed, ``combine`` says where the rows are combined (see
         :func:`combines_before_shuffle`): false, after the shuffle on
@@ -316,28 +317,36 @@ class KeyedStateStore:
             f" {x} AS x FROM {self._view}"
         )
         fn = spec.aggregate.fn
-        # n: non-null values, as Arrow's count; rows: records, nulls included (the balancer's load)
-        s = "sum(x)" if fn in ("sum", "avg") else "CAST(NULL AS DOUBLE)"
-        m = f"{fn}(x)" if fn in ("min", "max") else "CAST(NULL AS DOUBLE)"
-        partials = f"count(x) AS n, {s} AS s, {m} AS m, max(event_time) AS et, count(1) AS rows"
+        # n: non-null values, as Arrow's count; rows: records, nulls included (the balancer's load); s and m only
+        # for the functions that read them (columns cost Arrow conversion in the JVM for every row sent to Python)
+        partials = {"n": ("count(x)", "BIGINT")}
+        if fn in ("sum", "avg"):
+            partials["s"] = ("sum(x)", "DOUBLE")
+        if fn in ("min", "max"):
+            partials["m"] = (f"{fn}(x)", "DOUBLE")
+        partials |= {"et": ("max(event_time)", "TIMESTAMP"), "rows": ("count(1)", "BIGINT")}
+        aggregates = ", ".join(f"{e} AS {c}" for c, (e, _) in partials.items())
         values = ", ".join(f"({slots[p]}L)" for p in range(spec.partitions))
         null = "CAST(NULL AS {})".format
         if combine:
-            combined = f"SELECT key, {partials} FROM ({records}) GROUP BY key"
+            carried = ", ".join(partials)
+            combined = f"SELECT key, {aggregates} FROM ({records}) GROUP BY key"
             rows = (
-                f"SELECT kg, key, {slot} AS slot, n, s, m, et, rows FROM ("
-                f"SELECT {kg} AS kg, key, n, s, m, et, rows FROM ({combined}))"
+                f"SELECT kg, key, {slot} AS slot, {carried} FROM (SELECT {kg} AS kg, key, {carried} FROM ({combined}))"
             )
-            marker_types = ("BIGINT", "DOUBLE", "DOUBLE", "TIMESTAMP", "BIGINT")
+            marker_types = [t for _, t in partials.values()]
         else:
+            carried = "x, event_time"
             projected = f"SELECT {kg} AS kg, key, event_time, x FROM ({records})"
-            rows = f"SELECT kg, key, {slot} AS slot, x, event_time FROM ({projected})"
-            marker_types = ("DOUBLE", "TIMESTAMP")
+            rows = f"SELECT kg, key, {slot} AS slot, {carried} FROM ({projected})"
+            marker_types = ["DOUBLE", "TIMESTAMP"]
         nulls = ", ".join(map(null, marker_types))
         markers = f"SELECT -1, {null(key)}, slot, {nulls} FROM VALUES {values} AS markers(slot)"
-        sql = f"SELECT /*+ REPARTITION({spec.partitions}, slot) */ * FROM ({rows} UNION ALL {markers})"
+        shuffled = f"SELECT /*+ REPARTITION({spec.partitions}, slot) */ * FROM ({rows} UNION ALL {markers})"
         if spec.window is None and not combine:
-            sql = f"SELECT kg, key, slot, {partials} FROM ({sql}) GROUP BY kg, key, slot"
+            sql = f"SELECT kg, key, {aggregates} FROM ({shuffled}) GROUP BY kg, key, slot"
+        else:  # slot has done its work in the shuffle; Python need not receive it
+            sql = f"SELECT kg, key, {carried} FROM ({shuffled})"
         self._sql = (form, sql)
         return sql
 
@@ -464,9 +473,10 @@ def accumulate(rows: pa.Table | pd.DataFrame, spec: KeyedSpec) -> pd.DataFrame:
                 "key": key.to_numpy(zero_copy_only=False),
                 "ws": np.zeros(rows.num_rows, np.int64),
                 "n": pc.cast(rows.column("n"), pa.int64()).to_numpy(),
-                # Spark's sum and max of only nulls are null: the partials say 0 and NaN
-                "s": pc.fill_null(pc.cast(rows.column("s"), pa.float64()), 0.0).to_numpy(),
-                "m": pc.cast(rows.column("m"), pa.float64()).to_numpy(zero_copy_only=False).astype(np.float64),
+                # Spark's sum and max of only nulls are null: the partials say 0 and NaN (and so do the partials
+                # the JVM leaves out because the function does not read them)
+                "s": _partial(rows, "s", 0.0),
+                "m": _partial(rows, "m", np.nan),
                 "et": pc.fill_null(et, NO_TIME).to_numpy(),
             }
         )
@@ -504,6 +514,13 @@ def accumulate(rows: pa.Table | pd.DataFrame, spec: KeyedSpec) -> pd.DataFrame:
     base["m"] = base["x"]
     agg = {"n": "sum", "s": "sum", "m": top, "et": "max"}
     return base.groupby(["kg", "key", "ws"], as_index=False, sort=False).agg(agg)[cols]
+
+
+def _partial(rows: pa.Table, column: str, empty: float) -> np.ndarray:
+    """A float partial of the JVM's combined rows, ``empty`` where null or where the plan did not compute it."""
+    if column not in rows.column_names:
+        return np.full(rows.num_rows, empty)
+    return pc.fill_null(pc.cast(rows.column(column), pa.float64()), empty).to_numpy()
 
 
 @dataclass(frozen=True)
