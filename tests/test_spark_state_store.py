@@ -128,65 +128,78 @@ def test_sliding_window_max_matches_pandas_with_a_cold_worker(tmp_path):
     np.testing.assert_array_equal(got["max"], ref["x"])
 
 
+class _History:
+    """A random history of one store: four Python workers given to three partitions in any assignment, key groups
+    moved, batches that die before or after their manifest and are replayed, queries restarted (a new store
+    object, cold workers), random snapshot and retention settings."""
+
+    parts = 3
+
+    def __init__(self, rng: np.random.Generator, directory: Path, aggregate: AggregateSpec, window=None, **spec):
+        self.rng, self.directory = rng, directory
+        self.spec = KeyedSpec(
+            aggregate,
+            window,
+            G,
+            self.parts,
+            snapshot_factor=float(rng.choice([0.05, 0.5, 1.0])),
+            max_log_versions=int(rng.choice([2, 4, 32])),
+            min_log_versions=int(rng.choice([1, 2])),
+            recent_versions=int(rng.choice([0, 2, 8])),
+            **spec,
+        )
+        self.workers = [StateCache() for _ in range(4)]
+        self.store = KeyedStateStore(self.spec, directory)
+
+    def anyone(self) -> dict[int, StateCache]:
+        return {p: self.workers[i] for p, i in enumerate(self.rng.permutation(len(self.workers))[: self.parts])}
+
+    def restart(self) -> None:
+        self.workers = [StateCache() for _ in self.workers]
+        self.store = KeyedStateStore(self.spec, self.directory)
+
+    def run(self, b: int, frame: pd.DataFrame):
+        """Batch ``b`` after whatever the history does to it first: the successful run's output and plan."""
+        rng = self.rng
+        if rng.random() < 0.3:
+            table = list(self.store.routing)
+            table[int(rng.integers(G))] = int(rng.integers(self.parts))
+            self.store.route(table)
+        if rng.random() < 0.25:
+            run_batch(self.store, b, frame, self.anyone(), commit=bool(rng.random() < 0.5))  # dies, is replayed
+            if rng.random() < 0.5:
+                self.restart()
+        elif rng.random() < 0.1:
+            self.restart()
+        return run_batch(self.store, b, frame, self.anyone())
+
+
 @pytest.mark.parametrize("key_type", ["long", "string"])
 @pytest.mark.parametrize("seed", range(6))
 def test_random_histories_of_swaps_moves_restarts_and_crashes_keep_running_sums_exact(tmp_path, seed, key_type):
-    """Random histories over three partitions and four Python workers: any worker on any partition, key groups
-    moved, queries restarted (new store object, cold workers), batches that died before or after their manifest
-    and were replayed, key spaces from 40 keys (every group's every row changes) to 4,000, random snapshot and
-    retention settings, integral and string keys. Every batch emits the running sum of exactly the keys it
-    touched, and a last batch over every key on cold workers finds the whole committed state."""
+    """Random histories (:class:`_History`) with key spaces from 40 keys (every group's every row changes) to
+    4,000, integral and string keys. Every batch emits the running sum of exactly the keys it touched, and a last
+    batch over every key on cold workers finds the whole committed state."""
     rng = np.random.default_rng(seed)
-    parts = 3
-    spec = KeyedSpec(
-        AggregateSpec(fn="sum", column="x"),
-        None,
-        G,
-        parts,
-        snapshot_factor=float(rng.choice([0.05, 0.5, 1.0])),
-        max_log_versions=int(rng.choice([2, 4, 32])),
-        min_log_versions=int(rng.choice([1, 2])),
-        recent_versions=int(rng.choice([0, 2, 8])),
-        key_type=key_type,
-    )
-    store = KeyedStateStore(spec, tmp_path)
+    history = _History(rng, tmp_path, AggregateSpec(fn="sum", column="x"), key_type=key_type)
     as_key = str if key_type == "string" else int
-    workers = [StateCache() for _ in range(4)]
     totals = pd.Series(dtype=np.float64)
-
-    def anyone() -> dict[int, StateCache]:
-        return {p: workers[i] for p, i in enumerate(rng.permutation(len(workers))[:parts])}
-
-    def restart() -> KeyedStateStore:
-        workers[:] = [StateCache() for _ in workers]
-        return KeyedStateStore(spec, tmp_path)
-
     for b in range(14):
         frame = make_batch(rng, b, 1500, int(rng.choice([40, 400, 4000])))
         frame["key"] = frame["key"].map(as_key)
-        if rng.random() < 0.3:
-            table = list(store.routing)
-            table[int(rng.integers(G))] = int(rng.integers(parts))
-            store.route(table)
-        if rng.random() < 0.25:
-            run_batch(store, b, frame, anyone(), commit=bool(rng.random() < 0.5))  # dies before or after its manifest
-            if rng.random() < 0.5:
-                store = restart()
-        elif rng.random() < 0.1:
-            store = restart()
-        out, _ = run_batch(store, b, frame, anyone())
+        out, _ = history.run(b, frame)
         totals = totals.add(frame.groupby("key")["x"].sum(), fill_value=0)
         got = emitted(out).set_index("key")["sum"]
         assert sorted(got.index) == sorted(frame["key"].unique()), b
         np.testing.assert_allclose(got.to_numpy(), totals.loc[got.index].to_numpy(), err_msg=f"batch {b}")
-    store = restart()
+    history.restart()
     last = pd.DataFrame({"key": totals.index})
     last = last.assign(
         kg=(last["key"].astype(np.int64) % G).astype(np.int32),
         event_time=pd.to_datetime(EPOCH_US + 20 * 1_000_000, unit="us", utc=True),
         x=1.0,
     )[["kg", "key", "event_time", "x"]]
-    out, _ = run_batch(store, 14, last, anyone())
+    out, _ = run_batch(history.store, 14, last, history.anyone())
     got = emitted(out).set_index("key")["sum"]
     np.testing.assert_allclose(got.to_numpy(), totals.loc[got.index].to_numpy() + 1.0)
     assert len(got) == len(totals)
@@ -194,40 +207,16 @@ def test_random_histories_of_swaps_moves_restarts_and_crashes_keep_running_sums_
 
 @pytest.mark.parametrize("seed", range(4))
 def test_random_histories_emit_every_sliding_window_once_with_its_max(tmp_path, seed):
-    """The windowed fold under the same random histories (moves, restarts, crashes before or after the manifest,
-    any worker on any partition): the windows the successful runs emit are exactly those closed by the last
-    watermark, each once, with the max of every record in it."""
+    """The windowed fold under random histories (:class:`_History`): the windows the successful runs emit are
+    exactly those closed by the last watermark, each once, with the max of every record in it."""
     rng = np.random.default_rng(seed)
-    parts = 3
-    window = WindowSpec(size_s=2, slide_s=1, watermark_s=1)
-    spec = KeyedSpec(
-        AggregateSpec(fn="max", column="x"),
-        window,
-        G,
-        parts,
-        snapshot_factor=float(rng.choice([0.05, 0.5, 1.0])),
-        max_log_versions=int(rng.choice([2, 4, 32])),
-        recent_versions=int(rng.choice([0, 2, 8])),
+    history = _History(
+        rng, tmp_path, AggregateSpec(fn="max", column="x"), WindowSpec(size_s=2, slide_s=1, watermark_s=1)
     )
-    store = KeyedStateStore(spec, tmp_path)
-    workers = [StateCache() for _ in range(4)]
-
-    def anyone() -> dict[int, StateCache]:
-        return {p: workers[i] for p, i in enumerate(rng.permutation(len(workers))[:parts])}
-
     frames, outs = [], []
     for b in range(12):
         frames.append(make_batch(rng, b, 1000, int(rng.choice([40, 400]))))
-        if rng.random() < 0.3:
-            table = list(store.routing)
-            table[int(rng.integers(G))] = int(rng.integers(parts))
-            store.route(table)
-        if rng.random() < 0.25:
-            run_batch(store, b, frames[-1], anyone(), commit=bool(rng.random() < 0.5))
-            if rng.random() < 0.5:
-                workers[:] = [StateCache() for _ in workers]
-                store = KeyedStateStore(spec, tmp_path)
-        out, plan = run_batch(store, b, frames[-1], anyone())
+        out, plan = history.run(b, frames[-1])
         outs.append(emitted(out))
     got = pd.concat(outs)
     got = got.assign(ws=micros(got["window_start"])).sort_values(["ws", "key"]).reset_index(drop=True)
