@@ -221,7 +221,7 @@ def release(spark) -> None:
     """Drop what a stopped query left in the JVM before the next store runs: Spark's loaded state store providers
     (its maintenance thread unloads a stopped query's within a minute or so; the HDFS-backed store holds the whole
     state on the heap) and then the garbage. Whichever store ran right after the HDFS store at 10M keys ran slower
-    (Strata's fill batches: median 0.53 s against 0.36 s in the other round). With this it still did, by less
+    (Strata's fill batches: median 0.53 s against 0.36 s in the other round). With this it still did
     (measured batches 0.418 against 0.348 s, 25 Nov 09:00 run), so the rounds' order still alternates."""
     jvm = spark.sparkContext._jvm
     getattr(getattr(jvm.org.apache.spark.sql.execution.streaming.state, "StateStore$"), "MODULE$").unloadAll()
