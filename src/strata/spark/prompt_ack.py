@@ -6,7 +6,7 @@ algorithm on the JVM's side it holds the batch until that message is
 acknowledged, and the worker, in delayed-ACK mode, acknowledges only when its
 40 ms timer fires. So every Python stage waited some 40 ms for its first
 batch. Measured with a ``mapInArrow`` over two one-row partitions (local[2],
-median of 30 jobs in one session): 92 ms a job, the first batch reaching the
+median of 30 jobs, a session each): 92 ms a job, the first batch reaching the
 function 40 ms after it started; with :func:`acknowledge_promptly` called
 first, 52 ms, and the batch there at once. Spark's other cure, Unix-domain
 sockets, makes PySpark's daemons print ``BrokenPipeError`` tracebacks
