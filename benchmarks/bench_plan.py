@@ -60,6 +60,7 @@ from strata.plan.curves import component_model, grid_curve
 from strata.plan.exact import exact_macro_q
 from strata.plan.lp import Program as LP
 from strata.plan.macro_q import macro_q
+from strata.plan.occupancy import Occupancy
 from strata.plan.placement import Group, Problem
 from strata.plan.quality import Weights
 from strata.plan.tree_dp import dp_curve, is_out_tree
@@ -609,9 +610,7 @@ def planted(n: int, seed: int = 0, cross: int | None = None) -> tuple[Problem, i
 def cut_of(p: Problem, where: list[list[int]]) -> tuple[float, float]:
     """Traffic between the nodes in streams' worth (a PE spread over both nodes keeps part of its
     streams local, as macroW counts it), and the busier node's load / cores."""
-    from strata.plan.mini_w import State
-
-    st = State(p, where)
+    st = Occupancy(p, where)
     return st.cross / 1000.0, float((st.load / p.cores).max())
 
 
@@ -649,7 +648,7 @@ def with_milp(p: Problem, budget: float, seed: int, milp_share: float = 0.4) -> 
         return found.where, f"whole MILP failed ({why}); miniW from {found.start}"
     exact = [sorted(n for n, f in sh.items() if f > 0) for sh in shares]
     found = mini_w.search(p, deadline, seed=seed, starts={"MILP": exact})
-    if mini_w.State(p, exact).objective() <= mini_w.State(p, found.where).objective() + 1e-12:
+    if Occupancy(p, exact).objective() <= Occupancy(p, found.where).objective() + 1e-12:
         return exact, f"whole MILP {status} ({why}), kept over miniW"
     return found.where, f"whole MILP {status} ({why}); miniW from {found.start} kept"
 

@@ -10,6 +10,7 @@ import pytest
 from strata.model import Scenario, joined_graph, propagate
 from strata.plan import mini_w, partition
 from strata.plan.macro_w import macro_w
+from strata.plan.occupancy import Occupancy
 from strata.plan.placement import Group, Problem, build_problem
 from strata.plan.quality import Weights
 from tests.test_plan_cases import constrained
@@ -51,7 +52,7 @@ def test_metis_finds_the_planted_bisection():
     p = planted()
     where, why = partition.metis_start(p)
     assert where is not None, why
-    st = mini_w.State(p, where)
+    st = Occupancy(p, where)
     assert st.cross == pytest.approx(3 * 1000.0)
     assert list(st.load) == [20.0, 20.0]
 
@@ -60,7 +61,7 @@ def test_mini_w_reports_its_metis_start():
     p = planted()
     found = mini_w.search(p, deadline=1e18, rounds=2)
     assert found.partitioner.startswith("METIS start objective")
-    assert mini_w.State(p, found.where).cross == pytest.approx(3000.0)
+    assert Occupancy(p, found.where).cross == pytest.approx(3000.0)
 
 
 def test_without_pymetis_mini_w_keeps_its_own_starts_and_says_so(monkeypatch):

@@ -10,6 +10,7 @@ from strata.model import Scenario, joined_graph, propagate
 from strata.plan import Options, PlanError, mini_w, plan
 from strata.plan import macro_w as macro_w_module
 from strata.plan.macro_w import macro_w, solve_milp
+from strata.plan.occupancy import Occupancy
 from strata.plan.placement import assignment_of, build_problem
 from strata.plan.quality import Weights, evaluate, flows
 from tests.test_plan_cases import chain, constrained, scenario
@@ -28,7 +29,7 @@ def brute_force(p):
     ]
     best = None
     for choice in itertools.product(*options):
-        st = mini_w.State(p, choice)
+        st = Occupancy(p, choice)
         if all(st.mem[n] <= p.memory[n] for n in range(len(p.names))) and not any(
             p.exclude[g] & (st.occ[n] - {g}) for g, nodes in enumerate(choice) for n in nodes
         ):
@@ -150,16 +151,16 @@ def test_neighbourhood_milp_finds_the_best_re_placement_of_its_groups():
         where = [list(w) for w in start]
         for i, n in zip(free, choice, strict=True):
             where[i] = [n]
-        val = mini_w.State(p, where).objective()
+        val = Occupancy(p, where).objective()
         best = val if best is None else min(best, val)
-    st = mini_w.State(p, start)
+    st = Occupancy(p, start)
     sub, ctx, _ = macro_w_module._restrict(st, [0, 1], free)
     status, shares, _ = solve_milp(sub, time_limit=20, context=ctx)
     assert status == "optimal"
     where = [list(w) for w in start]
     for i, sh in zip(free, shares, strict=True):
         where[i] = [n for n, f in sh.items() if f > 1e-6]
-    assert mini_w.State(p, where).objective() == pytest.approx(best, rel=1e-6)
+    assert Occupancy(p, where).objective() == pytest.approx(best, rel=1e-6)
 
 
 def test_large_instances_improve_mini_w_by_neighbourhood_milps_never_for_the_worse(monkeypatch):
@@ -172,7 +173,7 @@ def test_large_instances_improve_mini_w_by_neighbourhood_milps_never_for_the_wor
     bad = [[i % 3] for i in range(len(p.groups))]  # round robin: every stream crosses nodes
     where, tried, _, _ = macro_w_module.improve_by_milp(p, bad, deadline=float("inf"), clock=lambda: 0.0)
     assert tried >= 1
-    assert mini_w.State(p, where).objective() < mini_w.State(p, bad).objective()
+    assert Occupancy(p, where).objective() < Occupancy(p, bad).objective()
     w = macro_w(s.cluster, g, goals, rates, deadline_s=2)
     assert w.detail.startswith(("won: miniW;", "won: miniW+MILP neighbourhoods;"))
     assert "neighbourhoods" in w.detail
@@ -205,7 +206,7 @@ def test_mini_w_counts_a_keyed_stream_as_routed_by_key_group():
     where = [[0] for _ in p.groups]
     where[g["c.src"]] = [0, 1]
     where[g["c.op1"]] = [0, 1]
-    st = mini_w.State(p, where)
+    st = Occupancy(p, where)
     assignment = assignment_of(p, where, goals)
     ruler = evaluate(sc.cluster, assignment, flows(graph, rates), Weights(), {"c.op1": 4})
     assert st.objective() == pytest.approx(ruler["objective"], rel=1e-9)

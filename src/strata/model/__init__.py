@@ -10,16 +10,8 @@ from strata.model.functions import (
     PiecewiseLinearValue,
     StepValue,
 )
-from strata.model.importance import (
-    chosen_templates,
-    importance,
-    job_maps,
-    joined_graph,
-    offered_rates,
-    propagate,
-    scenario_importance,
-    topological_order,
-)
+from strata.model.graph import chosen_templates, job_maps, joined_graph, topological_order
+from strata.model.importance import importance, offered_rates, propagate, scenario_importance
 from strata.model.job import (
     KEYED_KINDS,
     AggregateSpec,

@@ -31,7 +31,7 @@ from functools import cache
 import networkx as nx
 import numpy as np
 
-from strata.model.importance import joined_graph
+from strata.model.graph import joined_graph
 from strata.model.job import Operator, OperatorKind, Template
 from strata.model.scenario import Scenario, pe_id, resolve
 

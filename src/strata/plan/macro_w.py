@@ -31,6 +31,7 @@ import numpy as np
 from strata.model import Cluster
 from strata.plan import mini_w
 from strata.plan.lp import Program
+from strata.plan.occupancy import Occupancy
 from strata.plan.placement import Problem, assignment_of, build_problem
 from strata.plan.quality import Weights, evaluate, flows, keyed_groups
 
@@ -332,7 +333,7 @@ def improve_by_milp(
     (each group on its nodes with a positive share, in equal shards) replaces the old one if
     miniW's exact objective improves. Returns (placement, neighbourhoods tried, improved, note).
     """
-    st = mini_w.State(p, where)
+    st = Occupancy(p, where)
     rng = np.random.default_rng(seed)
     order = [int(n) for n in np.argsort(-st.load / p.cores, kind="stable")]
     tried = gained = 0
@@ -380,7 +381,7 @@ def improve_by_milp(
     return st.where, tried, gained, f"{note}; objective {first:.6g} -> {st.objective():.6g}"
 
 
-def _neighbourhood(st: mini_w.State, hot: int, rng: np.random.Generator) -> list[int]:
+def _neighbourhood(st: Occupancy, hot: int, rng: np.random.Generator) -> list[int]:
     """``hot``, the nodes it trades most traffic with, and two of the ten least loaded nodes."""
     p = st.p
     trade: dict[int, float] = {}
@@ -395,7 +396,7 @@ def _neighbourhood(st: mini_w.State, hot: int, rng: np.random.Generator) -> list
     return nodes
 
 
-def _restrict(st: mini_w.State, nodes: list[int], free: list[int]) -> tuple[Problem, Context, list[list[int]]]:
+def _restrict(st: Occupancy, nodes: list[int], free: list[int]) -> tuple[Problem, Context, list[list[int]]]:
     """The MILP over ``free`` groups on ``nodes`` with the rest of ``st`` as its context, and the
     free groups' nodes now (the MILP's start)."""
     p = st.p

@@ -26,7 +26,7 @@ from collections.abc import Mapping
 import networkx as nx
 
 from strata.model import OperatorKind, Scenario, joined_graph
-from strata.model.importance import topological_order
+from strata.model.graph import topological_order
 from strata.model.traffic import as_emitted, runs
 from strata.plan.epoch import with_headroom
 from strata.plan.plan import Plan

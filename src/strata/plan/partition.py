@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from strata.plan.occupancy import Occupancy, fits_new_shard, nodes_by, place_first_fitting
 from strata.plan.placement import Problem
 
 SCALE = 1_000_000  # integer resolution of METIS's vertex and edge weights
@@ -90,27 +91,25 @@ def metis_parts(p: Problem, seed: int = 0) -> tuple[list[int] | None, str]:
 
 def metis_start(p: Problem, seed: int = 0) -> tuple[list[list[int]] | None, str]:
     """METIS's partition made feasible for SODA's constraints (see the module doc); or ``(None, why)``."""
-    from strata.plan.mini_w import State, _by_key, _fits_new, _take
-
     parts, why = metis_parts(p, seed)
     if parts is None:
         return None, why
-    st = State(p, [[] for _ in p.groups])
+    st = Occupancy(p, [[] for _ in p.groups])
     moved = 0
     for g in sorted(range(len(p.groups)), key=lambda g: (-p.groups[g].goal, g)):
         grp = p.groups[g]
         target = parts[g]
-        if grp.shards == 1 and _fits_new(st, g, target, [], ignore_cpu=True):
+        if grp.shards == 1 and fits_new_shard(st, g, target, ignore_cpu=True):
             st.where[g] = [target]
             st.occupy(g, target, +1)
             continue
         moved += 1
-        _take(
+        place_first_fitting(
             st,
             g,
             grp.shards,
             (
-                ([target, *_by_key(st.elig_arr[g], st.load - p.cores, grp.shards + 8, full)], not strict)
+                ([target, *nodes_by(st.elig_arr[g], st.load - p.cores, grp.shards + 8, full)], not strict)
                 for strict, full in ((True, False), (False, False), (False, True))
             ),
         )

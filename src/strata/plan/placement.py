@@ -55,7 +55,7 @@ class Problem:
     move_limit: int | None = None
     neighbours: list[list[tuple[int, float]]] = field(default_factory=list)
     # Per stream: its consumer is keyed, so the engines route it by key group (strata.model.traffic); the
-    # search's objective counts it so (mini_w.State), the MILP keeps min(Φ_u,n, Φ_v,n) as its linear surrogate.
+    # search's objective counts it so (strata.plan.occupancy), the MILP keeps min(Φ_u,n, Φ_v,n) as its linear surrogate.
     keyed: list[bool] = field(default_factory=list)
 
     @cached_property
