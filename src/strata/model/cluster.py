@@ -11,7 +11,7 @@ from functools import cached_property
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from strata.model.units import Bandwidth, Bytes
+from strata.model.quantities import Bandwidth, Bytes
 
 
 class _Spec(BaseModel):

@@ -20,7 +20,7 @@ from strata.model.functions import (
     ResourceFunction,
     ValueFunction,
 )
-from strata.model.units import Bytes
+from strata.model.quantities import Bytes
 
 
 class _Spec(BaseModel):
