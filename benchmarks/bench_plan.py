@@ -61,7 +61,7 @@ from strata.plan.exact import exact_macro_q
 from strata.plan.lp import Program as LP
 from strata.plan.macro_q import macro_q
 from strata.plan.occupancy import Occupancy
-from strata.plan.placement import Group, Problem
+from strata.plan.placement import Group, PlacementProblem
 from strata.plan.quality import Weights
 from strata.plan.tree_dp import dp_curve, is_out_tree
 
@@ -557,7 +557,7 @@ def multiple_choice(seeds: int = 30, budget: float = 5.0) -> None:
     write("mc", {"budget_s": budget, "load_average_start": load_start, "rows": rows, "summary": summary})
 
 
-def planted(n: int, seed: int = 0, cross: int | None = None) -> tuple[Problem, int]:
+def planted(n: int, seed: int = 0, cross: int | None = None) -> tuple[PlacementProblem, int]:
     """A planted bisection as macroW's problem: two halves of n/2 PEs (1 core each) on 2 nodes of
     n/2 cores, each half dense (up to 100 PEs per half every pair linked with probability 1/2,
     else every PE linked to 6 random others of its half), joined by ``cross`` streams (5 + n // 500
@@ -589,7 +589,7 @@ def planted(n: int, seed: int = 0, cross: int | None = None) -> tuple[Problem, i
         {"name": "planted", "cluster": {"node_groups": [{"prefix": "n", "count": 2, "cores": half}]}, "jobs": []}
     ).cluster
     groups = [Group((f"v{i}",), 1.0, 0.0, 0.0, [0, 1], 1, 1) for i in range(n)]
-    prob = Problem(
+    prob = PlacementProblem(
         cluster=cluster,
         names=["n0", "n1"],
         cores=np.array([half, half], dtype=float),
@@ -607,14 +607,14 @@ def planted(n: int, seed: int = 0, cross: int | None = None) -> tuple[Problem, i
     return prob, k
 
 
-def cut_of(p: Problem, where: list[list[int]]) -> tuple[float, float]:
+def cut_of(p: PlacementProblem, where: list[list[int]]) -> tuple[float, float]:
     """Traffic between the nodes in streams' worth (a PE spread over both nodes keeps part of its
     streams local, as macroW counts it), and the busier node's load / cores."""
     st = Occupancy(p, where)
     return st.cross / 1000.0, float((st.load / p.cores).max())
 
 
-def min_bisection(p: Problem, time_limit: float) -> tuple[str, float, float]:
+def min_bisection(p: PlacementProblem, time_limit: float) -> tuple[str, float, float]:
     """The exact minimum balanced bisection (MILP: side binaries, cut indicators), for small graphs."""
     prog = LP(maximize=False)
     x = [prog.binary() for _ in p.groups]
@@ -629,7 +629,7 @@ def min_bisection(p: Problem, time_limit: float) -> tuple[str, float, float]:
     return sol.status, sol.objective, bound
 
 
-def with_milp(p: Problem, budget: float, seed: int, milp_share: float = 0.4) -> tuple[list[list[int]], str]:
+def with_milp(p: PlacementProblem, budget: float, seed: int, milp_share: float = 0.4) -> tuple[list[list[int]], str]:
     """macroW's placement search with its MILP on, as :func:`strata.plan.macro_w.macro_w` runs it on ``p``:
     up to ``MILP_MAX_BINARIES`` the whole-instance MILP (``milp_share`` of the budget) then miniW from its answer,
     the better kept; above it miniW first, then the MILP over 6-node neighbourhoods of miniW's answer."""

@@ -11,12 +11,12 @@ from strata.model import Scenario, joined_graph, propagate
 from strata.plan import mini_w, partition
 from strata.plan.macro_w import macro_w
 from strata.plan.occupancy import Occupancy
-from strata.plan.placement import Group, Problem, build_problem
+from strata.plan.placement import Group, PlacementProblem, build_problem
 from strata.plan.quality import Weights
 from tests.test_plan_cases import constrained
 
 
-def planted(n: int = 40, cross: int = 3, seed: int = 0) -> Problem:
+def planted(n: int = 40, cross: int = 3, seed: int = 0) -> PlacementProblem:
     """Two halves of n/2 one-core PEs, each pair inside a half linked with probability 1/2, joined by
     ``cross`` streams; 2 nodes of n/2 cores. Cutting the ``cross`` streams is optimal."""
     rng = np.random.default_rng(seed)
@@ -31,7 +31,7 @@ def planted(n: int = 40, cross: int = 3, seed: int = 0) -> Problem:
     cluster = Scenario.model_validate(
         {"cluster": {"node_groups": [{"prefix": "n", "count": 2, "cores": half}]}, "jobs": []}
     ).cluster
-    return Problem(
+    return PlacementProblem(
         cluster=cluster,
         names=["n0", "n1"],
         cores=np.array([half, half], dtype=float),

@@ -32,7 +32,7 @@ from strata.model import Cluster
 from strata.plan import mini_w
 from strata.plan.lp import Program
 from strata.plan.occupancy import Occupancy
-from strata.plan.placement import Problem, assignment_of, build_problem
+from strata.plan.placement import PlacementProblem, assignment_of, build_problem
 from strata.plan.quality import Weights, evaluate, flows, keyed_groups
 
 MILP_MAX_BINARIES = 6000  # larger instances: miniW first, then the MILP over neighbourhoods of its answer
@@ -45,7 +45,7 @@ class MacroW:
     metrics: dict[str, float]
     status: str
     detail: str
-    problem: Problem
+    problem: PlacementProblem
 
 
 @dataclass
@@ -73,13 +73,13 @@ class Context:
     equal: bool = False  # each group keeps exactly ``shards`` nodes with equal shares (miniW's model)
 
     @classmethod
-    def alone(cls, p: Problem) -> Context:
+    def alone(cls, p: PlacementProblem) -> Context:
         zero = np.zeros(len(p.names))
         return cls(zero, zero, zero, zero, zero, zero, [], 0.0, 0.0, len(p.names), float(p.nic.sum()))
 
 
 def solve_milp(
-    p: Problem, time_limit: float, context: Context | None = None, start: list[list[int]] | None = None
+    p: PlacementProblem, time_limit: float, context: Context | None = None, start: list[list[int]] | None = None
 ) -> tuple[str, list[dict[int, float]] | None, str]:
     """The MILP above, warm-started from ``start`` (each group's nodes) if given.
 
@@ -203,7 +203,7 @@ def solve_milp(
     return sol.status, shares, detail
 
 
-def _rack_terms(prog: Program, p: Problem, phi: list[dict[int, int]], w: Weights) -> None:
+def _rack_terms(prog: Program, p: PlacementProblem, phi: list[dict[int, int]], w: Weights) -> None:
     """Uplink traffic: a stream's share leaving rack r is Φ_u,r − min(Φ_u,r, Φ_v,r)."""
     nr = len(p.uplink)
     up_out = [dict[int, float]() for _ in range(nr)]
@@ -323,7 +323,7 @@ NEIGHBOURHOOD = 6  # nodes whose groups one neighbourhood MILP re-places
 
 
 def improve_by_milp(
-    p: Problem, where: list[list[int]], deadline: float, clock: Callable[[], float], seed: int = 0
+    p: PlacementProblem, where: list[list[int]], deadline: float, clock: Callable[[], float], seed: int = 0
 ) -> tuple[list[list[int]], int, int, str]:
     """Large-neighbourhood search: re-place the groups of a few nodes by the MILP, keep what improves.
 
@@ -396,7 +396,7 @@ def _neighbourhood(st: Occupancy, hot: int, rng: np.random.Generator) -> list[in
     return nodes
 
 
-def _restrict(st: Occupancy, nodes: list[int], free: list[int]) -> tuple[Problem, Context, list[list[int]]]:
+def _restrict(st: Occupancy, nodes: list[int], free: list[int]) -> tuple[PlacementProblem, Context, list[list[int]]]:
     """The MILP over ``free`` groups on ``nodes`` with the rest of ``st`` as its context, and the
     free groups' nodes now (the MILP's start)."""
     p = st.p
@@ -435,7 +435,7 @@ def _restrict(st: Occupancy, nodes: list[int], free: list[int]) -> tuple[Problem
             mine, kept = (a, b) if a in local else (b, a)
             shares = {idx[n]: 1.0 / len(st.where[kept]) for n in st.where[kept] if n in idx}
             pinned.append((local[mine], shares, t, mine == a))
-    sub = Problem(
+    sub = PlacementProblem(
         cluster=p.cluster,
         names=[p.names[n] for n in nodes],
         cores=p.cores[nodes],
@@ -454,7 +454,7 @@ def _restrict(st: Occupancy, nodes: list[int], free: list[int]) -> tuple[Problem
     return sub, ctx, [[idx[n] for n in old[g]] for g in free]
 
 
-def _candidates(p: Problem, assignment: Mapping[str, Mapping[str, float]]) -> dict[str, list[str]]:
+def _candidates(p: PlacementProblem, assignment: Mapping[str, Mapping[str, float]]) -> dict[str, list[str]]:
     """Each PE's nodes, plus spare candidates that give microQ room where macroW overloaded a node.
 
     The goals were set without node boundaries, so the chosen placement may put more cpu on a node

@@ -24,7 +24,7 @@ import numpy as np
 
 from strata.plan import partition
 from strata.plan.occupancy import Occupancy, nodes_by, place_first_fitting
-from strata.plan.placement import Problem
+from strata.plan.placement import PlacementProblem
 from strata.plan.plan import PlanError
 
 
@@ -39,7 +39,7 @@ class Result:
     partitioner: str = ""  # how the METIS start fared (or why there was none)
 
 
-def _greedy_start(p: Problem, clusters: bool) -> list[list[int]]:
+def _greedy_start(p: PlacementProblem, clusters: bool) -> list[list[int]]:
     """Streams by decreasing traffic — in one global order, or (``clusters``) growing each placed
     cluster along its heaviest streams first. Each group goes to the node that holds most of its
     placed neighbours' traffic and has room for it, else to the node with the most room."""
@@ -102,7 +102,7 @@ def _greedy_start(p: Problem, clusters: bool) -> list[list[int]]:
     return st.where
 
 
-def _round_robin_start(p: Problem) -> list[list[int]]:
+def _round_robin_start(p: PlacementProblem) -> list[list[int]]:
     """Previous nodes first; the rest round-robin to the node with fewest PEs."""
     st = Occupancy(p, [[] for _ in p.groups])
     for g, grp in enumerate(p.groups):
@@ -124,7 +124,7 @@ def _round_robin_start(p: Problem) -> list[list[int]]:
     return st.where
 
 
-def _traffic_parts(p: Problem, most: float) -> list[list[int]]:
+def _traffic_parts(p: PlacementProblem, most: float) -> list[list[int]]:
     """Groups joined by traffic, cut into parts of at most ``most`` cpu along their heaviest streams.
 
     Each connected set of groups is walked Prim-like from its heaviest stream (heaviest frontier
@@ -158,7 +158,7 @@ def _traffic_parts(p: Problem, most: float) -> list[list[int]]:
     return parts
 
 
-def _spread_start(p: Problem) -> list[list[int]]:
+def _spread_start(p: PlacementProblem) -> list[list[int]]:
     """Whole traffic parts spread alike over a few nodes, largest part first.
 
     A part spread in equal shares over the same k nodes keeps all its streams local and puts
@@ -203,7 +203,7 @@ def _spread_start(p: Problem) -> list[list[int]]:
 
 
 def search(
-    p: Problem,
+    p: PlacementProblem,
     deadline: float,
     clock: Callable[[], float] = time.perf_counter,
     seed: int = 0,

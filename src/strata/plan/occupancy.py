@@ -14,14 +14,14 @@ from collections.abc import Iterable, Iterator
 
 import numpy as np
 
-from strata.plan.placement import Problem
+from strata.plan.placement import PlacementProblem
 from strata.plan.plan import PlanError
 
 
 class Occupancy:
     """A placement with incrementally maintained load, NIC and link totals."""
 
-    def __init__(self, p: Problem, where: list[list[int]]):
+    def __init__(self, p: PlacementProblem, where: list[list[int]]):
         self.p = p
         n = len(p.names)
         self.where = [list(w) for w in where]

@@ -26,13 +26,13 @@ from __future__ import annotations
 import numpy as np
 
 from strata.plan.occupancy import Occupancy, fits_new_shard, nodes_by, place_first_fitting
-from strata.plan.placement import Problem
+from strata.plan.placement import PlacementProblem
 
 SCALE = 1_000_000  # integer resolution of METIS's vertex and edge weights
 LIMIT = 1_000_000_000  # most any sum of them may reach
 
 
-def metis_parts(p: Problem, seed: int = 0) -> tuple[list[int] | None, str]:
+def metis_parts(p: PlacementProblem, seed: int = 0) -> tuple[list[int] | None, str]:
     """A node index per group by METIS k-way partitioning; ``(None, reason)`` if it cannot run."""
     n_groups, n_nodes = len(p.groups), len(p.names)
     if n_groups == 0:
@@ -89,7 +89,7 @@ def metis_parts(p: Problem, seed: int = 0) -> tuple[list[int] | None, str]:
     return [nodes[x] for x in parts], "ok"
 
 
-def metis_start(p: Problem, seed: int = 0) -> tuple[list[list[int]] | None, str]:
+def metis_start(p: PlacementProblem, seed: int = 0) -> tuple[list[list[int]] | None, str]:
     """METIS's partition made feasible for SODA's constraints (see the module doc); or ``(None, why)``."""
     parts, why = metis_parts(p, seed)
     if parts is None:

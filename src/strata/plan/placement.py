@@ -36,7 +36,7 @@ class Group:
 
 
 @dataclass
-class Problem:
+class PlacementProblem:
     """Everything macroW needs, with nodes as indices into ``names``."""
 
     cluster: Cluster
@@ -96,7 +96,7 @@ def build_problem(
     max_pes_per_node: int | None = None,
     previous: Mapping[str, list[str]] | None = None,
     move_limit: int | None = None,
-) -> Problem:
+) -> PlacementProblem:
     """Preprocess the admitted PEs into groups; PlanError names any PE that fits no node."""
     nodes = list(cluster.all_nodes)
     index = {n.name: i for i, n in enumerate(nodes)}
@@ -188,7 +188,7 @@ def build_problem(
     for a, b, t in streams:
         neighbours[a].append((b, t))
         neighbours[b].append((a, t))
-    return Problem(
+    return PlacementProblem(
         cluster=cluster,
         names=[n.name for n in nodes],
         cores=np.array([n.cores for n in nodes], dtype=float),
@@ -209,7 +209,7 @@ def build_problem(
 
 
 def assignment_of(
-    problem: Problem, nodes_of: list[list[int]] | list[dict[int, float]], goals: Mapping[str, float]
+    problem: PlacementProblem, nodes_of: list[list[int]] | list[dict[int, float]], goals: Mapping[str, float]
 ) -> dict[str, dict[str, float]]:
     """PE → {node: cpu} from each group's nodes (equal shards) or node → share."""
     out: dict[str, dict[str, float]] = {}
