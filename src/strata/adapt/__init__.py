@@ -9,14 +9,14 @@
 from strata.adapt.blocks import BALANCING, DISPATCH, PLACEMENT, Composition, compositions
 from strata.adapt.features import ChangeDetector, Features, FeatureTracker, window_score, yields
 from strata.adapt.learner import DiscountedUCB, FactoredUCB, SegmentMemory, SlidingWindowUCB
-from strata.adapt.selector import Choice, Fixed, Scorer, Selector
+from strata.adapt.selector import ArmChoice, Fixed, Scorer, Selector
 
 __all__ = [
     "BALANCING",
     "DISPATCH",
     "PLACEMENT",
+    "ArmChoice",
     "ChangeDetector",
-    "Choice",
     "Composition",
     "DiscountedUCB",
     "FactoredUCB",

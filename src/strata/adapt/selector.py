@@ -46,7 +46,7 @@ from strata.protocol.engine import Observation
 
 
 @dataclass
-class Choice:
+class ArmChoice:
     """One window's decision, for reports: when, in which workload segment (``context``), which arm, its score."""
 
     time: float
@@ -94,7 +94,7 @@ class Fixed:
     scenario: Scenario
     composition: Composition
     horizon: int = 1
-    choices: list[Choice] = field(default_factory=list)
+    choices: list[ArmChoice] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self._score = Scorer(self.scenario, self.horizon)
@@ -103,7 +103,7 @@ class Fixed:
         reward = self._score(obs)  # every window enters the score's horizon, the first one too
         if self.choices:
             self.choices[-1].reward = reward
-        self.choices.append(Choice(obs.now, "fixed", 0))
+        self.choices.append(ArmChoice(obs.now, "fixed", 0))
         return self.composition
 
 
@@ -141,7 +141,7 @@ class Selector:
     seed: int = 0
     blocks_prior: Sequence[dict[str, float]] = PRIOR
     warm_start: bool = False
-    choices: list[Choice] = field(default_factory=list)
+    choices: list[ArmChoice] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         if not self.candidates:
@@ -207,7 +207,7 @@ class Selector:
         arm = self._held(ran)
         if evidence or arm is None:
             arm = self.memory.current.select(self._allowed())
-        self.choices.append(Choice(obs.now, self._segment, arm))
+        self.choices.append(ArmChoice(obs.now, self._segment, arm))
         return self.candidates[arm]
 
     def _held(self, ran: Composition | None) -> int | None:

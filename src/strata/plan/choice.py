@@ -48,7 +48,7 @@ SHRINK = 1e-3  # the point below the MILP's allocation in a non-LP component's c
 
 
 @dataclass
-class Choice:
+class TemplateChoice:
     """The MILP's answer: templates of the admitted jobs, components, their curves and budgets."""
 
     templates: dict[str, str]
@@ -97,7 +97,7 @@ def solve(
     memory: float,
     curve_of: Callable[[nx.DiGraph, tuple[str, ...], Mapping[str, str]], Curve],
     time_limit: Callable[[], float],
-) -> tuple[Choice | None, str]:
+) -> tuple[TemplateChoice | None, str]:
     """The multiple-choice MILP; ``(None, reason)`` when the instance is beyond its limits or it fails.
 
     ``curve_of(graph, pes, templates)`` gives an LP component's curve (macroQ's cache);
@@ -266,7 +266,7 @@ def solve(
             curve = curve_of(graph, comp, tpls) if F.is_linear(parts.ops, parts.values) else None
             settle(graph, comp, curve, sum(mine.values()), mine)
     order = sorted(range(len(components)), key=lambda i: components[i])
-    choice = Choice(
+    choice = TemplateChoice(
         templates,
         [components[i] for i in order],
         [curves[i] for i in order],
@@ -376,7 +376,7 @@ def _point_curve(graph: nx.DiGraph, comp: tuple[str, ...], alloc: dict[str, floa
     )
 
 
-def realised(scenario: Scenario, choice: Choice) -> float:
+def realised(scenario: Scenario, choice: TemplateChoice) -> float:
     """Importance of the MILP's answer by propagation over the joined graph."""
     graph = joined_graph(scenario, choice.templates)
     return importance(graph, propagate(graph, choice.goals))

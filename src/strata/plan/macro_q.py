@@ -385,7 +385,7 @@ def _heuristic(
     return _result(scenario, best, best_cut, ev, exhaustive)
 
 
-def _from_choice(scenario: Scenario, choice: mc.Choice, ev: _Evaluator, seconds: float) -> MacroQ:
+def _from_choice(scenario: Scenario, choice: mc.TemplateChoice, ev: _Evaluator, seconds: float) -> MacroQ:
     """macroQ's answer from the multiple-choice MILP's."""
     free = [scenario.job[j].rank for j in choice.templates if not scenario.job[j].required]
     others = [j.rank for j in scenario.jobs if not j.required]
