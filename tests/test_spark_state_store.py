@@ -19,7 +19,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from strata.model import AggregateSpec, WindowSpec
-from strata.spark.state import KeyedSpec, KeyedStateStore, accumulate, combines_before_shuffle
+from strata.spark.state import KeyedSpec, KeyedStateStore, batch_partials, combines_before_shuffle
 from strata.spark.state_log import StateLog
 from strata.spark.state_table import StateCache
 
@@ -64,7 +64,7 @@ def emitted(out: dict[int, pd.DataFrame]) -> pd.DataFrame:
     return pd.concat(out.values(), ignore_index=True).sort_values("key").reset_index(drop=True)
 
 
-def test_accumulate_folds_a_batch_into_partials_per_key():
+def test_batch_partials_fold_a_batch_into_partials_per_key():
     spec = KeyedSpec(AggregateSpec(fn="min"), None, G, P)
     rows = pd.DataFrame(
         {
@@ -74,7 +74,7 @@ def test_accumulate_folds_a_batch_into_partials_per_key():
             "x": [3.0, np.nan, 2.0, -1.0],
         }
     )
-    out = accumulate(rows, spec).sort_values("key").reset_index(drop=True)
+    out = batch_partials(rows, spec).sort_values("key").reset_index(drop=True)
     assert list(out["key"]) == [9, 10, 17]
     assert list(out["n"]) == [1, 1, 1]  # the null value is not counted
     assert list(out["m"]) == [3.0, 2.0, -1.0] and list(out["et"]) == [7, 1, 2]

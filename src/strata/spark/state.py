@@ -448,7 +448,7 @@ def _bases(manifest: dict | None, key_groups: int) -> tuple[int, ...]:
     return tuple(int(b) for b in manifest["snapshots"])
 
 
-def accumulate(rows: pa.Table | pd.DataFrame, spec: KeyedSpec) -> pd.DataFrame:
+def batch_partials(rows: pa.Table | pd.DataFrame, spec: KeyedSpec) -> pd.DataFrame:
     """A batch's partials per (kg, key, window start): the pure part of the fold.
 
     ``rows`` are records (kg, key, event_time, x) or, unwindowed, the partials
@@ -552,7 +552,7 @@ class _Task:
         spec = self.spec
         log = cache.log(self.directory)
         rows = rows.filter(pc.greater_equal(rows.column("kg"), 0))  # the driver's marker rows have kg −1
-        fresh = accumulate(rows, spec)
+        fresh = batch_partials(rows, spec)
         groups = [g for g, p in enumerate(self.routing) if p == partition]
         history = {b: Version(r, w) for b, r, w in self.history}
         key_dtype = object if spec.key_type == "string" else np.int64
