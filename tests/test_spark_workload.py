@@ -1,4 +1,4 @@
-"""The generator source without Spark: deterministic rows, rates, keys, read limits, the control file."""
+"""The synthetic source without Spark: deterministic rows, rates, keys, read limits, the control file."""
 
 from __future__ import annotations
 
@@ -10,16 +10,16 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
 from strata.model import SourceSpec
 from strata.model.inputs import Timeline, Workload, generate, zipf_cdf
-from strata.spark.sources import GeneratorStreamReader, RateCap, expected_rows, generator_options
+from strata.spark.sources import RateCap, SyntheticStreamReader, expected_rows, synthetic_options
 
 EPOCH = 1_700_000_000.0
 
 
-def reader(spec: SourceSpec, **kw) -> GeneratorStreamReader:
-    return GeneratorStreamReader(generator_options(spec, **kw))
+def reader(spec: SourceSpec, **kw) -> SyntheticStreamReader:
+    return SyntheticStreamReader(synthetic_options(spec, **kw))
 
 
-def rows_of(r: GeneratorStreamReader, start: dict, end: dict) -> dict[str, np.ndarray]:
+def rows_of(r: SyntheticStreamReader, start: dict, end: dict) -> dict[str, np.ndarray]:
     batches = [b for part in r.partitions(start, end) for b in r.read(part)]
     return {name: np.concatenate([b.column(name).to_numpy() for b in batches]) for name in ("id", "key", "value")}
 

@@ -22,7 +22,7 @@ instants come from. Spark needs record i to be a pure function of i (any
 micro-batch replays identically), so it hashes i (:func:`uniform`) and spreads
 Poisson (or, for constant arrivals, floor-difference) counts per tick of
 ``tick_s`` evenly inside the tick (:class:`Timeline`, :func:`generate`). The
-simulator draws the uniforms sequentially from its seeded generator and emits
+simulator draws the uniforms sequentially from its seeded random stream and emits
 messages at continuous times (``strata.sim.workload``). Both follow λ(t) above.
 
 Only numpy is imported here: Spark's Python planner and worker processes load
@@ -70,7 +70,7 @@ def uniform(seed: int, stream: int, i: np.ndarray) -> np.ndarray:
 
 @dataclass(frozen=True)
 class Workload:
-    """A source spec as plain data (``SourceSpec.model_dump()``): what the generators read.
+    """A source spec as plain data (``SourceSpec.model_dump()``): what the synthetic sources read.
 
     Kept free of the model classes so Spark's Python planner and worker
     processes import only numpy (and pyarrow).
@@ -229,7 +229,7 @@ def value_share_above(x: float) -> float:
     return (VALUE_LEVELS - 1 - int(np.floor(x * VALUE_LEVELS))) / VALUE_LEVELS
 
 
-# ------------------------------------------------------------------ Spark's pure-function generator
+# ------------------------------------------------------------------ Spark's pure-function synthetic source
 
 
 @dataclass
@@ -239,7 +239,7 @@ class Timeline:
     The number of records in tick k is a function of (seed, k) only: for
     constant arrivals the floor-differences of the cumulative expected count
     (:func:`expected_counts`), otherwise (Poisson, and the Poisson-modulated
-    on/off and diurnal processes) a Poisson draw from a generator seeded by
+    on/off and diurnal processes) a Poisson draw from a random stream seeded by
     (seed, chunk of :data:`CHUNK` ticks). ``starts[k]`` is the index of the
     first record of tick k, so tick k holds records ``starts[k] .. starts[k+1]-1``.
     """

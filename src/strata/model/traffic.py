@@ -210,12 +210,12 @@ def emitted(
         return KeyedFlow(op.source.rate, {name: (1.0, float(b))})
     records = sum(f.records for f in inputs)
     miss: dict[str, float] = {}
-    runs: dict[str, list[float]] = {}
+    sizes: dict[str, list[float]] = {}  # records per message of each origin, by path
     for f in inputs:
         for o, (r, n) in f.reach.items():
             miss[o] = miss.get(o, 1.0) * (1.0 - r)
-            runs.setdefault(o, []).append(n)
-    reach = {o: (1.0 - m, sum(runs[o]) / len(runs[o])) for o, m in miss.items()}
+            sizes.setdefault(o, []).append(n)
+    reach = {o: (1.0 - m, sum(sizes[o]) / len(sizes[o])) for o, m in miss.items()}
     if op.kind is OperatorKind.SINK or records <= 0:
         return KeyedFlow(0.0, reach)
     if op.kind is OperatorKind.WINDOW_AGGREGATE and op.window is not None:

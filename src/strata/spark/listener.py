@@ -19,7 +19,7 @@ from pyspark.sql.streaming import StreamingQueryListener
 def _row_offset(offset: str | dict | None) -> int | None:
     """A source offset as a count of records (a dict or its JSON text), or None where it is not one.
 
-    The generator's ``{"row": n}``; Kafka's ``{"topic": {"partition": offset, ...}, ...}``, whose offsets count
+    The synthetic source's ``{"row": n}``; Kafka's ``{"topic": {"partition": offset, ...}, ...}``, whose offsets count
     records per partition, so their sum does too (start, end and latest summed alike: end − start = records
     read, latest − end = records behind). A file source's offset counts batches, not records: None."""
     value = offset
@@ -125,7 +125,7 @@ class ProgressListener(StreamingQueryListener):
     def offered(self, query, now: float) -> tuple[float | None, int | None]:
         """(records/s the source offered, its latest offset) from the query's last two progress events up to ``now``.
 
-        A source that reports its latest available offset (``reportLatestOffset``: the generator; Kafka's
+        A source that reports its latest available offset (``reportLatestOffset``: the synthetic source; Kafka's
         offsets would serve the same way) tells what arrived whether or not the query read it; a source that
         does not (files) gives (None, None). A source that has offered nothing yet is unobserved, not idle.
         """

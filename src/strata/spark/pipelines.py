@@ -35,8 +35,8 @@ from strata.model import AggregateSpec, Job, Operator, OperatorKind, Problem, Te
 from strata.model.inputs import GENERATED_PROCESSES, static_dimension
 from strata.model.scenario import Path as DocPath
 from strata.spark.sinks import ConsoleSink, MemorySink, ParquetSink, Sink
-from strata.spark.sources import NAME as GENERATOR
-from strata.spark.sources import RateCap, generator_options, register
+from strata.spark.sources import NAME as SYNTHETIC
+from strata.spark.sources import RateCap, register, synthetic_options
 from strata.spark.state import KeyedSpec, KeyedStateStore
 
 START_ATTEMPTS = 5
@@ -271,7 +271,7 @@ class Pipeline:
         register(self.spark)
         self.rate_cap = RateCap(self.run_dir / "control" / f"{self.name}.json")
         o = self.options
-        opts = generator_options(
+        opts = synthetic_options(
             op.source,
             clock=o.clock,
             end_s=o.end_s,
@@ -282,7 +282,7 @@ class Pipeline:
             control_file=self.rate_cap.path,
             start_row=o.start_row,
         )
-        return self.spark.readStream.format(GENERATOR).options(**opts).load()
+        return self.spark.readStream.format(SYNTHETIC).options(**opts).load()
 
     def _file_source(self, op: Operator):
         """Spark's file source over a data directory; the schema is inferred from the files already there."""

@@ -4,7 +4,7 @@ A Python data source (``pyspark.sql.datasource``) whose stream reader takes
 ``latestOffset(start, limit)`` supports Spark's admission control: it must
 return no more than ``limit`` allows (``ReadMaxRows``: at most that many rows
 past ``start``). Strata cannot reach the reader object — Spark runs it in a
-Python planner process of its own — so, as for its own generator
+Python planner process of its own — so, as for its own synthetic source
 (:mod:`strata.spark.sources`), the cap travels through the source's control
 file (:class:`~strata.spark.sources.RateCap`): :func:`capped` makes a data
 source that is the user's, except that its reader reads the control file at

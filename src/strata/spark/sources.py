@@ -1,4 +1,4 @@
-"""Streaming sources: Strata's workload generator as a Python data source, and Spark's file sources.
+"""Streaming sources: Strata's synthetic source as a Python data source, and Spark's file sources.
 
 ``strata-generator`` is a PySpark Data Source (``pyspark.sql.datasource``)
 whose rows are a pure function of their offsets (:mod:`strata.model.inputs`):
@@ -82,7 +82,7 @@ class RowRange(InputPartition):
     segments: tuple[tuple[int, int, int], ...]
 
 
-class GeneratorSource(DataSource):
+class SyntheticSource(DataSource):
     """``spark.readStream.format("strata-generator").option("spec", SourceSpec JSON)``.
 
     Options: ``spec`` (required), ``clock`` (wall|virtual), ``end_s`` (event-time
@@ -98,11 +98,11 @@ class GeneratorSource(DataSource):
     def schema(self) -> str:
         return SCHEMA
 
-    def streamReader(self, schema) -> GeneratorStreamReader:
-        return GeneratorStreamReader(dict(self.options))
+    def streamReader(self, schema) -> SyntheticStreamReader:
+        return SyntheticStreamReader(dict(self.options))
 
 
-class GeneratorStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+class SyntheticStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """Plans row ranges in Spark's Python planner process; reads them in executors."""
 
     def __init__(self, options: dict[str, str]):
@@ -192,10 +192,10 @@ class GeneratorStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
 
 def register(spark) -> None:
     """Make ``format("strata-generator")`` available in ``spark`` (idempotent)."""
-    spark.dataSource.register(GeneratorSource)
+    spark.dataSource.register(SyntheticSource)
 
 
-def generator_options(
+def synthetic_options(
     spec,
     *,
     clock: str = "wall",

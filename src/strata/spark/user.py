@@ -282,7 +282,7 @@ class UserPipeline(Pipeline):
                 f"an output column {column!r} holding each row's event time (job(event_time=...))",
                 f"columns {df.columns}",
             )
-        # a Python data source read through its capped twin takes L0's cap per batch, as the generator does
+        # a Python data source read through its capped twin takes L0's cap per batch, as the synthetic source does
         self.rate_cap = RateCap(self.limits.control_file) if self.limits.capped else None
         directories = [p for fmt, p in self.limits.reads if fmt in FILE_FORMATS and p is not None]
         if directories:
