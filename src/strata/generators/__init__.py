@@ -1,4 +1,4 @@
-"""Seeded scenario generators that write scenario specs.
+"""Seeded scenario generators: pure functions that write scenario specs.
 
 Each generator is a pure function ``(seed, **knobs) -> dict`` returning a spec
 document (the same shape as a YAML scenario file), so its output can be
