@@ -332,9 +332,7 @@ def _gated_cluster(
                 if w > 0 and producers:
                     values.append(F.ValueTerm(tuple(producers), w, st.value))
                     value_gate.append(choose[(j, tpl.name)])
-    from strata.plan.exact import _bounds
-
-    bound = _bounds(ops, inputs, copies_of)
+    bound = F.rate_bounds(ops, inputs, copies_of)
     cols = F.build(prog, ops, inputs, values, bound, gate=gate)
     for t, v, y in zip(values, cols.value, value_gate, strict=True):
         cap = F.value_cap(t.value, sum(bound[u] * max(1.0, ops[u].selectivity) for u in t.producers))

@@ -15,10 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import networkx as nx
-
 from strata.model import Scenario, importance, joined_graph, propagate, resolve
-from strata.model.job import OperatorKind
 from strata.plan import formulation as F
 from strata.plan.lp import INF, Program
 
@@ -55,7 +52,7 @@ def exact_macro_q(scenario: Scenario, capacity: float | None = None, time_limit:
                 if w > 0 and producers:
                     values.append(F.ValueTerm(tuple(producers), w, st.value))
                     owner.append((job.id, tpl.name))
-    bound = _bounds(ops, inputs, copies_of)
+    bound = F.rate_bounds(ops, inputs, copies_of)
     prog = Program(maximize=True)
     admit, choose, gate = {}, {}, {}
     for job in scenario.jobs:
@@ -96,26 +93,3 @@ def exact_macro_q(scenario: Scenario, capacity: float | None = None, time_limit:
     realised = importance(graph, propagate(graph, cpu))
     admitted = sorted(templates, key=lambda j: (scenario.job[j].rank, j))
     return Exact(sol.objective, realised, admitted, templates, cpu, sol.status, sol.mip_gap)
-
-
-def _bounds(ops, inputs, copies_of) -> dict[str, float]:
-    """An upper bound on every copy's processed rate, whichever templates run."""
-    graph = nx.DiGraph()
-    graph.add_nodes_from(ops)
-    for dst, srcs in inputs.items():
-        graph.add_edges_from((s, dst) for s in srcs)
-    group = {c: pe for pe, cs in copies_of.items() for c in cs}
-    out: dict[str, float] = {}
-    bound: dict[str, float] = {}
-    for key in nx.topological_sort(graph):
-        op = ops[key]
-        if op.kind is OperatorKind.SOURCE:
-            offered = op.source.rate
-        else:
-            best: dict[str, float] = {}
-            for s in inputs.get(key, []):
-                best[group[s]] = max(best.get(group[s], 0.0), out[s])
-            offered = sum(best.values())
-        bound[key] = F.output_bound(op, offered)
-        out[key] = bound[key] * (1.0 if op.kind is OperatorKind.SOURCE else op.selectivity)
-    return bound

@@ -21,6 +21,8 @@ import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+import networkx as nx
+
 from strata.model import (
     IdentityValue,
     LinearCapacity,
@@ -115,6 +117,32 @@ def output_bound(op: Operator, offered: float) -> float:
     """The most records/s the PE can process: its offered rate and what cpu_max buys."""
     cap = op.resource.capacity(op.cpu_max, op.cost_per_record)
     return max(0.0, min(offered, cap))
+
+
+def rate_bounds(
+    ops: Mapping[str, Operator], inputs: Mapping[str, Sequence[str]], copies_of: Mapping[str, Sequence[str]]
+) -> dict[str, float]:
+    """An upper bound on every template copy's processed rate, whichever templates run (``copies_of``: PE → its
+    copies; a copy's input from several copies of one PE counts the largest, as only one template runs)."""
+    graph = nx.DiGraph()
+    graph.add_nodes_from(ops)
+    for dst, srcs in inputs.items():
+        graph.add_edges_from((s, dst) for s in srcs)
+    group = {c: pe for pe, cs in copies_of.items() for c in cs}
+    out: dict[str, float] = {}
+    bound: dict[str, float] = {}
+    for key in nx.topological_sort(graph):
+        op = ops[key]
+        if op.kind is OperatorKind.SOURCE:
+            offered = op.source.rate
+        else:
+            best: dict[str, float] = {}
+            for s in inputs.get(key, []):
+                best[group[s]] = max(best.get(group[s], 0.0), out[s])
+            offered = sum(best.values())
+        bound[key] = output_bound(op, offered)
+        out[key] = bound[key] * (1.0 if op.kind is OperatorKind.SOURCE else op.selectivity)
+    return bound
 
 
 def build(
