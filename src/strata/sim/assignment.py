@@ -1,6 +1,7 @@
-"""Placement: which node runs each operator instance, and with what cpu share.
+"""Which node runs each operator instance, with what cpu share: a placement resolved to an instance assignment.
 
-Accepted forms (PE names are ``"job.operator"``), so a planner's Plan applies directly:
+(The planner's multi-resource placement, which decides it, is :mod:`strata.plan.placement`; this module only
+reads what was decided.) Accepted forms (PE names are ``"job.operator"``), so a planner's Plan applies directly:
 
 - ``{pe: [(node, share), ...]}`` or ``{pe: {node: share, ...}}`` — one instance
   per entry, on ``node`` with a cpu share in cores (SODA's fractional
@@ -20,6 +21,8 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+
+from strata.protocol.engine import Placement
 
 Assignment = dict[str, list[tuple[str, float | None]]]
 
@@ -84,6 +87,12 @@ def resolve_placement(
             out[pe] = [(nodes[(turn + i) % len(nodes)], None) for i in range(instances[pe])]
             turn += instances[pe]
     return out
+
+
+def decided(placement: Placement) -> dict[str, list]:
+    """A controller's placement (:class:`~strata.protocol.engine.Decisions`: one ``(node, cpu)`` per instance) in
+    the list form :func:`resolve_placement` takes: an instance given no cpu runs with no share."""
+    return {pe: [(n, c) if c > 0 else n for n, c in insts] for pe, insts in placement.items()}
 
 
 def plan_file(path: Path) -> tuple[dict[str, str], dict[str, dict[str, float]], dict[str, float]]:
