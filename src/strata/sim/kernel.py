@@ -104,7 +104,6 @@ class Simulation:
     def __init__(self, scenario: Scenario, options: SimOptions | None = None) -> None:
         options = options or SimOptions()
         self.scenario = scenario
-        self.options = options
         self.seed = options.seed
         self.batch = options.batch
         self.latency = options.network_latency
@@ -114,7 +113,6 @@ class Simulation:
         self._inv_bin = 1.0 / options.bin_s
         self.record_inputs = options.record_inputs
         self.enforce_shares = options.enforce_shares
-        self.shed_after_s = options.shed_after_s
         # Shares as guarantees rather than caps (Linux CFS weights, not a cpu quota): a core that would idle runs
         # the oldest message an instance holds back over its share, uncharged, so the plan's work runs first and
         # work beyond it only on cores the plan leaves idle.
