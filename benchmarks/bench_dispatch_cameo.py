@@ -304,11 +304,7 @@ def single(seeds: int = 3, duration: float = 180.0, watermark: float = 0.2) -> d
                 t0 = time.perf_counter()
                 sim = Simulation(
                     scenario,
-                    SimOptions(
-                        seed=seed,
-                        dispatch=make(scenario),
-                        watermark_interval=watermark,
-                    ),
+                    SimOptions(seed=seed, dispatch=make(scenario), watermark_interval=watermark),
                 )
                 sim.run(duration)
                 runs.append(query_row(sim, bursty, seed, name, t0))

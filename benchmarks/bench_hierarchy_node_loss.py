@@ -80,11 +80,7 @@ def run(mode: str, duration: float, seed: int, node: str | None = None) -> dict:
     extra = {"recovery": "replay", "checkpoint_interval": CHECKPOINT_S, "record_inputs": True} if recovery else {}
     engine = SimEngine(
         sc,
-        SimOptions(
-            seed=seed,
-            failures=[(victim, fail_at, None)],
-            **extra,
-        ),
+        SimOptions(seed=seed, failures=[(victim, fail_at, None)], **extra),
         dispatch=sim_dispatch(sc),
     )
     # The static run keeps the first plan and decides nothing after: no rate caps it would never revise.

@@ -134,13 +134,7 @@ def test_a_window_firing_costs_its_records_times_fire_cost_and_loses_nothing(pol
     factory = None if policy == "fifo" else dispatcher("cameo", Priors.from_scenario(scenario))
     sim = Simulation(
         scenario,
-        SimOptions(
-            seed=1,
-            dispatch=factory,
-            watermark_interval=0.25,
-            fire_cost=fire,
-            record_inputs=True,
-        ),
+        SimOptions(seed=1, dispatch=factory, watermark_interval=0.25, fire_cost=fire, record_inputs=True),
     )
     sim.run(1.9)
     first = [t for _, _, t, _, _, _ in sim.inputs if t < 1.0]
@@ -186,13 +180,7 @@ def test_after_a_firing_the_deadline_strategies_finish_the_result_before_the_nex
     factory = None if policy == "fifo" else dispatcher(policy, Priors.from_scenario(scenario))
     sim = Simulation(
         scenario,
-        SimOptions(
-            seed=1,
-            dispatch=factory,
-            watermark_interval=0.25,
-            fire_cost=fire,
-            record_inputs=True,
-        ),
+        SimOptions(seed=1, dispatch=factory, watermark_interval=0.25, fire_cost=fire, record_inputs=True),
     )
     sim.run(1.9)
     first = [t for _, _, t, _, _, _ in sim.inputs if t < 1.0]

@@ -98,12 +98,7 @@ def run_by_hand(scenario: Scenario, factory: DispatchFactory, turns: bool) -> li
     placement = {f"{j.id}.{op}": "src" if op == "src" else "n0" for j in scenario.jobs for op in ("src", "work", "out")}
     sim = Simulation(
         scenario,
-        SimOptions(
-            dispatch=recorded(factory, done),
-            placement=placement,
-            network_latency=0.0,
-            actor_turns=turns,
-        ),
+        SimOptions(dispatch=recorded(factory, done), placement=placement, network_latency=0.0, actor_turns=turns),
     )
     sim.run(20.0)
     return [(pe.split(".")[0], round(t, 4)) for pe, t in done if pe.endswith(".work")]
@@ -196,13 +191,7 @@ def test_key_group_moves_under_turns_are_exactly_once(mode, policy):
     done: list[tuple[str, float]] = []
     sim = Simulation(
         scenario,
-        SimOptions(
-            seed=1,
-            record_inputs=True,
-            network_latency=0.005,
-            dispatch=recorded(inner, done),
-            actor_turns=True,
-        ),
+        SimOptions(seed=1, record_inputs=True, network_latency=0.005, dispatch=recorded(inner, done), actor_turns=True),
     )
     _random_moves(sim, "c.op2", 0.5, 8.0, mode)
     sim.run(8.0, drain=20.0)

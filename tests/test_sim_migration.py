@@ -94,12 +94,7 @@ class _Lifo:
 def test_window_state_moves_exactly_once_under_reordering_dispatch(mode):
     sim = Simulation(
         _keyed(window=True),
-        SimOptions(
-            seed=2,
-            record_inputs=True,
-            dispatch=_Lifo,
-            network_latency=0.002,
-        ),
+        SimOptions(seed=2, record_inputs=True, dispatch=_Lifo, network_latency=0.002),
     )
     _random_moves(sim, "c.op2", 0.3, 8.0, mode, seed=1)
     sim.run(8.0, drain=20.0)
@@ -188,13 +183,7 @@ def _crossing_window_moves(mode: str, policy: str, turns: bool) -> Simulation:
     dispatch = dispatcher("cameo") if policy == "cameo" else None  # None: FIFO (turn FIFO with actor turns)
     sim = Simulation(
         scenario,
-        SimOptions(
-            seed=1,
-            record_inputs=True,
-            network_latency=0.005,
-            dispatch=dispatch,
-            actor_turns=turns,
-        ),
+        SimOptions(seed=1, record_inputs=True, network_latency=0.005, dispatch=dispatch, actor_turns=turns),
     )
     sim.apply(Decisions(0, moves=[Move("c.op2", 0, 1, mode), Move("c.op2", 1, 0, mode)]), at=2.0)
     _random_moves(sim, "c.op2", 0.5, 8.0, mode)
@@ -259,11 +248,7 @@ def test_state_transfer_takes_bytes_over_bandwidth_plus_latency():
     )
     sim = Simulation(
         scenario,
-        SimOptions(
-            seed=1,
-            network_latency=0.01,
-            placement={"c.src": "n0", "c.op1": ["n0", "n1"], "c.sink": "n0"},
-        ),
+        SimOptions(seed=1, network_latency=0.01, placement={"c.src": "n0", "c.op1": ["n0", "n1"], "c.sink": "n0"}),
     )
     sim.apply(Decisions(0, moves=[Move("c.op1", 0, 1)]), at=5.0)
     sim.run(10.0)
@@ -481,12 +466,7 @@ def test_any_sequence_of_moves_under_any_dispatch_order_is_exactly_once(moves, w
     )
     sim = Simulation(
         scenario,
-        SimOptions(
-            seed=seed,
-            record_inputs=True,
-            network_latency=0.003,
-            dispatch=lambda view: _Shuffled(view, seed),
-        ),
+        SimOptions(seed=seed, record_inputs=True, network_latency=0.003, dispatch=lambda view: _Shuffled(view, seed)),
     )
     for at, g, dst, mode in moves:
         sim.apply(Decisions(0, moves=[Move("c.op2", g, dst, mode)]), at=at)

@@ -19,12 +19,7 @@ def test_mm1_mean_sojourn_time():
     scenario, placement = single_queue(rate=lam, cost=1 / mu)
     sim = Simulation(
         scenario,
-        SimOptions(
-            seed=3,
-            placement=placement,
-            service={"q.src": "exponential"},
-            network_latency=0,
-        ),
+        SimOptions(seed=3, placement=placement, service={"q.src": "exponential"}, network_latency=0),
     )
     sim.run(200.0)
     expected = 1 / (mu - lam)
@@ -74,13 +69,7 @@ def test_mmc_waiting_time_erlang_c():
 
     sim = Simulation(
         scenario,
-        SimOptions(
-            seed=5,
-            placement=placement,
-            dispatch=factory,
-            service={"q.src": "exponential"},
-            network_latency=0,
-        ),
+        SimOptions(seed=5, placement=placement, dispatch=factory, service={"q.src": "exponential"}, network_latency=0),
     )
     sim.run(200.0)
     waits = [w for p in policies for w in p.waits]

@@ -49,13 +49,7 @@ def _exactly_once(sim: Simulation, until: float = 20.0, drain: float = 60.0) -> 
 def test_node_loss_with_replay_is_exactly_once(failures):
     sim = Simulation(
         _scenario(),
-        SimOptions(
-            seed=7,
-            record_inputs=True,
-            recovery="replay",
-            checkpoint_interval=2.0,
-            failures=failures,
-        ),
+        SimOptions(seed=7, record_inputs=True, recovery="replay", checkpoint_interval=2.0, failures=failures),
     )
     _exactly_once(sim)
     rec = sim.metrics.recovery()

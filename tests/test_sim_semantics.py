@@ -291,9 +291,7 @@ def test_placement_forms_and_errors():
     scenario = chain([{"kind": "map", "instances": 2}], nodes=3)
     sim = Simulation(
         scenario,
-        SimOptions(
-            placement={"c.op1": [("n2", 1.5), ("n0", 0.5)], ("c.src", 0): "n1", "c.sink": "n2"},
-        ),
+        SimOptions(placement={"c.op1": [("n2", 1.5), ("n0", 0.5)], ("c.src", 0): "n1", "c.sink": "n2"}),
     )
     assert [i.node.name for i in sim.pes["c.op1"].instances] == ["n2", "n0"]
     assert sim.node_by_name["n2"].view.share == {"c.op1": 1.5}

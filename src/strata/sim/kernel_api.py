@@ -59,16 +59,16 @@ class Kernel(Protocol):
     """The world the kernel runs and the operations its submodules call (migration, recovery, scaling, metrics)."""
 
     scenario: Scenario
-    graph: nx.DiGraph
-    order: list[str]
-    pes: dict[str, PeRt]
-    nodes: list[NodeRt]
-    node_by_name: dict[str, NodeRt]
-    instances: list[InstanceRt]
     now: float
-    events: int
-    bin_s: float
-    latency: float
+    events: int  # heap events run so far
+    bin_s: float  # width of the metrics' time bins
+    latency: float  # network latency, s
+    pes: dict[str, PeRt]  # by name, in topological order
+    instances: list[InstanceRt]  # every instance, by global id
+    nodes: list[NodeRt]  # in cluster order
+    node_by_name: dict[str, NodeRt]
+    order: list[str]  # PE names, topological
+    graph: nx.DiGraph  # the joined graph of the running templates
     metrics: MetricsApi
     migrations: MigrationsApi
     recovery: RecoveryApi | None
@@ -100,15 +100,6 @@ class Kernel(Protocol):
     def state_arrives(self, t: float, migration: object) -> None: ...
 
     def new_message(
-        self,
-        pe: PeRt,
-        instance: int,
-        upstream: int,
-        now: float,
-        event_time: float,
-        key: int,
-        kg: int,
-        kind: Kind = Kind.DATA,
-        payload: object = None,
+        self, pe: PeRt, instance: int, upstream: int, now: float, event_time: float, key: int, kg: int,
+        kind: Kind = Kind.DATA, payload: object = None,
     ) -> Message: ...
-
