@@ -52,6 +52,7 @@ from strata.model import Scenario
 from strata.plan import Options
 from strata.plan.pacing import PACING
 from strata.sim.adapter import SimEngine
+from strata.sim.options import SimOptions
 
 CANDIDATES = [
     Composition("llf", "threshold", "planner"),
@@ -176,7 +177,7 @@ def run(
         plan=Options(budget_s=0.5),
     )
     ctl = Controller(sc, cfg, selector=chooser)
-    engine = SimEngine(sc, dispatch=sim_dispatch(sc), seed=seed)
+    engine = SimEngine(sc, SimOptions(seed=seed), dispatch=sim_dispatch(sc))
     loop.run(engine, ctl, window_s=WINDOW_S, until=duration)
     return [(c.time, c.reward) for c in chooser.choices]
 

@@ -18,7 +18,7 @@ Four experiments, each over several seeds, each printing a table and writing
   (least laxity), EDF and slots; latency measured as the simulator does (from
   the key's newest record) and from the window's end. ``--actor-turns``: each
   operator instance runs one message at a time, as an Orleans activation
-  (``Simulation(actor_turns=True)``; FIFO is then Orleans' round-robin of
+  (``SimOptions(actor_turns=True)``; FIFO is then Orleans' round-robin of
   ready activations).
 - ``multi``: the ``multi-tenant`` generator (latency-sensitive filters, L = 1 s,
   next to bursty bulk window aggregations, L = 30 s): per-tenant latency,
@@ -53,11 +53,15 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from strata.control import loop
+from strata.control.loop import Plain
 from strata.dispatch import Priors, dispatcher, model_demand, slot_dispatcher
 from strata.generators import multi_tenant
 from strata.model import OperatorKind, Scenario
+from strata.protocol.engine import Decisions, Observation
 from strata.protocol.units import DispatchPolicy, Message
-from strata.sim import DispatchFactory, Simulation, WindowStats
+from strata.sim import DispatchFactory, SimOptions, Simulation
+from strata.sim.adapter import SimEngine
 from strata.sim.fifo import fifo, turn_fifo
 
 RESULTS = Path(__file__).parent / "results"
@@ -227,7 +231,7 @@ def parallel_query(
     the mean cpu demand, results included (one per key per second), is
     ``load`` × all cores. Bursty input as in ``single_query``, with the same
     mean rate ``rate`` as steady input. ``fire``: the part of a record's unit
-    the window spends on it when it fires (``Simulation(fire_cost=...)``, see
+    the window spends on it when it fires (``SimOptions(fire_cost=...)``, see
     ``firing_cost``), taken from parse so the demand stays the same.
     """
     n = nodes * partitions
@@ -298,7 +302,10 @@ def single(seeds: int = 3, duration: float = 180.0, watermark: float = 0.2) -> d
             scenario = single_query(seed, bursty)
             for name, make in policies.items():
                 t0 = time.perf_counter()
-                sim = Simulation(scenario, seed=seed, dispatch=make(scenario), watermark_interval=watermark)
+                sim = Simulation(
+                    scenario,
+                    SimOptions(seed=seed, dispatch=make(scenario), watermark_interval=watermark),
+                )
                 sim.run(duration)
                 runs.append(query_row(sim, bursty, seed, name, t0))
     summary = single_table(
@@ -342,10 +349,12 @@ def single_parallel(
                 t0 = time.perf_counter()
                 sim = Simulation(
                     scenario,
-                    seed=seed,
-                    dispatch=BASE[name](scenario),
-                    watermark_interval=watermark,
-                    record_inputs=name == "fifo",
+                    SimOptions(
+                        seed=seed,
+                        dispatch=BASE[name](scenario),
+                        watermark_interval=watermark,
+                        record_inputs=name == "fifo",
+                    ),
                 )
                 sim.run(duration)
                 extra = {"staleness": staleness(sim)} if name == "fifo" else {}
@@ -380,7 +389,7 @@ def single_parallel(
 
 
 def firing_cost(fire: float, stages: int, keys: int) -> dict[str, float]:
-    """``Simulation(fire_cost=...)`` for ``parallel_query(..., fire=fire)`` at its default size and load."""
+    """``SimOptions(fire_cost=...)`` for ``parallel_query(..., fire=fire)`` at its default size and load."""
     return {"q.per_key": fire * record_unit(stages, keys)}
 
 
@@ -463,11 +472,13 @@ def single_firing(
                 sinks = frozenset({"q.out"})
                 sim = Simulation(
                     scenario,
-                    seed=seed,
-                    dispatch=observed(make(scenario) or (turn_fifo if actor_turns else fifo), sinks, 1.0, ends),
-                    watermark_interval=0.25,
-                    fire_cost=firing_cost(fire, stages, keys),
-                    actor_turns=actor_turns,
+                    SimOptions(
+                        seed=seed,
+                        dispatch=observed(make(scenario) or (turn_fifo if actor_turns else fifo), sinks, 1.0, ends),
+                        watermark_interval=0.25,
+                        fire_cost=firing_cost(fire, stages, keys),
+                        actor_turns=actor_turns,
+                    ),
                 )
                 sim.run(duration)
                 from_end = np.array(ends)
@@ -568,7 +579,7 @@ def spike_curve(
 
 def tenant_run(scenario: Scenario, seed: int, name: str, make: Callable, duration: float, batch: int) -> dict:
     t0 = time.perf_counter()
-    sim = Simulation(scenario, seed=seed, dispatch=make(scenario), batch=batch).run(duration)
+    sim = Simulation(scenario, SimOptions(seed=seed, dispatch=make(scenario), batch=batch)).run(duration)
     latency = [j.id for j in scenario.jobs if not j.id.startswith("bulk")]
     bulk = [j.id for j in scenario.jobs if j.id.startswith("bulk")]
     windowed = {
@@ -741,17 +752,10 @@ def fair(seeds: int = 3, gap: float = 300.0, window: float = 10.0) -> dict[str, 
     for seed in range(1, seeds + 1):
         scenario = staggered(seed, gap)
         for name, (make, weights) in policies.items():
-            series: list[dict[str, float]] = []
-
-            def observe(obs: WindowStats, series: list = series) -> None:
-                busy: dict[str, float] = {}
-                for inst in obs.instances:
-                    job = inst.pe.partition(".")[0]
-                    busy[job] = busy.get(job, 0.0) + inst.busy
-                series.append({"t": obs.now, **busy})
-
-            sim = Simulation(scenario, seed=seed, dispatch=make(scenario), controllers=[(window, observe)])
-            sim.run(duration)
+            shares = CpuShares(Plain(scenario))
+            engine = SimEngine(scenario, SimOptions(seed=seed, dispatch=make(scenario)))
+            loop.run(engine, shares, window_s=window, until=duration)
+            series = shares.series
             runs.append(
                 {
                     "seed": seed,
@@ -795,6 +799,26 @@ def fair(seeds: int = 3, gap: float = 300.0, window: float = 10.0) -> dict[str, 
     }
     write("fair", doc)
     return doc
+
+
+class CpuShares:
+    """The loop's policy here: ``plain``'s decisions (every job admitted, nothing changed), and each window's
+    core-seconds per dataflow recorded in ``series``."""
+
+    def __init__(self, plain: Plain) -> None:
+        self.plain = plain
+        self.series: list[dict[str, float]] = []
+
+    def start(self, now: float) -> Decisions:
+        return self.plain.start(now)
+
+    def step(self, obs: Observation) -> Decisions:
+        busy: dict[str, float] = {}
+        for inst in obs.window.instances:
+            job = inst.pe.partition(".")[0]
+            busy[job] = busy.get(job, 0.0) + inst.busy
+        self.series.append({"t": obs.now, **busy})
+        return self.plain.step(obs)
 
 
 def max_min(demand: list[float], weights: list[float], capacity: float) -> list[float]:

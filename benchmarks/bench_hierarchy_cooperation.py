@@ -39,6 +39,7 @@ from strata.control.simulation import sim_dispatch
 from strata.model import Scenario
 from strata.protocol.engine import Decisions, Observation
 from strata.sim.adapter import SimEngine
+from strata.sim.options import SimOptions
 
 WINDOW_S = 2.0
 EPOCH_S = 30.0
@@ -188,7 +189,7 @@ def run(mode: str, duration: float, seed: int) -> dict:
     ctl = Controller(sc, cfg)
     t0 = time.perf_counter()
     rec = Recorder(ctl)
-    engine = SimEngine(sc, dispatch=sim_dispatch(sc), seed=seed)
+    engine = SimEngine(sc, SimOptions(seed=seed), dispatch=sim_dispatch(sc))
     engine.apply(ctl.start(0.0))
     loop.run(engine, rec, window_s=WINDOW_S, until=duration, start=False)
     epochs = int(duration // EPOCH_S)

@@ -11,7 +11,7 @@ for good. Three runs with the same seed:
   node) under the co-operative controller — the node-loss signal re-plans
   only the components with instances on the lost node (SODA on the capacity
   the others leave, then the multi-resource placement) and the simulator
-  relocates those instances where the plan puts them (``Actions(placement=…)``:
+  relocates those instances where the plan puts them (``Decisions(placement=…)``:
   paused, state shipped, resumed);
 - ``static``: the same recovery, nobody re-planning (same failed node);
 - ``no recovery``: the controller without the simulator's recovery, which
@@ -45,6 +45,7 @@ from strata.control.controller import Controller, HierarchyConfig
 from strata.control.simulation import sim_dispatch
 from strata.protocol.engine import Decisions, Observation, WindowStats
 from strata.sim.adapter import SimEngine
+from strata.sim.options import SimOptions
 
 WINDOW_S = 1.0
 CHECKPOINT_S = 5.0
@@ -77,7 +78,11 @@ def run(mode: str, duration: float, seed: int, node: str | None = None) -> dict:
     fail_at = duration / 2 + WINDOW_S / 2  # mid-window: the detection delay is not hidden by a lucky tick
     recovery = mode != "no recovery"
     extra = {"recovery": "replay", "checkpoint_interval": CHECKPOINT_S, "record_inputs": True} if recovery else {}
-    engine = SimEngine(sc, dispatch=sim_dispatch(sc), seed=seed, failures=[(victim, fail_at, None)], **extra)
+    engine = SimEngine(
+        sc,
+        SimOptions(seed=seed, failures=[(victim, fail_at, None)], **extra),
+        dispatch=sim_dispatch(sc),
+    )
     # The static run keeps the first plan and decides nothing after: no rate caps it would never revise.
     engine.apply(replace(first, rate_limits=None) if mode == "static" else first)
     windows: list[WindowStats] = []

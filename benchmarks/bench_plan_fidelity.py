@@ -7,7 +7,7 @@ sources offer) and at a light demand (half the cluster's cores). Each is
 planned (``strata.plan.plan`` with ``Options(batch=--batch)``: the engine's
 records per message set how many distinct keys a window sees) and run for ``--duration`` simulated seconds
 at ``--batch`` records per message on the plan's placement with the plan's
-traffic model (``Simulation(routing="local")``, what ``strata simulate --plan``
+traffic model (``SimOptions(routing="local")``, what ``strata simulate --plan``
 runs), in two ways:
 
 In both, a PE the plan gives no cpu is not run (the simulator sends it nothing:
@@ -66,7 +66,7 @@ from strata.model import OperatorKind, Scenario, joined_graph, propagate
 from strata.model.traffic import as_emitted, runs
 from strata.plan import Options, Plan, plan
 from strata.plan.quality import flows, stream_affinity
-from strata.sim import Simulation
+from strata.sim import SimOptions, Simulation
 
 RESULTS = Path(__file__).parent / "results"
 app = typer.Typer(add_completion=False, help=__doc__)
@@ -127,15 +127,17 @@ def run_one(
     t = time.perf_counter()
     sim = Simulation(
         scenario,
-        seed=seed,
-        templates={j: p.templates[j] for j in p.admitted},
-        placement=p.assignment,
-        batch=batch,
-        routing="local",
-        enforce_shares=True,
-        borrow_idle=not shares,
-        shed_after_s=buffer if shares else None,
-        rate_limits=caps,
+        SimOptions(
+            seed=seed,
+            templates={j: p.templates[j] for j in p.admitted},
+            placement=p.assignment,
+            batch=batch,
+            routing="local",
+            enforce_shares=True,
+            borrow_idle=not shares,
+            shed_after_s=buffer if shares else None,
+            rate_limits=caps,
+        ),
     )
     sim.run(duration)
     wall = time.perf_counter() - t

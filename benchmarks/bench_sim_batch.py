@@ -20,7 +20,7 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
-from strata.sim import Simulation
+from strata.sim import SimOptions, Simulation
 from strata.sim.scenarios import synthetic
 
 
@@ -37,7 +37,7 @@ def main() -> None:
     scenario = synthetic()
     rows = []
     for batch in (1, 4, 16, 64):
-        sim = Simulation(scenario, seed=1, batch=batch)
+        sim = Simulation(scenario, SimOptions(seed=1, batch=batch))
         c0 = time.process_time()
         sim.run(args.duration)
         cpu = time.process_time() - c0

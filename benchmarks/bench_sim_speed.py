@@ -40,12 +40,12 @@ from rich.table import Table
 
 from strata.generators import GENERATORS
 from strata.model import Scenario
-from strata.sim import Simulation
+from strata.sim import SimOptions, Simulation
 from strata.sim.scenarios import synthetic
 
 
 def measure(name: str, scenario: Scenario, duration: float, batch: int) -> dict:
-    sim = Simulation(scenario, seed=1, batch=batch)
+    sim = Simulation(scenario, SimOptions(seed=1, batch=batch))
     load0 = os.getloadavg()[0]
     w0, c0 = time.perf_counter(), time.process_time()
     sim.run(duration)

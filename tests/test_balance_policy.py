@@ -381,30 +381,30 @@ def test_controller_rounds_every_window_or_early_when_an_instance_falls_behind()
     route = (0, 0, 1, 2)
     even = {0: 0.1, 1: 0.1, 2: 0.2, 3: 0.2}
     # A quiet tick: no round before the window is full.
-    assert af(_obs(0.5, 0.0, [0.2, 0.2, 0.2], [50, 50, 50], [1, 1, 1], even, route)) == []
+    assert af.decide(_obs(0.5, 0.0, [0.2, 0.2, 0.2], [50, 50, 50], [1, 1, 1], even, route)) == []
     assert af.rounds == []
     # Instance 0 saturated and its queue grew, but a migration of the PE is in flight: wait.
     hot = {0: 0.3, 1: 0.2, 2: 0.2, 3: 0.2}
     busy_hot = [0.5, 0.2, 0.2]
-    assert af(_obs(1.0, 0.5, busy_hot, [50, 50, 50], [30, 1, 1], hot, route, (("j.agg", 3),))) == []
+    assert af.decide(_obs(1.0, 0.5, busy_hot, [50, 50, 50], [30, 1, 1], hot, route, (("j.agg", 3),))) == []
     # The next tick, nothing in flight: an early round on this tick's loads, shedding from instance 0 only.
     # Demand: queue 30 → 60 over 50 processed → ×1.6: groups 0, 1 = 0.48, 0.32; instances 0.8 | 0.2 | 0.2.
-    moves = af(_obs(1.5, 1.0, busy_hot, [50, 50, 50], [60, 1, 1], hot, route))
+    moves = af.decide(_obs(1.5, 1.0, busy_hot, [50, 50, 50], [60, 1, 1], hot, route))
     assert moves == [Move("j.agg", 1, 1, "live")]  # 0.8 | 0.2 → 0.48 | 0.52: the group nearest half the gap
     assert [(r.time, r.trigger) for r in af.rounds] == [(1.5, "overload")]
     # The window restarts after a round: the regular one comes 2 s later, over everything since.
     moved = {0: 0.2, 1: 0.1, 2: 0.1, 3: 0.2}  # 0.2 | 0.2 | 0.2 on the new table
-    assert af(_obs(3.0, 1.5, [0.75] * 3, [150] * 3, [60, 1, 1], moved, (0, 1, 1, 2))) == []
-    assert af(_obs(3.5, 3.0, [0.25] * 3, [50] * 3, [60, 1, 1], moved, (0, 1, 1, 2))) == []
+    assert af.decide(_obs(3.0, 1.5, [0.75] * 3, [150] * 3, [60, 1, 1], moved, (0, 1, 1, 2))) == []
+    assert af.decide(_obs(3.5, 3.0, [0.25] * 3, [50] * 3, [60, 1, 1], moved, (0, 1, 1, 2))) == []
     assert [(r.time, r.trigger) for r in af.rounds] == [(1.5, "overload"), (3.5, "window")]
 
 
 def test_controller_starts_over_when_the_operator_gains_an_instance():
     af = AutoFlow(BalanceConfig(threshold=1.1, cooldown_s=0.0), window_s=2.0)
     even = {0: 0.1, 1: 0.1, 2: 0.2, 3: 0.2}
-    assert af(_obs(0.5, 0.0, [0.2, 0.2, 0.2], [50, 50, 50], [1, 1, 1], even, (0, 0, 1, 2))) == []
+    assert af.decide(_obs(0.5, 0.0, [0.2, 0.2, 0.2], [50, 50, 50], [1, 1, 1], even, (0, 0, 1, 2))) == []
     # A fourth (empty) instance appears: the three-instance window is dropped, not zipped against four.
-    assert af(_obs(1.0, 0.5, [0.2, 0.2, 0.2, 0.0], [50, 50, 50, 0], [1, 1, 1, 0], even, (0, 0, 1, 2))) == []
-    moves = af(_obs(3.0, 1.0, [0.8, 0.8, 0.8, 0.0], [200, 200, 200, 0], [1, 1, 1, 0], even, (0, 0, 1, 2)))
+    assert af.decide(_obs(1.0, 0.5, [0.2, 0.2, 0.2, 0.0], [50, 50, 50, 0], [1, 1, 1, 0], even, (0, 0, 1, 2))) == []
+    moves = af.decide(_obs(3.0, 1.0, [0.8, 0.8, 0.8, 0.0], [200, 200, 200, 0], [1, 1, 1, 0], even, (0, 0, 1, 2)))
     assert [m.dst for m in moves] == [3] * len(moves) and moves
     assert [(r.time, r.trigger) for r in af.rounds] == [(3.0, "window")]

@@ -8,9 +8,12 @@ import pytest
 
 from strata.balance import BalanceConfig
 from strata.balance.autoflow import AutoFlow
+from strata.control import loop
 from strata.experiments.autoflow import actor_scenario, run
 from strata.model import Scenario
-from strata.sim import FifoDispatch, Kind, Move, Simulation
+from strata.protocol.engine import Decisions
+from strata.sim import FifoDispatch, Kind, Move, SimOptions, Simulation
+from strata.sim.adapter import SimEngine
 from strata.sim.reference import sink_totals
 from strata.sim.runtime import EV_DELIVER
 from strata.sim.semantics import key_group
@@ -84,7 +87,7 @@ def test_live_move_while_records_of_the_group_are_in_flight_on_every_channel(mod
         policies.append(_Order(view))
         return policies[-1]
 
-    sim = Simulation(_fan_in(), seed=5, dispatch=factory, network_latency=0.02, record_inputs=True)
+    sim = Simulation(_fan_in(), SimOptions(seed=5, dispatch=factory, network_latency=0.02, record_inputs=True))
     sim.run(1.0)
     agg = sim.pes[AGG]
     hot = key_group(0, agg.groups)  # Zipf rank 0 is key 0: the hottest key's group
@@ -96,7 +99,7 @@ def test_live_move_while_records_of_the_group_are_in_flight_on_every_channel(mod
         if code == EV_DELIVER and msg.kind is Kind.DATA and msg.pe == AGG and msg.key_group == hot
     }
     assert in_flight == {u.gid for u in agg.upstream}  # the precondition: every channel carries some
-    sim.apply(Move(AGG, hot, dst, mode))
+    sim.apply(Decisions(0, moves=[Move(AGG, hot, dst, mode)]))
     sim.run(3.0, drain=30.0)
 
     [mig] = sim.metrics.migrations().itertuples()
@@ -126,14 +129,15 @@ def test_live_move_while_records_of_the_group_are_in_flight_on_every_channel(mod
 
 @pytest.mark.parametrize("mode", ["live", "precopy", "handover", "stop"])
 def test_two_moves_of_the_same_group_back_to_back(mode):
-    sim = Simulation(_fan_in(), seed=6, network_latency=0.01, record_inputs=True)
+    sim = Simulation(_fan_in(), SimOptions(seed=6, network_latency=0.01, record_inputs=True))
     sim.run(1.0)
     agg = sim.pes[AGG]
     hot = key_group(0, agg.groups)
     home = agg.route[hot]
     away = (home + 2) % len(agg.instances)
-    sim.apply([Move(AGG, hot, away, mode)])
-    sim.apply([Move(AGG, hot, home, mode)])  # and straight back, requested before the first finished
+    sim.apply(Decisions(0, moves=[Move(AGG, hot, away, mode)]))
+    # and straight back, requested before the first finished
+    sim.apply(Decisions(0, moves=[Move(AGG, hot, home, mode)]))
     sim.run(3.0, drain=30.0)
 
     first, second = sim.metrics.migrations().itertuples()
@@ -148,10 +152,13 @@ def test_an_instance_without_key_groups_receives_load():
     # instance 3 owns nothing: loads ≈ 3 | 2 | 1 | 0 groups.
     scenario = _fan_in(groups=6, zipf_s=0.0, keys=600, rate=1500.0)
     balancer = AutoFlow(BalanceConfig(threshold=1.1, cooldown_s=0.0), mode="live")
-    sim = Simulation(scenario, seed=7, controllers=[(1.0, balancer)], record_inputs=True)
-    sim.apply(Move(AGG, 3, 0, "stop"), at=0.01)
+    engine = SimEngine(scenario, SimOptions(seed=7, record_inputs=True))
+    engine.apply(balancer.start(0.0))
+    sim = engine.sim
+    sim.apply(Decisions(0, moves=[Move(AGG, 3, 0, "stop")]), at=0.01)
     sim.run(0.5)
     assert [sum(1 for r in sim.pes[AGG].route if r == i) for i in range(4)] == [3, 2, 1, 0]
+    loop.run(engine, balancer, window_s=1.0, until=4.0, start=False)
     sim.run(4.0, drain=30.0)
 
     first = balancer.rounds[0]

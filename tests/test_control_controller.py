@@ -17,6 +17,7 @@ from strata.protocol.engine import (
     WindowStats,
 )
 from strata.sim.adapter import SimEngine
+from strata.sim.options import SimOptions
 
 
 def two_jobs(nodes=4, cores=4):
@@ -280,7 +281,7 @@ def in_sim(nodes: int, cores: int, window_s: float, seed: int, **simulation):
     sc = two_jobs(nodes=nodes, cores=cores)
     ctl = Controller(sc, HierarchyConfig(epoch_s=1000.0, window_s=window_s))
     first = ctl.start(0.0)
-    eng = SimEngine(sc, dispatch=sim_dispatch(sc), seed=seed, **simulation)
+    eng = SimEngine(sc, SimOptions(seed=seed, **simulation), dispatch=sim_dispatch(sc))
     eng.apply(first)
     return sc, ctl, first, eng
 
@@ -290,7 +291,7 @@ def test_sim_engine_is_an_engine_and_node_loss_is_replanned_within_one_window_wi
     ctl = Controller(sc, HierarchyConfig(epoch_s=1000.0, window_s=1.0))
     first = ctl.start(0.0)
     lost = first.placement["agg.kv"][0][0]
-    eng = SimEngine(sc, dispatch=sim_dispatch(sc), seed=3, failures=[(lost, 4.5, None)])
+    eng = SimEngine(sc, SimOptions(seed=3, failures=[(lost, 4.5, None)]), dispatch=sim_dispatch(sc))
     assert isinstance(eng, Engine)
     eng.apply(first)
     run(eng, ctl, window_s=1.0, until=5.0, start=False)
@@ -317,12 +318,14 @@ def test_node_loss_with_replay_recovery_and_the_controllers_replan_is_exactly_on
     lost = first.placement["agg.kv"][0][0]
     eng = SimEngine(
         sc,
+        SimOptions(
+            seed=3,
+            failures=[(lost, 4.5, None)],
+            recovery="replay",
+            checkpoint_interval=1.0,
+            record_inputs=True,
+        ),
         dispatch=sim_dispatch(sc),
-        seed=3,
-        failures=[(lost, 4.5, None)],
-        recovery="replay",
-        checkpoint_interval=1.0,
-        record_inputs=True,
     )
     eng.apply(first)
     run(eng, ctl, window_s=1.0, until=10.0, start=False)

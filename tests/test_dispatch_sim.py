@@ -8,7 +8,7 @@ import pytest
 
 from strata.dispatch import Priors, dispatcher, model_demand, slot_dispatcher
 from strata.model import Scenario
-from strata.sim import Simulation
+from strata.sim import SimOptions, Simulation
 
 
 def shared_node() -> Scenario:
@@ -56,7 +56,8 @@ def runs() -> dict[str, Simulation]:
         "cameo": dispatcher("cameo", Priors.from_scenario(scenario)),
         "slots": slot_dispatcher(model_demand(scenario)),
     }
-    return {name: Simulation(scenario, seed=3, dispatch=f).run(40.0, drain=60.0) for name, f in factories.items()}
+    runs = {name: Simulation(scenario, SimOptions(seed=3, dispatch=f)) for name, f in factories.items()}
+    return {name: sim.run(40.0, drain=60.0) for name, sim in runs.items()}
 
 
 def test_every_record_is_accounted_for_under_every_policy(runs):
@@ -85,7 +86,7 @@ def test_profiled_costs_converge_from_wrong_priors_to_the_true_service_times():
     scenario = shared_node()
     wrong = Priors.from_scenario(scenario)
     wrong = Priors({pe: 10 * c for pe, c in wrong.cost.items()}, wrong.downstream, wrong.windows)
-    sim = Simulation(scenario, seed=3, dispatch=dispatcher("cameo", wrong)).run(5.0)
+    sim = Simulation(scenario, SimOptions(seed=3, dispatch=dispatcher("cameo", wrong))).run(5.0)
     node = sim.nodes[0].policy
     assert node.estimate("bulk.work")[0] == pytest.approx(2.4e-3)
     assert node.estimate("bulk.work")[1] == pytest.approx(1e-5)  # the sink
@@ -131,7 +132,10 @@ def test_a_window_firing_costs_its_records_times_fire_cost_and_loses_nothing(pol
 
     scenario, fire = firing_window()
     factory = None if policy == "fifo" else dispatcher("cameo", Priors.from_scenario(scenario))
-    sim = Simulation(scenario, seed=1, dispatch=factory, watermark_interval=0.25, fire_cost=fire, record_inputs=True)
+    sim = Simulation(
+        scenario,
+        SimOptions(seed=1, dispatch=factory, watermark_interval=0.25, fire_cost=fire, record_inputs=True),
+    )
     sim.run(1.9)
     first = [t for _, _, t, _, _, _ in sim.inputs if t < 1.0]
     # The window [0, 1) fires at the tick at t = 1 and its one result needs len(first) × 0.05 s of the only core
@@ -147,11 +151,13 @@ def test_cameo_profiles_a_window_firing_apart_from_the_records_it_aggregates():
     scenario, fire = firing_window()
     sim = Simulation(
         scenario,
-        seed=1,
-        dispatch=dispatcher("cameo", Priors.from_scenario(scenario)),
-        watermark_interval=0.25,
-        fire_cost=fire,
-        record_inputs=True,
+        SimOptions(
+            seed=1,
+            dispatch=dispatcher("cameo", Priors.from_scenario(scenario)),
+            watermark_interval=0.25,
+            fire_cost=fire,
+            record_inputs=True,
+        ),
     ).run(5.9)
     expected = None  # the moving average (alpha 0.2) of the five firings' costs: records in the window × 0.05
     for w in range(5):
@@ -172,7 +178,10 @@ def test_after_a_firing_the_deadline_strategies_finish_the_result_before_the_nex
     # records' event time + L, the next window's records only when that window is due, a second later.
     scenario, fire = firing_window(insert=0.02, sum_stage=True)
     factory = None if policy == "fifo" else dispatcher(policy, Priors.from_scenario(scenario))
-    sim = Simulation(scenario, seed=1, dispatch=factory, watermark_interval=0.25, fire_cost=fire, record_inputs=True)
+    sim = Simulation(
+        scenario,
+        SimOptions(seed=1, dispatch=factory, watermark_interval=0.25, fire_cost=fire, record_inputs=True),
+    )
     sim.run(1.9)
     first = [t for _, _, t, _, _, _ in sim.inputs if t < 1.0]
     computed = 1.0 + 0.05 * len(first)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import grimp
 import networkx as nx
 
-CHECKED = ("adapt", "balance", "dispatch", "generators", "model", "plan", "protocol", "report")
+CHECKED = ("adapt", "balance", "dispatch", "generators", "model", "plan", "protocol", "report", "sim")
 
 
 def import_graph() -> nx.DiGraph:

@@ -13,7 +13,7 @@ from strata.model import OperatorKind, joined_graph, scenario_importance
 from strata.model.traffic import as_emitted, flows
 from strata.plan import Options, plan
 from strata.plan.pacing import admitted_ingest
-from strata.sim import Simulation
+from strata.sim import SimOptions, Simulation
 from strata.sim.scenarios import chain
 
 WINDOW = {"kind": "window_aggregate", "window": {"size_s": 2}, "selectivity": 0.2}
@@ -71,7 +71,7 @@ def test_the_plan_projects_the_window_output_the_simulator_realises():
     assert window.kind is OperatorKind.WINDOW_AGGREGATE
     assert window.selectivity < 0.2  # fewer distinct keys than selectivity × input
     p = plan(sc, options=Options(budget_s=2.0, batch=4))
-    sim = Simulation(sc, seed=3, placement=p.assignment, batch=4, routing="local").run(103.0)
+    sim = Simulation(sc, SimOptions(seed=3, placement=p.assignment, batch=4, routing="local")).run(103.0)
     # From 3 s to 103 s: window k fires at 5k + 6 s (its end plus 1 s of lateness), 20 of them in the span.
     rates = sim.metrics.mean_rates(3.0)
     projected = window.selectivity * 400.0

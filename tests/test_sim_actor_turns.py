@@ -1,4 +1,4 @@
-"""``Simulation(actor_turns=True)``: an operator instance runs one message at a time (Orleans' turns).
+"""``SimOptions(actor_turns=True)``: an operator instance runs one message at a time (Orleans' turns).
 
 Known answers on one node by hand (a backlogged instance, Orleans' round-robin
 of ready activations, Cameo's two-level queue passing over a running
@@ -17,7 +17,7 @@ import pytest
 from strata.dispatch import Priors, dispatcher, model_demand, slot_dispatcher
 from strata.model import Scenario
 from strata.protocol.units import DispatchFactory, Message, TurnPolicy
-from strata.sim import Simulation, fifo, turn_fifo
+from strata.sim import SimOptions, Simulation, fifo, turn_fifo
 from strata.sim.reference import sink_totals
 from strata.sim.scenarios import chain
 from tests.test_sim_migration import _exact, _keyed, _random_moves
@@ -97,7 +97,8 @@ def run_by_hand(scenario: Scenario, factory: DispatchFactory, turns: bool) -> li
     done: list[tuple[str, float]] = []
     placement = {f"{j.id}.{op}": "src" if op == "src" else "n0" for j in scenario.jobs for op in ("src", "work", "out")}
     sim = Simulation(
-        scenario, dispatch=recorded(factory, done), placement=placement, network_latency=0.0, actor_turns=turns
+        scenario,
+        SimOptions(dispatch=recorded(factory, done), placement=placement, network_latency=0.0, actor_turns=turns),
     )
     sim.run(20.0)
     return [(pe.split(".")[0], round(t, 4)) for pe, t in done if pe.endswith(".work")]
@@ -162,11 +163,13 @@ def test_turns_deliver_exactly_the_reference_totals(policy, fire):
     done: list[tuple[str, float]] = []
     sim = Simulation(
         scenario,
-        seed=5,
-        dispatch=recorded(inner, done),
-        record_inputs=True,
-        actor_turns=True,
-        fire_cost={"c.op4": fire} if fire else None,
+        SimOptions(
+            seed=5,
+            dispatch=recorded(inner, done),
+            record_inputs=True,
+            actor_turns=True,
+            fire_cost={"c.op4": fire} if fire else {},
+        ),
     ).run(10.0, drain=30.0)
     assert sim.metrics.sink_totals() == sink_totals(sim)
     cons = sim.metrics.conservation()
@@ -187,7 +190,8 @@ def test_key_group_moves_under_turns_are_exactly_once(mode, policy):
     inner = turn_fifo if policy == "fifo" else cameo(scenario)
     done: list[tuple[str, float]] = []
     sim = Simulation(
-        scenario, seed=1, record_inputs=True, network_latency=0.005, dispatch=recorded(inner, done), actor_turns=True
+        scenario,
+        SimOptions(seed=1, record_inputs=True, network_latency=0.005, dispatch=recorded(inner, done), actor_turns=True),
     )
     _random_moves(sim, "c.op2", 0.5, 8.0, mode)
     sim.run(8.0, drain=20.0)
@@ -198,7 +202,7 @@ def test_key_group_moves_under_turns_are_exactly_once(mode, policy):
 def test_handover_withdraws_queued_records_from_the_turn_fifo_exactly_once():
     # Overloaded 1-core windows, as in test_sim_migration: every old owner has a queue to hand over.
     scenario = _keyed(nodes=4, window=True, cores=1, cost_per_record=1.3e-3)
-    sim = Simulation(scenario, seed=4, record_inputs=True, network_latency=0.002, actor_turns=True)
+    sim = Simulation(scenario, SimOptions(seed=4, record_inputs=True, network_latency=0.002, actor_turns=True))
     _random_moves(sim, "c.op2", 0.4, 6.0, "handover", seed=2)
     sim.run(6.0, drain=60.0)
     _exact(sim)
@@ -208,12 +212,14 @@ def test_handover_withdraws_queued_records_from_the_turn_fifo_exactly_once():
 def test_node_loss_with_replay_under_turns_is_exactly_once():
     sim = Simulation(
         _recoverable(),
-        seed=7,
-        record_inputs=True,
-        recovery="replay",
-        checkpoint_interval=2.0,
-        failures=[("n0", 7.7, 12.0), ("n2", 17.1, None)],
-        actor_turns=True,
+        SimOptions(
+            seed=7,
+            record_inputs=True,
+            recovery="replay",
+            checkpoint_interval=2.0,
+            failures=[("n0", 7.7, 12.0), ("n2", 17.1, None)],
+            actor_turns=True,
+        ),
     )
     _exactly_once(sim)
     assert sim.metrics.summary()["replayed"] > 0
@@ -222,6 +228,6 @@ def test_node_loss_with_replay_under_turns_is_exactly_once():
 def test_a_policy_without_hold_and_free_is_refused():
     scenario = every_kind()
     with pytest.raises(ValueError, match="actor_turns: the dispatch policy SlotDispatch has no hold/free"):
-        Simulation(scenario, dispatch=slot_dispatcher(model_demand(scenario)), actor_turns=True)
+        Simulation(scenario, SimOptions(dispatch=slot_dispatcher(model_demand(scenario)), actor_turns=True))
     with pytest.raises(ValueError, match="FifoDispatch"):
-        Simulation(scenario, dispatch=fifo, actor_turns=True)
+        Simulation(scenario, SimOptions(dispatch=fifo, actor_turns=True))

@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from strata.cli import app
 from strata.model import load_scenario
-from strata.sim import Simulation
+from strata.sim import SimOptions, Simulation
 from strata.sim import metrics as M
 
 from .conftest import EXAMPLES
@@ -29,7 +29,7 @@ def _run(sim: Simulation, until: float) -> None:
 def test_memory_flat_in_duration(monkeypatch):
     monkeypatch.setattr(M, "MAX_BINS", 64)
     monkeypatch.setattr(M, "RAW_OUTPUTS", 20_000)  # folded into histograms well inside the run
-    sim = Simulation(load_scenario(EXAMPLES / "pipeline.yaml"), seed=3, batch=20)
+    sim = Simulation(load_scenario(EXAMPLES / "pipeline.yaml"), SimOptions(seed=3, batch=20))
     tracemalloc.start()
     _run(sim, 100.0)
     early = tracemalloc.get_traced_memory()[0]
@@ -51,7 +51,7 @@ def test_memory_flat_in_duration(monkeypatch):
 
 def test_histogram_percentiles_within_the_stated_error(monkeypatch):
     monkeypatch.setattr(M, "RAW_OUTPUTS", 1000)
-    sim = Simulation(load_scenario(EXAMPLES / "pipeline.yaml"), seed=1)
+    sim = Simulation(load_scenario(EXAMPLES / "pipeline.yaml"), SimOptions(seed=1))
     m = sim.metrics
     rng = np.random.default_rng(7)
     job = "counts"
@@ -86,9 +86,9 @@ def test_simulate_states_the_run_time_up_front():
 
 
 def test_a_long_duration_is_stated_not_refused(monkeypatch):
-    import strata.sim.report as report
+    import strata.sim.terminal as terminal
 
-    monkeypatch.setattr(report.Calibration, "estimate", lambda self, d: 5 * 3600.0)
+    monkeypatch.setattr(terminal.Calibration, "estimate", lambda self, d: 5 * 3600.0)
 
     def stop(*a, **k):
         raise ValueError("stopped after the estimate")

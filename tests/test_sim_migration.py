@@ -7,8 +7,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from strata.control import loop
 from strata.dispatch import dispatcher
-from strata.sim import Actions, Move, Simulation
+from strata.protocol.engine import Decisions
+from strata.sim import Move, SimOptions, Simulation
+from strata.sim.adapter import SimEngine
 from strata.sim.reference import sink_totals
 from strata.sim.scenarios import chain
 
@@ -42,13 +45,14 @@ def _random_moves(sim: Simulation, pe: str, every: float, until: float, mode: st
     rng = np.random.default_rng(seed)
     t = every
     while t < until:
-        sim.apply([Move(pe, int(rng.integers(16)), int(rng.integers(3)), mode) for _ in range(3)], at=t)
+        moves = [Move(pe, int(rng.integers(16)), int(rng.integers(3)), mode) for _ in range(3)]
+        sim.apply(Decisions(0, moves=moves), at=t)
         t += every
 
 
 @pytest.mark.parametrize("mode", ["live", "precopy", "handover", "stop"])
 def test_moves_with_records_in_flight_on_every_channel_are_exactly_once(mode):
-    sim = Simulation(_keyed(), seed=1, record_inputs=True, network_latency=0.005)
+    sim = Simulation(_keyed(), SimOptions(seed=1, record_inputs=True, network_latency=0.005))
     _random_moves(sim, "c.op2", 0.5, 10.0, mode)
     sim.run(10.0, drain=20.0)
     _exact(sim)
@@ -88,7 +92,10 @@ class _Lifo:
 
 @pytest.mark.parametrize("mode", ["live", "handover"])
 def test_window_state_moves_exactly_once_under_reordering_dispatch(mode):
-    sim = Simulation(_keyed(window=True), seed=2, record_inputs=True, dispatch=_Lifo, network_latency=0.002)
+    sim = Simulation(
+        _keyed(window=True),
+        SimOptions(seed=2, record_inputs=True, dispatch=_Lifo, network_latency=0.002),
+    )
     _random_moves(sim, "c.op2", 0.3, 8.0, mode, seed=1)
     sim.run(8.0, drain=20.0)
     _exact(sim)
@@ -103,7 +110,7 @@ def test_handover_forwards_queued_records_of_a_window_operator_exactly_once(disp
     # Overloaded windows (≈ 1.3 cores of work per 1-core instance): every old owner has a queue to hand over,
     # and watermarks overtake nothing — per-window results equal the reference, nothing dropped as late.
     scenario = _keyed(nodes=4, window=True, cores=1, cost_per_record=1.3e-3)
-    sim = Simulation(scenario, seed=4, record_inputs=True, dispatch=dispatch, network_latency=0.002)
+    sim = Simulation(scenario, SimOptions(seed=4, record_inputs=True, dispatch=dispatch, network_latency=0.002))
     _random_moves(sim, "c.op2", 0.4, 6.0, "handover", seed=2)
     sim.run(6.0, drain=60.0)
     _exact(sim)
@@ -131,9 +138,10 @@ def test_handover_of_a_window_group_across_a_window_end_judges_no_record_late():
         cores=1,
     )
     placement = {"c.src": "n2", "c.op1": ["n0", "n1"], "c.sink": "n2"}
-    sim = Simulation(scenario, seed=1, network_latency=0.002, placement=placement, record_inputs=True)
-    sim.apply([Move("c.op1", 1, 0), Move("c.op1", 3, 0)])  # instance 0 owns groups 0, 1, 3; instance 1 group 2
-    sim.apply(Move("c.op1", 0, 1, "handover"), at=3.05)
+    sim = Simulation(scenario, SimOptions(seed=1, network_latency=0.002, placement=placement, record_inputs=True))
+    # instance 0 owns groups 0, 1, 3; instance 1 group 2
+    sim.apply(Decisions(0, moves=[Move("c.op1", 1, 0), Move("c.op1", 3, 0)]))
+    sim.apply(Decisions(0, moves=[Move("c.op1", 0, 1, "handover")]), at=3.05)
     sim.run(4.0, drain=30.0)
     _exact(sim)
     m = sim.migrations.log[-1]
@@ -153,8 +161,8 @@ def test_handover_ships_at_the_markers_not_after_the_old_owners_backlog():
     placement = {"c.src": "n2", "c.op1": ["n0", "n1"], "c.sink": "n2"}
     waits = {}
     for mode in ("precopy", "handover"):
-        sim = Simulation(scenario, seed=1, network_latency=0.002, placement=placement, record_inputs=True)
-        sim.apply(Move("c.op1", 0, 1, mode), at=2.0)
+        sim = Simulation(scenario, SimOptions(seed=1, network_latency=0.002, placement=placement, record_inputs=True))
+        sim.apply(Decisions(0, moves=[Move("c.op1", 0, 1, mode)]), at=2.0)
         sim.run(3.0, drain=20.0)
         _exact(sim)
         [m] = sim.migrations.log
@@ -173,8 +181,11 @@ def _crossing_window_moves(mode: str, policy: str, turns: bool) -> Simulation:
     new owner while its marker is on the way. Overloaded 1-core windows, so old owners have queues to hand over."""
     scenario = _keyed(nodes=4, window=True, cores=1, cost_per_record=1.3e-3)
     dispatch = dispatcher("cameo") if policy == "cameo" else None  # None: FIFO (turn FIFO with actor turns)
-    sim = Simulation(scenario, seed=1, record_inputs=True, network_latency=0.005, dispatch=dispatch, actor_turns=turns)
-    sim.apply([Move("c.op2", 0, 1, mode), Move("c.op2", 1, 0, mode)], at=2.0)
+    sim = Simulation(
+        scenario,
+        SimOptions(seed=1, record_inputs=True, network_latency=0.005, dispatch=dispatch, actor_turns=turns),
+    )
+    sim.apply(Decisions(0, moves=[Move("c.op2", 0, 1, mode), Move("c.op2", 1, 0, mode)]), at=2.0)
     _random_moves(sim, "c.op2", 0.5, 8.0, mode)
     sim.run(8.0, drain=60.0)
     _exact(sim)
@@ -202,9 +213,9 @@ def test_window_handover_with_withdraw_crossing_moves_is_exactly_once(turns):
 
 @pytest.mark.parametrize("mode", ["live", "handover"])
 def test_back_to_back_moves_of_one_group_are_queued(mode):
-    sim = Simulation(_keyed(), seed=3, record_inputs=True, network_latency=0.005)
+    sim = Simulation(_keyed(), SimOptions(seed=3, record_inputs=True, network_latency=0.005))
     g = 5
-    sim.apply([Move("c.op2", g, 1, mode), Move("c.op2", g, 2, mode), Move("c.op2", g, 0, mode)], at=2.0)
+    sim.apply(Decisions(0, moves=[Move("c.op2", g, dst, mode) for dst in (1, 2, 0)]), at=2.0)
     sim.run(6.0, drain=10.0)
     _exact(sim)
     log = sim.metrics.migrations()
@@ -215,9 +226,9 @@ def test_back_to_back_moves_of_one_group_are_queued(mode):
 
 
 def test_an_instance_with_no_key_groups():
-    sim = Simulation(_keyed(), seed=4, record_inputs=True)
+    sim = Simulation(_keyed(), SimOptions(seed=4, record_inputs=True))
     pe = "c.op2"
-    sim.apply([Move(pe, g, 1 + g % 2) for g in range(16) if g % 3 == 0], at=1.0)
+    sim.apply(Decisions(0, moves=[Move(pe, g, 1 + g % 2) for g in range(16) if g % 3 == 0]), at=1.0)
     sim.run(3.0)
     after = sim.pes[pe].instances[0].records
     sim.run(8.0, drain=10.0)
@@ -236,9 +247,10 @@ def test_state_transfer_takes_bytes_over_bandwidth_plus_latency():
         nodes=2,
     )
     sim = Simulation(
-        scenario, seed=1, network_latency=0.01, placement={"c.src": "n0", "c.op1": ["n0", "n1"], "c.sink": "n0"}
+        scenario,
+        SimOptions(seed=1, network_latency=0.01, placement={"c.src": "n0", "c.op1": ["n0", "n1"], "c.sink": "n0"}),
     )
-    sim.apply(Move("c.op1", 0, 1), at=5.0)
+    sim.apply(Decisions(0, moves=[Move("c.op1", 0, 1)]), at=5.0)
     sim.run(10.0)
     m = sim.metrics.migrations().iloc[0]
     # 4 groups hold equal key counts → 1e8 bytes over a 1.25e8 B/s NIC.
@@ -254,9 +266,9 @@ def test_precopy_switches_the_route_once_the_snapshot_is_over_and_ships_only_the
         nodes=2,
     )
     placement = {"c.src": "n0", "c.op1": ["n0", "n1"], "c.sink": "n0"}
-    quiet = Simulation(scenario, seed=1, network_latency=0.01, placement=placement, record_inputs=True)
+    quiet = Simulation(scenario, SimOptions(seed=1, network_latency=0.01, placement=placement, record_inputs=True))
     quiet.run(5.0, drain=0.0)  # sources stopped, everything processed: the group's state no longer changes
-    quiet.apply(Move("c.op1", 0, 1, "precopy"))
+    quiet.apply(Decisions(0, moves=[Move("c.op1", 0, 1, "precopy")]))
     quiet.run(10.0)
     m = quiet.metrics.migrations().iloc[0]
     # The snapshot (1e8 bytes over a 1.25e8 B/s NIC, plus latency) goes first; the route switches when it is over.
@@ -272,8 +284,8 @@ def test_precopy_switches_the_route_once_the_snapshot_is_over_and_ships_only_the
         rate=500,
         nodes=2,
     )
-    busy = Simulation(many, seed=1, network_latency=0.01, placement=placement, record_inputs=True)
-    busy.apply(Move("c.op1", 0, 1, "precopy"), at=10.0)
+    busy = Simulation(many, SimOptions(seed=1, network_latency=0.01, placement=placement, record_inputs=True))
+    busy.apply(Decisions(0, moves=[Move("c.op1", 0, 1, "precopy")]), at=10.0)
     busy.run(15.0, drain=10.0)
     _exact(busy)
     m = busy.metrics.migrations().iloc[0]
@@ -285,8 +297,8 @@ def test_precopy_switches_the_route_once_the_snapshot_is_over_and_ships_only_the
 
 def test_stop_the_world_pauses_the_operator_live_does_not():
     def delayed(mode):
-        sim = Simulation(_keyed(state_bytes=1.5e9), seed=5, network_latency=0.001)
-        sim.apply([Move("c.op2", g, (g + 1) % 3, mode) for g in (0, 4, 8)], at=3.0)
+        sim = Simulation(_keyed(state_bytes=1.5e9), SimOptions(seed=5, network_latency=0.001))
+        sim.apply(Decisions(0, moves=[Move("c.op2", g, (g + 1) % 3, mode) for g in (0, 4, 8)]), at=3.0)
         sim.run(7.0)
         log = sim.metrics.migrations()
         pause = log.installed.max() - 3.0
@@ -304,14 +316,22 @@ def test_stop_the_world_pauses_the_operator_live_does_not():
 def test_controller_sees_key_group_loads_and_moves_them():
     seen = []
 
-    def controller(obs):
-        seen.append(obs)
-        kg = [k for k in obs.key_groups if k.pe == "c.op2"]
-        hottest = max(kg, key=lambda k: k.busy)
-        coldest = min((i for i in obs.instances if i.pe == "c.op2"), key=lambda i: i.busy)
-        return [Move("c.op2", hottest.key_group, coldest.instance)] if hottest.instance != coldest.instance else []
+    class Controller:
+        def start(self, now):
+            return Decisions(0)
 
-    sim = Simulation(_keyed(), seed=6, record_inputs=True, controllers=[(1.0, controller)])
+        def step(self, observation):
+            obs = observation.window
+            seen.append(obs)
+            kg = [k for k in obs.key_groups if k.pe == "c.op2"]
+            hottest = max(kg, key=lambda k: k.busy)
+            coldest = min((i for i in obs.instances if i.pe == "c.op2"), key=lambda i: i.busy)
+            moves = [Move("c.op2", hottest.key_group, coldest.instance)] if hottest.instance != coldest.instance else []
+            return Decisions(0, moves=moves)
+
+    engine = SimEngine(_keyed(), SimOptions(seed=6, record_inputs=True))
+    loop.run(engine, Controller(), window_s=1.0, until=6.0)
+    sim = engine.sim
     sim.run(6.0, drain=10.0)
     _exact(sim)
     assert len(seen) >= 6
@@ -329,20 +349,21 @@ def test_controller_sees_key_group_loads_and_moves_them():
 
 
 def test_bad_moves_are_rejected_with_their_location():
-    sim = Simulation(_keyed(), seed=1)
+    sim = Simulation(_keyed(), SimOptions(seed=1))
     with pytest.raises(ValueError, match=r"key_group of 'c\.op2': expected 0\.\.15"):
-        sim.apply(Move("c.op2", 99, 0))
+        sim.apply(Decisions(0, moves=[Move("c.op2", 99, 0)]))
     with pytest.raises(ValueError, match="expected a keyed PE"):
-        sim.apply(Move("c.op1", 0, 0))
+        sim.apply(Decisions(0, moves=[Move("c.op1", 0, 0)]))
     with pytest.raises(ValueError, match="rate_limits"):
-        sim.apply(Actions(rate_limits={"c.op1": 5.0}))
+        sim.apply(Decisions(0, rate_limits={"c.op1": 5.0}, limit_mode="drop"))
 
 
 def test_runtime_placement_relocates_instances_exactly_once():
-    sim = Simulation(_keyed(nodes=3, state_bytes=5e7), seed=8, record_inputs=True, network_latency=0.002)
+    sim = Simulation(_keyed(nodes=3, state_bytes=5e7), SimOptions(seed=8, record_inputs=True, network_latency=0.002))
     before = [i.node.name for i in sim.pes["c.op2"].instances]
     target = ["n2", "n2", "n1"]
-    sim.apply(Actions(placement={"c.op2": target, "c.op1": "n0"}), at=3.0)
+    op1 = [("n0", 0.0)] * len(sim.pes["c.op1"].instances)
+    sim.apply(Decisions(0, placement={"c.op2": [(n, 0.0) for n in target], "c.op1": op1}), at=3.0)
     sim.run(8.0, drain=10.0)
     _exact(sim)
     assert [i.node.name for i in sim.pes["c.op2"].instances] == target
@@ -351,26 +372,26 @@ def test_runtime_placement_relocates_instances_exactly_once():
         (i, before[i], target[i]) for i in range(3) if before[i] != target[i]
     ]
     assert all(r.installed - r.shipped >= r.bytes / 1.25e8 for r in moved)
-    with pytest.raises(ValueError, match="keeps the 3 instances"):
-        sim.apply(Actions(placement={"c.op2": ["n0"]}))
+    with pytest.raises(ValueError, match="at least the 3 instances"):
+        sim.apply(Decisions(0, placement={"c.op2": [("n0", 0.0)]}))
 
 
 @pytest.mark.parametrize(
     "action",
     [
-        [Move("c.op2", g, (g + 1) % 3, "live") for g in range(16)],
-        [Move("c.op2", g, (g + 1) % 3, "stop") for g in range(16)],
-        Actions(placement={"c.op2": ["n2", "n2", "n1"]}),
+        Decisions(0, moves=[Move("c.op2", g, (g + 1) % 3, "live") for g in range(16)]),
+        Decisions(0, moves=[Move("c.op2", g, (g + 1) % 3, "stop") for g in range(16)]),
+        Decisions(0, placement={"c.op2": [("n2", 0.0), ("n2", 0.0), ("n1", 0.0)]}),
     ],
 )
 def test_actions_applied_before_the_first_run_are_enforced(action):
     # Markers, state transfers and relocations at t = 0 are counted in the first time bin.
-    sim = Simulation(_keyed(nodes=3, state_bytes=1e6), seed=2, record_inputs=True, network_latency=0.002)
+    sim = Simulation(_keyed(nodes=3, state_bytes=1e6), SimOptions(seed=2, record_inputs=True, network_latency=0.002))
     sim.apply(action)
     sim.run(3.0, drain=10.0)
     _exact(sim)
     assert sim.metrics.network().remote_bytes.iloc[0] > 0
-    if isinstance(action, Actions):
+    if action.placement:
         assert [i.node.name for i in sim.pes["c.op2"].instances] == ["n2", "n2", "n1"]
     else:
         pe = sim.pes["c.op2"]
@@ -378,9 +399,9 @@ def test_actions_applied_before_the_first_run_are_enforced(action):
 
 
 def test_a_node_failure_during_migrations_loses_counted_records_only():
-    sim = Simulation(_keyed(), seed=9, network_latency=0.005, failures=[("n1", 2.02, 4.0)])
+    sim = Simulation(_keyed(), SimOptions(seed=9, network_latency=0.005, failures=[("n1", 2.02, 4.0)]))
     _random_moves(sim, "c.op2", 0.5, 6.0, "live", seed=3)
-    sim.apply([Move("c.op2", 1, 2, "stop")], at=2.0)
+    sim.apply(Decisions(0, moves=[Move("c.op2", 1, 2, "stop")]), at=2.0)
     sim.run(6.0)
     assert sim.metrics.conservation().balanced.all()
     assert sim.metrics.drop_totals()["failure"] > 0
@@ -444,9 +465,10 @@ def test_any_sequence_of_moves_under_any_dispatch_order_is_exactly_once(moves, w
         nodes=3,
     )
     sim = Simulation(
-        scenario, seed=seed, record_inputs=True, network_latency=0.003, dispatch=lambda view: _Shuffled(view, seed)
+        scenario,
+        SimOptions(seed=seed, record_inputs=True, network_latency=0.003, dispatch=lambda view: _Shuffled(view, seed)),
     )
     for at, g, dst, mode in moves:
-        sim.apply(Move("c.op2", g, dst, mode), at=at)
+        sim.apply(Decisions(0, moves=[Move("c.op2", g, dst, mode)]), at=at)
     sim.run(3.0, drain=10.0)
     _exact(sim)

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from strata.sim import FifoDispatch, Simulation
+from strata.sim import FifoDispatch, SimOptions, Simulation
 from strata.sim.scenarios import single_queue
 
 
@@ -17,7 +17,10 @@ def _sojourn(sim: Simulation) -> float:
 def test_mm1_mean_sojourn_time():
     mu, lam = 1000.0, 500.0  # ρ = 0.5
     scenario, placement = single_queue(rate=lam, cost=1 / mu)
-    sim = Simulation(scenario, seed=3, placement=placement, service={"q.src": "exponential"}, network_latency=0)
+    sim = Simulation(
+        scenario,
+        SimOptions(seed=3, placement=placement, service={"q.src": "exponential"}, network_latency=0),
+    )
     sim.run(200.0)
     expected = 1 / (mu - lam)
     assert _sojourn(sim) == pytest.approx(expected, rel=0.03)
@@ -26,7 +29,7 @@ def test_mm1_mean_sojourn_time():
 def test_md1_mean_sojourn_time():
     mu, lam = 1000.0, 700.0  # ρ = 0.7
     scenario, placement = single_queue(rate=lam, cost=1 / mu)
-    sim = Simulation(scenario, seed=4, placement=placement, network_latency=0)
+    sim = Simulation(scenario, SimOptions(seed=4, placement=placement, network_latency=0))
     sim.run(150.0)
     rho = lam / mu
     expected = 1 / mu + rho / (2 * mu * (1 - rho))  # Pollaczek–Khinchine
@@ -65,7 +68,8 @@ def test_mmc_waiting_time_erlang_c():
         return policies[-1]
 
     sim = Simulation(
-        scenario, seed=5, placement=placement, dispatch=factory, service={"q.src": "exponential"}, network_latency=0
+        scenario,
+        SimOptions(seed=5, placement=placement, dispatch=factory, service={"q.src": "exponential"}, network_latency=0),
     )
     sim.run(200.0)
     waits = [w for p in policies for w in p.waits]
@@ -87,17 +91,17 @@ def test_an_instance_held_to_its_share_sheds_what_its_share_cannot_process():
 
     sc = chain([{"kind": "map", "cost_per_record": 0.01}], rate=200.0, nodes=2, cores=4)
     placement = {"c.src": {"n0": 0.5}, "c.op1": {"n0": 1.0}, "c.sink": {"n1": 0.5}}
-    shed = Simulation(sc, seed=2, placement=placement, enforce_shares=True, shed_after_s=0.5)
+    shed = Simulation(sc, SimOptions(seed=2, placement=placement, enforce_shares=True, shed_after_s=0.5))
     shed.run(30.0)
     assert shed.metrics.mean_rates(5.0)["c.op1"] == pytest.approx(100.0, rel=0.03)
     assert shed.pes["c.op1"].dropped["overflow"] == pytest.approx(100.0 * 30.0, rel=0.1)
     assert float(shed.metrics.latency().set_index("job").loc["c", "max"]) < 0.7
-    held = Simulation(sc, seed=2, placement=placement, enforce_shares=True)
+    held = Simulation(sc, SimOptions(seed=2, placement=placement, enforce_shares=True))
     held.run(30.0)
     assert "overflow" not in held.pes["c.op1"].dropped
     assert float(held.metrics.latency().set_index("job").loc["c", "max"]) > 10.0
     with pytest.raises(ValueError, match="shed_after_s"):
-        Simulation(sc, placement=placement, shed_after_s=0.5)
+        Simulation(sc, SimOptions(placement=placement, shed_after_s=0.5))
 
 
 def test_a_pe_placed_with_no_cpu_is_not_run_and_watermarks_pass_it():
@@ -126,7 +130,7 @@ def test_a_pe_placed_with_no_cpu_is_not_run_and_watermarks_pass_it():
     sc = Scenario.model_validate(doc)
     placement = {"c.src": {"n0": 0.5}, "c.op1": {"n1": 0.0}, "c.w": {"n0": 0.5}, "c.out": {"n0": 0.0}}
     for kwargs in ({}, {"enforce_shares": True, "shed_after_s": 0.5}):
-        sim = Simulation(sc, seed=2, placement=placement, **kwargs)
+        sim = Simulation(sc, SimOptions(seed=2, placement=placement, **kwargs))
         sim.run(10.0)
         op1 = sim.pes["c.op1"]
         assert op1.arrived == 0 and op1.done == 0 and op1.produced == 0
@@ -136,7 +140,7 @@ def test_a_pe_placed_with_no_cpu_is_not_run_and_watermarks_pass_it():
         assert op1.sent == 0 and sum(sim.metrics.remote) <= 2 * 64 * 5 * 10
         assert sim.pes["c.w"].produced > 0 and sim.metrics.summary()["delivered"] > 0
         assert sim.metrics.conservation()["balanced"].all()
-    idle = Simulation(sc, seed=2, placement={**placement, "c.src": {"n0": 0.0}})
+    idle = Simulation(sc, SimOptions(seed=2, placement={**placement, "c.src": {"n0": 0.0}}))
     idle.run(5.0)
     assert idle.pes["c.src"].generated == 0 and idle.metrics.summary()["delivered"] == 0
 
@@ -169,11 +173,11 @@ def test_borrow_idle_runs_each_share_first_and_gives_idle_cores_to_work_beyond_i
         "borrow": ({"enforce_shares": True, "borrow_idle": True}, 100.0, 100.0),
     }
     for name, (kwargs, a, b) in expected.items():
-        sim = Simulation(sc, seed=4, placement=placement, **kwargs)
+        sim = Simulation(sc, SimOptions(seed=4, placement=placement, **kwargs))
         sim.run(40.0)
         rates = sim.metrics.mean_rates(10.0)
         assert rates["a.p"] == pytest.approx(a, rel=0.04), name
         assert rates["b.p"] == pytest.approx(b, rel=0.04), name
         assert sim.metrics.conservation()["balanced"].all()
     with pytest.raises(ValueError, match="borrow_idle"):
-        Simulation(sc, placement=placement, borrow_idle=True)
+        Simulation(sc, SimOptions(placement=placement, borrow_idle=True))

@@ -7,7 +7,8 @@ import math
 import pytest
 
 from strata.model import Scenario
-from strata.sim import Actions, Move, Simulation
+from strata.protocol.engine import Decisions
+from strata.sim import Move, SimOptions, Simulation
 from strata.sim.reference import sink_totals
 from strata.sim.scenarios import chain
 
@@ -47,7 +48,8 @@ def _exactly_once(sim: Simulation, until: float = 20.0, drain: float = 60.0) -> 
 )
 def test_node_loss_with_replay_is_exactly_once(failures):
     sim = Simulation(
-        _scenario(), seed=7, record_inputs=True, recovery="replay", checkpoint_interval=2.0, failures=failures
+        _scenario(),
+        SimOptions(seed=7, record_inputs=True, recovery="replay", checkpoint_interval=2.0, failures=failures),
     )
     _exactly_once(sim)
     rec = sim.metrics.recovery()
@@ -60,7 +62,7 @@ def test_node_loss_with_replay_is_exactly_once(failures):
 
 
 def test_without_recovery_the_same_failure_loses_records():
-    sim = Simulation(_scenario(), seed=7, record_inputs=True, failures=[("n1", 10.3, None)])
+    sim = Simulation(_scenario(), SimOptions(seed=7, record_inputs=True, failures=[("n1", 10.3, None)]))
     sim.run(30.0, drain=60.0)
     assert sim.metrics.drop_totals()["failure"] > 0
     assert sim.metrics.sink_totals() != sink_totals(sim)
@@ -84,35 +86,39 @@ def test_node_loss_during_a_key_group_migration(mode, node, after):
     moves = [Move("c.op2", g, 1, mode) for g in range(0, 128, 3)]
     sim = Simulation(
         _scenario(),
-        seed=3,
-        record_inputs=True,
-        placement=PLACEMENT,
-        recovery="replay",
-        checkpoint_interval=3.0,
-        failures=[(node, 10.0 + after, None)],
+        SimOptions(
+            seed=3,
+            record_inputs=True,
+            placement=PLACEMENT,
+            recovery="replay",
+            checkpoint_interval=3.0,
+            failures=[(node, 10.0 + after, None)],
+        ),
     )
     for n in sim.nodes:
         n.nic = 8e6  # bytes/s: a group's ~100 kB state takes ~10 ms, all moved groups over 0.2 s
-    sim.apply(Actions(moves=moves), at=10.0)
+    sim.apply(Decisions(0, moves=moves), at=10.0)
     _exactly_once(sim)
     migs = sim.metrics.migrations()
     moved = migs[migs.src != migs.dst]
     assert len(moved) > 10 and moved.installed.notna().all()
     assert (moved.installed > 10.0 + after).any()  # the failure came while moves were in flight
-    route = sim.observe(sim.snapshot(), sim.now).routing["c.op2"]
+    route = sim.pes["c.op2"].route
     assert all(route[m.key_group] == 1 for m in moves)
 
 
 def test_node_loss_during_a_relocation():
     sim = Simulation(
         _scenario(),
-        seed=5,
-        record_inputs=True,
-        placement=PLACEMENT,
-        recovery="replay",
-        failures=[("n2", 12.0005, None)],
+        SimOptions(
+            seed=5,
+            record_inputs=True,
+            placement=PLACEMENT,
+            recovery="replay",
+            failures=[("n2", 12.0005, None)],
+        ),
     )
-    sim.apply(Actions(placement={"c.op2": ["n0", "n2", "n1"]}), at=12.0)
+    sim.apply(Decisions(0, placement={"c.op2": [("n0", 0.0), ("n2", 0.0), ("n1", 0.0)]}), at=12.0)
     _exactly_once(sim)
     assert "n2" not in sim.metrics.instances().node.tolist()
 
@@ -120,15 +126,18 @@ def test_node_loss_during_a_relocation():
 def test_a_controller_places_restored_instances():
     sim = Simulation(
         _scenario(),
-        seed=2,
-        record_inputs=True,
-        placement=PLACEMENT,
-        recovery="replay",
-        checkpoint_interval=2.0,
-        failures=[("n1", 8.3, None)],
+        SimOptions(
+            seed=2,
+            record_inputs=True,
+            placement=PLACEMENT,
+            recovery="replay",
+            checkpoint_interval=2.0,
+            failures=[("n1", 8.3, None)],
+        ),
     )
     # After the loss of n1 a controller chooses where its instances run (instead of the default node).
-    sim.apply(Actions(placement={"c.op2": ["n0", "n2", "n2"], "c.op1": ["n0", "n2"]}), at=9.0)
+    placement = {"c.op2": [("n0", 0.0), ("n2", 0.0), ("n2", 0.0)], "c.op1": [("n0", 0.0), ("n2", 0.0)]}
+    sim.apply(Decisions(0, placement=placement), at=9.0)
     _exactly_once(sim)
     nodes = sim.metrics.instances().set_index(["pe", "instance"]).node
     assert [nodes["c.op2", i] for i in range(3)] == ["n0", "n2", "n2"]
@@ -137,7 +146,7 @@ def test_a_controller_places_restored_instances():
 
 def test_replay_runs_are_deterministic_and_default_counts_are_unchanged():
     def run(**kw: object) -> dict:
-        sim = Simulation(_scenario(), seed=11, failures=[("n1", 6.1, None)], **kw).run(15.0)
+        sim = Simulation(_scenario(), SimOptions(seed=11, failures=[("n1", 6.1, None)], **kw)).run(15.0)
         return {"summary": sim.metrics.summary(), "lat": list(sim.metrics.lat["c"])}
 
     assert run(recovery="replay") == run(recovery="replay")
@@ -147,7 +156,7 @@ def test_replay_runs_are_deterministic_and_default_counts_are_unchanged():
 
 def test_recovery_arguments_are_checked():
     with pytest.raises(ValueError, match="recovery"):
-        Simulation(_scenario(), recovery="restart")
+        Simulation(_scenario(), SimOptions(recovery="restart"))
     with pytest.raises(ValueError, match="checkpoint_interval"):
-        Simulation(_scenario(), recovery="replay", checkpoint_interval=0)
-    assert math.isfinite(Simulation(_scenario(), recovery="replay").recovery.interval)
+        Simulation(_scenario(), SimOptions(recovery="replay", checkpoint_interval=0))
+    assert math.isfinite(Simulation(_scenario(), SimOptions(recovery="replay")).recovery.interval)

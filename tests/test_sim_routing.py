@@ -1,4 +1,4 @@
-"""Known answers for the traffic model the plan and the simulator share (Simulation(routing="local"))."""
+"""Known answers for the traffic model the plan and the simulator share (SimOptions(routing="local"))."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 
 from strata.model.traffic import apportion, key_group_owners, key_group_shares, local_share, transport
 from strata.plan.quality import stream_affinity
-from strata.sim import Simulation, reference
+from strata.sim import SimOptions, Simulation, reference
 from strata.sim.scenarios import chain
 
 STREAMS = [("c.src", "c.op1", 1.0), ("c.op1", "c.sink", 1.0)]  # equal bytes: selectivity 1, 100 bytes a record
@@ -37,11 +37,11 @@ def test_key_groups_are_apportioned_by_cpu_share():
 def test_an_even_split_keeps_every_byte_local():
     half = {"n0": 1.0, "n1": 1.0}
     placement = {"c.src": half, "c.op1": half, "c.sink": half}
-    local = Simulation(chain([{"kind": "map"}], rate=2000), placement=placement, routing="local").run(10.0)
+    local = Simulation(chain([{"kind": "map"}], rate=2000), SimOptions(placement=placement, routing="local")).run(10.0)
     assert _affinity(local) == 1.0
     assert stream_affinity(placement, STREAMS) == 1.0
     # Today's round-robin sends half of every stream across.
-    rr = Simulation(chain([{"kind": "map"}], rate=2000), placement=placement).run(10.0)
+    rr = Simulation(chain([{"kind": "map"}], rate=2000), SimOptions(placement=placement)).run(10.0)
     assert _affinity(rr) == pytest.approx(0.5, abs=0.01)
 
 
@@ -49,7 +49,7 @@ def test_a_70_30_to_30_70_split_keeps_exactly_0_6_local():
     # op1 → sink is split alike (all local), so src → op1 keeps 2 × affinity − 1.
     up, down = {"n0": 0.7, "n1": 0.3}, {"n0": 0.3, "n1": 0.7}
     placement = {"c.src": up, "c.op1": down, "c.sink": down}
-    sim = Simulation(chain([{"kind": "map"}], rate=2000), placement=placement, routing="local").run(20.0)
+    sim = Simulation(chain([{"kind": "map"}], rate=2000), SimOptions(placement=placement, routing="local")).run(20.0)
     assert stream_affinity(placement, STREAMS) == pytest.approx(0.8)
     assert 2 * _affinity(sim) - 1 == pytest.approx(0.6, abs=0.002)
     # every instance receives its cpu share of the stream
@@ -61,7 +61,7 @@ def test_a_keyed_stream_keeps_the_key_group_share_local():
     up, down = {"n0": 0.7, "n1": 0.3}, {"n0": 0.3, "n1": 0.7}
     placement = {"c.src": up, "c.op1": down, "c.sink": down}
     scenario = chain([{"kind": "keyed_stateful"}], rate=2000, keys={"count": 100000})
-    sim = Simulation(scenario, placement=placement, routing="local").run(20.0)
+    sim = Simulation(scenario, SimOptions(placement=placement, routing="local")).run(20.0)
     planned = stream_affinity(placement, STREAMS, {"c.op1": 128})
     g0 = 38 / 128  # key groups on n0
     formula = (0.7 * g0 + 0.3 * (1 - g0) + min(g0, 0.3) + min(1 - g0, 0.7)) / 2
@@ -75,7 +75,7 @@ def test_local_routing_is_exactly_once():
     ops = [{"kind": "map"}, {"kind": "keyed_stateful"}, {"kind": "filter", "selectivity": 0.5}]
     scenario = chain(ops, rate=1500, nodes=2, keys={"count": 500})
     placement = {"c.src": up, "c.op1": down, "c.op2": up, "c.op3": {"n0": 0.5, "n1": 0.5}, "c.sink": down}
-    sim = Simulation(scenario, placement=placement, routing="local", record_inputs=True, batch=4)
+    sim = Simulation(scenario, SimOptions(placement=placement, routing="local", record_inputs=True, batch=4))
     sim.run(10.0, drain=30.0)
     assert sim.metrics.sink_totals() == reference.sink_totals(sim)
     assert sum(pe.generated for pe in sim.pes.values()) > 10_000
@@ -83,7 +83,7 @@ def test_local_routing_is_exactly_once():
 
 def test_routing_is_checked():
     with pytest.raises(ValueError, match="routing"):
-        Simulation(chain([{"kind": "map"}]), routing="nearest")
+        Simulation(chain([{"kind": "map"}]), SimOptions(routing="nearest"))
 
 
 def test_simulate_plan_prints_planned_and_realised_side_by_side(tmp_path):

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from strata.model import Scenario
-from strata.sim import Actions, Simulation
+from strata.protocol.engine import Decisions
+from strata.sim import SimOptions, Simulation
 from strata.sim.reference import sink_totals
 from strata.sim.scenarios import chain
 from strata.sim.semantics import window_starts
@@ -22,7 +23,7 @@ def test_tandem_with_selectivity_delivers_expected_rate():
         rate=2000,
         arrivals="constant",
     )
-    sim = Simulation(scenario, seed=1).run(40.0)
+    sim = Simulation(scenario, SimOptions(seed=1)).run(40.0)
     ts = sim.metrics.timeseries()
     steady = ts[(ts.t >= 5) & (ts.t < 39)]
     assert steady.ingest.mean() == pytest.approx(2000, rel=0.001)
@@ -34,9 +35,9 @@ def test_tandem_with_selectivity_delivers_expected_rate():
 
 def test_network_bytes_and_stream_affinity():
     scenario = chain([{"kind": "map"}], rate=500, arrivals="constant", nodes=2)
-    together = Simulation(scenario, placement={"c.src": "n0", "c.op1": "n0", "c.sink": "n0"}).run(10.0)
+    together = Simulation(scenario, SimOptions(placement={"c.src": "n0", "c.op1": "n0", "c.sink": "n0"})).run(10.0)
     assert together.metrics.summary()["stream_affinity"] == 1.0
-    apart = Simulation(scenario, placement={"c.src": "n0", "c.op1": "n1", "c.sink": "n1"}).run(10.0)
+    apart = Simulation(scenario, SimOptions(placement={"c.src": "n0", "c.op1": "n1", "c.sink": "n1"})).run(10.0)
     net = apart.metrics.network()
     # Two streams of 100-byte records at 500/s: one crosses nodes, one stays.
     assert net.remote_bytes.sum() == pytest.approx(500 * 10 * 100, rel=0.01)
@@ -56,7 +57,7 @@ def test_windowed_count_equals_offline_count():
         keys={"count": 50, "zipf_s": 1.0},
         rate=800,
     )
-    sim = Simulation(scenario, seed=2, record_inputs=True).run(40.0, drain=30.0)
+    sim = Simulation(scenario, SimOptions(seed=2, record_inputs=True)).run(40.0, drain=30.0)
     offline = Counter((math.floor(t / 5), key) for _, _, t, key, _, _ in sim.inputs)
     per_key_windows = Counter(key for _, key in offline)
     per_key_records = Counter()
@@ -80,7 +81,7 @@ def test_sliding_window_counts_each_record_size_over_slide_times():
         ],
         rate=300,
     )
-    sim = Simulation(scenario, seed=3, record_inputs=True).run(20.0, drain=20.0)
+    sim = Simulation(scenario, SimOptions(seed=3, record_inputs=True)).run(20.0, drain=20.0)
     total_value = sum(v * n for _, _, _, _, v, n in sim.inputs)
     got = sim.metrics.sink_totals()["c.sink"]
     assert sum(v[1] for v in got.values()) == 4 * total_value
@@ -89,7 +90,7 @@ def test_sliding_window_counts_each_record_size_over_slide_times():
 
 def test_window_latency_is_at_least_lateness_after_window_end():
     scenario = chain([{"kind": "window_aggregate", "window": {"size_s": 2, "watermark_s": 1}}], rate=200)
-    sim = Simulation(scenario, seed=1).run(30.0)
+    sim = Simulation(scenario, SimOptions(seed=1)).run(30.0)
     lat = sim.metrics.latency().iloc[0]
     # The newest record of a window is < 2 s old at its end; firing waits 1 s more plus a watermark tick.
     assert 1.0 <= lat.p50 <= 3.0 + 0.2 + 0.05
@@ -104,7 +105,7 @@ def test_watermark_ticks_do_not_drift():
         arrivals="constant",
         keys={"count": 1},
     )
-    sim = Simulation(scenario, seed=1, watermark_interval=0.2).run(300.5)
+    sim = Simulation(scenario, SimOptions(seed=1, watermark_interval=0.2)).run(300.5)
     lat = np.frombuffer(sim.metrics.lat["c"], dtype=float)
     assert len(lat) == 300  # one result per window
     # The newest record of a window is 0.01 s (the arrival spacing) older than its end.
@@ -133,7 +134,7 @@ def test_a_record_generated_exactly_when_a_drained_run_stops_is_not_late(tmp_pat
             ],
         }
     )
-    sim = Simulation(scenario, seed=1, record_inputs=True)
+    sim = Simulation(scenario, SimOptions(seed=1, record_inputs=True))
     sim.run(0.2)
     sim.run(2.0, drain=5.0)  # the record at t = 2.0 is generated during this run, after its final watermark
     assert sim.metrics.drop_totals() == {}
@@ -153,15 +154,15 @@ def test_sink_totals_equal_reference_through_every_kind():
         rate=1500,
         nodes=3,
     )
-    sim = Simulation(scenario, seed=7, record_inputs=True).run(30.0, drain=30.0)
+    sim = Simulation(scenario, SimOptions(seed=7, record_inputs=True)).run(30.0, drain=30.0)
     assert sim.metrics.sink_totals() == sink_totals(sim)
     assert sim.metrics.conservation().balanced.all()
 
 
 def test_conservation_with_a_failure_and_shedding():
     scenario = chain([{"kind": "map", "instances": 2}, {"kind": "keyed_stateful", "instances": 2}], rate=3000, nodes=3)
-    sim = Simulation(scenario, seed=4, failures=[("n1", 10.0, 15.0)])
-    sim.apply(Actions(rate_limits={"c.src": 1000.0}), at=20.0)
+    sim = Simulation(scenario, SimOptions(seed=4, failures=[("n1", 10.0, 15.0)]))
+    sim.apply(Decisions(0, rate_limits={"c.src": 1000.0}, limit_mode="drop"), at=20.0)
     sim.run(30.0)
     cons = sim.metrics.conservation()
     assert cons.balanced.all(), cons
@@ -175,8 +176,8 @@ def test_conservation_with_a_failure_and_shedding():
 
 def test_a_zero_rate_limit_stops_the_source():
     scenario = chain([{"kind": "map"}], rate=1000, arrivals="constant")
-    sim = Simulation(scenario, seed=1)
-    sim.apply(Actions(rate_limits={"c.src": 0.0}, limit_mode="defer"), at=2.0)
+    sim = Simulation(scenario, SimOptions(seed=1))
+    sim.apply(Decisions(0, rate_limits={"c.src": 0.0}, limit_mode="defer"), at=2.0)
     sim.run(5.0)
     src = sim.metrics.conservation().set_index("pe").loc["c.src"]
     assert src.sent == 2000 and src.shed == src.generated - 2000 >= 2999
@@ -184,8 +185,8 @@ def test_a_zero_rate_limit_stops_the_source():
 
 def test_deferred_records_keep_their_event_time():
     scenario = chain([{"kind": "map"}], rate=1000, arrivals="constant")
-    sim = Simulation(scenario, seed=1)
-    sim.apply(Actions(rate_limits={"c.src": 500.0}, limit_mode="defer"))
+    sim = Simulation(scenario, SimOptions(seed=1))
+    sim.apply(Decisions(0, rate_limits={"c.src": 500.0}, limit_mode="defer"))
     sim.run(10.0)
     assert sim.metrics.drop_totals().get("shed", 0) == 0
     assert sim.metrics.deferred > 0
@@ -205,7 +206,7 @@ def test_same_seed_same_metrics_bit_for_bit():
     )
 
     def run(seed):
-        m = Simulation(scenario, seed=seed, service="exponential").run(10.0).metrics
+        m = Simulation(scenario, SimOptions(seed=seed, service="exponential")).run(10.0).metrics
         return m.latency(), m.timeseries(), m.nodes(), m.instances()
 
     a, b, c = run(5), run(5), run(6)
@@ -288,16 +289,19 @@ def test_zipf_keys_and_drift():
 
 def test_placement_forms_and_errors():
     scenario = chain([{"kind": "map", "instances": 2}], nodes=3)
-    sim = Simulation(scenario, placement={"c.op1": [("n2", 1.5), ("n0", 0.5)], ("c.src", 0): "n1", "c.sink": "n2"})
+    sim = Simulation(
+        scenario,
+        SimOptions(placement={"c.op1": [("n2", 1.5), ("n0", 0.5)], ("c.src", 0): "n1", "c.sink": "n2"}),
+    )
     assert [i.node.name for i in sim.pes["c.op1"].instances] == ["n2", "n0"]
     assert sim.node_by_name["n2"].view.share == {"c.op1": 1.5}
     assert sim.pes["c.src"].instances[0].node.name == "n1"
-    sim = Simulation(scenario, placement={"c.op1": {"n1": 0.7, "n0": 0.0, "n2": 1.2}})
+    sim = Simulation(scenario, SimOptions(placement={"c.op1": {"n1": 0.7, "n0": 0.0, "n2": 1.2}}))
     assert [(i.node.name, i.share) for i in sim.pes["c.op1"].instances] == [("n1", 0.7), ("n2", 1.2)]
     with pytest.raises(ValueError, match=r"placement\['c.op1'\]: expected a node"):
-        Simulation(scenario, placement={"c.op1": "nowhere"})
+        Simulation(scenario, SimOptions(placement={"c.op1": "nowhere"}))
     with pytest.raises(ValueError, match="expected a PE"):
-        Simulation(scenario, placement={"c.nope": "n0"})
+        Simulation(scenario, SimOptions(placement={"c.nope": "n0"}))
 
 
 def test_every_node_gets_its_own_policy_with_job_targets():
@@ -310,7 +314,7 @@ def test_every_node_gets_its_own_policy_with_job_targets():
         views.append(view)
         return FifoDispatch(view)
 
-    Simulation(scenario, dispatch=factory)
+    Simulation(scenario, SimOptions(dispatch=factory))
     assert [v.name for v in views] == ["n0", "n1"]
     assert all(v.target_latency == {"c": 3.0} for v in views)
     assert views[0].downstream["c.src"] == ("c.op1",)
@@ -318,12 +322,13 @@ def test_every_node_gets_its_own_policy_with_job_targets():
 
 _RUN = """
 import hashlib
-from strata.sim import Move, Simulation
+from strata.protocol.engine import Decisions
+from strata.sim import Move, SimOptions, Simulation
 from strata.sim.scenarios import chain
 sc = chain([{"kind": "map", "instances": 2}, {"kind": "window_aggregate", "window": {"size_s": 1},
             "instances": 3, "key_groups": 8}], keys={"count": 50, "zipf_s": 1.0}, rate=500, nodes=3)
-sim = Simulation(sc, seed=9, service="exponential")
-sim.apply([Move("c.op2", g, (g + 1) % 3, "stop" if g % 2 else "live") for g in range(8)], at=2.0)
+sim = Simulation(sc, SimOptions(seed=9, service="exponential"))
+sim.apply(Decisions(0, moves=[Move("c.op2", g, (g + 1) % 3, "stop" if g % 2 else "live") for g in range(8)]), at=2.0)
 sim.run(5.0)
 m = sim.metrics
 print(hashlib.sha256(m.latency().to_csv().encode() + m.nodes().to_csv().encode()
@@ -358,7 +363,7 @@ def test_frontier_is_event_time_or_the_window_due_time():
     scenario = chain(
         [{"kind": "map"}, {"kind": "window_aggregate", "window": {"size_s": 2, "watermark_s": 0.5}}], rate=100
     )
-    Simulation(scenario, seed=1, dispatch=Recorder).run(5.0)
+    Simulation(scenario, SimOptions(seed=1, dispatch=Recorder)).run(5.0)
     into_window = [(et, f) for pe, et, f, _ in seen if pe == "c.op2"]
     regular = [(et, f) for pe, et, f, _ in seen if pe == "c.op1"]
     assert into_window and regular
@@ -372,8 +377,8 @@ def test_frontier_is_event_time_or_the_window_due_time():
 def test_enforced_cpu_share_caps_an_instance():
     scenario = chain([{"kind": "map", "cost_per_record": 8e-4}], rate=1000, arrivals="constant", nodes=2)
     placement = {"c.src": "n0", "c.op1": [("n1", 0.4)], "c.sink": "n0"}
-    capped = Simulation(scenario, placement=placement, enforce_shares=True).run(20.0)
-    free = Simulation(scenario, placement=placement).run(20.0)
+    capped = Simulation(scenario, SimOptions(placement=placement, enforce_shares=True)).run(20.0)
+    free = Simulation(scenario, SimOptions(placement=placement)).run(20.0)
     busy = capped.metrics.instances().set_index("pe").loc["c.op1", "busy"]
     # Offered 0.8 cores; the share allows 0.4 cores (plus a 10 ms burst), the free run uses 0.8.
     assert busy / 20.0 == pytest.approx(0.4, rel=0.01)
@@ -390,7 +395,7 @@ def test_imbalance_over_time_follows_a_hot_key():
         rate=1000,
         arrivals="constant",
     )
-    sim = Simulation(scenario, seed=1).run(5.0)
+    sim = Simulation(scenario, SimOptions(seed=1)).run(5.0)
     imb = sim.metrics.imbalance_over_time()
     busy = imb[(imb.pe == "c.op1") & (imb.t >= 1)]
     assert len(busy) == 4 and (busy.imbalance == 2.0).all()

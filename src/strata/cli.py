@@ -511,7 +511,7 @@ def simulate(
         typer.Option(
             help="Run a plan from 'strata plan --json': its admitted jobs, templates and placement, with the "
             "plan's traffic model (locality-first routing of unkeyed streams, key groups apportioned by cpu: "
-            "Simulation(routing='local')); each instance runs its planned cpu share first and idle cores after, PEs "
+            "SimOptions(routing='local')); each instance runs its planned cpu share first and idle cores after, PEs "
             "it gives no cpu are not run, and a source it reads below its offer is capped at the plan's rate. Prints "
             "planned and realised stream affinity and importance side by side."
         ),
@@ -547,8 +547,9 @@ def simulate(
     from strata.control.controller import HierarchyConfig
     from strata.control.simulation import simulate as simulate_scenario
     from strata.plan import PlanError
-    from strata.sim.placement import plan_file
-    from strata.sim.report import calibrate, duration_text, progress_bar, summary_tables
+    from strata.sim.assignment import plan_file
+    from strata.sim.options import SimOptions
+    from strata.sim.terminal import calibrate, duration_text, progress_bar, summary_tables
 
     scenario = load(spec)
     if not 0 < duration < 1e15:
@@ -564,7 +565,8 @@ def simulate(
         raise typer.Exit(code=2)
     try:
         templates, placement, sources = plan_file(plan) if plan is not None else (None, None, {})
-        cal = calibrate(scenario, max_sim_s=duration / 4, seed=seed, batch=batch, base_dir=spec[0].parent)
+        base = SimOptions(seed=seed, batch=batch, base_dir=spec[0].parent)
+        cal = calibrate(scenario, base, max_sim_s=duration / 4)
         eta = cal.estimate(duration)
         console.print(
             f"calibration: {cal.sim_s:.3g} simulated s in {cal.wall_s:.1f} s ({cal.events_per_s:,.0f} events/s, "
@@ -595,12 +597,13 @@ def simulate(
                 placement=placement,
                 progress=tick,
                 on_step=count,
-                batch=batch,
-                base_dir=spec[0].parent,
-                failures=[_failure(text) for text in fail or []],
-                recovery="replay" if recovery else None,
-                checkpoint_interval=checkpoint_interval,
-                **(_as_planned(scenario, templates, sources) if plan is not None else {}),
+                options=replace(
+                    base,
+                    failures=[_failure(text) for text in fail or []],
+                    recovery="replay" if recovery else None,
+                    checkpoint_interval=checkpoint_interval,
+                    **(_as_planned(scenario, templates, sources) if plan is not None else {}),
+                ),
             )
     except (ValueError, PlanError) as err:
         errors.print(f"[bold red]error[/] {err}", highlight=False, soft_wrap=True)

@@ -28,7 +28,6 @@ from __future__ import annotations
 import math
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from strata.balance.hotspot import BalanceConfig, Hotspot, RoundPlan, diminish_hotspots
 from strata.balance.loads import (
@@ -41,11 +40,9 @@ from strata.balance.loads import (
     scale_by_instance,
     window_loads,
 )
+from strata.protocol.engine import Decisions, Observation, WindowStats
 from strata.protocol.units import MIGRATION_MODES as MODES
 from strata.protocol.units import Move
-
-if TYPE_CHECKING:
-    from strata.protocol.window import WindowStats
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,10 +100,9 @@ class AutoFlow:
     operators balanced (None: every operator that reports key-group loads).
     ``demand``: scale processed load by arrivals / processed per instance (see
     the module docstring). ``window_s``: None — every call is a round over
-    the observation's window; set — register the controller with a shorter
-    period (the tick): a round runs every ``window_s``, or early when an
-    instance's node was busy at least ``saturation`` of a tick in which its
-    queue grew.
+    the observation's window; set — the loop observes more often (the tick):
+    a round runs every ``window_s``, or early when an instance's node was
+    busy at least ``saturation`` of a tick in which its queue grew.
     """
 
     config: BalanceConfig = field(default_factory=BalanceConfig)
@@ -185,13 +181,22 @@ class AutoFlow:
             )
         return moves
 
-    def __call__(self, obs: WindowStats) -> list[Move]:
-        """The simulator's periodic controller.
+    def start(self, now: float) -> Decisions:
+        """Nothing to decide before the first window (the control loop's first call)."""
+        return Decisions(0)
 
-        ``Simulation(..., controllers=[(2.0, AutoFlow())])``: a round every 2 s;
-        ``controllers=[(0.5, AutoFlow(window_s=2.0))]``: a round every 2 s, or
-        after any 0.5 s tick in which an instance fell behind.
+    def step(self, obs: Observation) -> Decisions:
+        """The control loop's call every window: this window's moves (:meth:`decide`).
+
+        ``loop.run(engine, AutoFlow(), window_s=2.0, ...)``: a round every 2 s;
+        ``loop.run(engine, AutoFlow(window_s=2.0), window_s=0.5, ...)``: a round every 2 s, or after any 0.5 s
+        tick in which an instance fell behind.
         """
+        return Decisions(len(self.rounds), moves=self.decide(obs.window))
+
+    def decide(self, obs: WindowStats) -> list[Move]:
+        """The moves to make after the window ``obs``: a round per operator when its window is complete, or early
+        on overload (``window_s`` set; see the class docstring)."""
         migrating: dict[str, list[int]] = {}
         for pe, group in obs.migrating:
             migrating.setdefault(pe, []).append(group)

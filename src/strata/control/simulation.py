@@ -20,6 +20,7 @@ from strata.model import Scenario
 from strata.protocol.engine import Decisions
 from strata.protocol.units import DispatchFactory
 from strata.sim.adapter import DispatchMaker, SimEngine
+from strata.sim.options import SimOptions
 
 
 def sim_dispatch(scenario: Scenario) -> DispatchMaker:
@@ -58,27 +59,28 @@ def simulate(
     placement: Mapping | None = None,
     progress: Callable[[float, int], None] | None = None,
     on_step: StepHook | None = None,
-    **simulation: object,
+    options: SimOptions | None = None,
 ) -> tuple[SimEngine, Controller | Plain]:
     """Simulate ``duration`` seconds under the Controller (``control``) or none; returns the engine and controller.
 
     ``templates``/``placement`` (a plan file's) run that plan with no
-    controller. Every ``config.window_s`` simulated seconds the loop observes,
-    steps and applies; ``on_step(observation, decisions)`` sees each step.
+    controller; ``options`` are the simulator's (:class:`~strata.sim.options.SimOptions`; ``seed`` overrides
+    its seed). Every ``config.window_s`` simulated seconds the loop observes, steps and applies;
+    ``on_step(observation, decisions)`` sees each step.
     """
     config = config or HierarchyConfig()
+    options = replace(options or SimOptions(), seed=seed)
     # The plan's window model follows the engine's records per source message (strata.model.traffic).
-    batch = simulation.get("batch", 1)
-    if isinstance(batch, int) and batch >= 1 and config.plan.batch != batch:
-        config = replace(config, plan=replace(config.plan, batch=batch))
+    if config.plan.batch != options.batch:
+        config = replace(config, plan=replace(config.plan, batch=options.batch))
     if templates is not None:
         if control:
             raise ValueError("a given plan runs without the controller (it would re-plan at once)")
         policy: Controller | Plain = Given(scenario, templates)
-        simulation["placement"] = placement
+        options = replace(options, placement=placement)
     else:
         policy = Controller(scenario, config) if control else Plain(scenario)
-    engine = SimEngine(scenario, dispatch=sim_dispatch(scenario), seed=seed, progress=progress, **simulation)
+    engine = SimEngine(scenario, options, dispatch=sim_dispatch(scenario), progress=progress)
     window = config.window_s if control else min(config.window_s, duration)
     run(engine, policy, window_s=window, until=duration, on_step=on_step)
     return engine, policy

@@ -7,7 +7,7 @@ from the ``skewed`` generator (Zipf keys, optional hot-key drift): every
 instance of the keyed operator gets its own one-core node, and the source and
 the sink share an extra ``io`` node.
 
-``run`` drives one simulation with one routing policy — ``static`` (hash
+``run`` drives one simulation under the control loop with one routing policy — ``static`` (hash
 routing, never changed), ``live`` (AutoFlow with the marker protocol),
 ``precopy`` (the same, with the state pre-copied), ``handover`` (precopy,
 the group's queued records shipped with the state) or ``stop`` (the same
@@ -30,10 +30,13 @@ from strata.balance.autoflow import AutoFlow
 from strata.balance.hotspot import BalanceConfig
 from strata.balance.loads import imbalance, window_loads
 from strata.balance.lpt import best_imbalance_bounds
+from strata.control import loop
 from strata.generators import skewed
 from strata.model import Scenario
+from strata.protocol.engine import Decisions, KeyGroupLoad, Observation, WindowStats
 from strata.protocol.units import Message, NodeView
-from strata.sim import FifoDispatch, Move, Simulation, WindowStats
+from strata.sim import FifoDispatch, Move, SimOptions, Simulation
+from strata.sim.adapter import SimEngine
 from strata.sim.reference import sink_totals
 from strata.sim.semantics import key_group
 
@@ -102,21 +105,55 @@ class Window:
 
 @dataclass
 class Recorder:
-    """A periodic observer: the instances' imbalance per window, next to the best achievable (LPT)."""
+    """The instances' imbalance per ``window_s`` window, next to the best achievable (LPT), until ``until``.
+
+    Fed every control step (:meth:`add`); when the loop observes more often than ``window_s`` (AutoFlow's
+    tick), the steps' busy times and key-group loads add up to the window's.
+    """
 
     pe: str = PE
     until: float = math.inf
+    window_s: float = 0.0  # 0: every step is a window
     windows: list[Window] = field(default_factory=list)
+    _start: float | None = None
+    _busy: list[float] = field(default_factory=list)
+    _groups: list[KeyGroupLoad] = field(default_factory=list)
 
-    def __call__(self, obs: WindowStats) -> None:
+    def add(self, obs: WindowStats) -> None:
         if obs.now > self.until:
             return
+        if self._start is None:
+            self._start = obs.start
         busy = [i.busy for i in obs.instances if i.pe == self.pe]
-        groups = window_loads(obs.key_groups).get(self.pe)
-        low, lpt_imb = best_imbalance_bounds(groups.load, len(busy)) if groups else (1.0, 1.0)
-        self.windows.append(
-            Window(obs.now, imbalance(busy), low, lpt_imb, sum(1 for pe, _ in obs.migrating if pe == self.pe))
-        )
+        self._busy = [a + b for a, b in zip(self._busy, busy, strict=True)] if self._busy else busy
+        self._groups.extend(obs.key_groups)
+        # 1e-9: ticks add up in floating point, and a window of 8 × 0.25 s must count as 2 s
+        if obs.now - self._start < self.window_s - 1e-9:
+            return
+        groups = window_loads(self._groups).get(self.pe)
+        low, lpt_imb = best_imbalance_bounds(groups.load, len(self._busy)) if groups else (1.0, 1.0)
+        moving = sum(1 for pe, _ in obs.migrating if pe == self.pe)
+        self.windows.append(Window(obs.now, imbalance(self._busy), low, lpt_imb, moving))
+        self._start, self._busy, self._groups = None, [], []
+
+
+@dataclass
+class Balancing:
+    """The control loop's policy in these experiments: the recorder every step, AutoFlow (None: static routing)
+    while the sources run (``until``; the drain's windows are not a workload)."""
+
+    recorder: Recorder
+    balancer: AutoFlow | None
+    until: float
+
+    def start(self, now: float) -> Decisions:
+        return Decisions(0)
+
+    def step(self, obs: Observation) -> Decisions:
+        self.recorder.add(obs.window)
+        if self.balancer is None or obs.now > self.until:
+            return Decisions(0)
+        return self.balancer.step(obs)
 
 
 class TracedFifo(FifoDispatch):
@@ -242,8 +279,9 @@ def run(
 ) -> Run:
     """Simulate ``duration`` seconds under ``policy``, then drain and check exactly once.
 
-    The balancer and the recorder act only while the sources run (the drain's
-    windows are not a workload); the recorder's windows are ``window_s`` long.
+    One control loop (:func:`strata.control.loop.run`) drives the simulator's engine adapter every ``tick_s``
+    (or ``window_s``) under :class:`Balancing`; the balancer and the recorder act only while the sources run
+    (the drain's windows are not a workload); the recorder's windows are ``window_s`` long.
     ``tick_s``: observe the operator this often and let AutoFlow round early
     on overload (None: one round per ``window_s``, nothing in between).
     ``demand``: AutoFlow's load is demand (arrived records), not processed
@@ -252,7 +290,8 @@ def run(
     """
     if policy not in POLICIES:
         raise ValueError(f"policy: expected one of {POLICIES}; found {policy!r}")
-    recorder = Recorder(until=duration)
+    period = tick_s or window_s
+    recorder = Recorder(until=duration, window_s=window_s)
     balancer = (
         None
         if policy == "static"
@@ -264,21 +303,15 @@ def run(
             window_s=None if tick_s is None else window_s,
         )
     )
-    controllers: list[tuple[float, Any]] = [(window_s, recorder)]
-    if balancer is not None:
-        controllers.append((tick_s or window_s, lambda obs: balancer(obs) if obs.now <= duration else None))
     dispatch = None if trace is None else (lambda view: TracedFifo(view, PE, trace))
-    sim = Simulation(
-        scenario,
-        seed=seed,
-        placement=placement,
-        controllers=controllers,
-        record_inputs=True,
-        bin_s=bin_s,
-        dispatch=dispatch,
-    )
+    options = SimOptions(seed=seed, placement=placement, record_inputs=True, bin_s=bin_s, dispatch=dispatch)
+    engine = SimEngine(scenario, options)
+    control = Balancing(recorder, balancer, duration)
+    engine.apply(control.start(engine.now()))
+    sim = engine.sim
     for at, move in moves:
-        sim.apply(move, at=at)
+        sim.apply(Decisions(0, moves=[move]), at=at)
+    loop.run(engine, control, window_s=period, until=duration, start=False)
     sim.run(duration, drain=drain)
     job = next(iter(sim.metrics.lat))
     latency = np.frombuffer(sim.metrics.lat[job], dtype=float).copy()

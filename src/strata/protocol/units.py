@@ -104,7 +104,7 @@ class TurnPolicy(DispatchPolicy, Protocol):
 
     In an actor runtime (Orleans, which Cameo runs on) an operator instance is
     an activation that processes one message at a time. With
-    ``Simulation(actor_turns=True)`` the engine calls ``hold(pe, instance)``
+    ``SimOptions(actor_turns=True)`` the engine calls ``hold(pe, instance)``
     when a message of the instance starts on a core and ``free(pe, instance,
     now)`` when it completes (after ``completed``); in between, ``pop`` must
     not return a message of that instance. The policy keeps every queued

@@ -1,9 +1,9 @@
-"""What a periodic controller sees and what it may return (DESIGN.md, "observe()/apply()").
+"""What an engine measures over one control window, as plain data (DESIGN.md, "observe()/apply()").
 
-The engine builds an :class:`WindowStats` every ``period`` seconds for each
-controller registered with ``Simulation.every``; the callback returns
-:class:`Actions` (or just a list of :class:`~strata.protocol.units.Move`, or None).
-The engine only enforces what comes back.
+Every engine turns the window since its previous observation into a
+:class:`WindowStats` (inside :class:`~strata.protocol.engine.Observation`);
+policies read it and answer with :class:`~strata.protocol.engine.Decisions`,
+which the engine only enforces (:func:`strata.control.loop.run`).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from strata.protocol.units import KeyGroupLoad, Move
+from strata.protocol.units import KeyGroupLoad
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,26 +67,3 @@ class WindowStats:
     migrating: tuple[tuple[str, int], ...]  # (PE, key group) moves in progress or queued
     dropped: Mapping[str, int]  # reason → records dropped so far
     latency_so_far: Mapping[str, LatencySoFar] = field(default_factory=dict)  # job → since t = 0
-
-
-@dataclass
-class Actions:
-    """Decisions for the engine to enforce.
-
-    ``rate_limits``: source PE → records/s (None lifts the limit); over-limit
-    records are dropped (``limit_mode='drop'``, counted as ``shed``) or deferred
-    (``'defer'``: admitted later at the limited rate, keeping their event time,
-    counted as ``deferred``). ``placement``: a new placement for the PEs it
-    names, in any form :mod:`strata.sim.placement` accepts, keeping their
-    instance counts; moved instances pause, ship their state and resume on
-    their new node (:meth:`strata.sim.migration.Migrations.relocate`).
-    ``instances``: PE → a larger instance count (scale-out; applied before
-    ``moves`` and ``placement``, so those may name the new instances;
-    :mod:`strata.sim.scaling`).
-    """
-
-    moves: list[Move] = field(default_factory=list)
-    placement: Mapping | None = None
-    rate_limits: Mapping[str, float | None] = field(default_factory=dict)
-    limit_mode: str = "drop"
-    instances: Mapping[str, int] = field(default_factory=dict)

@@ -1,8 +1,8 @@
 """The simulator as an :class:`~strata.protocol.engine.Engine`: observe and enforce, nothing decided here.
 
 Everything goes through the simulator's public API (``Simulation.apply``
-with :class:`~strata.protocol.window.Actions`, ``Simulation.every``, the
-``DispatchPolicy`` hook); this adapter adds what the hierarchy needs on top:
+with :class:`~strata.protocol.engine.Decisions`, :mod:`strata.sim.observation`,
+the ``DispatchPolicy`` hook); this adapter adds what the hierarchy needs on top:
 
 - **switching the dispatch strategy** between units of work: every node runs
   a :class:`SwitchableDispatch` that, when the strategy changes, re-files the
@@ -10,7 +10,7 @@ with :class:`~strata.protocol.window.Actions`, ``Simulation.every``, the
   running is never touched (Cameo's dispatch is non-preemptive), so a switch
   happens between units;
 - **re-placement** of instances (after a node loss, or when L0 moves them):
-  ``Actions(placement=…)`` — the simulator pauses a moved instance, ships its
+  ``Decisions(placement=…)`` — the simulator pauses a moved instance, ships its
   state once nothing of it runs or waits at the old node, and resumes it on
   the new node with everything it held (exactly once). Each node's policy is
   built over every PE of the run, since an instance may be relocated to any node;
@@ -34,9 +34,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
 from strata.model import Scenario, joined_graph
-from strata.protocol.engine import Decisions, Observation, Placement
+from strata.protocol.engine import Decisions, Observation
 from strata.protocol.units import DispatchFactory, DispatchPolicy, Message, NodeView
-from strata.sim import Actions, Simulation
+from strata.sim.assignment import decided
+from strata.sim.kernel import Simulation
+from strata.sim.observation import snapshot, window
+from strata.sim.options import SimOptions
 
 
 @dataclass
@@ -97,44 +100,43 @@ DispatchMaker = Callable[[str, Mapping[str, str]], DispatchFactory]
 class SimEngine:
     """``strata.sim`` behind the Engine protocol; the simulation is built from the first decisions applied.
 
-    ``SimEngine(scenario, dispatch=maker, seed=1, **simulation_kwargs)``, then
+    ``SimEngine(scenario, SimOptions(...), dispatch=maker)``, then
     :func:`strata.control.loop.run` (start → apply; every window: advance,
     observe, step, apply). ``progress(now, events)`` is called about once per
-    simulated second while time advances (events: heap events run so far). Without ``dispatch`` (or with first decisions
-    that name no strategy) every node runs the simulator's FIFO.
+    simulated second while time advances (events: heap events run so far). Without ``dispatch`` (or with first
+    decisions that name no strategy) every node runs ``options.dispatch`` (default: the simulator's FIFO). The first
+    decisions' admitted templates and placement, when given, replace ``options.templates`` and ``options.placement``.
     """
 
     def __init__(
         self,
         scenario: Scenario,
+        options: SimOptions | None = None,
         *,
         dispatch: DispatchMaker | None = None,
-        seed: int = 1,
         progress: Callable[[float, int], None] | None = None,
-        **simulation: object,
     ) -> None:
         self.scenario = scenario
-        self.seed = seed
+        self.options = options or SimOptions()
         self.progress = progress
         self._make_dispatch = dispatch
-        self._simulation = simulation
         self.sim: Simulation | None = None
         self.choice: DispatchChoice | None = None
         self.templates: dict[str, str] = {}
         self.stopped: set[str] = set()
         self.unsupported: list[str] = []
         self.switches: list[tuple[float, str]] = []  # (time, strategy) of every dispatch switch
-        self._instances: dict[str, int] = {}
         self._sources: dict[str, list[str]] = {}
         self._snap: dict | None = None
         self._start = 0.0
 
     def _build(self, first: Decisions) -> None:
         scenario = self.scenario
+        options = self.options
         admitted = first.admitted if first.admitted is not None else {j.id: j.templates[0].name for j in scenario.jobs}
         graph = joined_graph(scenario, admitted)
         every_pe = tuple(graph)
-        policy = None
+        policy = options.dispatch
         if first.dispatch is not None and self._make_dispatch is not None:
             make, choice = self._make_dispatch, DispatchChoice(first.dispatch)
             self.choice = choice
@@ -144,17 +146,14 @@ class SimEngine:
                 # every PE keeps a moved PE's window semantics (Cameo's frontier) wherever it lands.
                 return SwitchableDispatch(replace(view, pes=every_pe), choice, lambda name: make(name, admitted))
 
-        simulation = dict(self._simulation)
-        if first.placement is not None:
-            simulation["placement"] = _actions_placement(first.placement)
-        self.sim = Simulation(scenario, seed=self.seed, templates=admitted, dispatch=policy, **simulation)  # type: ignore[arg-type]
+        placement = decided(first.placement) if first.placement is not None else options.placement
+        self.sim = Simulation(scenario, replace(options, templates=admitted, dispatch=policy, placement=placement))
         self.templates = dict(admitted)
-        self._instances = {pe.name: len(pe.instances) for pe in self.sim.pes.values()}
         self._sources = {
             job: [pe for pe in graph if graph.nodes[pe]["job"] == job and graph.nodes[pe]["op"].source is not None]
             for job in admitted
         }
-        self._snap, self._start = self.sim.snapshot(), self.sim.now
+        self._snap, self._start = snapshot(self.sim), self.sim.now
 
     # ------------------------------------------------------------------ Engine protocol
 
@@ -173,8 +172,8 @@ class SimEngine:
         """The window since the last observation, plus nodes down and the strategy in force."""
         if self.sim is None:
             raise RuntimeError("observe() before the first decisions were applied")
-        w = self.sim.observe(self._snap, self._start)
-        self._snap, self._start = self.sim.snapshot(), self.sim.now
+        w = window(self.sim, self._snap, self._start)
+        self._snap, self._start = snapshot(self.sim), self.sim.now
         records = sum(i.records for i in w.instances)
         down = frozenset(n.name for n in self.sim.nodes if not n.up)
         strategy = self.choice.name if self.choice is not None else None
@@ -199,29 +198,18 @@ class SimEngine:
                 stop = job not in decisions.admitted
                 if stop != (job in self.stopped):
                     # A stopped query reads nothing: its sources drop, whatever mode the other limits use.
-                    self.sim.apply(
-                        Actions(rate_limits={pe: 0.0 if stop else None for pe in self._sources[job]}, limit_mode="drop")
-                    )
+                    limits_now = {pe: 0.0 if stop else None for pe in self._sources[job]}
+                    self.sim.apply(Decisions(decisions.epoch, rate_limits=limits_now, limit_mode="drop"))
                     (self.stopped.add if stop else self.stopped.discard)(job)
         # a stopped job's sources stay at 0 whatever pacing says
         limits = {pe: r for pe, r in limits.items() if not any(pe in self._sources[j] for j in self.stopped)}
-        placement = None
-        if decisions.placement:
-            for pe, insts in decisions.placement.items():
-                if pe not in self._instances:
-                    raise ValueError(f"placement[{pe!r}]: expected a PE the simulation runs")
-                if len(insts) != self._instances[pe]:
-                    raise ValueError(
-                        f"placement[{pe!r}]: the simulator cannot change instance counts at runtime "
-                        f"({self._instances[pe]} instances, {len(insts)} given)"
-                    )
-            placement = _actions_placement(decisions.placement)
-        if limits or decisions.moves or placement:
+        if limits or decisions.moves or decisions.placement:
             self.sim.apply(
-                Actions(moves=list(decisions.moves), placement=placement, rate_limits=limits, limit_mode=mode)
+                Decisions(
+                    decisions.epoch,
+                    placement=decisions.placement,
+                    rate_limits=limits,
+                    limit_mode=mode,
+                    moves=list(decisions.moves),
+                )
             )
-
-
-def _actions_placement(placement: Placement) -> dict[str, list]:
-    """The controller's placement as ``Actions(placement=…)`` takes it: a PE given no cpu runs with no share."""
-    return {pe: [(n, c) if c > 0 else n for n, c in insts] for pe, insts in placement.items()}

@@ -2,7 +2,7 @@
 
 ``FifoDispatch`` runs a node's messages in arrival order on any idle core;
 ``TurnFifoDispatch`` is the same runtime's default scheduler when each
-operator instance runs one message at a time (``Simulation(actor_turns=True)``).
+operator instance runs one message at a time (``SimOptions(actor_turns=True)``).
 """
 
 from __future__ import annotations
@@ -147,5 +147,5 @@ class TurnFifoDispatch:
 
 
 def turn_fifo(view: NodeView) -> TurnPolicy:
-    """The default :data:`~strata.protocol.units.DispatchFactory` with ``Simulation(actor_turns=True)``."""
+    """The default :data:`~strata.protocol.units.DispatchFactory` with ``SimOptions(actor_turns=True)``."""
     return TurnFifoDispatch(view)

@@ -48,10 +48,10 @@ import pandas as pd
 from strata.model import importance
 from strata.protocol.units import Kind
 from strata.protocol.window import LatencySoFar
+from strata.sim.kernel_api import Kernel
 from strata.sim.runtime import EV_DELIVER, SINK
 
 if TYPE_CHECKING:
-    from strata.sim.engine import Simulation
     from strata.sim.runtime import PeRt
 
 MAX_BINS = 4096  # per-bin series; beyond, bins merge pairwise (bin_s doubles)
@@ -75,7 +75,7 @@ def _hist_value(k: np.ndarray) -> np.ndarray:
 class Metrics:
     """Counters the engine feeds while it runs, and the tables built from them."""
 
-    def __init__(self, sim: Simulation) -> None:
+    def __init__(self, sim: Kernel) -> None:
         self.sim = sim
         self.bin_s = sim.bin_s
         jobs = sorted({pe.job for pe in sim.pes.values()})

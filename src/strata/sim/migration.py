@@ -63,16 +63,13 @@ import math
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from strata.protocol.units import MIGRATION_MODES as MODES
 from strata.protocol.units import Kind, Message, Move
-from strata.sim.placement import resolve_placement
+from strata.sim.assignment import resolve_placement
+from strata.sim.kernel_api import Kernel
 from strata.sim.runtime import WINDOW, Channel, InstanceRt, NodeRt, PeRt
 from strata.sim.semantics import window_due
-
-if TYPE_CHECKING:
-    from strata.sim.engine import Simulation
 
 ENTRY_BYTES = 64.0
 
@@ -120,7 +117,7 @@ class Relocation:
 class Migrations:
     """Carries out moves for one simulation; decides nothing."""
 
-    def __init__(self, sim: Simulation) -> None:
+    def __init__(self, sim: Kernel) -> None:
         self.sim = sim
         self.active: dict[tuple[str, int], Migration] = {}
         self.waiting: dict[tuple[str, int], deque[Move]] = {}

@@ -1,4 +1,4 @@
-"""Failure recovery with no record lost: ``Simulation(recovery="replay", checkpoint_interval=…)``.
+"""Failure recovery with no record lost: ``SimOptions(recovery="replay", checkpoint_interval=…)``.
 
 Upstream backup with periodic checkpoints and de-duplication at the receiver
 (Hwang et al., "High-availability algorithms for distributed stream
@@ -31,7 +31,7 @@ processing", ICDE 2005; MillWheel's record ids, VLDB 2013):
   node's instances is counted ``rolled_back``; each instance is restored at
   once from its last checkpoint on the live node hosting the fewest instances
   (ties: cluster order; a controller may move it later with
-  ``Actions(placement=…)``), keeping only the key groups it owns (or is still
+  ``Decisions(placement=…)``), keeping only the key groups it owns (or is still
   to ship to a migration's new owner); then every retained message addressed
   to it is sent again from its sender (``replayed``), to the group's current
   owner if the group has moved on; then AutoFlow markers of moves it had not
@@ -39,7 +39,7 @@ processing", ICDE 2005; MillWheel's record ids, VLDB 2013):
   watermark, behind the replayed records. Outputs it computes again are
   duplicates downstream. State already shipped by a migration arrives even if
   its sender failed (shipped state is durable). An instance relocating
-  (``Actions(placement=…)``) to the failed node stays where it was.
+  (``Decisions(placement=…)``) to the failed node stays where it was.
 
 Result: sinks hold every record's effect exactly once (tested against
 :mod:`strata.sim.reference`), ``dropped`` stays 0 and conservation holds with
@@ -56,11 +56,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from strata.protocol.units import Kind, Message
+from strata.sim.kernel_api import Kernel
 from strata.sim.migration import Migration
 from strata.sim.runtime import EV_CHECKPOINT, EV_DELIVER, SINK, SOURCE, WINDOW
 
 if TYPE_CHECKING:
-    from strata.sim.engine import Simulation
     from strata.sim.runtime import InstanceRt, NodeRt, PeRt
 
 SENDER_BITS = 20
@@ -101,7 +101,7 @@ class Restore:
 class Recovery:
     """Retention, checkpoints, de-duplication and restores for one simulation; decides nothing but the default node."""
 
-    def __init__(self, sim: Simulation, interval: float) -> None:
+    def __init__(self, sim: Kernel, interval: float) -> None:
         if interval <= 0:
             raise ValueError(f"checkpoint_interval: expected seconds > 0; found {interval}")
         if len(sim.instances) >= GENERATOR:

@@ -1,7 +1,7 @@
 """Offline recomputation of what the sinks should hold, for exactly-once checks.
 
 Runs the same per-record semantics (:mod:`strata.sim.semantics`) over the
-generated input (``Simulation(record_inputs=True)``) in topological order,
+generated input (``SimOptions(record_inputs=True)``) in topological order,
 without time, queues or routing. After ``sim.run(T, drain=…)`` has finished
 every record (nothing in flight, no drops, no late window contributions),
 ``sim.metrics.sink_totals()`` must equal :func:`sink_totals` of the same
@@ -17,7 +17,7 @@ from strata.sim.runtime import KEYED, PASS, SINK, SOURCE, WINDOW
 from strata.sim.semantics import accumulate, aggregate, outputs, window_starts, window_uid
 
 if TYPE_CHECKING:
-    from strata.sim.engine import Simulation
+    from strata.sim.kernel import Simulation
 
 Record = tuple[int, int, float, int, float]  # uid, key, value, records, event time
 
@@ -25,7 +25,7 @@ Record = tuple[int, int, float, int, float]  # uid, key, value, records, event t
 def sink_totals(sim: Simulation) -> dict[str, dict[int, tuple[float, float]]]:
     """Sink PE → key → (records, Σ value) as a loss-free, duplicate-free run must deliver."""
     if not sim.record_inputs:
-        raise ValueError("reference.sink_totals needs Simulation(record_inputs=True)")
+        raise ValueError("reference.sink_totals needs SimOptions(record_inputs=True)")
     incoming: dict[str, list[Record]] = {pe: [] for pe in sim.order}
     for pe, uid, t, key, value, records in sim.inputs:
         incoming[pe].append((uid, key, value, records, t))

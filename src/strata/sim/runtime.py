@@ -20,14 +20,13 @@ SOURCE, PASS, KEYED, WINDOW, SINK, DUPLICATE = range(6)
     EV_DELIVER,
     EV_DONE,
     EV_TICK,
-    EV_CONTROL,
     EV_STATE,
     EV_FAIL,
     EV_RECOVER,
     EV_ACTION,
     EV_THROTTLE,
     EV_CHECKPOINT,
-) = range(11)
+) = range(10)
 
 
 class NodeRt:

@@ -1,4 +1,4 @@
-"""The discrete-event engine: a heap of timed events over nodes, NICs and operator instances.
+"""The simulator's event kernel: a heap of timed events over nodes, NICs and operator instances.
 
 Model (issue 4; DESIGN.md "How each level maps onto the simulator"):
 
@@ -30,34 +30,36 @@ Model (issue 4; DESIGN.md "How each level maps onto the simulator"):
   newest source record contributing to it (for a window result, the newest
   record in the window).
 
-The engine decides nothing: dispatch, routing changes, placement and rate
-limits come from the plugged-in objects and controllers.
+The kernel decides nothing: dispatch comes from the plugged-in policies, and
+key-group moves, placement and rate limits arrive as
+:class:`~strata.protocol.engine.Decisions` (:meth:`Simulation.apply`), from a
+script or from the control loop through the engine adapter
+(:mod:`strata.sim.adapter`). The world it runs is built by
+:mod:`strata.sim.world`; its submodules (metrics, migration, recovery,
+scaling) reach it through :class:`strata.sim.kernel_api.Kernel`.
 """
 
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from pathlib import Path
+from collections.abc import Callable, Iterable, Sequence
 
-import networkx as nx
 import numpy as np
 
-from strata.model import OperatorKind, Scenario, joined_graph, topological_order
-from strata.model.traffic import ROUTE_SLOTS, apportion, key_group_owners, runs, transport
-from strata.protocol.units import DispatchFactory, KeyGroupLoad, Kind, Message, Move, NodeView, TurnPolicy
-from strata.protocol.window import Actions, InstanceLoad, LatencyStats, WindowStats
-from strata.sim import scaling
+from strata.model import Scenario
+from strata.protocol.engine import Decisions
+from strata.protocol.units import DispatchFactory, Kind, Message
+from strata.sim.assignment import decided
 from strata.sim.fifo import fifo, turn_fifo
 from strata.sim.metrics import Metrics
 from strata.sim.migration import Migrations
-from strata.sim.placement import resolve_placement
+from strata.sim.options import SimOptions
 from strata.sim.recovery import Recovery
+from strata.sim.routing import reroute
 from strata.sim.runtime import (
     DUPLICATE,
     EV_ACTION,
     EV_CHECKPOINT,
-    EV_CONTROL,
     EV_DELIVER,
     EV_DONE,
     EV_FAIL,
@@ -77,6 +79,7 @@ from strata.sim.runtime import (
     PeRt,
     RackRt,
 )
+from strata.sim.scaling import grown, scale_out
 from strata.sim.semantics import (
     accumulate,
     aggregate,
@@ -87,221 +90,62 @@ from strata.sim.semantics import (
     window_starts,
     window_uid,
 )
-from strata.sim.workload import SourceStream
+from strata.sim.world import build
 
 SHARE_BURST = 0.01  # seconds of cpu an instance may run ahead of its share
-_CODES = {
-    OperatorKind.SOURCE: SOURCE,
-    OperatorKind.FILTER: PASS,
-    OperatorKind.MAP: PASS,
-    OperatorKind.JOIN: KEYED,
-    OperatorKind.KEYED_STATEFUL: KEYED,
-    OperatorKind.WINDOW_AGGREGATE: WINDOW,
-    OperatorKind.SINK: SINK,
-}
 CONTROL_BYTES = 64.0
 _DATA = Kind.DATA
 _INF = float("inf")
-
-Controller = Callable[[WindowStats], "Actions | Iterable[Move] | Move | None"]
 
 
 class Simulation:
     """A cluster running a scenario's jobs message by message (see :mod:`strata.sim` for the API)."""
 
-    def __init__(
-        self,
-        scenario: Scenario,
-        *,
-        seed: int = 1,
-        dispatch: DispatchFactory | None = None,
-        placement: Mapping | None = None,
-        controllers: Iterable[tuple[float, Controller]] = (),
-        templates: Mapping[str, str] | None = None,
-        batch: int = 1,
-        service: str | Mapping[str, str] = "deterministic",
-        network_latency: float = 5e-4,
-        rack_latency: float = 0.0,
-        watermark_interval: float = 0.2,
-        bin_s: float = 1.0,
-        failures: Iterable[tuple[str, float, float | None]] = (),
-        record_inputs: bool = False,
-        base_dir: Path | None = None,
-        enforce_shares: bool = False,
-        fire_cost: Mapping[str, float] | None = None,
-        recovery: str | None = None,
-        checkpoint_interval: float = 5.0,
-        actor_turns: bool = False,
-        routing: str = "round-robin",
-        shed_after_s: float | None = None,
-        rate_limits: Mapping[str, float | None] | None = None,
-        borrow_idle: bool = False,
-    ) -> None:
-        if batch < 1:
-            raise ValueError(f"batch: expected records per source message ≥ 1; found {batch}")
-        if network_latency < 0 or rack_latency < 0 or watermark_interval <= 0 or bin_s <= 0:
-            raise ValueError("network_latency and rack_latency must be ≥ 0; watermark_interval and bin_s > 0")
+    def __init__(self, scenario: Scenario, options: SimOptions | None = None) -> None:
+        options = options or SimOptions()
         self.scenario = scenario
-        self.seed = seed
-        self.batch = batch
-        self.latency = network_latency
-        self.rack_latency = rack_latency
-        self.wm_interval = watermark_interval
-        self.bin_s = bin_s
-        self._inv_bin = 1.0 / bin_s
-        self.record_inputs = record_inputs
-        self.enforce_shares = enforce_shares
-        if shed_after_s is not None and (not enforce_shares or shed_after_s < 0):
-            raise ValueError("shed_after_s: expected seconds ≥ 0, with enforce_shares")
-        # SODA §3's PE processes what its cpu buys and no more: an instance held to its share whose backlog over
-        # the share exceeds this many seconds drops what arrives (``dropped["overflow"]``), as a PE with a bounded
-        # input buffer does; None: it queues without bound. A PE downstream of a window aggregate buffers that
-        # much more than the window's slide: the window emits a slide's results at once (its burst), which a
-        # PE given the cpu for their mean rate takes the slide to process.
-        self.shed_after_s = shed_after_s
-        if borrow_idle and (not enforce_shares or dispatch is not None or actor_turns):
-            raise ValueError("borrow_idle: expected enforce_shares with the default FIFO dispatch (no actor turns)")
+        self.seed = options.seed
+        self.batch = options.batch
+        self.latency = options.network_latency
+        self.rack_latency = options.rack_latency
+        self.wm_interval = options.watermark_interval
+        self.bin_s = options.bin_s
+        self._inv_bin = 1.0 / options.bin_s
+        self.record_inputs = options.record_inputs
+        self.enforce_shares = options.enforce_shares
         # Shares as guarantees rather than caps (Linux CFS weights, not a cpu quota): a core that would idle runs
         # the oldest message an instance holds back over its share, uncharged, so the plan's work runs first and
         # work beyond it only on cores the plan leaves idle.
-        self.borrow_idle = borrow_idle
-        self.fire_cost = dict(fire_cost or {})
-        if recovery not in (None, "replay"):
-            raise ValueError(f"recovery: expected None or 'replay'; found {recovery!r}")
-        if recovery and self.fire_cost:
-            # A result computed by a queued unit of work after its window left the state has no checkpoint to return to.
-            raise ValueError("recovery='replay' does not support fire_cost")
-        self.actor_turns = actor_turns
-        if routing not in ("round-robin", "local"):
-            raise ValueError(f"routing: expected 'round-robin' or 'local'; found {routing!r}")
-        self.routing = routing
-        self.factory: DispatchFactory = dispatch or (turn_fifo if actor_turns else fifo)
-        self.graph = graph = joined_graph(scenario, templates)
-        self.order = order = topological_order(graph)
+        self.borrow_idle = options.borrow_idle
+        self.fire_cost = dict(options.fire_cost)
+        self.actor_turns = options.actor_turns
+        self.routing = options.routing
+        self.factory: DispatchFactory = options.dispatch or (turn_fifo if options.actor_turns else fifo)
+        world = build(scenario, options, self.factory)
+        self.graph, self.order, self.pes = world.graph, world.order, world.pes
+        self.nodes, self.node_by_name, self.instances = world.nodes, world.node_by_name, world.instances
+        self._no_cpu = world.no_cpu
+        self._instances_of = {name: pe.instances for name, pe in self.pes.items()}
         self.now = 0.0
         self._seq = 0
         self._heap: list[tuple] = []
-        self._svc_rng = np.random.default_rng([seed, 0x5E41CE])
+        self._svc_rng = np.random.default_rng([options.seed, 0x5E41CE])
         self._exp: list[float] = []
         self.events = 0
         self.inputs: list[tuple[str, int, float, int, int, int]] = []  # (pe, uid, t, key, value, records)
-
-        cluster_nodes = scenario.cluster.all_nodes
-        counts = {pe: graph.nodes[pe]["op"].instances for pe in order}
-        assign = resolve_placement(placement, order, counts, [n.name for n in cluster_nodes])
-        # A PE the placement gives no cpu at all (a plan's PE with cpu 0 on every node) is not run, as in the
-        # plan's rate model (SODA §3: a PE processes what its cpu buys): nothing is sent to it (counted as
-        # ``dropped["no_cpu"]``), a source generates nothing, watermarks still pass. Sinks need no cpu and run.
-        self._no_cpu: frozenset[str] = frozenset(
-            pe
-            for pe, v in (placement or {}).items()
-            if isinstance(v, Mapping) and v and pe in graph and not runs(graph.nodes[pe]["op"], sum(v.values()))
-        )
-        self.pes: dict[str, PeRt] = {}
-        for i, pe in enumerate(order):
-            job = graph.nodes[pe]["job"]
-            op = graph.nodes[pe]["op"]
-            rt = PeRt(pe, job, op, i, _CODES[op.kind], scenario.job[job].target_latency_s)
-            if op.kind is OperatorKind.SOURCE:
-                rt.stream = SourceStream(op.source, seed, i, batch, base_dir)
-            self.pes[pe] = rt
-        for pe, rt in self.pes.items():
-            rt.exp = (service if isinstance(service, str) else service.get(pe, "deterministic")) == "exponential"
-            if shed_after_s is not None:
-                slides = [self.pes[w].slide for w in nx.ancestors(graph, pe) if self.pes[w].slide > 0]
-                rt.buffer = shed_after_s + max(slides, default=0.0)
-        bad = {
-            s
-            for s in ([service] if isinstance(service, str) else service.values())
-            if s not in ("deterministic", "exponential")
-        }
-        if bad:
-            raise ValueError(f"service: expected 'deterministic' or 'exponential'; found {sorted(bad)}")
-        for u, v, data in graph.edges(data=True):
-            self.pes[u].down.append((self.pes[v], data["stream"].bytes_per_record))
-        windows = [pe for pe in order if self.pes[pe].code == WINDOW]
-        need = set(windows).union(*(nx.ancestors(graph, w) for w in windows)) if windows else set()
-        for pe in need:
-            self.pes[pe].needs_wm = True
-        for pe, c in self.fire_cost.items():
-            if pe not in windows or c < 0:
-                raise ValueError(f"fire_cost[{pe!r}]: expected a window PE and core-seconds per record ≥ 0")
-            if any(d in windows for d in nx.descendants(graph, pe)):
-                # Its results would be computed after the watermark it forwards: a window downstream could fire early.
-                raise ValueError(f"fire_cost[{pe!r}]: not supported with a window downstream")
-
-        node_pes: dict[str, list[str]] = {n.name: [] for n in cluster_nodes}
-        node_share: dict[str, dict[str, float]] = {n.name: {} for n in cluster_nodes}
-        for pe in order:
-            for node, share in assign[pe]:
-                if pe not in node_pes[node]:
-                    node_pes[node].append(pe)
-                if share is not None:
-                    node_share[node][pe] = node_share[node].get(pe, 0.0) + share
-        # Every PE and job, not only the node's: instances may be relocated here later.
-        downstream = {pe: tuple(graph.successors(pe)) for pe in order}
-        costs = {pe: self.pes[pe].cost for pe in order}
-        targets = {j.id: j.target_latency_s for j in scenario.jobs if any(self.pes[p].job == j.id for p in order)}
-        self.nodes: list[NodeRt] = []
-        racks = {r.name: RackRt(r.name, r.uplink) for r in scenario.cluster.racks}
-        self.node_by_name: dict[str, NodeRt] = {}
-        for k, n in enumerate(cluster_nodes):
-            view = NodeView(
-                name=n.name,
-                cores=max(1, round(n.cores)),
-                pes=tuple(node_pes[n.name]),
-                target_latency=targets,
-                weight=dict.fromkeys(targets, 1.0),
-                downstream=downstream,
-                cost_per_record=costs,
-                share=node_share[n.name],
-            )
-            policy = self.factory(view)
-            if actor_turns and not isinstance(policy, TurnPolicy):
-                # Without hold/free the policy could hand a second core a message of a running instance.
-                raise ValueError(
-                    f"actor_turns: the dispatch policy {type(policy).__name__} has no hold/free "
-                    "(strata.protocol.units.TurnPolicy); FIFO under turns is strata.sim.turn_fifo"
-                )
-            rt = NodeRt(n.name, k, view.cores, n.nic, view, policy)
-            if n.rack is not None:
-                rt.rack = racks[n.rack]
-            self.nodes.append(rt)
-            self.node_by_name[n.name] = rt
-        self.instances: list[InstanceRt] = []
-        for pe in order:
-            rt = self.pes[pe]
-            for j, (node, share) in enumerate(assign[pe]):
-                inst = InstanceRt(len(self.instances), rt, j, self.node_by_name[node], share)
-                inst.rr = [0] * len(rt.down)
-                rt.instances.append(inst)
-                self.instances.append(inst)
-            if rt.keyed:
-                rt.route[:] = [g % len(rt.instances) for g in range(rt.groups)]
-        if routing == "local":
-            for rt in self.pes.values():
-                if rt.keyed:
-                    rt.route[:] = key_group_owners(rt.groups, _weights(rt))
-        for rt in self.pes.values():
-            rt.outs = [
-                (d, bpr, d.keyed, d.groups, d.route, d.instances, d.code == WINDOW, d.name in self._no_cpu)
-                for d, bpr in rt.down
-            ]
-        for pe in order:
-            rt = self.pes[pe]
-            rt.upstream = [i for u in graph.predecessors(pe) for i in self.pes[u].instances]
-            if rt.needs_wm:
-                ups = [-1] if rt.code == SOURCE else [i.gid for i in rt.upstream]
-                for inst in rt.instances:
-                    inst.wm_in = dict.fromkeys(ups, -_INF)
-        self._instances_of = {name: pe.instances for name, pe in self.pes.items()}
-        if routing == "local":
-            self.reroute()
+        self.recovery: Recovery | None = None  # set below: the start's routing tables are built without it
+        self.reroute()
         self.metrics = Metrics(self)
         self.migrations = Migrations(self)
-        self._controllers: list[dict] = []
-        for period, callback in controllers:
-            self.every(period, callback)
+        self._schedule_start(options.failures)
+        self._gen_stop = _INF
+        if options.recovery:
+            self.recovery = Recovery(self, options.checkpoint_interval)
+        if options.rate_limits:  # from the start, e.g. a plan's source rates (strata simulate --plan)
+            self.apply(Decisions(0, rate_limits=dict(options.rate_limits), limit_mode="drop"))
+
+    def _schedule_start(self, failures: Iterable[tuple[str, float, float | None]]) -> None:
+        """The first events: each source's first record and watermark tick, and the failures to come."""
         for pe in self.pes.values():
             if pe.stream is not None:
                 t = pe.stream.next_time() if pe.name not in self._no_cpu else None
@@ -316,10 +160,6 @@ class Simulation:
             self.schedule(down_at, EV_FAIL, self.node_by_name[node], None)
             if up_at is not None:
                 self.schedule(up_at, EV_RECOVER, self.node_by_name[node], None)
-        self._gen_stop = _INF
-        self.recovery: Recovery | None = Recovery(self, checkpoint_interval) if recovery else None
-        if rate_limits:  # from the start, e.g. a plan's source rates (strata simulate --plan)
-            self.apply(Actions(rate_limits=dict(rate_limits), limit_mode="drop"))
 
     # ------------------------------------------------------------------ public API
 
@@ -329,65 +169,34 @@ class Simulation:
         Called at start and after instances move or are added (not under recovery="replay"). Key-group
         ownership is not re-apportioned (controllers move key groups themselves).
         """
-        if self.routing != "local" or getattr(self, "recovery", None) is not None:
+        if self.routing != "local" or self.recovery is not None:
             # recovery="replay" routes by record id through the tables: they stay fixed, so a record
             # computed again after a restore reaches the instance that de-duplicates it.
             return
-        for pe in self.pes.values():
-            if pe.stream is not None:
-                pe.gen = _table(dict(enumerate(_weights(pe))))
-            sending = _sending(pe)
-            supply: dict[str, float] = {}
-            for inst, w in zip(pe.instances, sending, strict=True):
-                supply[inst.node.name] = supply.get(inst.node.name, 0.0) + w
-            by_node: dict[str, list] = {name: [] for name in supply}
-            for d, _ in pe.down:
-                w = _weights(d)
-                if d.keyed or len(d.instances) == 1:
-                    for tables in by_node.values():
-                        tables.append(None)
-                    continue
-                total = sum(w)
-                demand: dict[str, float] = {}
-                on: dict[str, list[int]] = {}
-                for k, inst in enumerate(d.instances):
-                    demand[inst.node.name] = demand.get(inst.node.name, 0.0) + w[k] / total
-                    on.setdefault(inst.node.name, []).append(k)
-                flow = transport(supply, demand)
-                for n, tables in by_node.items():
-                    dist: dict[int, float] = {}
-                    for m, ks in on.items():
-                        x = flow.get((n, m), 0.0)
-                        if x > 0:
-                            wm = sum(w[k] for k in ks)
-                            for k in ks:
-                                dist[k] = dist.get(k, 0.0) + x * w[k] / wm
-                    tables.append(_table(dist or dict(enumerate(w))))
-            for inst in pe.instances:
-                inst.routes = by_node.get(inst.node.name) if pe.down else None
-            for inst in pe.instances:
-                if inst.routes is None and pe.down:  # a sender with no share (e.g. owning no key group)
-                    inst.routes = next(iter(by_node.values()), None)
+        reroute(self.pes.values())
 
     def set_bin_width(self, bin_s: float) -> None:
         """Width of the time-series bins from now on (the metrics coarsen their bins to bound their memory)."""
         self.bin_s = bin_s
         self._inv_bin = 1.0 / bin_s
 
-    def every(self, period: float, callback: Controller) -> None:
-        """Call ``callback(observation)`` every ``period`` seconds of simulated time; enforce what it returns."""
-        if period <= 0:
-            raise ValueError(f"every: expected a period > 0 seconds; found {period}")
-        ctrl = {"period": period, "callback": callback, "start": self.now, "snap": self.snapshot()}
-        self._controllers.append(ctrl)
-        self.schedule(self.now + period, EV_CONTROL, ctrl, None)
+    def apply(self, decisions: Decisions, at: float | None = None) -> None:
+        """Enforce ``decisions`` now (or at sim time ``at``): key-group moves, placement, source rate limits.
 
-    def apply(self, actions: Actions | Iterable[Move] | Move | None, at: float | None = None) -> None:
-        """Enforce ``actions`` now (or at sim time ``at``): moves, placement, rate limits."""
+        ``placement`` gives, per PE it names, one ``(node, cpu cores)`` per instance (cpu 0: no share); a longer
+        list than the PE's instances adds instances there (scale-out, :mod:`strata.sim.scaling`), before the moves
+        and the relocations, so moves may name the new instances. ``rate_limits``: source PE → records/s (None
+        lifts the limit), over-limit records dropped (``limit_mode="drop"``, counted as ``shed``) or deferred
+        (``"defer"``: admitted later at the limited rate, keeping their event time, counted as ``deferred``).
+        Admission, cpu shares and the dispatch strategy are the engine adapter's (:mod:`strata.sim.adapter`).
+        """
+        for name in ("admitted", "cpu_share", "dispatch"):
+            if getattr(decisions, name) is not None:
+                raise ValueError(f"{name}: enforced by strata.sim.adapter.SimEngine, not by the simulation kernel")
         if at is not None and at > self.now:
-            self.schedule(at, EV_ACTION, actions, None)
+            self.schedule(at, EV_ACTION, decisions, None)
             return
-        self._apply(actions)
+        self._apply(decisions)
 
     def run(
         self, until: float, *, drain: float | None = None, progress: Callable[[float], None] | None = None
@@ -428,8 +237,6 @@ class Simulation:
                 gen(a, t)
             elif code == EV_TICK:
                 self._tick(a, t)
-            elif code == EV_CONTROL:
-                self._control(a, t)
             elif code == EV_STATE:
                 self.migrations.arrived(a, t)
                 if self.recovery is not None:
@@ -1110,147 +917,26 @@ class Simulation:
         node.up = True
         self.metrics.failures.append((node.name, node.failed_at, now))
 
-    # ---------------------------------------------------------- controllers
+    # ---------------------------------------------------------- decisions
 
-    def snapshot(self) -> dict:
-        """The counters :meth:`observe` measures a window against (opaque; pass it back unchanged)."""
-        return {
-            "kg": {pe.name: (list(pe.kg_busy), list(pe.kg_records)) for pe in self.pes.values() if pe.keyed},
-            "inst": [(i.busy, i.records) for i in self.instances],
-            "node": [n.busy for n in self.nodes],
-            "out": {pe.name: pe.done for pe in self.pes.values()},
-            "gen": {pe.name: pe.generated for pe in self.pes.values() if pe.stream is not None},
-            "lat": self.metrics.lat_cursor(),
-            "produced": {pe.name: pe.produced for pe in self.pes.values()},
-        }
-
-    def observe(self, since: dict, start: float) -> WindowStats:
-        """The world since snapshot ``since`` (taken at ``start``) as plain data."""
-        now = self.now
-        span = max(now - start, 1e-12)
-        kgs = []
-        for pe in self.pes.values():
-            if not pe.keyed:
-                continue
-            busy0, rec0 = since["kg"][pe.name]
-            sizes = self.migrations.state_sizes(pe)
-            for g in range(pe.groups):
-                kgs.append(
-                    KeyGroupLoad(
-                        pe.name, g, pe.route[g], pe.kg_records[g] - rec0[g], pe.kg_busy[g] - busy0[g], sizes[g]
-                    )
-                )
-        loads = []
-        for inst, (b0, r0) in zip(self.instances, since["inst"], strict=False):
-            pe = inst.pe
-            waiting = inst.queued + sum(m.records for m in inst.held) + sum(m.records for m in inst.throttled)
-            waiting += sum(m.records for buf in inst.incoming.values() for m in buf)
-            groups = sum(1 for r in pe.route if r == inst.index) if pe.keyed else 0
-            loads.append(
-                InstanceLoad(pe.name, inst.index, inst.node.name, inst.records - r0, inst.busy - b0, waiting, groups)
-            )
-        util = {n.name: (n.busy - b0) / (n.cores * span) for n, b0 in zip(self.nodes, since["node"], strict=False)}
-        latency = {}
-        for job, (lat, n) in self.metrics.lat_since(since["lat"]).items():
-            latency[job] = _stats(lat, n, self.scenario.job[job].target_latency_s)
-        return WindowStats(
-            now=now,
-            start=start,
-            key_groups=tuple(kgs),
-            instances=tuple(loads),
-            node_utilisation=util,
-            queue_lengths={n.name: len(n.policy) for n in self.nodes},
-            latency=latency,
-            rates={name: (pe.produced - since["produced"][name]) / span for name, pe in self.pes.items()},
-            ingest={pe: (self.pes[pe].generated - g0) / span for pe, g0 in since["gen"].items()},
-            routing={pe.name: tuple(pe.route) for pe in self.pes.values() if pe.keyed},
-            placement={pe.name: tuple(i.node.name for i in pe.instances) for pe in self.pes.values()},
-            migrating=self.migrations.pending(),
-            dropped=self.metrics.drop_totals(),
-            latency_so_far=self.metrics.latency_so_far(),
-        )
-
-    def _control(self, ctrl: dict, now: float) -> None:
-        obs = self.observe(ctrl["snap"], ctrl["start"])
-        ctrl["snap"] = self.snapshot()
-        ctrl["start"] = now
-        self._apply(ctrl["callback"](obs))
-        self.schedule(now + ctrl["period"], EV_CONTROL, ctrl, None)
-
-    def _apply(self, actions: Actions | Iterable[Move] | Move | None) -> None:
-        if actions is None:
-            return
-        if isinstance(actions, Move):
-            actions = Actions(moves=[actions])
-        elif not isinstance(actions, Actions):
-            actions = Actions(moves=list(actions))
-        if actions.limit_mode not in ("drop", "defer"):
-            raise ValueError(f"limit_mode: expected 'drop' or 'defer'; found {actions.limit_mode!r}")
-        for pe_name, limit in actions.rate_limits.items():  # all or nothing
+    def _apply(self, decisions: Decisions) -> None:
+        limits = decisions.rate_limits or {}
+        mode = decisions.limit_mode
+        if mode not in ("drop", "defer"):
+            raise ValueError(f"limit_mode: expected 'drop' or 'defer'; found {mode!r}")
+        for pe_name, limit in limits.items():  # all or nothing
             pe = self.pes.get(pe_name)
             if pe is None or pe.stream is None:
                 raise ValueError(f"rate_limits[{pe_name!r}]: expected a source PE 'job.operator'")
             if limit is not None and limit < 0:
                 raise ValueError(f"rate_limits[{pe_name!r}]: expected records/s ≥ 0 or None; found {limit}")
-        scaling.validate(self, dict(actions.instances))
-        for pe_name, limit in actions.rate_limits.items():
+        placement = decided(decisions.placement or {})
+        new = grown(self, decisions.placement or {})
+        for pe_name, limit in limits.items():
             self.pes[pe_name].limit = limit
-            self.pes[pe_name].limit_drop = actions.limit_mode == "drop"
-        spread = [m for pe_name, n in actions.instances.items() for m in scaling.scale_out(self, pe_name, n)]
-        if spread or actions.moves:
-            self.migrations.request(spread + list(actions.moves), self.now)
-        if actions.placement is not None:
-            self.migrations.relocate(actions.placement, self.now)
-
-
-def _weights(pe: PeRt) -> list[float]:
-    """Each instance's cpu share, or 1 each when any has none (routing="local")."""
-    shares = [i.share for i in pe.instances]
-    if all(s is not None and s > 0 for s in shares):
-        return shares  # type: ignore[return-value]
-    return [1.0] * len(shares)
-
-
-def _sending(pe: PeRt) -> list[float]:
-    """Share of ``pe``'s output each instance sends: its key groups' share if keyed, else its cpu share."""
-    if pe.keyed:
-        owned = [0] * len(pe.instances)
-        for owner in pe.route:
-            owned[owner] += 1
-        return [c / len(pe.route) for c in owned]
-    w = _weights(pe)
-    total = sum(w)
-    return [x / total for x in w]
-
-
-def _table(dist: Mapping[int, float]) -> list[int]:
-    """Weighted round-robin over ``dist`` (index → weight): ROUTE_SLOTS slots apportioned by weight, interleaved
-    (smooth weighted round-robin, so any run of slots is close to the weights)."""
-    keys = [k for k, w in dist.items() if w > 0] or list(dist)
-    counts = apportion(ROUTE_SLOTS, [dist[k] for k in keys])
-    if len(keys) == 1:
-        return [keys[0]]
-    current = [0] * len(keys)
-    out = []
-    for _ in range(ROUTE_SLOTS):
-        best = 0
-        for i, c in enumerate(counts):
-            current[i] += c
-            if current[i] > current[best]:
-                best = i
-        current[best] -= ROUTE_SLOTS
-        out.append(keys[best])
-    return out
-
-
-def _stats(lat: np.ndarray, n: np.ndarray, target: float) -> LatencyStats:
-    """Records-weighted latency percentiles of one job."""
-    order = np.argsort(lat, kind="stable")
-    lat, n = lat[order], n[order]
-    cum = np.cumsum(n)
-    total = int(cum[-1])
-
-    def q(p: float) -> float:
-        return float(lat[np.searchsorted(cum, p * total, side="left")])
-
-    return LatencyStats(total, q(0.5), q(0.95), q(0.99), float(lat[-1]), float(n[lat > target].sum()) / total)
+            self.pes[pe_name].limit_drop = mode == "drop"
+        spread = [m for pe_name, where in new.items() for m in scale_out(self, pe_name, where)]
+        if spread or decisions.moves:
+            self.migrations.request(spread + list(decisions.moves), self.now)
+        if placement:
+            self.migrations.relocate(placement, self.now)

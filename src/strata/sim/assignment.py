@@ -1,6 +1,7 @@
-"""Placement: which node runs each operator instance, and with what cpu share.
+"""Which node runs each operator instance, with what cpu share: a placement resolved to an instance assignment.
 
-Accepted forms (PE names are ``"job.operator"``), so a planner's Plan applies directly:
+(The planner's multi-resource placement, which decides it, is :mod:`strata.plan.placement`; this module only
+reads what was decided.) Accepted forms (PE names are ``"job.operator"``), so a planner's Plan applies directly:
 
 - ``{pe: [(node, share), ...]}`` or ``{pe: {node: share, ...}}`` — one instance
   per entry, on ``node`` with a cpu share in cores (SODA's fractional
@@ -18,8 +19,10 @@ order. Unknown PEs or nodes raise a ValueError naming the entry.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+
+from strata.protocol.engine import Placement
 
 Assignment = dict[str, list[tuple[str, float | None]]]
 
@@ -28,48 +31,20 @@ def resolve_placement(
     placement: Mapping | None, pes: Sequence[str], instances: Mapping[str, int], nodes: Sequence[str]
 ) -> Assignment:
     """PE → [(node, share or None)] per instance, in instance order."""
-    known_nodes = set(nodes)
     known_pes = set(pes)
+    node_of = _node_check(set(nodes))
     out: Assignment = {}
     singles: dict[str, dict[int, str]] = {}
-
-    def node_of(where: str, node: object) -> str:
-        if not isinstance(node, str) or node not in known_nodes:
-            raise ValueError(f"placement[{where}]: expected a node of the cluster; found {node!r}")
-        return node
-
     for raw_key, value in (placement or {}).items():
         if isinstance(raw_key, tuple) or (isinstance(raw_key, str) and "#" in raw_key):
-            pe, index = raw_key if isinstance(raw_key, tuple) else raw_key.rsplit("#", 1)
-            if pe not in known_pes:
-                raise ValueError(f"placement[{raw_key!r}]: expected a PE 'job.operator' of the scenario; found {pe!r}")
-            try:
-                i = int(index)
-            except ValueError:
-                raise ValueError(f"placement[{raw_key!r}]: expected an instance number after '#'") from None
+            pe, i = _instance_key(raw_key, known_pes)
             singles.setdefault(pe, {})[i] = node_of(repr(raw_key), value)
-            continue
-        if raw_key not in known_pes:
+        elif raw_key not in known_pes:
             raise ValueError(f"placement[{raw_key!r}]: expected a PE 'job.operator' of the scenario")
-        if isinstance(value, str):
+        elif isinstance(value, str):
             out[raw_key] = [(node_of(repr(raw_key), value), None)] * instances[raw_key]
-            continue
-        if isinstance(value, Mapping):
-            # A PE planned with no cpu (e.g. a sink) still runs: one instance, no share, on its first node.
-            value = [(node, share) for node, share in value.items() if share != 0] or list(value)[:1]
-        entries: list[tuple[str, float | None]] = []
-        for j, item in enumerate(value):
-            where = f"{raw_key!r}][{j}"
-            if isinstance(item, str):
-                entries.append((node_of(where, item), None))
-            else:
-                node, share = item
-                if not share > 0:
-                    raise ValueError(f"placement[{where}]: expected a positive cpu share; found {share!r}")
-                entries.append((node_of(where, node), float(share)))
-        if not entries:
-            raise ValueError(f"placement[{raw_key!r}]: expected at least one instance")
-        out[raw_key] = entries
+        else:
+            out[raw_key] = _entries(raw_key, value, node_of)
     for pe, by_index in singles.items():
         if pe in out:
             raise ValueError(f"placement: {pe!r} is placed both as a whole and per instance")
@@ -84,6 +59,54 @@ def resolve_placement(
             out[pe] = [(nodes[(turn + i) % len(nodes)], None) for i in range(instances[pe])]
             turn += instances[pe]
     return out
+
+
+def _node_check(known: set[str]) -> Callable[[str, object], str]:
+    """``node_of(where, node)``: ``node`` if the cluster has it, else a ValueError located at ``where``."""
+
+    def node_of(where: str, node: object) -> str:
+        if not isinstance(node, str) or node not in known:
+            raise ValueError(f"placement[{where}]: expected a node of the cluster; found {node!r}")
+        return node
+
+    return node_of
+
+
+def _instance_key(raw_key: tuple | str, known_pes: set[str]) -> tuple[str, int]:
+    """``(pe, i)`` or ``"pe#i"`` → (pe, i)."""
+    pe, index = raw_key if isinstance(raw_key, tuple) else raw_key.rsplit("#", 1)
+    if pe not in known_pes:
+        raise ValueError(f"placement[{raw_key!r}]: expected a PE 'job.operator' of the scenario; found {pe!r}")
+    try:
+        return pe, int(index)
+    except ValueError:
+        raise ValueError(f"placement[{raw_key!r}]: expected an instance number after '#'") from None
+
+
+def _entries(pe: str, value: object, node_of: Callable[[str, object], str]) -> list[tuple[str, float | None]]:
+    """One PE's instances from ``[(node, share), ...]``, ``{node: share}`` or ``[node, ...]``."""
+    if isinstance(value, Mapping):
+        # A PE planned with no cpu (e.g. a sink) still runs: one instance, no share, on its first node.
+        value = [(node, share) for node, share in value.items() if share != 0] or list(value)[:1]
+    entries: list[tuple[str, float | None]] = []
+    for j, item in enumerate(value):
+        where = f"{pe!r}][{j}"
+        if isinstance(item, str):
+            entries.append((node_of(where, item), None))
+        else:
+            node, share = item
+            if not share > 0:
+                raise ValueError(f"placement[{where}]: expected a positive cpu share; found {share!r}")
+            entries.append((node_of(where, node), float(share)))
+    if not entries:
+        raise ValueError(f"placement[{pe!r}]: expected at least one instance")
+    return entries
+
+
+def decided(placement: Placement) -> dict[str, list]:
+    """A controller's placement (:class:`~strata.protocol.engine.Decisions`: one ``(node, cpu)`` per instance) in
+    the list form :func:`resolve_placement` takes: an instance given no cpu runs with no share."""
+    return {pe: [(n, c) if c > 0 else n for n, c in insts] for pe, insts in placement.items()}
 
 
 def plan_file(path: Path) -> tuple[dict[str, str], dict[str, dict[str, float]], dict[str, float]]:

@@ -1,5 +1,5 @@
-"""Console output of a simulation: a calibration and run-time estimate before, a progress bar while it
-runs and a summary table after."""
+"""What ``strata simulate`` prints on the terminal while it runs: a calibration and run-time estimate before, a
+progress bar during and summary tables after (rendering results for reports is the :mod:`strata.report` package's)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,8 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, Ti
 from rich.table import Table
 
 from strata.model import Scenario
-from strata.sim.engine import Simulation
+from strata.sim.kernel import Simulation
+from strata.sim.options import SimOptions
 
 MAX_JOBS = 15
 
@@ -37,12 +38,12 @@ class Calibration:
 
 
 def calibrate(
-    scenario: Scenario, budget_s: float = 1.0, max_sim_s: float = math.inf, **simulation: object
+    scenario: Scenario, options: SimOptions | None = None, budget_s: float = 1.0, max_sim_s: float = math.inf
 ) -> Calibration:
     """Simulate the scenario (round-robin placement, FIFO, no controller) for doubling spans until
     ``budget_s`` of wall time has passed or ``max_sim_s`` simulated seconds are done."""
     start = time.perf_counter()
-    sim = Simulation(scenario, **simulation)
+    sim = Simulation(scenario, options)
     until = 0.05
     while True:
         sim.run(min(until, max_sim_s))
