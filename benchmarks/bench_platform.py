@@ -3,7 +3,7 @@
 The queries are ``examples/platform/jobs.py`` as a Spark team wrote them: an alert filter with a Python UDF
 (rank 1, target 2 s), two chained window aggregations, a stream–stream join of clicks and impressions,
 sessionization over Zipf-skewed users, a pandas-UDF scoring model, and a job reading the chained aggregation's
-output (a shared stream). They read directories that :mod:`strata.experiments.producer` fills at seeded, bursty
+output (a shared stream). They read directories that :mod:`strata.runners.producer` fills at seeded, bursty
 rates (the same records in every mode). The modes, one after the other in one session, each on a fresh copy of
 the input:
 
@@ -45,10 +45,10 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from strata.control.spark_run import RunConfig, hand_pools, run_mode
-from strata.experiments.producer import platform_input
 from strata.model import SourceSpec
 from strata.model.user import load_jobs, with_python_jobs
+from strata.runners.producer import platform_input
+from strata.runners.spark_loop import RunConfig, hand_pools, run_mode
 from strata.spark.engine import POOLS
 from strata.spark.measure import collect
 

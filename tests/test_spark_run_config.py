@@ -8,9 +8,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from strata.control.live import JobChoiceError, choose_jobs
-from strata.control.spark_run import gate_config, hand_pools
 from strata.model.user import load_jobs, with_python_jobs
+from strata.runners.live import JobChoiceError, choose_jobs
+from strata.runners.spark_loop import gate_config, hand_pools
 
 PLATFORM = Path(__file__).resolve().parents[1] / "src" / "strata" / "examples" / "platform" / "jobs.py"
 

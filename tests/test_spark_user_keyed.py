@@ -1,7 +1,7 @@
 """A user's keyed aggregation in Strata's movable store (``strata.keyed_aggregate``), checked against pandas.
 
 The input is JSON files of a seeded source written by
-:class:`strata.experiments.producer.Producer`, so pandas recomputes exactly
+:class:`strata.runners.producer.Producer`, so pandas recomputes exactly
 what each batch must have written: which files went into which batch is read
 from the query's checkpoint (:func:`strata.spark.files.planned_files`), so an
 unwindowed aggregate is checked batch by batch (each batch's rows are the
@@ -21,12 +21,12 @@ import pytest
 from pyspark.errors import StreamingQueryException
 
 import strata.api as strata
-from strata.control.spark_run import RunConfig, run_mode
-from strata.experiments.producer import Producer
 from strata.model import OperatorKind, SourceSpec, SpecError
 from strata.model.user import DeclarationError, collecting, load_jobs, with_python_jobs
 from strata.protocol.engine import Decisions
 from strata.protocol.units import Move
+from strata.runners.producer import Producer
+from strata.runners.spark_loop import RunConfig, run_mode
 from strata.spark.engine import EngineConfig, SparkEngine
 from strata.spark.files import planned_files
 

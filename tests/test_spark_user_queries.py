@@ -1,6 +1,6 @@
 """Users' own PySpark queries under Strata: declared in Python, run by the control loop, checked against pandas.
 
-The input is JSON files written by :class:`strata.experiments.producer.Producer` (records of a seeded source
+The input is JSON files written by :class:`strata.runners.producer.Producer` (records of a seeded source
 spec, so pandas recomputes exactly what the queries must have written). Known answers: a Python-UDF filter
 writes exactly the records its rule keeps; two chained window aggregations write, per 2 s window, the number
 of keys with ≥ 2 records; a stream–stream join writes each click once with its impression; a job reading the
@@ -16,11 +16,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from strata.control.spark_run import RunConfig, run_mode
-from strata.experiments.producer import Producer, clicks
 from strata.model import SourceSpec, SpecError
 from strata.model.user import DeclarationError, collecting, job, load_jobs, memory, with_python_jobs
 from strata.protocol.engine import Decisions
+from strata.runners.producer import Producer, clicks
+from strata.runners.spark_loop import RunConfig, run_mode
 from strata.spark.engine import EngineConfig, SparkEngine
 from strata.spark.files import planned_files
 from strata.spark.pipelines import PipelineOptions

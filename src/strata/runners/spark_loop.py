@@ -40,7 +40,7 @@ class RunConfig:
 
     state_partitions: int = 4
     # None: the gate's bound is the session's cores less one (at least 1), so a batch of a latency-critical query
-    # that goes over the bound always finds a core no other batch was let in to take (spark_run.gate_config;
+    # that goes over the bound always finds a core no other batch was let in to take (spark_loop.gate_config;
     # measured on bench_platform: docs/spark.md).
     gate: GateConfig | None = None
     # One full L0 epoch at the start (a demo run is shorter than an epoch); L0 re-plans components on

@@ -2,7 +2,7 @@
 
 The same decisions the demo's Strata mode makes — admission, templates, FAIR
 pools, rate caps, the dispatch gate, key-group moves, the estimator's model —
-made by :func:`strata.control.spark_run.run_mode` until the duration ends or
+made by :func:`strata.runners.spark_loop.run_mode` until the duration ends or
 Ctrl-C (checked between control steps: the batches in flight finish and
 commit). ``control=False`` runs plain Spark through the same loop. Afterwards
 the metrics tables of :mod:`strata.spark.measure` are written (every sink
@@ -24,10 +24,10 @@ from rich.console import Console, Group
 from rich.live import Live
 from rich.table import Table
 
-from strata.control.spark_run import RunConfig, run_mode
 from strata.model import Scenario, SpecError, load_scenario, locate_problems
 from strata.model.user import PythonJob, load_jobs, with_python_jobs
 from strata.protocol.engine import Decisions, Observation
+from strata.runners.spark_loop import RunConfig, run_mode
 from strata.spark.checkpoint import CheckpointChanged
 from strata.spark.engine import POOLS
 from strata.spark.java import JavaError
@@ -149,7 +149,7 @@ def choose_jobs(
     dedicated: Collection[str] = (),
 ) -> tuple[Scenario, dict[str, PythonJob]]:
     """The run restricted to ``only`` (all jobs when empty) less ``skip`` and less ``dedicated`` (the jobs
-    :mod:`strata.control.dedicated` runs in an application of their own).
+    :mod:`strata.runners.dedicated` runs in an application of their own).
 
     One jobs file can then run as several Spark applications — e.g. a latency-critical job in its own
     application and the rest in another started under ``nice`` (docs/spark.md, "A dedicated application") —
@@ -182,7 +182,7 @@ class RunRequest:
     """What ``strata run`` is asked to do: the files, for how long, on which master, where, how, which jobs.
 
     ``only``/``skip``: the jobs to run, or to leave out, of those declared; ``dedicated``: those another
-    application runs (:func:`choose_jobs`, :mod:`strata.control.dedicated`)."""
+    application runs (:func:`choose_jobs`, :mod:`strata.runners.dedicated`)."""
 
     files: tuple[Path | str, ...]
     duration_s: float = 120.0
