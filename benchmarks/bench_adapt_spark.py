@@ -44,9 +44,9 @@ from rich.table import Table
 
 from strata.adapt import Composition, Fixed, Selector
 from strata.model import load_scenario
+from strata.protocol.units import POOLS
 from strata.runners.demo import DemoConfig, reseed, warm_up
 from strata.runners.spark_loop import run_mode
-from strata.spark.engine import POOLS
 from strata.spark.session import build_session
 
 CANDIDATES = [

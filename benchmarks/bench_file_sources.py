@@ -33,10 +33,10 @@ from rich.console import Console
 from rich.table import Table
 
 from strata.model import Scenario, SourceSpec, load_scenario
+from strata.protocol.units import POOLS
 from strata.runners.demo import reseed
 from strata.runners.producer import write_sources
 from strata.runners.spark_loop import RunConfig, hand_pools, run_mode
-from strata.spark.engine import POOLS
 from strata.spark.measure import collect
 
 ROOT = Path(__file__).resolve().parents[1]

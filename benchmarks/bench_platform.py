@@ -40,6 +40,7 @@ import shutil
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from rich.console import Console
@@ -47,9 +48,9 @@ from rich.table import Table
 
 from strata.model import SourceSpec
 from strata.model.user import load_jobs, with_python_jobs
+from strata.protocol.units import POOLS
 from strata.runners.producer import platform_input
 from strata.runners.spark_loop import RunConfig, hand_pools, run_mode
-from strata.spark.engine import POOLS
 from strata.spark.measure import collect
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -160,7 +161,7 @@ def run_jobs(spark, mode: str, seed: int, base: Path, epoch: float, args) -> lis
         sink="parquet",
         pools=hand_pools(scenario) if mode in ("fair", "fair+limits", "bulk") else {},
         read_limits=STATIC_LIMITS if mode == "fair+limits" else {},
-        cap_reads=args.cap_reads,
+        control=replace(RunConfig().control, cap_reads=args.cap_reads),
     )
     load = os.getloadavg()[0]
     cpu = os.times()

@@ -28,9 +28,9 @@ from rich.table import Table
 
 from strata.model import SourceSpec
 from strata.model.user import load_jobs, with_python_jobs
+from strata.protocol.units import POOLS
 from strata.runners.producer import Producer
 from strata.runners.spark_loop import RunConfig, run_mode
-from strata.spark.engine import POOLS
 from strata.spark.listener import ProgressListener
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -7,13 +7,7 @@ import time
 
 from strata.dispatch.gate import GateConfig, GateCore
 from strata.model import Job
-from strata.spark.engine import share_pools
 from strata.spark.gate import Gate
-
-
-def test_share_pools_are_powers_of_two_relative_to_the_smallest_share():
-    assert share_pools({"a": 0.1, "b": 0.2, "c": 0.8, "d": 5.0}) == {"a": "w1", "b": "w2", "c": "w8", "d": "w8"}
-    assert share_pools({"a": 0.0, "b": 0.3}) == {"a": "w1", "b": "w1"}
 
 
 class _Query:

@@ -10,7 +10,7 @@ import pytest
 
 from strata.model.user import load_jobs, with_python_jobs
 from strata.runners.live import JobChoiceError, choose_jobs
-from strata.runners.spark_loop import gate_config, hand_pools
+from strata.runners.spark_loop import RunConfig, hand_pools
 
 PLATFORM = Path(__file__).resolve().parents[1] / "src" / "strata" / "examples" / "platform" / "jobs.py"
 
@@ -20,7 +20,7 @@ def session(cores: int) -> SimpleNamespace:
 
 
 def test_the_gate_keeps_one_cores_worth_of_batches_back_for_urgent_ones():
-    assert [gate_config(session(c)).max_running for c in (1, 2, 8)] == [1, 1, 7]
+    assert [RunConfig().gate_for(session(c)).max_running for c in (1, 2, 8)] == [1, 1, 7]
 
 
 def test_hand_pools_put_the_critical_query_at_weight_32_and_the_rest_by_rank(tmp_path, monkeypatch):

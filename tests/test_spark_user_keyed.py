@@ -21,6 +21,7 @@ import pytest
 from pyspark.errors import StreamingQueryException
 
 import strata.api as strata
+from strata.control.estimation import attribute
 from strata.model import OperatorKind, SourceSpec, SpecError
 from strata.model.user import DeclarationError, collecting, load_jobs, with_python_jobs
 from strata.protocol.engine import Decisions
@@ -255,6 +256,7 @@ def test_a_key_group_move_and_a_replayed_batch_keep_the_output_exactly_once(spar
         tmp_path / "run",
         EngineConfig(epoch=time.time(), sink="memory", state_partitions=2),
         python_jobs=python_jobs,
+        attribute=attribute,
     )
 
     class DieOnce:

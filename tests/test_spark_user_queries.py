@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from strata.control.estimation import attribute
 from strata.model import SourceSpec, SpecError
 from strata.model.user import DeclarationError, collecting, job, load_jobs, memory, with_python_jobs
 from strata.protocol.engine import Decisions
@@ -248,7 +249,7 @@ def test_a_template_switch_on_a_user_query_continues_from_the_next_unread_file(s
 
     scenario, python_jobs = with_python_jobs(declared, [], "switch", cores=2)
     config = EngineConfig(epoch=time.time(), sink="memory")
-    engine = SparkEngine(spark, scenario, tmp_path / "run", config, python_jobs=python_jobs)
+    engine = SparkEngine(spark, scenario, tmp_path / "run", config, python_jobs=python_jobs, attribute=attribute)
     try:
         arrive(files[:6])
         engine.apply(Decisions(0, admitted={"switch": "wide"}))

@@ -33,8 +33,8 @@ from pathlib import Path
 
 from strata.model import Scenario
 from strata.protocol.engine import Decisions, Observation
-from strata.runners.spark_loop import MODES, RunConfig, gate_config, hand_pools, keyed_operators, run_mode
-from strata.spark.engine import POOLS
+from strata.protocol.units import POOLS
+from strata.runners.spark_loop import MODES, RunConfig, hand_pools, keyed_operators, run_mode
 from strata.spark.measure import RunResult, collect
 
 
@@ -163,7 +163,7 @@ def run_demo(
                 "window_s": config.run.control.window_s,
                 "state_partitions": config.run.state_partitions,
             },
-            "gate": asdict(config.run.gate or gate_config(spark)),
+            "gate": asdict(config.run.gate_for(spark)),
         }
         result = collect(runs, scenario, config.duration_s, spark, out, meta, timings)
         timings["verify_s"] = time.time() - t

@@ -27,9 +27,9 @@ from rich.table import Table
 from strata.model import Scenario, SpecError, load_scenario, locate_problems
 from strata.model.user import PythonJob, load_jobs, with_python_jobs
 from strata.protocol.engine import Decisions, Observation
+from strata.protocol.units import POOLS
 from strata.runners.spark_loop import RunConfig, run_mode
 from strata.spark.checkpoint import CheckpointChanged
-from strata.spark.engine import POOLS
 from strata.spark.java import JavaError
 from strata.spark.pipelines import Pipeline, PipelineOptions, PipelineProblems, check_template
 from strata.spark.session import MasterUnreachable
