@@ -156,7 +156,7 @@ def serve_bulk(base: Path, args) -> None:
 def run_jobs(spark, mode: str, seed: int, base: Path, epoch: float, args) -> list[dict]:
     """Run ``mode``'s jobs on ``base/input`` from ``epoch`` for the run's duration; one row per job."""
     os.environ["STRATA_INPUT"] = str(base / "input")  # read by the jobs' file when it is loaded
-    scenario, python_jobs = with_python_jobs(jobs_of(mode), [], "platform")
+    scenario = with_python_jobs(jobs_of(mode), [], "platform")
     config = RunConfig(
         sink="parquet",
         pools=hand_pools(scenario) if mode in ("fair", "fair+limits", "bulk") else {},
@@ -173,7 +173,6 @@ def run_jobs(spark, mode: str, seed: int, base: Path, epoch: float, args) -> lis
         config,
         epoch,
         epoch + args.duration,
-        python_jobs=python_jobs,
     )
     python_cpu = sum(os.times()[:2]) - sum(cpu[:2])  # this process: Strata's loop, the producers, py4j calls
     measured = collect([result], scenario, max(0.0, args.duration - 4.0), spark, base / "run", {"config": {}}, {})

@@ -66,10 +66,10 @@ def plain(spark, declared, base: Path, seconds: float) -> list[dict]:
 
 
 def under_strata(spark, declared, base: Path, seconds: float) -> list[dict]:
-    scenario, python_jobs = with_python_jobs([declared], [], "overhead", cores=2)
+    scenario = with_python_jobs([declared], [], "overhead", cores=2)
     start = time.time()
     result = run_mode(
-        spark, scenario, "strata", base / "run", RunConfig(), start, start + seconds, python_jobs=python_jobs
+        spark, scenario, "strata", base / "run", RunConfig(), start, start + seconds
     )
     return result.engine.progress.snapshot()
 

@@ -22,7 +22,6 @@ from strata.control.loop import Plain, run
 from strata.control.micro_batches import gate_config
 from strata.dispatch.gate import GateConfig, GateCore
 from strata.model import Scenario, pe_id
-from strata.model.user import PythonJob
 from strata.plan import Options
 from strata.protocol.engine import Decisions, Observation
 from strata.protocol.units import URGENT_POOL
@@ -115,13 +114,12 @@ def run_mode(
     on_step: Callable[[str, Observation, Decisions, dict], None] | None = None,
     should_stop: Callable[[], bool] | None = None,
     on_engine: Callable[[SparkEngine], None] | None = None,
-    python_jobs: dict[str, PythonJob] | None = None,
 ) -> ModeRun:
     """Run ``mode`` ("strata": the Controller in control; anything else: plain Spark) until wall time ``stop``.
 
     The sources' epoch is ``epoch`` (wall seconds). Every query is stopped at
-    the end; the run's measurements are returned for :func:`strata.spark.measure.collect`. ``python_jobs``: the
-    scenario's jobs declared in Python (:mod:`strata.model.user`), by id: their templates are the user's functions.
+    the end; the run's measurements are returned for :func:`strata.spark.measure.collect`. A job declared in
+    Python carries its declaration (``Job.declared``): its templates are the user's functions.
     """
     controlled = mode == "strata"
     gate_rows: list[dict] = []
@@ -139,7 +137,6 @@ def run_mode(
             read_limits={} if controlled else config.read_limits,
         ),
         gate=gate,
-        python_jobs=python_jobs,
         attribute=attribute,
         read_restarts=config.control.read_restarts() if controlled else None,
     )

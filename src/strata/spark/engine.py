@@ -50,8 +50,6 @@ from pathlib import Path
 import numpy as np
 
 from strata.model import OperatorKind, Scenario, pe_id
-from strata.model.inputs import Timeline, Workload
-from strata.model.user import PythonJob
 from strata.protocol.engine import (
     Decisions,
     InstanceLoad,
@@ -66,7 +64,8 @@ from strata.spark.checkpoint import CheckpointChanged, Existing
 from strata.spark.gate import Gate
 from strata.spark.listener import ProgressListener, progress_row
 from strata.spark.pipelines import Pipeline, PipelineOptions
-from strata.spark.user import ReadLimits, UserPipeline
+from strata.spark.sources import offered_rows
+from strata.spark.user import pipeline_for
 
 
 @dataclass(frozen=True)
@@ -116,7 +115,6 @@ class SparkEngine:
         config: EngineConfig,
         gate: Gate | None = None,
         clock: Callable[[], float] = time.time,
-        python_jobs: dict[str, PythonJob] | None = None,
         *,
         attribute: Attribution,
         read_restarts: ReadLimitPolicy | None = None,
@@ -126,7 +124,6 @@ class SparkEngine:
         self.read_restarts = read_restarts
         self.triggers: dict[str, float] = {}  # job → processing-time trigger s a query takes at its (re)start
         self.scenario = scenario
-        self.python_jobs = dict(python_jobs or {})
         self.run_dir = Path(run_dir)
         self.config = config
         self.gate = gate
@@ -241,8 +238,8 @@ class SparkEngine:
         tpl = spec.template(template)
         managed = sorted(op.name for op in tpl.operators if self._options(job, 0).is_managed(op))
         state = {"state_partitions": self.config.state_partitions, "managed": managed}
-        if job in self.python_jobs:  # the query is the user's code: a changed function is a changed query
-            state = {**state, **checkpoint.code_fingerprint(self.python_jobs[job], template)}
+        if spec.declared is not None:  # the query is the user's code: a changed function is a changed query
+            state = {**state, **checkpoint.code_fingerprint(spec.declared, template)}
         return checkpoint.fingerprint(spec, tpl, self.config.sink, state)
 
     def resume(self, fresh: Collection[str] = ()) -> list[str]:
@@ -292,13 +289,13 @@ class SparkEngine:
         return said
 
     def _offered(self, job: str, template: str, now: float) -> int:
-        if job in self.python_jobs:
+        """Rows the job's source offers by ``now`` as the source reports it (-1: a source that reports it only
+        while its query runs: files, a user's query)."""
+        spec = self.scenario.job[job]
+        source = next(op for op in spec.template(template).operators if op.source is not None)
+        if spec.declared is not None or source.source.path is not None:
             return -1
-        source = next(op for op in self.scenario.job[job].template(template).operators if op.source is not None)
-        if source.source.path is not None:
-            return -1
-        timeline = Timeline(Workload.of(source.source), self.config.tick_s)
-        return timeline.rows_before_tick(max(0, int((now - self.config.epoch) / self.config.tick_s)))
+        return offered_rows(source.source, self.config.epoch, self.config.tick_s, now)
 
     def _start(self, job: str, template: str, start_row: int) -> Segment:
         spec = self.scenario.job[job]
@@ -314,27 +311,21 @@ class SparkEngine:
         checkpoint.record(run_dir, self._fingerprint(job, template), start_row)
         t = next(i for i, tpl in enumerate(spec.templates) if tpl.name == template)
         here = ("jobs", self.scenario.jobs.index(spec), "templates", t)
-        if job in self.python_jobs:
-            pipeline: Pipeline = UserPipeline(
-                self.spark,
-                spec,
-                spec.template(template),
-                run_dir,
-                self._options(job, start_row),
-                here=here,
-                declared=self.python_jobs[job],
-                # a static limit, as a careful Spark user sets it (None: Spark's default, or Strata's caps)
-                limits=ReadLimits(files_per_trigger=self.config.read_limits.get(job)),
-            )
-            switched = any(e.template != template for e in self.segments_of(job) + earlier[-1:])
-            if switched and pipeline.stateful:
-                raise ValueError(
-                    f"admitted: {job!r} would switch to the stateful template {template!r} on the checkpoint of "
-                    "another template; only stateless templates switch"
-                )
-        else:
-            pipeline = Pipeline(
-                self.spark, spec, spec.template(template), run_dir, self._options(job, start_row), here=here
+        # a static read limit, as a careful Spark user sets it (None: Spark's default, or Strata's caps)
+        pipeline = pipeline_for(
+            self.spark,
+            spec,
+            spec.template(template),
+            run_dir,
+            self._options(job, start_row),
+            here=here,
+            files_per_trigger=self.config.read_limits.get(job),
+        )
+        switched = any(e.template != template for e in self.segments_of(job) + earlier[-1:])
+        if switched and pipeline.continues_checkpoint and pipeline.stateful:
+            raise ValueError(
+                f"admitted: {job!r} would switch to the stateful template {template!r} on the checkpoint of "
+                "another template; only stateless templates switch"
             )
         if pipeline.rate_cap is not None:
             pipeline.rate_cap.set(None)  # a cap an earlier run left in the control file is not this run's decision
@@ -361,7 +352,7 @@ class SparkEngine:
                 if not status["isTriggerActive"] and not status["isDataAvailable"]:
                     break
                 time.sleep(0.05)
-        elif isinstance(p, UserPipeline):  # a source Strata cannot pause: stop between two batches
+        else:  # a source Strata cannot pause: stop between two batches
             p.stop_between_batches(self.config.pause_timeout_s)
         if p.query.isActive:
             p.query.stop()
@@ -385,7 +376,7 @@ class SparkEngine:
         source = segment.pipeline.chain[0]
         if source.name != op:
             raise ValueError(f"rate_limits: {pe!r} is not the source of job {job!r} (its source is {source.name!r})")
-        if isinstance(segment.pipeline, UserPipeline) and segment.pipeline.read_limit is not None:
+        if segment.pipeline.read_limit is not None:
             if self.read_restarts is not None and self.read_restarts.enabled:
                 self._limit_reads(decisions, segment, pe, rate, self.read_restarts)
             elif rate is not None and pe not in self.caps:  # said once
@@ -419,7 +410,7 @@ class SparkEngine:
         per batch over the records per file observed, or Kafka's ``maxOffsetsPerTrigger`` = the records per batch
         (an offset is a record). Spark reads the option at start, so a new limit restarts the query from its
         checkpoint at a batch boundary, when ``policy`` says the change is worth a restart."""
-        p: UserPipeline = segment.pipeline  # type: ignore[assignment]
+        p = segment.pipeline
         self.caps[pe] = rate
         limit = None
         if rate is not None:
@@ -527,7 +518,7 @@ class SparkEngine:
             src_pe = pe_id(job, source.name)
             # what the source offered and what waits in it, from the query's own progress (the source's latest
             # offset against the query's committed one): nothing here knows where the records come from
-            if isinstance(p, UserPipeline) and p.probe is not None:  # directories: listed against the checkpoint
+            if p.probe is not None:  # directories: listed against the checkpoint
                 offered, waiting = p.probe.observe(now, self._committed_rows(p))
                 backlog = waiting or 0
             else:
