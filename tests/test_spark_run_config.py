@@ -48,6 +48,7 @@ def test_choose_jobs_splits_one_jobs_file_into_applications(tmp_path, monkeypatc
     assert sorted(j.id for j in rest.jobs) == sorted(others)
     # one job object: each kept job still carries its declaration (functions, sink), none lost to validation
     assert all(j.declared is scenario.job[j.id].declared for j in rest.jobs)
+    assert "declared" not in rest.jobs[0].model_dump()  # not part of the spec (nor of a checkpoint's fingerprint)
     assert choose_jobs(scenario, [], []) is scenario
     # busy_windows reads active_users' output: they run in one application
     with pytest.raises(JobChoiceError, match="'busy_windows' reads 'active_users'"):
