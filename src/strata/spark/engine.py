@@ -292,8 +292,10 @@ class SparkEngine:
         """Rows the job's source offers by ``now`` as the source reports it (-1: a source that reports it only
         while its query runs: files, a user's query)."""
         spec = self.scenario.job[job]
+        if spec.declared is not None:  # a user's query may read other jobs' output: no source operator of its own
+            return -1
         source = next(op for op in spec.template(template).operators if op.source is not None)
-        if spec.declared is not None or source.source.path is not None:
+        if source.source.path is not None:
             return -1
         return offered_rows(source.source, self.config.epoch, self.config.tick_s, now)
 
