@@ -47,10 +47,10 @@ from rich.table import Table
 from strata.adapt import Composition, Fixed, Selector
 from strata.control import loop
 from strata.control.controller import Controller, HierarchyConfig
-from strata.control.simulation import sim_dispatch
 from strata.model import Scenario
 from strata.plan import Options
 from strata.plan.pacing import PACING
+from strata.runners.sim_loop import sim_dispatch
 from strata.sim.adapter import SimEngine
 from strata.sim.options import SimOptions
 

@@ -2,7 +2,7 @@
 
 ``examples/demo.yaml`` (an alert filter with a 2 s target next to a skewed
 keyed window aggregation and a heavy scoring job, bursts beyond two cores)
-runs twice through the demo's Strata loop (:func:`strata.experiments.demo.run_mode` in strata.control.spark_run:
+runs twice through the demo's Strata loop (:func:`strata.runners.demo.run_mode` in strata.runners.spark_loop:
 planner, dispatch gate, balancer, resource learner, pacing) on the same
 seeded input and the same Spark session:
 
@@ -43,10 +43,10 @@ from rich.console import Console
 from rich.table import Table
 
 from strata.adapt import Composition, Fixed, Selector
-from strata.control.spark_run import run_mode
-from strata.experiments.demo import DemoConfig, reseed, warm_up
 from strata.model import load_scenario
-from strata.spark.engine import POOLS
+from strata.protocol.units import POOLS
+from strata.runners.demo import DemoConfig, reseed, warm_up
+from strata.runners.spark_loop import run_mode
 from strata.spark.session import build_session
 
 CANDIDATES = [

@@ -22,8 +22,8 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from strata.experiments.demo import DemoConfig, run_demo
 from strata.model import load_scenario
+from strata.runners.demo import DemoConfig, run_demo
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results" / "demo.json"

@@ -6,12 +6,12 @@ aggregation; a heavy scoring map) run on the same seeded records from two kinds 
 - ``generated``: Strata's generator source. Strata knows each record's event time and the offered rate as a
   function of time, and L0's rate caps change rows per batch with no restart;
 - ``files``: the same records (the same seeded source specs) written as JSON files by another process
-  (:func:`strata.experiments.producer.write_sources` in a spawned child). Strata sees only the files: offered
+  (:func:`strata.runners.producer.write_sources` in a spawned child). Strata sees only the files: offered
   rate, backlog and each batch's oldest record come from the directories and the checkpoint's file log
   (docs/spark.md, "Observation of files"); rate caps would need restarts and are off (``cap_reads``).
 
 Each kind runs in three modes on one session, one after the other: plain Spark FIFO, FAIR pools by hand
-(:func:`strata.control.spark_run.hand_pools`), Strata. The summary gives, per kind and baseline, the critical
+(:func:`strata.runners.spark_loop.hand_pools`), Strata. The summary gives, per kind and baseline, the critical
 job's p99 and misses over Strata's, Strata's bulk rows/s over the baseline's, and total importance. The target:
 Strata's gains over the baselines with files as large as with generated sources.
 
@@ -32,11 +32,11 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from strata.control.spark_run import RunConfig, hand_pools, run_mode
-from strata.experiments.demo import reseed
-from strata.experiments.producer import write_sources
 from strata.model import Scenario, SourceSpec, load_scenario
-from strata.spark.engine import POOLS
+from strata.protocol.units import POOLS
+from strata.runners.demo import reseed
+from strata.runners.producer import write_sources
+from strata.runners.spark_loop import RunConfig, hand_pools, run_mode
 from strata.spark.measure import collect
 
 ROOT = Path(__file__).resolve().parents[1]

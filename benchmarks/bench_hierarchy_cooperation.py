@@ -35,9 +35,9 @@ from rich.table import Table
 
 from strata.control import loop
 from strata.control.controller import Controller, HierarchyConfig
-from strata.control.simulation import sim_dispatch
 from strata.model import Scenario
 from strata.protocol.engine import Decisions, Observation
+from strata.runners.sim_loop import sim_dispatch
 from strata.sim.adapter import SimEngine
 from strata.sim.options import SimOptions
 

@@ -42,8 +42,8 @@ from rich.table import Table
 from bench_hierarchy_cooperation import EPOCH_S, scenario
 from strata.control import loop
 from strata.control.controller import Controller, HierarchyConfig
-from strata.control.simulation import sim_dispatch
 from strata.protocol.engine import Decisions, Observation, WindowStats
+from strata.runners.sim_loop import sim_dispatch
 from strata.sim.adapter import SimEngine
 from strata.sim.options import SimOptions
 

@@ -3,7 +3,7 @@
 The queries are ``examples/platform/jobs.py`` as a Spark team wrote them: an alert filter with a Python UDF
 (rank 1, target 2 s), two chained window aggregations, a stream–stream join of clicks and impressions,
 sessionization over Zipf-skewed users, a pandas-UDF scoring model, and a job reading the chained aggregation's
-output (a shared stream). They read directories that :mod:`strata.experiments.producer` fills at seeded, bursty
+output (a shared stream). They read directories that :mod:`strata.runners.producer` fills at seeded, bursty
 rates (the same records in every mode). The modes, one after the other in one session, each on a fresh copy of
 the input:
 
@@ -40,16 +40,17 @@ import shutil
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
 
-from strata.control.spark_run import RunConfig, hand_pools, run_mode
-from strata.experiments.producer import platform_input
 from strata.model import SourceSpec
 from strata.model.user import load_jobs, with_python_jobs
-from strata.spark.engine import POOLS
+from strata.protocol.units import POOLS
+from strata.runners.producer import platform_input
+from strata.runners.spark_loop import RunConfig, hand_pools, run_mode
 from strata.spark.measure import collect
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -155,12 +156,12 @@ def serve_bulk(base: Path, args) -> None:
 def run_jobs(spark, mode: str, seed: int, base: Path, epoch: float, args) -> list[dict]:
     """Run ``mode``'s jobs on ``base/input`` from ``epoch`` for the run's duration; one row per job."""
     os.environ["STRATA_INPUT"] = str(base / "input")  # read by the jobs' file when it is loaded
-    scenario, python_jobs = with_python_jobs(jobs_of(mode), [], "platform")
+    scenario = with_python_jobs(jobs_of(mode), [], "platform")
     config = RunConfig(
         sink="parquet",
         pools=hand_pools(scenario) if mode in ("fair", "fair+limits", "bulk") else {},
         read_limits=STATIC_LIMITS if mode == "fair+limits" else {},
-        cap_reads=args.cap_reads,
+        control=replace(RunConfig().control, cap_reads=args.cap_reads),
     )
     load = os.getloadavg()[0]
     cpu = os.times()
@@ -172,7 +173,6 @@ def run_jobs(spark, mode: str, seed: int, base: Path, epoch: float, args) -> lis
         config,
         epoch,
         epoch + args.duration,
-        python_jobs=python_jobs,
     )
     python_cpu = sum(os.times()[:2]) - sum(cpu[:2])  # this process: Strata's loop, the producers, py4j calls
     measured = collect([result], scenario, max(0.0, args.duration - 4.0), spark, base / "run", {"config": {}}, {})

@@ -1,7 +1,7 @@
 """Strata's own overhead on one uncontended user query: median batch time with and without Strata.
 
 The query is the platform example's alert filter (a Python UDF over a directory of JSON files that
-:mod:`strata.experiments.producer` fills at a steady rate). ``plain``: the user's query as they would run it
+:mod:`strata.runners.producer` fills at a steady rate). ``plain``: the user's query as they would run it
 without Strata — Spark's own Parquet file sink, the same trigger (as fast as possible). ``strata``: the same
 query under Strata's control loop (its ``foreachBatch`` sink with the gate, pool, sink-side timing, the
 controller's steps in the driver). Rounds alternate the two modes in one session (plain, strata, plain, …) so
@@ -26,11 +26,11 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from strata.control.spark_run import RunConfig, run_mode
-from strata.experiments.producer import Producer
 from strata.model import SourceSpec
 from strata.model.user import load_jobs, with_python_jobs
-from strata.spark.engine import POOLS
+from strata.protocol.units import POOLS
+from strata.runners.producer import Producer
+from strata.runners.spark_loop import RunConfig, run_mode
 from strata.spark.listener import ProgressListener
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -66,10 +66,10 @@ def plain(spark, declared, base: Path, seconds: float) -> list[dict]:
 
 
 def under_strata(spark, declared, base: Path, seconds: float) -> list[dict]:
-    scenario, python_jobs = with_python_jobs([declared], [], "overhead", cores=2)
+    scenario = with_python_jobs([declared], [], "overhead", cores=2)
     start = time.time()
     result = run_mode(
-        spark, scenario, "strata", base / "run", RunConfig(), start, start + seconds, python_jobs=python_jobs
+        spark, scenario, "strata", base / "run", RunConfig(), start, start + seconds
     )
     return result.engine.progress.snapshot()
 

@@ -6,7 +6,6 @@ from strata.balance.ds2 import Scaler, consolidate, ds2_parallelism, spread
 from strata.control.controller import Controller, HierarchyConfig
 from strata.control.loop import run
 from strata.control.signals import Debounce, miss_pressure, shortfall
-from strata.control.simulation import sim_dispatch
 from strata.model import Scenario
 from strata.protocol.engine import (
     Decisions,
@@ -16,6 +15,7 @@ from strata.protocol.engine import (
     Observation,
     WindowStats,
 )
+from strata.runners.sim_loop import sim_dispatch
 from strata.sim.adapter import SimEngine
 from strata.sim.options import SimOptions
 

@@ -5,9 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from strata.control.estimation import ResourceLearner
+from strata.control.estimation import ResourceLearner, attribute
 from strata.model import Scenario
-from strata.spark.engine import attribute
 
 SCENARIO = Scenario.model_validate(
     {

@@ -93,6 +93,6 @@ def test_a_long_duration_is_stated_not_refused(monkeypatch):
     def stop(*a, **k):
         raise ValueError("stopped after the estimate")
 
-    monkeypatch.setattr("strata.control.simulation.simulate", stop)
+    monkeypatch.setattr("strata.runners.sim_loop.simulate", stop)
     result = runner.invoke(app, ["simulate", str(EXAMPLES / "pipeline.yaml"), "--duration", "1e9"])
     assert "will take about 5 h 0 min" in result.output and "note this run will take about 5 h" in result.output

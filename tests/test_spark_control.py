@@ -7,6 +7,7 @@ import time
 
 import pytest
 
+from strata.control.estimation import attribute
 from strata.model import Scenario
 from strata.protocol.engine import Decisions
 from strata.spark.engine import EngineConfig, SparkEngine
@@ -72,8 +73,8 @@ def wait_for_batches(engine: SparkEngine, segment: int, count: int, timeout_s: f
 
 
 def test_template_switch_at_a_batch_boundary_is_exactly_once_and_caps_hold(spark, tmp_path):
-    engine = SparkEngine(spark, SCENARIO, tmp_path, EngineConfig(epoch=time.time(), triggers={"j": 0.5}))
-    engine.apply(Decisions(0, admitted={"j": "wide"}))
+    engine = SparkEngine(spark, SCENARIO, tmp_path, EngineConfig(epoch=time.time()), attribute=attribute)
+    engine.apply(Decisions(0, admitted={"j": "wide"}, triggers={"j": 0.5}))
     wait_for_rows(engine, "j", 300)
     engine.apply(Decisions(1, admitted={"j": "narrow"}))
     first, second = engine.segments

@@ -7,6 +7,7 @@ import time
 import pandas as pd
 import pytest
 
+from strata.control.estimation import attribute
 from strata.control.loop import Plain, run
 from strata.model import Scenario
 from strata.spark.engine import EngineConfig, SparkEngine
@@ -47,7 +48,7 @@ def scenario() -> Scenario:
 def test_a_dead_query_is_reported_and_the_other_runs_on_under_the_loop(spark, tmp_path):
     sc = scenario()
     epoch = time.time()
-    engine = SparkEngine(spark, sc, tmp_path, EngineConfig(epoch=epoch))
+    engine = SparkEngine(spark, sc, tmp_path, EngineConfig(epoch=epoch), attribute=attribute)
     seen = []
     try:
         run(

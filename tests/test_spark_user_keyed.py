@@ -1,7 +1,7 @@
 """A user's keyed aggregation in Strata's movable store (``strata.keyed_aggregate``), checked against pandas.
 
 The input is JSON files of a seeded source written by
-:class:`strata.experiments.producer.Producer`, so pandas recomputes exactly
+:class:`strata.runners.producer.Producer`, so pandas recomputes exactly
 what each batch must have written: which files went into which batch is read
 from the query's checkpoint (:func:`strata.spark.files.planned_files`), so an
 unwindowed aggregate is checked batch by batch (each batch's rows are the
@@ -21,12 +21,13 @@ import pytest
 from pyspark.errors import StreamingQueryException
 
 import strata.api as strata
-from strata.control.spark_run import RunConfig, run_mode
-from strata.experiments.producer import Producer
+from strata.control.estimation import attribute
 from strata.model import OperatorKind, SourceSpec, SpecError
 from strata.model.user import DeclarationError, collecting, load_jobs, with_python_jobs
 from strata.protocol.engine import Decisions
 from strata.protocol.units import Move
+from strata.runners.producer import Producer
+from strata.runners.spark_loop import RunConfig, run_mode
 from strata.spark.engine import EngineConfig, SparkEngine
 from strata.spark.files import planned_files
 
@@ -100,7 +101,7 @@ def declare(root: Path) -> list:
 
 def test_the_planner_sees_the_keyed_aggregate_as_a_keyed_pe_of_the_chain(tmp_path):
     jobs = declare(tmp_path)
-    scenario, _ = with_python_jobs(jobs, [], "keyed", cores=2)
+    scenario = with_python_jobs(jobs, [], "keyed", cores=2)
     totals, windows = scenario.job["totals"].templates[0], scenario.job["windows"].templates[0]
     assert [op.name for op in totals.operators] == ["input", "query", "keyed", "out"]
     keyed = totals.operator["keyed"]
@@ -183,7 +184,7 @@ def test_a_template_that_misuses_the_keyed_aggregate_is_located(spark, tmp_path)
 @pytest.mark.spark
 def test_keyed_aggregates_under_strata_equal_pandas_and_report_key_group_loads(spark, tmp_path):
     files, events = staged(tmp_path / "in", 6.0)
-    scenario, python_jobs = with_python_jobs(declare(tmp_path / "in"), [], "keyed", cores=2)
+    scenario = with_python_jobs(declare(tmp_path / "in"), [], "keyed", cores=2)
     kept = int((events["value"] > 0.2).sum())
     engines: list[SparkEngine] = []
     loads: dict[str, dict[int, int]] = {"totals.keyed": {}, "windows.per_key": {}}
@@ -214,7 +215,6 @@ def test_keyed_aggregates_under_strata_equal_pandas_and_report_key_group_loads(s
         on_step=step,
         should_stop=done,
         on_engine=engines.append,
-        python_jobs=python_jobs,
     )
     engine = result.engine
     assert not engine.failures()
@@ -248,13 +248,13 @@ def test_a_key_group_move_and_a_replayed_batch_keep_the_output_exactly_once(spar
     files, events = staged(tmp_path / "stage", 8.0)
     root = tmp_path / "in"
     root.mkdir()
-    scenario, python_jobs = with_python_jobs([j for j in declare(root) if j.id == "totals"], [], "keyed-moves", cores=2)
+    scenario = with_python_jobs([j for j in declare(root) if j.id == "totals"], [], "keyed-moves", cores=2)
     engine = SparkEngine(
         spark,
         scenario,
         tmp_path / "run",
         EngineConfig(epoch=time.time(), sink="memory", state_partitions=2),
-        python_jobs=python_jobs,
+        attribute=attribute,
     )
 
     class DieOnce:

@@ -1,6 +1,6 @@
 """Users' own PySpark queries under Strata: declared in Python, run by the control loop, checked against pandas.
 
-The input is JSON files written by :class:`strata.experiments.producer.Producer` (records of a seeded source
+The input is JSON files written by :class:`strata.runners.producer.Producer` (records of a seeded source
 spec, so pandas recomputes exactly what the queries must have written). Known answers: a Python-UDF filter
 writes exactly the records its rule keeps; two chained window aggregations write, per 2 s window, the number
 of keys with ≥ 2 records; a stream–stream join writes each click once with its impression; a job reading the
@@ -16,11 +16,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from strata.control.spark_run import RunConfig, run_mode
-from strata.experiments.producer import Producer, clicks
+from strata.control.estimation import attribute
 from strata.model import SourceSpec, SpecError
 from strata.model.user import DeclarationError, collecting, job, load_jobs, memory, with_python_jobs
 from strata.protocol.engine import Decisions
+from strata.runners.producer import Producer, clicks
+from strata.runners.spark_loop import RunConfig, run_mode
 from strata.spark.engine import EngineConfig, SparkEngine
 from strata.spark.files import planned_files
 from strata.spark.pipelines import PipelineOptions
@@ -116,7 +117,7 @@ def test_python_jobs_and_a_yaml_job_run_under_strata_and_equal_pandas(spark, tmp
     inputs = written(tmp_path / "in")
     spec = tmp_path / "generated.yaml"
     spec.write_text(YAML)
-    scenario, python_jobs = with_python_jobs(declare(tmp_path / "in"), [spec], "mixed")
+    scenario = with_python_jobs(declare(tmp_path / "in"), [spec], "mixed")
     assert [j.id for j in scenario.jobs] == ["generated", "alerts", "chained", "joined", "even_alerts"]
     # the planner sees the shared stream: the reader's query is fed by the alerts' query, and nothing else
     (reader,) = scenario.job["even_alerts"].templates
@@ -149,7 +150,6 @@ def test_python_jobs_and_a_yaml_job_run_under_strata_and_equal_pandas(spark, tmp
         epoch + 90,
         should_stop=done,
         on_engine=engines.append,
-        python_jobs=python_jobs,
     )
     engine = result.engine
     assert not engine.failures()
@@ -246,9 +246,9 @@ def test_a_template_switch_on_a_user_query_continues_from_the_next_unread_file(s
             df = spark.readStream.format("json").schema(EVENTS).load(str(root))
             return df.filter("value > 0.5").select("id", "event_time", F.lit("narrow").alias("via"))
 
-    scenario, python_jobs = with_python_jobs(declared, [], "switch", cores=2)
+    scenario = with_python_jobs(declared, [], "switch", cores=2)
     config = EngineConfig(epoch=time.time(), sink="memory")
-    engine = SparkEngine(spark, scenario, tmp_path / "run", config, python_jobs=python_jobs)
+    engine = SparkEngine(spark, scenario, tmp_path / "run", config, attribute=attribute)
     try:
         arrive(files[:6])
         engine.apply(Decisions(0, admitted={"switch": "wide"}))

@@ -20,8 +20,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from strata.experiments.producer import Producer
 from strata.model import SourceSpec
+from strata.runners.producer import Producer
 
 STRATA = str(Path(sys.executable).with_name("strata"))
 SOURCE = SourceSpec(rate=300, keys={"count": 20, "zipf_s": 1.0}, seed=11)

@@ -24,7 +24,7 @@ A keyed aggregation whose state Strata's balancer can move between partitions (s
     def counts(spark):
         return per_user(spark.readStream.format("json").schema(SCHEMA).load("in/clicks"))
 
-Declarations are :mod:`strata.model.user`; running is ``strata run`` (:mod:`strata.control.live`).
+Declarations are :mod:`strata.model.user`; running is ``strata run`` (:mod:`strata.runners.live`).
 """
 
 from __future__ import annotations
@@ -66,8 +66,8 @@ def main(argv: list[str] | None = None) -> None:
     ``strata run``'s code. Under ``spark-submit`` the submitted master is used; otherwise embedded Spark."""
     from rich.console import Console
 
-    from strata.control.live import RunRequest, run_live
     from strata.model import SpecError
+    from strata.runners.live import RunRequest, run_live
 
     parser = argparse.ArgumentParser(prog=Path(sys.argv[0]).name, description="Run the declared jobs under Strata.")
     parser.add_argument("specs", nargs="*", help="YAML spec files whose cluster and jobs join the run")

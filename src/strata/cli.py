@@ -408,7 +408,7 @@ def run(
     ] = None,
 ) -> None:
     """Run every job on Spark Structured Streaming under Strata's control loop, with a live view; metrics to OUT."""
-    from strata.control.live import RunRequest, run_live
+    from strata.runners.live import RunRequest, run_live
 
     if sink not in ("parquet", "memory", "console"):
         errors.print(f"[bold red]error[/] --sink: expected parquet, memory or console; found {sink!r}")
@@ -430,7 +430,7 @@ def run(
             tuple(dedicate or ()),
         )
         if dedicate:
-            from strata.control.dedicated import run_dedicated
+            from strata.runners.dedicated import run_dedicated
 
             if jobs:
                 errors.print("[bold red]error[/] --dedicate: expected no --jobs with it; found --jobs")
@@ -545,8 +545,8 @@ def simulate(
 ) -> None:
     """Simulate the scenario on its cluster message by message, under Strata's control loop (or --no-control)."""
     from strata.control.controller import HierarchyConfig
-    from strata.control.simulation import simulate as simulate_scenario
     from strata.plan import PlanError
+    from strata.runners.sim_loop import simulate as simulate_scenario
     from strata.sim.assignment import plan_file
     from strata.sim.options import SimOptions
     from strata.sim.terminal import calibrate, duration_text, progress_bar, summary_tables
@@ -703,8 +703,8 @@ def produce(
 
     from pydantic import ValidationError
 
-    from strata.experiments.producer import platform_input
     from strata.model import SourceSpec
+    from strata.runners.producer import platform_input
 
     writable(out, "OUT", directory=True)
     try:
@@ -741,10 +741,10 @@ def demo(
     warmup: Annotated[bool, typer.Option(help="Warm the Python workers up before the measured runs.")] = True,
 ) -> None:
     """Plain Spark vs Strata on embedded Spark, same seeded input: side-by-side table and an HTML report."""
-    from strata.experiments.demo import DemoConfig, run_demo
     from strata.model import locate_problems
     from strata.report import write_report
     from strata.report.console import side_by_side, verification_line
+    from strata.runners.demo import DemoConfig, run_demo
     from strata.spark.java import JavaError
     from strata.spark.pipelines import PipelineProblems
 

@@ -3,7 +3,8 @@
 An upper level's decision is a hard constraint below (DESIGN.md, rule 3).
 The L0 plan fixes, per PE, a cpu goal and the candidate nodes (SODA's macroQ
 and macroW); the placement balancer under it may only choose among those
-candidates, the per-job pools (cpu shares) follow from the goals, and L1 gets
+candidates, the per-job pools (cpu shares, and the FAIR pools that enforce them
+on Spark) follow from the goals, and L1 gets
 a ceiling on instances per keyed PE (the instances L0 placed) and a move
 budget per load window. PEs whose placement L0 changes in a step are frozen
 for L1 in that step, so the two never move the same thing at once.
@@ -14,8 +15,11 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 
+import numpy as np
+
 from strata.balance.level import L1Budget
 from strata.plan import Plan
+from strata.protocol.units import SHARE_POOLS
 
 
 def pools(plan: Plan, job_of: Mapping[str, str]) -> dict[str, float]:
@@ -24,6 +28,23 @@ def pools(plan: Plan, job_of: Mapping[str, str]) -> dict[str, float]:
     for pe, cores in plan.cpu().items():
         job = job_of[pe]
         out[job] = out.get(job, 0.0) + cores
+    return out
+
+
+def pool_names(cpu_share: Mapping[str, float]) -> dict[str, str]:
+    """Job → the FAIR pool that enforces its cpu share: weight ∝ the share relative to the smallest positive one,
+    rounded to a power of two and capped at 8 (pools ``w1``, ``w2``, ``w4``, ``w8``:
+    :data:`strata.protocol.units.SHARE_POOLS`; a session declares its pools once, at its start). A job without
+    a share, or every job when none has one, gets ``w1``."""
+    positive = [c for c in cpu_share.values() if c > 0]
+    if not positive:
+        return {job: "w1" for job in cpu_share}
+    least = min(positive)
+    out = {}
+    for job, cores in cpu_share.items():
+        ratio = max(cores, least) / least
+        weight = min(max(SHARE_POOLS.values()), 2 ** round(float(np.log2(ratio))))
+        out[job] = f"w{weight}"
     return out
 
 

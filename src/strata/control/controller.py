@@ -51,8 +51,9 @@ import networkx as nx
 
 from strata.adapt.blocks import BALANCING, PLACEMENT, Composition
 from strata.balance.level import TaskLevel, uncoordinated
-from strata.control.budgets import l1_budget, pools
+from strata.control.budgets import l1_budget, pool_names, pools
 from strata.control.estimation import ResourceLearner, mean_offered_rates
+from strata.control.micro_batches import ReadLimitRestarts, trigger_intervals
 from strata.control.signals import KINDS, Debounce, Signal, SignalConfig, lost_nodes, observed_signals
 from strata.model import Cluster, Scenario, job_maps, joined_graph
 from strata.plan import Options, Plan, PlanError, replan
@@ -92,6 +93,26 @@ class HierarchyConfig:
     # Builds the meta level (a strata.adapt Selector or Fixed) for the controller's scenario when none is passed:
     # how a caller that only hands over a config (the Spark demo's run loop) gets the learner.
     meta: Callable[[Scenario], object] | None = None
+    # Micro-batch knobs (strata.control.micro_batches; engines that run micro-batches, i.e. Spark).
+    critical_latency_s: float = 5.0  # a job with a latency target this short or shorter is latency-critical
+    batches_per_target: float = 15.0  # trigger of a non-critical job: its target / this ...
+    trigger_max_s: float = 5.0  # ... at most this (critical jobs: no trigger, batches back to back)
+    gate_reserved_cores: int = 1  # the gate lets the session's cores less this run at once (at least 1)
+    # L0's rate caps on user queries through their sources' read limits, which Spark reads only at start (every
+    # change is a restart). Off by default: on bench_platform (--cap-reads) the caps, planned on costs learned
+    # from batch times on a loaded machine, cost the bulk queries ~40% of their rows/s without lowering the
+    # critical query's p99 (docs/spark.md, "Rate caps on user queries").
+    cap_reads: bool = False
+    read_limit_ratio: float = 1.5  # a read limit is changed (restart) only when it moves by this factor or more
+    restart_every_s: float = 20.0  # and a query is restarted for a new read limit at most this often
+
+    def triggers(self, scenario: Scenario) -> dict[str, float]:
+        """Job → processing-time trigger (s) of ``scenario``'s jobs under these knobs."""
+        return trigger_intervals(scenario, self.critical_latency_s, self.batches_per_target, self.trigger_max_s)
+
+    def read_restarts(self) -> ReadLimitRestarts:
+        """The read-limit restart policy these knobs describe (given to the engine)."""
+        return ReadLimitRestarts(self.cap_reads, self.read_limit_ratio, self.restart_every_s)
 
     def __post_init__(self) -> None:
         if self.balancing not in BALANCING:
@@ -172,10 +193,13 @@ class Controller:
         """The first full epoch: admission, templates, cpu, placement of every instance; the initial dispatch."""
         self._full_plan(now, ())
         self.epoch = 1
+        shares = self._pools()
         d = Decisions(
             epoch=self.epoch,
             admitted=dict(self.plan.templates),
-            cpu_share=self._pools(),
+            cpu_share=shares,
+            pools=pool_names(shares),
+            triggers=self.config.triggers(self.scenario),
             placement={pe: list(v) for pe, v in self.placement.items()},
             dispatch=self.dispatch,
             rate_limits=self._pace(None),
@@ -263,6 +287,7 @@ class Controller:
         new_pools = self._pools()
         if new_pools != old_pools:
             d.cpu_share = new_pools
+            d.pools = pool_names(new_pools)
         if changed:
             d.placement = {pe: list(self.placement[pe]) for pe in sorted(changed)}
         if obs.dispatch != self.dispatch:

@@ -15,7 +15,11 @@ observation, so drift is tracked):
 - ``selectivity`` = Σ out / Σ in (the ratio estimator: exact when out = s × in).
 
 :meth:`ResourceLearner.refine` writes the estimates (and observed source rates)
-into a scenario for the next planning epoch. Pure: no clock, no engine.
+into a scenario for the next planning epoch. :func:`attribute` splits one
+observation of a whole chain (a Spark micro-batch) across its PEs by their
+prior costs; an engine that runs a chain as one unit is given it (a
+:data:`strata.protocol.units.Attribution`) rather than splitting by a rule of
+its own. Pure: no clock, no engine.
 """
 
 from __future__ import annotations
@@ -170,3 +174,50 @@ def mean_offered_rates(scenario: Scenario) -> dict[str, float]:
                         factor += (a.burst_factor - 1.0) * min(a.on_s, a.period_s) / a.period_s
                     out[pe_id(job.id, op.name)] = op.source.rate * factor
     return out
+
+
+def attribute(
+    job: str,
+    template: Template,
+    records_in: float,
+    records_out: float,
+    busy_s: float,
+) -> list[tuple[str, float, float, float]]:
+    """Split one observation of a whole chain (a Spark micro-batch) into per-PE observations.
+
+    An engine that runs a template as one unit (Spark runs the chain in one
+    query) sees records in at the source, records out at the sink and the
+    unit's busy time. Records flow through the chain with the priors'
+    selectivities, except that the last operator before the sink is scaled so
+    the chain's output matches ``records_out``; busy time is split in
+    proportion to each PE's prior cost × records in. Returns (PE, in, out, busy).
+    """
+    order = _chain(template)
+    flows: list[tuple[str, float, float]] = []
+    rate = records_in
+    for k, op in enumerate(order):
+        out = rate if op.kind in (OperatorKind.SOURCE, OperatorKind.SINK) else rate * op.selectivity
+        if k == len(order) - 2 and op.kind is not OperatorKind.SOURCE:
+            out = records_out
+        flows.append((op.name, rate, out))
+        rate = out
+    weights = [template.operator[name].cost_per_record * r_in for name, r_in, _ in flows]
+    total = sum(weights) or 1.0
+    return [
+        (pe_id(job, name), r_in, r_out, busy_s * w / total)
+        for (name, r_in, r_out), w in zip(flows, weights, strict=True)
+    ]
+
+
+def _chain(template: Template) -> list:
+    """The template's operators in order: from its source, or from the one operator another job's stream feeds."""
+    internal = [st for st in template.streams if not st.is_external]
+    nxt = {st.src: st.dst for st in internal}
+    fed = {st.dst for st in internal}
+    heads = [op for op in template.operators if op.name not in fed]
+    if len(heads) != 1 or len(nxt) != len(template.operators) - 1:
+        raise ValueError(f"template {template.name!r} is not a chain source → … → sink")
+    order = [heads[0]]
+    while order[-1].name in nxt:
+        order.append(template.operator[nxt[order[-1].name]])
+    return order

@@ -32,14 +32,19 @@ class Policy(Protocol):
 
 
 class Plain:
-    """No scheduler: every job admitted with its first template, then nothing changed (Spark's defaults)."""
+    """No scheduler: every job admitted with its first template, then nothing changed (Spark's defaults).
 
-    def __init__(self, scenario: Scenario) -> None:
+    ``triggers``: the processing-time triggers the user set (job → s; the demo gives plain Spark the ones Strata
+    picks, so the two modes differ only in what Strata decides while they run)."""
+
+    def __init__(self, scenario: Scenario, triggers: dict[str, float] | None = None) -> None:
         self.scenario = scenario
+        self.triggers = triggers
         self.epoch = 0
 
     def start(self, now: float) -> Decisions:
-        return Decisions(0, admitted={j.id: j.templates[0].name for j in self.scenario.jobs}, reasons=("start",))
+        admitted = {j.id: j.templates[0].name for j in self.scenario.jobs}
+        return Decisions(0, admitted=admitted, triggers=self.triggers, reasons=("start",))
 
     def step(self, obs: Observation) -> Decisions:
         return Decisions(0)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 from functools import cached_property
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -240,11 +240,18 @@ class Template(_Spec):
 
 
 class Job(_Spec):
+    """A job as the planner sees it. A job declared in Python also carries its declaration
+    (:class:`strata.model.user.PythonJob`: each template's ``build(spark)`` function, the sink, the event-time
+    column) in ``declared``, so one object travels from the spec to the engine; it is not part of the spec
+    (never dumped, never compared by the checkpoint guard, which hashes the code itself)."""
+
     id: str = Field(min_length=1, pattern=r"^[A-Za-z_][A-Za-z0-9_\-]*$")
     rank: int = Field(ge=0, description="lower is better")
     required: bool = False
     target_latency_s: float = Field(60.0, gt=0, description="end-to-end latency target (Cameo's L)")
     templates: list[Template] = Field(min_length=1)
+    # Any: strata.model.user imports this module (a PythonJob, or None for a job declared in YAML)
+    declared: Any = Field(None, exclude=True, repr=False)
 
     def template(self, name: str) -> Template:
         for t in self.templates:

@@ -180,6 +180,7 @@ class PythonJob:
             required=self.required,
             target_latency_s=self.target_latency_s,
             templates=[Template(name=t, operators=ops, streams=streams) for t in self.templates],
+            declared=self,
         )
         return planned if self.keyed is None else self.keyed.into(planned)  # input → query → <keyed> → out
 
@@ -330,9 +331,10 @@ def _line_in(path: FsPath, error: BaseException) -> int | None:
 
 def with_python_jobs(
     declared: list[PythonJob], yaml_files: list[str | FsPath], name: str, cores: float | None = None
-) -> tuple[Scenario, dict[str, PythonJob]]:
-    """The YAML files' scenario (cluster and jobs) with the Python jobs added; without YAML the cluster is this
-    machine: one node of ``cores`` (default: all of them), as the embedded ``local[*]`` session has."""
+) -> Scenario:
+    """The YAML files' scenario (cluster and jobs) with the Python jobs added (each :class:`Job` carries its
+    declaration in ``declared``); without YAML the cluster is this machine: one node of ``cores`` (default: all
+    of them), as the embedded ``local[*]`` session has."""
     if yaml_files:
         base = load_scenario(*yaml_files)
     else:
@@ -353,8 +355,13 @@ def with_python_jobs(
                 raise SpecError([Located(file, int(line), (), expected, found)])
             if j.id not in python[r].readers:
                 python[r].readers = (*python[r].readers, j.id)
-    scenario = base.model_copy(update={"jobs": [*base.jobs, *(j.model() for j in declared)]})
-    return Scenario.model_validate(scenario.model_dump(by_alias=True)), {j.id: j for j in declared}
+    return with_jobs(base, [*base.jobs, *(j.model() for j in declared)])
+
+
+def with_jobs(scenario: Scenario, jobs: list[Job]) -> Scenario:
+    """``scenario`` with ``jobs``, validated as a whole (links between jobs, cluster fit). The jobs are kept as
+    they are, declarations included: a dump would drop them."""
+    return Scenario.model_validate({**scenario.model_dump(by_alias=True, exclude={"jobs"}), "jobs": jobs})
 
 
 def declared_here() -> list[PythonJob]:

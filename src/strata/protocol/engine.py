@@ -86,6 +86,12 @@ class Decisions:
       job absent from it is stopped (Spark: query stopped; sim: sources paused).
     - ``cpu_share`` (L0): job → cores it is entitled to. Spark: the job's FAIR
       pool weight ∝ this; the simulator receives the PE-level split in ``placement``.
+    - ``pools`` (L0, with ``cpu_share``): job → the FAIR pool (a name in
+      :data:`strata.protocol.units.POOLS`) its share is enforced through, for
+      engines with pools (:func:`strata.control.budgets.pool_names`).
+    - ``triggers``: job → processing-time trigger in seconds for engines that
+      run micro-batches (absent: batches back to back); a query takes it when it
+      (re)starts (:func:`strata.control.micro_batches.trigger_intervals`).
     - ``placement`` (L0, cpu and nodes; L1 may change only the instance *count*
       of a keyed PE inside L0's node and cpu budget): PE → [(node, cpu)] per
       instance, for engines that place. Only PEs that change are listed.
@@ -102,6 +108,8 @@ class Decisions:
     epoch: int
     admitted: dict[str, str] | None = None
     cpu_share: dict[str, float] | None = None
+    pools: dict[str, str] | None = None
+    triggers: dict[str, float] | None = None
     placement: Placement | None = None
     rate_limits: dict[str, float | None] | None = None
     limit_mode: str = "defer"
@@ -115,6 +123,8 @@ class Decisions:
         return (
             self.admitted is None
             and self.cpu_share is None
+            and self.pools is None
+            and self.triggers is None
             and self.placement is None
             and self.rate_limits is None
             and not self.moves

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Protocol, runtime_checkable
 
-from strata.model import Job
+from strata.model import Job, Template
 
 
 class Kind(IntEnum):
@@ -121,6 +121,13 @@ DispatchFactory = Callable[[NodeView], DispatchPolicy]
 
 URGENT_POOL = "urgent"  # the FAIR pool of a micro-batch that is short of slack (declared by the Spark engine)
 
+SHARE_POOLS: dict[str, int] = {"w1": 1, "w2": 2, "w4": 4, "w8": 8}
+"""The pools a cpu share is enforced through (:func:`strata.control.budgets.pool_names`); FAIR weight ∝ the number."""
+
+POOLS: dict[str, int] = {URGENT_POOL: 32, **SHARE_POOLS}
+"""Every FAIR pool a policy may name, with its weight: what a Spark session declares at its start (Spark reads the
+allocation file once)."""
+
 
 @dataclass(frozen=True, slots=True)
 class BatchRelease:
@@ -169,6 +176,26 @@ class BatchGatePolicy(Protocol):
 
     def forget(self, query: str, *, waiting: bool = True) -> None:
         """``query`` restarted: drop what was learned of it (and, with ``waiting``, any batch or slot it held)."""
+
+
+class ReadLimitPolicy(Protocol):
+    """Whether a source's read limit (Spark: ``maxFilesPerTrigger``, ``maxOffsetsPerTrigger``) is changed to a new
+    value, when the engine can change it only by restarting the query: what the engine asks its policy
+    (:class:`strata.control.micro_batches.ReadLimitRestarts`) before it restarts a query for a rate cap."""
+
+    @property
+    def enabled(self) -> bool:
+        """False: rate caps are not enforced through read limits at all (the engine says so once)."""
+
+    def worth_restart(self, current: int | None, proposed: int | None, since_restart_s: float) -> bool:
+        """Change the limit from ``current`` to ``proposed`` (None: no limit), ``since_restart_s`` after the
+        query's last restart?"""
+
+
+Attribution = Callable[[str, Template, float, float, float], list[tuple[str, float, float, float]]]
+"""How an engine that runs a job's template as one unit splits one observation of it across the template's PEs:
+``(job id, template, records in, records out, busy s) → [(PE, records in, records out, busy s)]``
+(:func:`strata.control.estimation.attribute`; estimation, so a policy the engine is given, not its own)."""
 
 
 @dataclass(frozen=True, slots=True)

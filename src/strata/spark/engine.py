@@ -11,9 +11,10 @@ Enforcement of :class:`~strata.protocol.engine.Decisions`:
   finishes and commits, the query stops, and the new variant starts from the
   next record (``PipelineOptions.start_row``) with its own checkpoint and sink
   (``<run>/jobs/<job>/<segment>-<template>``). Nothing is read twice or skipped.
-- ``cpu_share`` (L0 cpu): job → cores, turned into the job's FAIR pool (weights
-  1, 2, 4, 8 ∝ share relative to the smallest); the gate puts each batch in that
-  pool unless the batch is urgent (:mod:`strata.spark.gate`).
+- ``pools`` (L0 cpu, with ``cpu_share``): job → the FAIR pool the Controller
+  chose for its cpu share (:func:`strata.control.budgets.pool_names`); the gate
+  puts each batch in that pool unless the batch is urgent (:mod:`strata.spark.gate`).
+- ``triggers``: job → processing-time trigger, taken by a query when it (re)starts.
 - ``rate_limits`` (L0 microQ pacing): source PE → records/s, written to the
   source's control file as rows per micro-batch (rate × the query's batch
   interval: its trigger, or the measured interval between its recent batches
@@ -24,7 +25,7 @@ Enforcement of :class:`~strata.protocol.engine.Decisions`:
 
 Observation (``observe()``): per window, the micro-batches each query finished
 (rows in from the query's progress, rows out, duration) split over the chain's
-PEs (:func:`strata.spark.engine.attribute`) as ``instances`` and ``rates``; per key
+PEs (by the injected attribution, :func:`strata.control.estimation.attribute`) as ``instances`` and ``rates``; per key
 group and partition rows of managed keyed operators; per-job latency estimated
 from the batches' sink-side percentiles; ``ingest`` = records/s the source
 *offered*, from the query's own progress (the source's latest available offset
@@ -48,9 +49,7 @@ from pathlib import Path
 
 import numpy as np
 
-from strata.model import OperatorKind, Scenario, Template, pe_id
-from strata.model.inputs import Timeline, Workload
-from strata.model.user import PythonJob
+from strata.model import OperatorKind, Scenario, pe_id
 from strata.protocol.engine import (
     Decisions,
     InstanceLoad,
@@ -59,32 +58,14 @@ from strata.protocol.engine import (
     Observation,
     WindowStats,
 )
+from strata.protocol.units import POOLS, Attribution, ReadLimitPolicy
 from strata.spark import checkpoint
 from strata.spark.checkpoint import CheckpointChanged, Existing
-from strata.spark.gate import URGENT_POOL, Gate
+from strata.spark.gate import Gate
 from strata.spark.listener import ProgressListener, progress_row
 from strata.spark.pipelines import Pipeline, PipelineOptions
-from strata.spark.user import ReadLimits, UserPipeline
-
-SHARE_POOLS: dict[str, int] = {"w1": 1, "w2": 2, "w4": 4, "w8": 8}
-"""Pools that carry L0's cpu share; FAIR weight ∝ the pool's number."""
-
-POOLS: dict[str, int] = {URGENT_POOL: 32, **SHARE_POOLS}
-"""Every pool the session declares (Spark reads the allocation file once, at session start)."""
-
-
-def share_pools(cpu_share: dict[str, float]) -> dict[str, str]:
-    """Job → FAIR pool whose weight is ∝ its cpu share (powers of two, relative to the smallest share)."""
-    positive = [c for c in cpu_share.values() if c > 0]
-    if not positive:
-        return {job: "w1" for job in cpu_share}
-    least = min(positive)
-    out = {}
-    for job, cores in cpu_share.items():
-        ratio = max(cores, least) / least
-        weight = min(8, 2 ** round(float(np.log2(ratio))))
-        out[job] = f"w{weight}"
-    return out
+from strata.spark.sources import offered_rows
+from strata.spark.user import pipeline_for
 
 
 @dataclass(frozen=True)
@@ -93,18 +74,11 @@ class EngineConfig:
 
     epoch: float
     tick_s: float = 0.1
-    triggers: dict[str, float] = field(default_factory=dict)  # job → processing-time trigger s (absent: ASAP)
     input_partitions: int = 2
     state_partitions: int = 2
     managed: frozenset[str] | None = None  # keyed operators in Strata's movable store (None: keyed_stateful ones)
     sink: str = "parquet"
     pause_timeout_s: float = 30.0  # longest wait for the batch in flight when switching a template
-    restart_every_s: float = 20.0  # a user query is restarted for a new read limit at most this often
-    # L0's rate caps on user queries through their sources' read limits, which Spark reads only at start (every
-    # change is a restart). Off by default: on bench_platform (--cap-reads) the caps, planned on costs learned
-    # from batch times on a loaded machine, cost the bulk queries ~40% of their rows/s without lowering the
-    # critical query's p99 (docs/spark.md, "Rate caps on user queries").
-    cap_reads: bool = False
     pools: dict[str, str] = field(default_factory=dict)  # job → a FAIR pool set by hand (plain Spark's tuning)
     read_limits: dict[str, int] = field(default_factory=dict)  # job → static maxFilesPerTrigger (user jobs)
 
@@ -125,7 +99,13 @@ class Segment:
 
 
 class SparkEngine:
-    """Spark under the hierarchy's control (observe / apply), one query per admitted job."""
+    """Spark under the hierarchy's control (observe / apply), one query per admitted job.
+
+    The policies it is given, as the gate is given its L2 policy: ``attribute`` splits a micro-batch's
+    observation of a whole chain across its PEs (:func:`strata.control.estimation.attribute`);
+    ``read_restarts`` says when a rate cap is worth restarting a query for its source's read limit
+    (:class:`strata.control.micro_batches.ReadLimitRestarts`; None: never).
+    """
 
     def __init__(
         self,
@@ -135,11 +115,15 @@ class SparkEngine:
         config: EngineConfig,
         gate: Gate | None = None,
         clock: Callable[[], float] = time.time,
-        python_jobs: dict[str, PythonJob] | None = None,
+        *,
+        attribute: Attribution,
+        read_restarts: ReadLimitPolicy | None = None,
     ) -> None:
         self.spark = spark
+        self.attribute = attribute
+        self.read_restarts = read_restarts
+        self.triggers: dict[str, float] = {}  # job → processing-time trigger s a query takes at its (re)start
         self.scenario = scenario
-        self.python_jobs = dict(python_jobs or {})
         self.run_dir = Path(run_dir)
         self.config = config
         self.gate = gate
@@ -175,12 +159,17 @@ class SparkEngine:
         if decisions.dispatch is not None and self.gate is not None:
             self.gate.use(decisions.dispatch)
             self._log(decisions, "dispatch", "*", decisions.dispatch)
-        if decisions.cpu_share is not None:  # before admission: a query's first batch already runs in its pool
-            pools = share_pools(decisions.cpu_share)
-            for job, pool in pools.items():
+        if decisions.triggers is not None:  # before admission: a query takes its trigger when it starts
+            self.triggers = dict(decisions.triggers)
+        if decisions.pools is not None:  # before admission: a query's first batch already runs in its pool
+            shares = decisions.cpu_share or {}
+            for job, pool in decisions.pools.items():
+                if pool not in POOLS:
+                    raise ValueError(f"pools: {job!r} → {pool!r} is not a declared pool ({', '.join(POOLS)})")
                 if self.gate is not None and self.gate.base_pools.get(job) != pool:
                     self.gate.base_pools[job] = pool
-                    self._log(decisions, "pool", job, f"{pool} ({decisions.cpu_share[job]:.2f} cores)")
+                    cores = f" ({shares[job]:.2f} cores)" if job in shares else ""
+                    self._log(decisions, "pool", job, f"{pool}{cores}")
         if decisions.admitted is not None:
             self._admit(decisions)
         if decisions.rate_limits is not None:
@@ -236,7 +225,7 @@ class SparkEngine:
             epoch=c.epoch,
             tick_s=c.tick_s,
             input_partitions=c.input_partitions,
-            trigger_s=c.triggers.get(job),
+            trigger_s=self.triggers.get(job),
             state_partitions=c.state_partitions,
             managed=c.managed,
             start_row=start_row,
@@ -249,8 +238,8 @@ class SparkEngine:
         tpl = spec.template(template)
         managed = sorted(op.name for op in tpl.operators if self._options(job, 0).is_managed(op))
         state = {"state_partitions": self.config.state_partitions, "managed": managed}
-        if job in self.python_jobs:  # the query is the user's code: a changed function is a changed query
-            state = {**state, **checkpoint.code_fingerprint(self.python_jobs[job], template)}
+        if spec.declared is not None:  # the query is the user's code: a changed function is a changed query
+            state = {**state, **checkpoint.code_fingerprint(spec.declared, template)}
         return checkpoint.fingerprint(spec, tpl, self.config.sink, state)
 
     def resume(self, fresh: Collection[str] = ()) -> list[str]:
@@ -300,13 +289,15 @@ class SparkEngine:
         return said
 
     def _offered(self, job: str, template: str, now: float) -> int:
-        if job in self.python_jobs:
+        """Rows the job's source offers by ``now`` as the source reports it (-1: a source that reports it only
+        while its query runs: files, a user's query)."""
+        spec = self.scenario.job[job]
+        if spec.declared is not None:  # a user's query may read other jobs' output: no source operator of its own
             return -1
-        source = next(op for op in self.scenario.job[job].template(template).operators if op.source is not None)
+        source = next(op for op in spec.template(template).operators if op.source is not None)
         if source.source.path is not None:
             return -1
-        timeline = Timeline(Workload.of(source.source), self.config.tick_s)
-        return timeline.rows_before_tick(max(0, int((now - self.config.epoch) / self.config.tick_s)))
+        return offered_rows(source.source, self.config.epoch, self.config.tick_s, now)
 
     def _start(self, job: str, template: str, start_row: int) -> Segment:
         spec = self.scenario.job[job]
@@ -322,27 +313,21 @@ class SparkEngine:
         checkpoint.record(run_dir, self._fingerprint(job, template), start_row)
         t = next(i for i, tpl in enumerate(spec.templates) if tpl.name == template)
         here = ("jobs", self.scenario.jobs.index(spec), "templates", t)
-        if job in self.python_jobs:
-            pipeline: Pipeline = UserPipeline(
-                self.spark,
-                spec,
-                spec.template(template),
-                run_dir,
-                self._options(job, start_row),
-                here=here,
-                declared=self.python_jobs[job],
-                # a static limit, as a careful Spark user sets it (None: Spark's default, or Strata's caps)
-                limits=ReadLimits(files_per_trigger=self.config.read_limits.get(job)),
-            )
-            switched = any(e.template != template for e in self.segments_of(job) + earlier[-1:])
-            if switched and pipeline.stateful:
-                raise ValueError(
-                    f"admitted: {job!r} would switch to the stateful template {template!r} on the checkpoint of "
-                    "another template; only stateless templates switch"
-                )
-        else:
-            pipeline = Pipeline(
-                self.spark, spec, spec.template(template), run_dir, self._options(job, start_row), here=here
+        # a static read limit, as a careful Spark user sets it (None: Spark's default, or Strata's caps)
+        pipeline = pipeline_for(
+            self.spark,
+            spec,
+            spec.template(template),
+            run_dir,
+            self._options(job, start_row),
+            here=here,
+            files_per_trigger=self.config.read_limits.get(job),
+        )
+        switched = any(e.template != template for e in self.segments_of(job) + earlier[-1:])
+        if switched and pipeline.continues_checkpoint and pipeline.stateful:
+            raise ValueError(
+                f"admitted: {job!r} would switch to the stateful template {template!r} on the checkpoint of "
+                "another template; only stateless templates switch"
             )
         if pipeline.rate_cap is not None:
             pipeline.rate_cap.set(None)  # a cap an earlier run left in the control file is not this run's decision
@@ -369,7 +354,7 @@ class SparkEngine:
                 if not status["isTriggerActive"] and not status["isDataAvailable"]:
                     break
                 time.sleep(0.05)
-        elif isinstance(p, UserPipeline):  # a source Strata cannot pause: stop between two batches
+        else:  # a source Strata cannot pause: stop between two batches
             p.stop_between_batches(self.config.pause_timeout_s)
         if p.query.isActive:
             p.query.stop()
@@ -393,9 +378,9 @@ class SparkEngine:
         source = segment.pipeline.chain[0]
         if source.name != op:
             raise ValueError(f"rate_limits: {pe!r} is not the source of job {job!r} (its source is {source.name!r})")
-        if isinstance(segment.pipeline, UserPipeline) and segment.pipeline.read_limit is not None:
-            if self.config.cap_reads:
-                self._limit_reads(decisions, segment, pe, rate)
+        if segment.pipeline.read_limit is not None:
+            if self.read_restarts is not None and self.read_restarts.enabled:
+                self._limit_reads(decisions, segment, pe, rate, self.read_restarts)
             elif rate is not None and pe not in self.caps:  # said once
                 self.caps[pe] = None
                 detail = f"not enforced: {rate:.0f} rec/s would restart the query (cap_reads off)"
@@ -420,13 +405,14 @@ class SparkEngine:
             cap.set(rows)
             self._log(decisions, "rate cap", job, f"{rate:.0f} rec/s ({rows} rows/batch)")
 
-    def _limit_reads(self, decisions: Decisions, segment: Segment, pe: str, rate: float | None) -> None:
+    def _limit_reads(
+        self, decisions: Decisions, segment: Segment, pe: str, rate: float | None, policy: ReadLimitPolicy
+    ) -> None:
         """A rate cap on a user query as its source's own read limit: ``maxFilesPerTrigger`` = the cap's records
         per batch over the records per file observed, or Kafka's ``maxOffsetsPerTrigger`` = the records per batch
         (an offset is a record). Spark reads the option at start, so a new limit restarts the query from its
-        checkpoint at a batch boundary: only when the limit changes by half or more and not within
-        ``restart_every_s`` of the last restart (a restart costs a batch's planning)."""
-        p: UserPipeline = segment.pipeline  # type: ignore[assignment]
+        checkpoint at a batch boundary, when ``policy`` says the change is worth a restart."""
+        p = segment.pipeline
         self.caps[pe] = rate
         limit = None
         if rate is not None:
@@ -434,12 +420,7 @@ class SparkEngine:
             if per_unit is None:
                 return  # nothing read yet: the cap cannot be turned into files
             limit = max(1, int(rate * self._cap_interval(segment) / per_unit))
-        current = p.limit
-        if current == limit:
-            return
-        if current is not None and limit is not None and max(current, limit) < 1.5 * min(current, limit):
-            return
-        if self.clock() - p.restarted_at < self.config.restart_every_s:
+        if not policy.worth_restart(p.limit, limit, self.clock() - p.restarted_at):
             return
         p.stop_between_batches(self.config.pause_timeout_s)
         if self.gate is not None:  # after the stop: a batch the old run had at the gate is gone with it
@@ -451,7 +432,7 @@ class SparkEngine:
     def _cap_interval(self, segment: Segment) -> float:
         """Seconds of input one batch should read under a cap: the query's trigger, or its measured batch interval
         when batches come slower (to the half second)."""
-        return max(self.config.triggers.get(segment.job) or 0.0, round(2 * self._batch_interval(segment)) / 2)
+        return max(self.triggers.get(segment.job) or 0.0, round(2 * self._batch_interval(segment)) / 2)
 
     def _batch_interval(self, segment: Segment) -> float:
         """Mean seconds between the query's recent batch starts since the epoch (1 s before it has two such
@@ -539,7 +520,7 @@ class SparkEngine:
             src_pe = pe_id(job, source.name)
             # what the source offered and what waits in it, from the query's own progress (the source's latest
             # offset against the query's committed one): nothing here knows where the records come from
-            if isinstance(p, UserPipeline) and p.probe is not None:  # directories: listed against the checkpoint
+            if p.probe is not None:  # directories: listed against the checkpoint
                 offered, waiting = p.probe.observe(now, self._committed_rows(p))
                 backlog = waiting or 0
             else:
@@ -547,7 +528,7 @@ class SparkEngine:
                 backlog = max(0, latest - self.end_row(segment)) if latest is not None else 0
             if offered is not None and source.kind is OperatorKind.SOURCE:  # a shared stream's reader has none
                 ingest[src_pe] = offered
-            parts = attribute(job, segment.pipeline.template, rows_in, rows_out, busy) if rows_in else []
+            parts = self.attribute(job, segment.pipeline.template, rows_in, rows_out, busy) if rows_in else []
             keyed = next((o for o in p.chain if p.options.is_managed(o)), None) if p.store is not None else None
             for pe, r_in, r_out, b in parts or [(src_pe, 0, 0, 0.0)]:
                 rates[pe] = r_out / span
@@ -703,49 +684,3 @@ def _share_over(record: dict, target: float) -> float:
             below = q
     return 1.0 - below
 
-
-def attribute(
-    job: str,
-    template: Template,
-    records_in: float,
-    records_out: float,
-    busy_s: float,
-) -> list[tuple[str, float, float, float]]:
-    """Split one observation of a whole chain (a Spark micro-batch) into per-PE observations.
-
-    An engine that runs a template as one unit (Spark runs the chain in one
-    query) sees records in at the source, records out at the sink and the
-    unit's busy time. Records flow through the chain with the priors'
-    selectivities, except that the last operator before the sink is scaled so
-    the chain's output matches ``records_out``; busy time is split in
-    proportion to each PE's prior cost × records in. Returns (PE, in, out, busy).
-    """
-    order = _chain(template)
-    flows: list[tuple[str, float, float]] = []
-    rate = records_in
-    for k, op in enumerate(order):
-        out = rate if op.kind in (OperatorKind.SOURCE, OperatorKind.SINK) else rate * op.selectivity
-        if k == len(order) - 2 and op.kind is not OperatorKind.SOURCE:
-            out = records_out
-        flows.append((op.name, rate, out))
-        rate = out
-    weights = [template.operator[name].cost_per_record * r_in for name, r_in, _ in flows]
-    total = sum(weights) or 1.0
-    return [
-        (pe_id(job, name), r_in, r_out, busy_s * w / total)
-        for (name, r_in, r_out), w in zip(flows, weights, strict=True)
-    ]
-
-
-def _chain(template: Template) -> list:
-    """The template's operators in order: from its source, or from the one operator another job's stream feeds."""
-    internal = [st for st in template.streams if not st.is_external]
-    nxt = {st.src: st.dst for st in internal}
-    fed = {st.dst for st in internal}
-    heads = [op for op in template.operators if op.name not in fed]
-    if len(heads) != 1 or len(nxt) != len(template.operators) - 1:
-        raise ValueError(f"template {template.name!r} is not a chain source → … → sink")
-    order = [heads[0]]
-    while order[-1].name in nxt:
-        order.append(template.operator[nxt[order[-1].name]])
-    return order

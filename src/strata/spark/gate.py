@@ -8,14 +8,15 @@ the gate's policy (a :class:`~strata.protocol.units.BatchGatePolicy`, the
 controller injects :class:`strata.dispatch.gate.GateCore`) lets them go.
 
 This module only observes and enforces: it knows each batch's size and oldest
-record without running the batch — the generator's record i has a pure-function
-event time and the batch starts where the previous one ended; a user query's
-batch over directories is the files Spark took into it (its checkpoint's file
-log), with their oldest event time and bytes (:mod:`strata.spark.files`); any
-other source is priced by what arrived since its previous batch was released
-and that batch's size — measures each batch's duration, blocks the query's thread until its batch is released, and
-sets the batch's FAIR pool (``spark.scheduler.pool`` set in the batch's thread
-applies to every job of the batch).
+record without running the batch, from what the query's source reported
+(:meth:`~strata.spark.pipelines.Pipeline.pending_batch`: a batch over
+directories is the files Spark took into it, with their oldest event time and
+bytes, :mod:`strata.spark.files`; a generated batch is the offsets Spark logged
+for it); a source that reports neither is priced by what arrived since its
+previous batch was released and that batch's size. It measures each batch's
+duration, blocks the query's thread until its batch is released, and sets the
+batch's FAIR pool (``spark.scheduler.pool`` set in the batch's thread applies
+to every job of the batch).
 """
 
 from __future__ import annotations
@@ -25,9 +26,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
-from strata.model.inputs import Timeline, Workload
 from strata.protocol.units import URGENT_POOL, BatchGatePolicy
-from strata.spark.user import UserPipeline
 
 __all__ = ["URGENT_POOL", "Gate"]
 
@@ -36,10 +35,6 @@ __all__ = ["URGENT_POOL", "Gate"]
 class _QueryTrack:
     """What the gate remembers of one query between its batches."""
 
-    timeline: Timeline | None
-    epoch: float
-    tick_s: float
-    start_row: int = 0
     last_duration: float | None = None
     last_batch: int | None = None
     last_release: float | None = None
@@ -81,32 +76,20 @@ class Gate:
     # -------------------------------------------------------------- bookkeeping per query
 
     def track(self, pipeline) -> _QueryTrack:
-        """The query's record (created on its first batch; a restarted template starts from its start row,
-        and what the policy learned of the old template's batches no longer holds)."""
+        """The query's record (created on its first batch, and again after :meth:`forget`: a restarted
+        template's batches are not the old one's, so what the policy learned of those no longer holds)."""
         t = self._tracks.get(pipeline.name)
-        user = isinstance(pipeline, UserPipeline)
-        workload = None if user else Workload.of(pipeline.chain[0].source)
-        if t is None or (t.timeline.spec if t.timeline is not None else None) != workload:
-            o = pipeline.options
-            timeline = None if user else Timeline(workload, o.tick_s)
-            t = _QueryTrack(timeline, float(o.epoch or 0.0), o.tick_s, start_row=o.start_row)
-            self._tracks[pipeline.name] = t
+        if t is None:
+            t = self._tracks[pipeline.name] = _QueryTrack()
             with self._cond:
                 self.core.forget(pipeline.name, waiting=False)
         return t
 
     def _learn(self, pipeline, t: _QueryTrack) -> None:
-        """Report the previous batch (its rows now in lastProgress) to the policy; move the start row."""
+        """Report the previous batch (its rows now in lastProgress) to the policy."""
         progress = pipeline.query.lastProgress if pipeline.query is not None else None
         if not progress or t.last_batch is None or progress["batchId"] != t.last_batch:
             return
-        end = (progress["sources"] or [{}])[0].get("endOffset")
-        if isinstance(end, str):
-            import json
-
-            end = json.loads(end)
-        if isinstance(end, dict) and "row" in end:
-            t.start_row = int(end["row"])
         t.last_rows = int(progress["numInputRows"])
         if t.last_duration is not None:
             with self._cond:
@@ -114,23 +97,15 @@ class Gate:
         t.last_batch = None
 
     def pending(self, pipeline, now: float, batch_id: int) -> tuple[float, int]:
-        """The pending batch's oldest event time and size (estimated from what the source has available)."""
+        """The pending batch's oldest event time and size, as its source reported them; a source that reports
+        neither: the time since the previous batch was released, and that batch's size."""
         t = self.track(pipeline)
         self._learn(pipeline, t)
-        if t.timeline is None:
-            oldest, rows = pipeline.probe.batch(batch_id) if pipeline.probe is not None else (None, 0)
-            if oldest is not None:
-                return oldest, rows
-            since = t.last_release if t.last_release is not None else (pipeline.started_at or now)
-            return min(since, now), t.last_rows
-        first = t.timeline.tick_of_row(t.start_row)
-        oldest = t.epoch + first * t.tick_s
-        available = t.timeline.rows_before_tick(max(0, int((now - t.epoch) / t.tick_s)))
-        cap = pipeline.rate_cap.get() if pipeline.rate_cap is not None else None
-        size = max(0, available - t.start_row)
-        if cap is not None:
-            size = min(size, cap)
-        return oldest, size
+        oldest, rows = pipeline.pending_batch(batch_id)
+        if oldest is not None:
+            return oldest, rows
+        since = t.last_release if t.last_release is not None else (pipeline.started_at or now)
+        return min(since, now), t.last_rows
 
     # -------------------------------------------------------------- the hook
 

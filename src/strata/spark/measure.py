@@ -22,7 +22,6 @@ import pandas as pd
 from strata.model import OperatorKind, Scenario
 from strata.model.inputs import Timeline, Workload
 from strata.spark.engine import Segment, SparkEngine
-from strata.spark.user import UserPipeline
 from strata.spark.verify import (
     US,
     committed_output,
@@ -56,7 +55,7 @@ def output_latency(run: ModeRun, tick_s: float, spark) -> tuple[pd.DataFrame, li
     outputs are timed from the event times its sink wrote, and checked by its tests)."""
     frames, checks = [], []
     for segment in run.engine.segments:
-        if isinstance(segment.pipeline, UserPipeline):
+        if segment.pipeline.job.declared is not None:  # a user's own query: timed from what its sink wrote
             frames.append(_user_latency(run, segment))
             continue
         check = verify_segment(spark, segment, run.epoch, tick_s)
@@ -87,7 +86,7 @@ def output_latency(run: ModeRun, tick_s: float, spark) -> tuple[pd.DataFrame, li
 
 def _user_latency(run: ModeRun, segment: Segment) -> pd.DataFrame:
     """A user query's output records of committed batches: latency = the batch's commit − the row's event time."""
-    p: UserPipeline = segment.pipeline  # type: ignore[assignment]
+    p = segment.pipeline
     committed = run.engine.progress.of(p.query) if p.query is not None else {}
     finished = {r["batch_id"]: r["finished"] for r in p.batch_records() if r["batch_id"] in committed}
     parts = [
@@ -111,7 +110,7 @@ def undelivered(run: ModeRun, scenario: Scenario, tick_s: float, horizon_s: floa
         if not segments:
             continue
         last = segments[-1]
-        if isinstance(last.pipeline, UserPipeline):  # what a user's query owes is not known without running it
+        if job.declared is not None:  # what a user's query owes is not known without running it
             continue
         source = last.pipeline.chain[0].source
         if source.path is not None:

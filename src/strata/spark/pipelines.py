@@ -34,9 +34,10 @@ import numpy as np
 from strata.model import AggregateSpec, Job, Operator, OperatorKind, Problem, Template
 from strata.model.inputs import GENERATED_PROCESSES, static_dimension
 from strata.model.scenario import Path as DocPath
+from strata.spark.files import FileProbe
 from strata.spark.sinks import ConsoleSink, MemorySink, ParquetSink, Sink
 from strata.spark.sources import NAME as SYNTHETIC
-from strata.spark.sources import RateCap, register, synthetic_options
+from strata.spark.sources import LoggedBatches, RateCap, register, synthetic_options
 from strata.spark.state import KeyedSpec, KeyedStateStore
 
 START_ATTEMPTS = 5
@@ -235,18 +236,78 @@ class Pipeline:
     query: object = None
     started_at: float | None = None
     busy: bool = False  # inside foreachBatch: at the gate or running the batch's work
+    probe: FileProbe | None = None  # the query's file sources, listed against its checkpoint (user queries)
+    restarts: int = 0
+    restarted_at: float = 0.0
+    _logged: LoggedBatches | None = None  # a generated source's batches, from the query's offset log
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def __post_init__(self) -> None:
         self.run_dir = Path(self.run_dir)
         self.name = self.job.id
+        self.chain = self._chain()
+        self.positions = {op.name: i for i, op in enumerate(self.template.operators)}
+        self.sink: Sink = self._make_sink()
+        self.stream, self.in_batch = self._build()
+
+    def _chain(self) -> list[Operator]:
+        """The template's operators in chain order (a template Spark cannot run raises PipelineProblems)."""
         problems = check_template(self.job, self.template, self.here)
         if problems:
             raise PipelineProblems(problems)
-        self.chain = [self.template.operators[i] for i in operator_chain(self.template)]
-        self.positions = {op.name: self.template.operators.index(op) for op in self.template.operators}
-        self.sink: Sink = self._make_sink()
+        return [self.template.operators[i] for i in operator_chain(self.template)]
+
+    # -------------------------------------------------------------- the query protocol the engine and gate use
+
+    @property
+    def continues_checkpoint(self) -> bool:
+        """Whether the job's next segment continues this query's checkpoint (a template switch then keeps it):
+        False here, every segment of a YAML job has its own checkpoint and sink."""
+        return False
+
+    @property
+    def read_limit(self) -> str | None:
+        """The read limit Strata can set on the query's source by restarting it (``"files"``, ``"offsets"``), or
+        None: its cap (if any) is :attr:`rate_cap`, taken at every batch."""
+        return None
+
+    @property
+    def limit(self) -> int | None:
+        """The read limit in force (in :attr:`read_limit`'s unit; None: none)."""
+        return None
+
+    def pending_batch(self, batch_id: int) -> tuple[float | None, int]:
+        """The batch about to run as its source reported it: its oldest record's event time and its rows;
+        (None, 0) when the source reports neither (the gate then prices it by what arrived since the last one)."""
+        return self._logged.batch(batch_id) if self._logged is not None else (None, 0)
+
+    def stop_between_batches(self, timeout_s: float = 30.0) -> None:
+        """Stop the query once it is not inside a batch's ``foreachBatch`` (within ``timeout_s``).
+
+        Outside it the query is planning its next batch (a batch whose offsets are logged is replayed as
+        planned by the next start), committing the last one (its sink already wrote it: the replay's write is
+        skipped or idempotent), or idle. Waiting for ``isTriggerActive`` to drop instead would wait out the
+        timeout on a query whose batches run back to back. A batch still inside ``foreachBatch`` at the
+        timeout is stopped and replayed, as after a crash."""
+        query = self.query
+        deadline = time.time() + timeout_s
+        while query is not None and query.isActive and time.time() < deadline and self.busy:
+            time.sleep(0.02)
+        if query is not None and query.isActive:
+            query.stop()
+
+    def restart(self, limit: int | None) -> None:
+        """Start the stopped query again from its checkpoint, its source reading at most ``limit`` a batch (in
+        :attr:`read_limit`'s unit; None: no limit). Raises ValueError for a limit on a query without one."""
+        self._set_limit(limit)
         self.stream, self.in_batch = self._build()
+        self.start()
+        self.restarts += 1
+        self.restarted_at = time.time()
+
+    def _set_limit(self, limit: int | None) -> None:
+        if limit is not None:
+            raise ValueError(f"{self.name}: its source has no read limit a restart sets (its cap is per batch)")
 
     # -------------------------------------------------------------- paths and sink
 
@@ -271,6 +332,7 @@ class Pipeline:
         register(self.spark)
         self.rate_cap = RateCap(self.run_dir / "control" / f"{self.name}.json")
         o = self.options
+        self._logged = LoggedBatches(op.source, o.tick_s, self.checkpoint, o.start_row)
         opts = synthetic_options(
             op.source,
             clock=o.clock,

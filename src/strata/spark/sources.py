@@ -190,6 +190,44 @@ class SyntheticStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         """Nothing to release: rows are regenerated from offsets on demand."""
 
 
+class LoggedBatches:
+    """A generated source's batches as the source itself reported them: Spark writes each batch's end offset
+    (``{"row", "epoch"}``) to the query's offset log before the batch runs, and the previous batch's end is its
+    start (``start_row`` for the first batch of a query segment). Rows are a pure function of offsets, so the
+    batch's size and its oldest record's event time follow without reading a row: what the dispatch gate prices a
+    pending batch by, as it prices a file batch by the files Spark logged into it (:mod:`strata.spark.files`)."""
+
+    def __init__(self, spec, tick_s: float, checkpoint: str | Path, start_row: int = 0) -> None:
+        self.timeline = Timeline(Workload.of(spec), tick_s)
+        self.tick_s = tick_s
+        self.offsets = Path(checkpoint) / "offsets"
+        self.start_row = start_row
+
+    def batch(self, batch_id: int) -> tuple[float | None, int]:
+        """Batch ``batch_id``'s oldest record's event time (unix seconds) and its rows; (None, 0) before Spark
+        logged its offsets."""
+        end = self._logged(batch_id)
+        if end is None:
+            return None, 0
+        before = self._logged(batch_id - 1) if batch_id > 0 else None
+        start = int(before["row"]) if before is not None else self.start_row
+        oldest = float(end["epoch"]) + self.timeline.tick_of_row(start) * self.tick_s
+        return oldest, max(0, int(end["row"]) - start)
+
+    def _logged(self, batch_id: int) -> dict | None:
+        """The source's end offset of ``batch_id`` in the offset log (its last line: this query's one source)."""
+        try:
+            lines = (self.offsets / str(batch_id)).read_text().splitlines()
+        except FileNotFoundError:
+            return None
+        return json.loads(lines[-1]) if len(lines) >= 3 else None
+
+
+def offered_rows(spec, epoch: float, tick_s: float, now: float) -> int:
+    """Records a wall-clock generated source offers by ``now``: the latest offset its reader reports."""
+    return Timeline(Workload.of(spec), tick_s).rows_before_tick(max(0, int((now - epoch) / tick_s)))
+
+
 def register(spark) -> None:
     """Make ``format("strata-generator")`` available in ``spark`` (idempotent)."""
     spark.dataSource.register(SyntheticSource)

@@ -23,18 +23,18 @@ from __future__ import annotations
 
 import functools
 import inspect
-import time
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
+from strata.model.job import Job, Template
 from strata.model.spec import Located, SpecError
 from strata.model.user import DeclarationError, PythonJob
 from strata.spark import keyed
 from strata.spark.files import FileProbe
-from strata.spark.pipelines import Pipeline
+from strata.spark.pipelines import Pipeline, PipelineOptions
 from strata.spark.python_sources import CONTROL_OPTION, capped, capped_name
 from strata.spark.sinks import ConsoleSink, FunctionSink, MemorySink, ParquetSink, Sink
 from strata.spark.sources import RateCap
@@ -188,19 +188,22 @@ class UserPipeline(Pipeline):
 
     declared: PythonJob | None = None
     limits: ReadLimits = field(default_factory=ReadLimits)
-    probe: FileProbe | None = None
-    restarts: int = 0
-    restarted_at: float = 0.0
     written: dict[int, np.ndarray] = field(default_factory=dict)  # batch id → event times (µs) of its output
 
-    def __post_init__(self) -> None:
-        self.run_dir = Path(self.run_dir)
-        self.name = self.job.id
-        self.chain = list(self.template.operators)
-        self.positions = {op.name: i for i, op in enumerate(self.chain)}
-        self.sink: Sink = self._make_sink()
-        self.in_batch = []
-        self.stream = self._build_user()
+    def _chain(self) -> list:
+        """The planner's chain of the template (``input → query → out``): Spark runs the user's query as it is."""
+        return list(self.template.operators)
+
+    def _build(self):
+        return self._build_user(), []
+
+    @property
+    def continues_checkpoint(self) -> bool:
+        return True
+
+    def pending_batch(self, batch_id: int) -> tuple[float | None, int]:
+        """A batch over directories: the files Spark logged into it (:class:`~strata.spark.files.FileProbe`)."""
+        return self.probe.batch(batch_id) if self.probe is not None else (None, 0)
 
     @property
     def checkpoint(self) -> Path:
@@ -310,29 +313,28 @@ class UserPipeline(Pipeline):
         """The read limit in force (files or offsets a batch; None: none)."""
         return self.limits.offsets_per_trigger if self.read_limit == "offsets" else self.limits.files_per_trigger
 
-    def stop_between_batches(self, timeout_s: float = 30.0) -> None:
-        """Stop the query once it is not inside a batch's ``foreachBatch`` (within ``timeout_s``).
-
-        Outside it the query is planning its next batch (a batch whose offsets are logged is replayed as
-        planned by the next start), committing the last one (its sink already wrote it: the replay's write is
-        skipped or idempotent), or idle. Waiting for ``isTriggerActive`` to drop instead would wait out the
-        timeout on a query whose batches run back to back. A batch still inside ``foreachBatch`` at the
-        timeout is stopped and replayed, as after a crash."""
-        query = self.query
-        deadline = time.time() + timeout_s
-        while query is not None and query.isActive and time.time() < deadline and self.busy:
-            time.sleep(0.02)
-        if query is not None and query.isActive:
-            query.stop()
-
-    def restart(self, limit: int | None) -> None:
-        """Start the stopped query again from its checkpoint, reading at most ``limit`` files (Kafka: offsets) a
-        batch; None: no limit."""
+    def _set_limit(self, limit: int | None) -> None:
         if self.read_limit == "offsets":
             self.limits.offsets_per_trigger = limit
         else:
             self.limits.files_per_trigger = limit
-        self.stream = self._build_user()
-        self.start()
-        self.restarts += 1
-        self.restarted_at = time.time()
+
+
+def pipeline_for(
+    spark,
+    job: Job,
+    template: Template,
+    run_dir: Path,
+    options: PipelineOptions,
+    here: tuple = (),
+    files_per_trigger: int | None = None,
+) -> Pipeline:
+    """The query of ``job``'s ``template``: its user's own (:class:`UserPipeline`) for a job declared in Python
+    (``job.declared``), else the template's operators built by :class:`Pipeline`. ``files_per_trigger``: a static
+    read limit on a user query, as a careful Spark user sets it (None: Spark's default, or Strata's caps).
+    Raises SpecError (Python jobs) or PipelineProblems (YAML templates), located, before anything starts."""
+    if job.declared is not None:
+        # a user query's run directory is a segment's: ``<run>/jobs/<job>/<segment>`` (its checkpoint is the job's)
+        limits = ReadLimits(files_per_trigger=files_per_trigger)
+        return UserPipeline(spark, job, template, run_dir, options, here=here, declared=job.declared, limits=limits)
+    return Pipeline(spark, job, template, run_dir, options, here=here)

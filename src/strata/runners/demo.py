@@ -3,14 +3,14 @@
 Every mode runs on one embedded session (started once, then warmed up so that
 neither mode pays the Python workers' start-up), with the same jobs, triggers,
 partitions, sinks and the same movable keyed-state store for keyed operators,
-each through :func:`strata.control.spark_run.run_mode` — the loop ``strata
+each through :func:`strata.runners.spark_loop.run_mode` — the loop ``strata
 run`` runs:
 
 - **baseline** — plain Spark: every job admitted with its first template, no
   pool (Spark's FIFO order inside the default pool), the keyed store's hash
   routing table never changed (hash partitioning), no gate, no caps;
 - **fair** — the same with FAIR pools set by hand as Spark's documentation
-  recommends (:func:`strata.control.spark_run.hand_pools`: the latency-critical
+  recommends (:func:`strata.runners.spark_loop.hand_pools`: the latency-critical
   jobs in a weight-32 pool, the others weighted by rank);
 - **strata** — the Controller in control: L0 admission, template, cpu share
   (FAIR pool) and rate caps, re-planned from learned costs; L1 hotspot
@@ -31,10 +31,10 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
-from strata.control.spark_run import MODES, RunConfig, gate_config, hand_pools, keyed_operators, run_mode
 from strata.model import Scenario
 from strata.protocol.engine import Decisions, Observation
-from strata.spark.engine import POOLS
+from strata.protocol.units import POOLS
+from strata.runners.spark_loop import MODES, RunConfig, hand_pools, keyed_operators, run_mode
 from strata.spark.measure import RunResult, collect
 
 
@@ -163,7 +163,7 @@ def run_demo(
                 "window_s": config.run.control.window_s,
                 "state_partitions": config.run.state_partitions,
             },
-            "gate": asdict(config.run.gate or gate_config(spark)),
+            "gate": asdict(config.run.gate_for(spark)),
         }
         result = collect(runs, scenario, config.duration_s, spark, out, meta, timings)
         timings["verify_s"] = time.time() - t

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from strata.control.live import RunRequest, run_live
+from strata.runners.live import RunRequest, run_live
 
 BULK_NICE = 10  # CFS weight 110 against 1024 at nice 0: a contended core goes ~90% to the dedicated application
 DEDICATED = "dedicated"  # the child's run directory under OUT, and its log OUT/dedicated.log

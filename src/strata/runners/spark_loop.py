@@ -17,21 +17,21 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from strata.control.controller import Controller, HierarchyConfig
-from strata.control.estimation import ResourceLearner
+from strata.control.estimation import ResourceLearner, attribute
 from strata.control.loop import Plain, run
+from strata.control.micro_batches import gate_config
 from strata.dispatch.gate import GateConfig, GateCore
 from strata.model import Scenario, pe_id
-from strata.model.user import PythonJob
 from strata.plan import Options
 from strata.protocol.engine import Decisions, Observation
+from strata.protocol.units import URGENT_POOL
 from strata.spark.engine import EngineConfig, SparkEngine
-from strata.spark.gate import URGENT_POOL, Gate
+from strata.spark.gate import Gate
 from strata.spark.measure import ModeRun
 from strata.spark.pipelines import AGGREGATIONS
 
 MODES = ("baseline", "fair", "strata")
 """Plain Spark (FIFO), plain Spark with FAIR pools set by hand (:func:`hand_pools`), Strata in control."""
-CRITICAL_S = 5.0  # a job with a latency target this short or shorter is latency-critical
 
 
 @dataclass(frozen=True)
@@ -39,9 +39,8 @@ class RunConfig:
     """Knobs of one run on Spark, with their defaults."""
 
     state_partitions: int = 4
-    # None: the gate's bound is the session's cores less one (at least 1), so a batch of a latency-critical query
-    # that goes over the bound always finds a core no other batch was let in to take (spark_run.gate_config;
-    # measured on bench_platform: docs/spark.md).
+    # None: the gate's bound is the session's cores less HierarchyConfig.gate_reserved_cores (at least 1:
+    # strata.control.micro_batches.gate_config).
     gate: GateConfig | None = None
     # One full L0 epoch at the start (a demo run is shorter than an epoch); L0 re-plans components on
     # signals. Spark runs a keyed operator on a fixed number of partitions: no DS2 scaling of instances.
@@ -62,24 +61,17 @@ class RunConfig:
     # plain Spark as a careful user tunes it (baseline modes only): job → FAIR pool, job → maxFilesPerTrigger
     pools: dict[str, str] = field(default_factory=dict)
     read_limits: dict[str, int] = field(default_factory=dict)
-    cap_reads: bool = False  # Strata mode: L0's rate caps through user sources' read limits (EngineConfig.cap_reads)
+
+    def gate_for(self, spark) -> GateConfig:
+        """The gate's knobs on ``spark``'s session: ``gate`` if set, else bounded by the session's cores."""
+        return self.gate or gate_config(spark.sparkContext.defaultParallelism, self.control.gate_reserved_cores)
 
 
-def triggers(scenario: Scenario) -> dict[str, float]:
-    """Processing-time trigger per job: latency-critical jobs (target ≤ 5 s) run batches back to back."""
-    return {j.id: min(5.0, j.target_latency_s / 15) for j in scenario.jobs if j.target_latency_s > CRITICAL_S}
-
-
-def gate_config(spark) -> GateConfig:
-    """The gate's knobs for ``spark``'s session: one core's worth of batches kept back for urgent ones."""
-    return GateConfig(max_running=max(1, spark.sparkContext.defaultParallelism - 1))
-
-
-def hand_pools(scenario: Scenario) -> dict[str, str]:
+def hand_pools(scenario: Scenario, critical_s: float = HierarchyConfig.critical_latency_s) -> dict[str, str]:
     """FAIR pools as Spark's documentation recommends and a careful user sets them once: latency-critical
-    jobs in the weight-32 pool, the others by rank — the best rank among them weight 4, the next 2, the
-    rest 1."""
-    critical = {j.id for j in scenario.jobs if j.target_latency_s <= CRITICAL_S}
+    jobs (target ≤ ``critical_s``) in the weight-32 pool, the others by rank — the best rank among them
+    weight 4, the next 2, the rest 1."""
+    critical = {j.id for j in scenario.jobs if j.target_latency_s <= critical_s}
     ranks = sorted({j.rank for j in scenario.jobs if j.id not in critical})
     weights = {r: ("w4", "w2")[k] if k < 2 else "w1" for k, r in enumerate(ranks)}
     return {j.id: URGENT_POOL if j.id in critical else weights[j.rank] for j in scenario.jobs}
@@ -122,33 +114,31 @@ def run_mode(
     on_step: Callable[[str, Observation, Decisions, dict], None] | None = None,
     should_stop: Callable[[], bool] | None = None,
     on_engine: Callable[[SparkEngine], None] | None = None,
-    python_jobs: dict[str, PythonJob] | None = None,
 ) -> ModeRun:
     """Run ``mode`` ("strata": the Controller in control; anything else: plain Spark) until wall time ``stop``.
 
     The sources' epoch is ``epoch`` (wall seconds). Every query is stopped at
-    the end; the run's measurements are returned for :func:`strata.spark.measure.collect`. ``python_jobs``: the
-    scenario's jobs declared in Python (:mod:`strata.model.user`), by id: their templates are the user's functions.
+    the end; the run's measurements are returned for :func:`strata.spark.measure.collect`. A job declared in
+    Python carries its declaration (``Job.declared``): its templates are the user's functions.
     """
     controlled = mode == "strata"
     gate_rows: list[dict] = []
-    gate = Gate(GateCore(config.gate or gate_config(spark)), on_release=gate_rows.append) if controlled else None
+    gate = Gate(GateCore(config.gate_for(spark)), on_release=gate_rows.append) if controlled else None
     engine = SparkEngine(
         spark,
         scenario,
         out,
         EngineConfig(
             epoch=epoch,
-            triggers=triggers(scenario),
             state_partitions=config.state_partitions,
             managed=keyed_operators(scenario),
             sink=config.sink,
             pools={} if controlled else config.pools,
             read_limits={} if controlled else config.read_limits,
-            cap_reads=controlled and config.cap_reads,
         ),
         gate=gate,
-        python_jobs=python_jobs,
+        attribute=attribute,
+        read_restarts=config.control.read_restarts() if controlled else None,
     )
     if on_engine is not None:
         try:
@@ -157,7 +147,9 @@ def run_mode(
             engine.close()
             raise
     run_ = ModeRun(mode, epoch, stop, engine, gate_rows=gate_rows)
-    controller = Controller(scenario, config.control) if controlled else Plain(scenario)
+    # plain Spark runs on the triggers Strata picks, so the modes differ only in what Strata decides as they run
+    triggers = config.control.triggers(scenario)
+    controller = Controller(scenario, config.control) if controlled else Plain(scenario, triggers)
 
     def record(obs: Observation, decisions: Decisions) -> None:
         row = {

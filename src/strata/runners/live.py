@@ -2,7 +2,7 @@
 
 The same decisions the demo's Strata mode makes — admission, templates, FAIR
 pools, rate caps, the dispatch gate, key-group moves, the estimator's model —
-made by :func:`strata.control.spark_run.run_mode` until the duration ends or
+made by :func:`strata.runners.spark_loop.run_mode` until the duration ends or
 Ctrl-C (checked between control steps: the batches in flight finish and
 commit). ``control=False`` runs plain Spark through the same loop. Afterwards
 the metrics tables of :mod:`strata.spark.measure` are written (every sink
@@ -24,16 +24,16 @@ from rich.console import Console, Group
 from rich.live import Live
 from rich.table import Table
 
-from strata.control.spark_run import RunConfig, run_mode
 from strata.model import Scenario, SpecError, load_scenario, locate_problems
-from strata.model.user import PythonJob, load_jobs, with_python_jobs
+from strata.model.user import PythonJob, load_jobs, with_jobs, with_python_jobs
 from strata.protocol.engine import Decisions, Observation
+from strata.protocol.units import POOLS
+from strata.runners.spark_loop import RunConfig, run_mode
 from strata.spark.checkpoint import CheckpointChanged
-from strata.spark.engine import POOLS
 from strata.spark.java import JavaError
-from strata.spark.pipelines import Pipeline, PipelineOptions, PipelineProblems, check_template
+from strata.spark.pipelines import PipelineOptions, PipelineProblems, check_template
 from strata.spark.session import MasterUnreachable
-from strata.spark.user import UserPipeline
+from strata.spark.user import pipeline_for
 
 DRAIN_S = 4.0  # records this close to the stop are not counted as due
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
@@ -85,33 +85,20 @@ class View:
         return Group(table, recent)
 
 
-def analyse(spark, scenario: Scenario, scratch: Path, python_jobs: dict[str, PythonJob] | None = None) -> list:
+def analyse(spark, scenario: Scenario, scratch: Path) -> list:
     """Every template of every job built on ``spark`` (each expression analysed by Spark) under ``scratch``, which
     is removed after; the problems found, located in the spec. Nothing is started. A Python job's template is its
     user's function, called here once: its errors raise :class:`SpecError` at the user's line."""
     problems = []
-    python_jobs = python_jobs or {}
     try:
         for j, job in enumerate(scenario.jobs):
             for t, tpl in enumerate(job.templates):
-                if job.id in python_jobs:
-                    UserPipeline(
-                        spark,
-                        job,
-                        tpl,
-                        scratch / f"{j}-{t}" / "segment",
-                        PipelineOptions(sink="memory"),
-                        declared=python_jobs[job.id],
-                    )
-                    continue
                 try:
-                    Pipeline(
-                        spark,
-                        job,
-                        tpl,
-                        scratch / f"{j}-{t}",
-                        PipelineOptions(sink="memory"),
-                        here=("jobs", j, "templates", t),
+                    run_dir = scratch / f"{j}-{t}"
+                    if job.declared is not None:  # a user query's directory is a segment's, as in a run
+                        run_dir = run_dir / "segment"
+                    pipeline_for(
+                        spark, job, tpl, run_dir, PipelineOptions(sink="memory"), here=("jobs", j, "templates", t)
                     )
                 except PipelineProblems as e:
                     problems.extend(e.problems)
@@ -143,13 +130,12 @@ class JobChoiceError(ValueError):
 
 def choose_jobs(
     scenario: Scenario,
-    python_jobs: dict[str, PythonJob],
     only: Collection[str],
     skip: Collection[str],
     dedicated: Collection[str] = (),
-) -> tuple[Scenario, dict[str, PythonJob]]:
+) -> Scenario:
     """The run restricted to ``only`` (all jobs when empty) less ``skip`` and less ``dedicated`` (the jobs
-    :mod:`strata.control.dedicated` runs in an application of their own).
+    :mod:`strata.runners.dedicated` runs in an application of their own).
 
     One jobs file can then run as several Spark applications — e.g. a latency-critical job in its own
     application and the rest in another started under ``nice`` (docs/spark.md, "A dedicated application") —
@@ -164,7 +150,7 @@ def choose_jobs(
     keep = [n for n in names if (not only or n in only) and n not in skip and n not in dedicated]
     if not keep:
         raise JobChoiceError("--jobs/--skip-jobs/--dedicate: expected at least one job left to run here; found none")
-    for job in python_jobs.values():
+    for job in (j.declared for j in scenario.jobs if j.declared is not None):
         for producer in job.reads if job.id in keep else ():
             if producer not in keep:
                 raise JobChoiceError(
@@ -172,9 +158,8 @@ def choose_jobs(
                     f"application; found {producer!r} left out"
                 )
     if len(keep) == len(names):
-        return scenario, python_jobs
-    kept = scenario.model_copy(update={"jobs": [j for j in scenario.jobs if j.id in keep]})
-    return Scenario.model_validate(kept.model_dump(by_alias=True)), {k: j for k, j in python_jobs.items() if k in keep}
+        return scenario
+    return with_jobs(scenario, [j for j in scenario.jobs if j.id in keep])
 
 
 @dataclass(frozen=True)
@@ -182,7 +167,7 @@ class RunRequest:
     """What ``strata run`` is asked to do: the files, for how long, on which master, where, how, which jobs.
 
     ``only``/``skip``: the jobs to run, or to leave out, of those declared; ``dedicated``: those another
-    application runs (:func:`choose_jobs`, :mod:`strata.control.dedicated`)."""
+    application runs (:func:`choose_jobs`, :mod:`strata.runners.dedicated`)."""
 
     files: tuple[Path | str, ...]
     duration_s: float = 120.0
@@ -241,8 +226,8 @@ def run_live(request: RunRequest, console: Console, errors: Console, declared: C
         return 2
     try:
         jobs = list(declared) + [j for f in python_files for j in load_jobs(f)]
-        scenario, python_jobs = with_python_jobs(jobs, yaml_files, name)
-        scenario, python_jobs = choose_jobs(scenario, python_jobs, request.only, request.skip, request.dedicated)
+        scenario = with_python_jobs(jobs, yaml_files, name)
+        scenario = choose_jobs(scenario, request.only, request.skip, request.dedicated)
     except SpecError:
         spark.stop()
         raise
@@ -253,7 +238,7 @@ def run_live(request: RunRequest, console: Console, errors: Console, declared: C
     # query deaths are reported below with their cause; Spark's own error log would bury the live view
     spark.sparkContext.setLogLevel("FATAL")
     try:
-        problems = analyse(spark, scenario, out / mode / "analysis", python_jobs)
+        problems = analyse(spark, scenario, out / mode / "analysis")
     except SpecError:
         spark.stop()
         raise
@@ -294,7 +279,6 @@ def run_live(request: RunRequest, console: Console, errors: Console, declared: C
                     shown,
                     should_stop=lambda: bool(stop_asked),
                     on_engine=attach,
-                    python_jobs=python_jobs,
                 )
             except CheckpointChanged as err:
                 errors.print(
@@ -316,6 +300,7 @@ def run_live(request: RunRequest, console: Console, errors: Console, declared: C
         console.print(view.render())
         if not measured.checks.empty:
             console.print(verification_line(measured.checks))
+        python_jobs = [j for j in scenario.jobs if j.declared is not None]
         if python_jobs:
             console.print(
                 f"{len(python_jobs)} Python job(s) timed at their sinks, not verified: Strata cannot recompute a "

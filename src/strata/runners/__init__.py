@@ -1,0 +1,18 @@
+"""The applications that run the one control loop against an engine (DESIGN.md, "Layout").
+
+``strata.control`` is the pure loop and the Controller; a *runner* is a program
+that builds an engine, hands it and a controller to
+:func:`strata.control.loop.run` and deals with the world around it: sessions,
+console views, signals, child processes, run directories.
+
+- :mod:`~strata.runners.spark_loop`: one scenario on Spark under the loop (``strata run``, both demo modes);
+- :mod:`~strata.runners.live`: ``strata run``: the live Spark run with its console view and resume;
+- :mod:`~strata.runners.dedicated`: jobs in a Spark application (child process) of their own;
+- :mod:`~strata.runners.sim_loop`: ``strata simulate``: the loop on the discrete-event simulator;
+- :mod:`~strata.runners.demo`: ``strata demo``: plain Spark vs Strata on the same seeded input;
+- :mod:`~strata.runners.producer`: seeded files for user queries to read (the platform example, benchmarks).
+
+Top of the stack with :mod:`strata.experiments` (only :mod:`strata.cli` and
+:mod:`strata.api` sit above): a runner may use every package below it; nothing
+below imports a runner.
+"""
