@@ -71,6 +71,17 @@ def where_defined(fn: Callable) -> tuple[str | None, int | None]:
     return (code.co_filename, code.co_firstlineno) if code is not None else (None, None)
 
 
+def source_text(fn: Callable) -> str:
+    """The source of the code ``fn`` runs (through partials, bound methods and callable objects); its bytecode
+    where no source is kept (an interactive session); a builtin's name."""
+    inner = _underlying(fn)
+    try:
+        return inspect.getsource(inner)
+    except (OSError, TypeError):
+        code = getattr(inner, "__code__", None)
+        return code.co_code.hex() if code is not None else repr(inner)
+
+
 def describe(fn: object) -> Description:
     """``fn`` named for an error: its qualified name and signature, what a partial binds, and ``file:line``."""
     if not callable(fn):

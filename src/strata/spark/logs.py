@@ -11,8 +11,10 @@ A user's own ``log4j2.properties`` (in ``$SPARK_CONF_DIR``, or ``-Dlog4j2.config
 from __future__ import annotations
 
 import logging
+import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 
 PYSPARK_LOGGERS = ("SQLQueryContextLogger", "DataFrameQueryContextLogger")
@@ -73,6 +75,27 @@ def reconfigure(spark, config: Path) -> None:
     or an earlier session of this process, did not get the option at its start)."""
     jvm = spark.sparkContext._jvm
     jvm.org.apache.logging.log4j.core.config.Configurator.reconfigure(jvm.java.net.URI.create(config.as_uri()))
+
+
+@contextmanager
+def stderr_into(log_file: Path, keep_terminal: bool) -> Iterator[None]:
+    """While the JVM starts (inside the block), this process's stderr is ``log_file`` (unless ``keep_terminal``:
+    ``--verbose``, the user's own logging, a JVM already running): the JVM and the Python workers it starts keep
+    that stderr, so what they print outside log4j (the JVM's ``WARNING: Using incubator modules``, a worker's
+    traceback) goes to the run's log too."""
+    if keep_terminal:
+        yield
+        return
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with log_file.open("ab") as log:
+            os.dup2(log.fileno(), 2)
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
 
 
 def python_loggers_to(log_file: Path, verbose: bool) -> None:

@@ -19,7 +19,14 @@ from xml.sax.saxutils import quoteattr
 
 from strata.spark.conf import SparkSettings, user_conf
 from strata.spark.java import check_java
-from strata.spark.logs import JVM_OPTION, jvm_log_config, python_loggers_to, reconfigure, users_own_logging
+from strata.spark.logs import (
+    JVM_OPTION,
+    jvm_log_config,
+    python_loggers_to,
+    reconfigure,
+    stderr_into,
+    users_own_logging,
+)
 
 DEFAULT_POOLS: dict[str, int] = {"urgent": 8, "normal": 2, "bulk": 1}
 
@@ -131,7 +138,8 @@ def build_session(
     builder = SparkSession.builder
     for key, value in conf.items():
         builder = builder.config(key, value)
-    session = builder.getOrCreate()
+    with stderr_into(log, settings.verbose or own_logging or jvm_running):
+        session = builder.getOrCreate()
     if log_config is not None and jvm_running:
         reconfigure(session, log_config)
     return session
