@@ -2,7 +2,8 @@
 
 Known answers: a setting given with ``--conf`` is what the session holds, over ``--properties-file``, over
 ``$SPARK_CONF_DIR/spark-defaults.conf``, over Strata's defaults, except the scheduler mode Strata keeps (and says
-so); a misspelt column prints Strata's located error and no Spark log line (Spark's lines are in the run's
+so); a misspelt column prints Strata's located error and no Spark log line (Spark's lines, PySpark's JSON
+``DataFrameQueryContextLogger`` line among them, are in the run's
 ``spark.log``; ``--verbose`` shows them); twenty jobs declared in a loop — ``i=i`` defaults and
 ``functools.partial`` — each write exactly their own shard.
 """
@@ -105,15 +106,16 @@ def test_settings_reach_the_session_and_a_misspelt_column_is_strata_s_line_alone
     assert not [line for line in (run.stdout + run.stderr).splitlines() if SPARK_LINE.search(line)]
     assert "Traceback" not in run.stdout + run.stderr
     log = (out / "spark.log").read_text()
-    assert "SQLQueryContextLogger" in log and "valeu" in log  # collected, not lost
+    assert "DataFrameQueryContextLogger" in log and "valeu" in log  # PySpark's JSON line: collected, not lost
+    assert "WARNING: Using incubator modules" in log  # the JVM's own stderr, outside log4j
 
 
 @pytest.mark.spark
 def test_verbose_shows_spark_s_own_lines(tmp_path):
     run, _, out = strata_run(tmp_path, "--verbose")
     assert run.returncode == 2
-    assert "SQLQueryContextLogger" in run.stderr and "valeu" in run.stderr
-    assert "SQLQueryContextLogger" in (out / "spark.log").read_text()
+    assert "DataFrameQueryContextLogger" in run.stderr and "valeu" in run.stderr
+    assert "DataFrameQueryContextLogger" in (out / "spark.log").read_text()
 
 
 def shard_of(root: Path, spark, i: int):
