@@ -458,8 +458,8 @@ def run(
 ) -> None:
     """Run every job on Spark Structured Streaming under Strata's control loop, with a live view; metrics to OUT.
 
-    A jobs program calling ``strata.main()`` runs this same command on the jobs it declared (``python jobs.py
-    --duration 60``, or under spark-submit)."""
+    A jobs program calling strata.main() runs this same command on the jobs it declared: python jobs.py
+    --duration 60, or under spark-submit."""
     from strata.control.live import RunRequest, run_live
     from strata.model.user import declared_here
 
