@@ -58,6 +58,7 @@ from rich.table import Table
 
 from strata.model import AggregateSpec
 from strata.spark import build_session
+from strata.spark.conf import SparkSettings
 from strata.spark.state import KeyedSpec, KeyedStateStore
 from strata.spark.state_log import StateLog
 from strata.spark.state_table import StateCache, Version
@@ -357,7 +358,9 @@ def main() -> None:
         cores=args.cores,
         shuffle_partitions=args.cores,
         work_dir=root / "spark",
-        extra_conf=[("spark.driver.memory", args.memory), ("spark.sql.streaming.numRecentProgressUpdates", "1000")],
+        settings=SparkSettings(
+            (("spark.driver.memory", args.memory), ("spark.sql.streaming.numRecentProgressUpdates", "1000"))
+        ),
     )
     spark.sparkContext.setLogLevel("FATAL")  # stopping a query mid-batch logs aborted writes: expected here
     results = []

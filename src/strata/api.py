@@ -29,7 +29,6 @@ Declarations are :mod:`strata.model.user`; running is ``strata run`` (:mod:`stra
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
@@ -38,7 +37,6 @@ from strata.model.user import (
     DeclarationError,
     PythonJob,
     SinkSpec,
-    declared_here,
     foreach_batch,
     job,
     memory,
@@ -62,51 +60,13 @@ __all__ = [
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Run the jobs this program declared under Strata (what ``strata run`` does with a jobs file); exits with
-    ``strata run``'s code. Under ``spark-submit`` the submitted master is used; otherwise embedded Spark."""
-    from rich.console import Console
+    """Run the jobs this program declared under Strata: ``strata run``'s own command (the same options: one
+    parser), on this program's jobs and any spec files given; exits with its code. Under ``spark-submit`` the
+    submitted master and settings are used; otherwise embedded Spark. ``argv`` defaults to the command line."""
+    import typer
 
-    from strata.model import SpecError
-    from strata.runners.live import RunRequest, run_live
+    from strata.cli import run
 
-    parser = argparse.ArgumentParser(prog=Path(sys.argv[0]).name, description="Run the declared jobs under Strata.")
-    parser.add_argument("specs", nargs="*", help="YAML spec files whose cluster and jobs join the run")
-    parser.add_argument("--duration", type=float, default=120.0, help="seconds to run before stopping cleanly")
-    parser.add_argument("--out", type=Path, default=None, help="run directory (default runs/<program>)")
-    parser.add_argument("--master", default=None, help="Spark master URL (default: spark-submit's, else local[*])")
-    parser.add_argument("--no-control", action="store_true", help="plain Spark, for comparison")
-    parser.add_argument("--fresh", action="append", default=[], help="start this job afresh ('all': every job)")
-    parser.add_argument("--jobs", action="append", default=[], help="run only this job (repeatable)")
-    parser.add_argument("--skip-jobs", action="append", default=[], help="leave this job out (repeatable)")
-    args = parser.parse_args(argv)
-    console, errors = Console(), Console(stderr=True)
-    name = Path(sys.argv[0]).stem or "jobs"
-    try:
-        request = RunRequest(
-            tuple(args.specs),
-            args.duration,
-            args.master or _submitted_master(),
-            args.out or Path("runs") / name,
-            "parquet",
-            not args.no_control,
-            tuple(args.fresh),
-            tuple(args.jobs),
-            tuple(args.skip_jobs),
-        )
-        code = run_live(request, console, errors, declared_here())
-    except SpecError as err:
-        for problem in err.problems:
-            errors.print(f"[bold red]error[/] {problem}", highlight=False, soft_wrap=True)
-        code = 2
-    sys.exit(code)
-
-
-def _submitted_master() -> str | None:
-    """spark-submit's ``--master`` (it reaches the driver as a system property), or None outside spark-submit."""
-    import os
-
-    if not os.environ.get("SPARK_ENV_LOADED"):  # set by spark-submit's launcher scripts
-        return None
-    from pyspark import SparkConf
-
-    return SparkConf().get("spark.master", None)
+    program = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
+    program.command()(run)
+    program(args=sys.argv[1:] if argv is None else argv, prog_name=Path(sys.argv[0]).name)

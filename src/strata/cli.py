@@ -22,6 +22,7 @@ from rich.table import Table
 
 from strata import __version__
 from strata.model import Scenario, SpecError, load_scenario, scenario_schema
+from strata.spark.conf import SparkSettings
 
 app = typer.Typer(
     name="strata",
@@ -362,20 +363,65 @@ def generate(
 
 
 RunSpecArg = Annotated[
-    list[Path],
+    list[Path] | None,
     typer.Argument(
         help="Scenario spec file(s) (YAML; several are merged) and/or Python files declaring jobs (strata.job); "
         "without YAML, the cluster is this machine."
     ),
 ]
+ConfOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--conf",
+        help="A Spark setting KEY=VALUE (repeatable), as spark-submit --conf takes it; over --properties-file, "
+        "over $SPARK_CONF_DIR/spark-defaults.conf, over Strata's defaults (Strata says which few it keeps).",
+    ),
+]
+PropertiesOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--properties-file", help="A Spark properties file (spark-defaults.conf format), as spark-submit takes it."
+    ),
+]
+VerboseOption = Annotated[
+    bool,
+    typer.Option(
+        "--verbose", help="Spark's own log lines on the terminal too (always in the run directory's spark.log)."
+    ),
+]
+
+
+def spark_settings(conf: list[str] | None, properties_file: Path | None, verbose: bool) -> SparkSettings:
+    """The user's Spark settings (spark-submit's precedence), or exit 2 naming the bad option or file; one note
+    per setting Strata keeps its own value of."""
+    from strata.spark.conf import ConfError, user_conf
+    from strata.spark.session import strata_owned
+
+    try:
+        merged = user_conf(conf or (), properties_file)
+    except ConfError as err:
+        errors.print(f"[bold red]error[/] {err}", highlight=False, soft_wrap=True)
+        raise typer.Exit(code=2) from None
+    for line in strata_owned(merged):
+        errors.print(f"[yellow]note[/] {line}", highlight=False, soft_wrap=True)
+    return SparkSettings(tuple(merged.items()), verbose)
 
 
 @app.command()
 def run(
-    spec: RunSpecArg,
+    spec: RunSpecArg = None,
     duration: Annotated[float, typer.Option(help="Seconds to run before stopping cleanly.")] = 120.0,
-    master: Annotated[str | None, typer.Option(help="Spark master URL (default: embedded local[*]).")] = None,
-    out: Annotated[Path, typer.Option(help="Run directory: sinks, checkpoints, state, metrics.")] = Path("runs/latest"),
+    master: Annotated[
+        str | None,
+        typer.Option(help="Spark master URL (default: --conf spark.master, spark-submit's, else embedded local[*])."),
+    ] = None,
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            help="Run directory: sinks, checkpoints, state, metrics, Spark's log (default runs/latest; a jobs "
+            "program run as `python jobs.py`: runs/<program>)."
+        ),
+    ] = None,
     sink: Annotated[str, typer.Option(help="parquet (idempotent per batch), memory or console.")] = "parquet",
     control: Annotated[
         bool,
@@ -406,38 +452,59 @@ def run(
             "under nice +10: the kernel then gives it the cores whenever it has work (docs/spark.md)."
         ),
     ] = None,
+    conf: ConfOption = None,
+    properties_file: PropertiesOption = None,
+    verbose: VerboseOption = False,
 ) -> None:
-    """Run every job on Spark Structured Streaming under Strata's control loop, with a live view; metrics to OUT."""
+    """Run every job on Spark Structured Streaming under Strata's control loop, with a live view; metrics to OUT.
+
+    A jobs program calling strata.main() runs this same command on the jobs it declared: python jobs.py
+    --duration 60, or under spark-submit."""
+    from strata.model.user import declared_here
     from strata.runners.live import RunRequest, run_live
 
+    declared = declared_here()  # jobs declared by this process's own program (strata.main()), else none
+    program = Path(sys.argv[0])
+    files = list(spec or ())
+    if not files and not declared:
+        errors.print("[bold red]error[/] strata run: expected spec or jobs files (YAML, .py); found none")
+        raise typer.Exit(code=2)
     if sink not in ("parquet", "memory", "console"):
         errors.print(f"[bold red]error[/] --sink: expected parquet, memory or console; found {sink!r}")
         raise typer.Exit(code=2)
     if duration <= 0:
         errors.print(f"[bold red]error[/] --duration: expected seconds > 0; found {duration:g}")
         raise typer.Exit(code=2)
+    if dedicate and jobs:
+        errors.print("[bold red]error[/] --dedicate: expected no --jobs with it; found --jobs")
+        raise typer.Exit(code=2)
+    if dedicate and declared:
+        # the dedicated application is another process: it declares the jobs by running the program's file
+        if program.suffix != ".py" or not program.is_file():
+            errors.print(f"[bold red]error[/] --dedicate: expected a jobs program file to start from; found {program}")
+            raise typer.Exit(code=2)
+        files, declared = [program, *files], []
+    settings = spark_settings(conf, properties_file, verbose)
     try:
         request = RunRequest(
-            tuple(spec),
+            tuple(files),
             duration,
             master,
-            out,
+            out or (Path("runs") / (program.stem or "jobs") if declared else Path("runs/latest")),
             sink,
             control,
             tuple(fresh or ()),
             tuple(jobs or ()),
             tuple(skip_jobs or ()),
             tuple(dedicate or ()),
+            settings,
         )
         if dedicate:
             from strata.runners.dedicated import run_dedicated
 
-            if jobs:
-                errors.print("[bold red]error[/] --dedicate: expected no --jobs with it; found --jobs")
-                raise typer.Exit(code=2)
             code = run_dedicated(request, console, errors)
         else:
-            code = run_live(request, console, errors)
+            code = run_live(request, console, errors, declared)
     except SpecError as err:
         raise fail(err) from None
     raise typer.Exit(code=code)
@@ -739,6 +806,9 @@ def demo(
     seed: Annotated[int, typer.Option(help="Added to every source's seed: same seed, same input.")] = 0,
     out: Annotated[Path, typer.Option(help="Run directory: sinks, state, metrics, report.html.")] = Path("runs/demo"),
     warmup: Annotated[bool, typer.Option(help="Warm the Python workers up before the measured runs.")] = True,
+    conf: ConfOption = None,
+    properties_file: PropertiesOption = None,
+    verbose: VerboseOption = False,
 ) -> None:
     """Plain Spark vs Strata on embedded Spark, same seeded input: side-by-side table and an HTML report."""
     from strata.model import locate_problems
@@ -752,6 +822,7 @@ def demo(
         errors.print(f"[bold red]error[/] --duration: expected seconds > 0; found {duration:g}")
         raise typer.Exit(code=2)
     writable(out, "--out", directory=True)
+    settings = spark_settings(conf, properties_file, verbose)
     if spec is None:
         spec = _example("demo")
     scenario = load([spec])
@@ -771,6 +842,7 @@ def demo(
             DemoConfig(duration_s=duration, seed=seed, warmup=warmup),
             on_step=tick,
             on_phase=lambda text: console.print(f"[cyan]▸[/] {text}"),
+            spark_settings=settings,
         )
     except PipelineProblems as err:  # an expression Spark cannot analyse, found when its query is built
         raise fail(locate_problems([spec], err.problems)) from None

@@ -22,7 +22,6 @@ called on the Spark side.
 
 from __future__ import annotations
 
-import inspect
 import os
 import re
 import runpy
@@ -37,6 +36,7 @@ from typing import Any, Literal
 
 from pydantic import TypeAdapter, ValidationError
 
+from strata.model.callables import describe, name_of, takes_one_argument
 from strata.model.cluster import Cluster, Node
 from strata.model.functions import IdentityValue, ValueFunction
 from strata.model.job import Job, Operator, OperatorKind, SourceSpec, Stream, Template
@@ -125,18 +125,23 @@ class PythonJob:
 
     def template(self, name: str | Callable | None = None) -> Callable:
         """Decorator: ``@job.template("cheap")`` (or bare ``@job.template``: the function's name) adds a template;
-        the first one added is the job's default."""
+        the first one added is the job's default. A template is any callable taking the session as its one
+        required argument (:mod:`strata.model.callables`): ``job.template(build)`` in a loop with ``def
+        build(spark, i=i)``, or with ``functools.partial(build, i=i)``, declares one per job."""
 
         def add(fn: Callable) -> Callable:
-            label = fn.__name__ if name is None or callable(name) else name
+            if not takes_one_argument(fn):
+                raise DeclarationError(
+                    f"job {self.id!r}: template",
+                    "a callable taking the session as its one required argument, like build(spark) -> streaming "
+                    "DataFrame (defaults, functools.partial, bound methods and lambdas are fine)",
+                    describe(fn),
+                )
+            label = name_of(fn) if name is None or callable(name) else name
             if not isinstance(label, str) or not NAME.match(label):
                 raise DeclarationError(f"job {self.id!r}: template name", "a name like 'full' or 'sampled'", label)
             if label in self.templates:
                 raise DeclarationError(f"job {self.id!r}: template {label!r}", "a template name used once", label)
-            if not callable(fn) or len(inspect.signature(fn).parameters) != 1:
-                raise DeclarationError(
-                    f"job {self.id!r}: template {label!r}", "a function build(spark) -> streaming DataFrame", fn
-                )
             self.templates[label] = fn
             return fn
 

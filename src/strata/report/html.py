@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 
 from strata.report import plots
-from strata.report.tables import RunTables, comparison, learned, load_tables
+from strata.report.tables import RunTables, comparison, decisions_by_lane, learned, load_tables
 
 STYLE = """
 body { font-family: -apple-system, 'Segoe UI', Helvetica, Arial, sans-serif; margin: 2em auto; max-width: 1000px;
@@ -25,11 +25,31 @@ img { max-width: 100%; }
 """
 
 
-def _png(fig) -> str:
+DPI = 110
+
+
+def _png(fig, attributes: str = "") -> str:
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=110)
+    fig.savefig(buf, format="png", dpi=DPI)
     plots.plt.close(fig)
-    return f'<img src="data:image/png;base64,{base64.b64encode(buf.getvalue()).decode()}">'
+    return f'<img src="data:image/png;base64,{base64.b64encode(buf.getvalue()).decode()}"{attributes}>'
+
+
+def _timeline(timeline: plots.Timeline) -> str:
+    """The timeline's PNG with an image map: each decision's marker shows its time, kind, job, detail and
+    reasons on hover (the image is kept at its own size so the map's pixels stay on the markers)."""
+    fig = timeline.figure
+    scale = DPI / fig.dpi
+    height = fig.bbox.height * scale
+    areas = []
+    for x, y, text in timeline.marks:
+        px, py = timeline.lanes_axes.transData.transform((x, y))
+        title = html.escape(text, quote=True)
+        areas.append(
+            f'<area shape="circle" coords="{px * scale:.0f},{height - py * scale:.0f},6" title="{title}" alt="{title}">'
+        )
+    image = _png(fig, ' usemap="#decisions" style="max-width:none"')
+    return f'{image}<map name="decisions">{"".join(areas)}</map>'
 
 
 def _table(rows: list[dict], numeric: tuple[str, ...] = ()) -> str:
@@ -107,7 +127,13 @@ def render(t: RunTables) -> str:
         parts += ["<h2>Partition load of the keyed operator</h2>", _png(load)]
     timeline = plots.decisions_timeline(t.decisions, t.gate, horizon, t.observations)
     if timeline is not None:
-        parts += ["<h2>Decisions on a timeline</h2>", _png(timeline)]
+        parts += [
+            "<h2>Decisions on a timeline</h2>",
+            "<p class='note'>One row per kind of decision and job; hover a mark for its time, detail and reasons. "
+            "Counted per row:</p>",
+            _table(decisions_by_lane(t.decisions), numeric=("decisions", "first s", "last s")),
+            _timeline(timeline),
+        ]
     parts += [
         "<h2>Learned resource functions</h2>",
         "<p class='note'>Strata's resource-function learner, fitted on every control window's micro-batches "

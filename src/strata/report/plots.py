@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import matplotlib
 
 matplotlib.use("Agg")
@@ -9,6 +11,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
+from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 COLORS = {"baseline": "#c0392b", "fair": "#e67e22", "strata": "#2471a3"}
@@ -101,10 +104,34 @@ def partition_load(partitions: pd.DataFrame) -> Figure | None:
     return fig
 
 
+LANE_IN = 0.24  # inches of the timeline per kind × job lane: its label in 8 pt fits with room to spare
+
+
+@dataclass(frozen=True)
+class Timeline:
+    """The decisions timeline and, per decision, where its marker is (data coordinates of ``lanes_axes``) and
+    what it was: the hover text of the HTML report."""
+
+    figure: Figure
+    lanes_axes: Axes
+    marks: list[tuple[float, float, str]]
+
+
+def decision_lanes(decisions: pd.DataFrame) -> list[tuple[str, str]]:
+    """One lane per (kind, job) that happened, kinds and jobs each in the order they first appear: a run's
+    hundred decisions fall into a dozen readable rows."""
+    if decisions.empty:
+        return []
+    pairs = set(zip(decisions["kind"], decisions["job"].astype(str), strict=True))
+    jobs = list(dict.fromkeys(decisions["job"].astype(str)))
+    return [(kind, job) for kind in dict.fromkeys(decisions["kind"]) for job in jobs if (kind, job) in pairs]
+
+
 def decisions_timeline(
     decisions: pd.DataFrame, gate: pd.DataFrame, horizon_s: float, observations: pd.DataFrame | None = None
-) -> Figure | None:
-    """Strata's decisions over time (one lane per kind), the rate caps in force per window (when the
+) -> Timeline | None:
+    """Strata's decisions over time, one lane per kind × job (no text on the plot: each marker's detail is its
+    hover text, and the report's table beside it counts them), the rate caps in force per window (when the
     observations carry them), and each gated batch's pool and wait."""
     d = decisions[decisions["mode"] == "strata"] if not decisions.empty else decisions
     if d.empty and gate.empty:
@@ -112,23 +139,28 @@ def decisions_timeline(
     obs = observations if observations is not None else pd.DataFrame()
     obs = obs[obs["mode"] == "strata"] if not obs.empty else obs
     caps = [c for c in obs.columns if c.startswith("cap:")] if not obs.empty else []
-    panels = 3 if caps else 2
+    lanes = decision_lanes(d)
+    top_in = max(1.2, LANE_IN * len(lanes) + 0.5)
+    heights = [top_in, 1.6, 2.0] if caps else [top_in, 2.0]
     fig, axes = plt.subplots(
-        panels, 1, figsize=(9, 2.2 * panels), sharex=True, gridspec_kw={"height_ratios": [1.2, 0.8, 1][-panels:]}
+        len(heights), 1, figsize=(9, sum(heights) + 0.6), sharex=True, gridspec_kw={"height_ratios": heights}
     )
     top, bottom = axes[0], axes[-1]
-    kinds = list(dict.fromkeys(d["kind"])) if not d.empty else []
-    for lane, kind in enumerate(kinds):
-        rows = d[d["kind"] == kind]
-        top.scatter(rows["t"], [lane] * len(rows), marker="|", s=200)
-        if caps and kind == "rate cap":
-            continue  # drawn as lines below
-        # decisions of one step share a time: one label per step, its decisions joined
-        for k, (t, step) in enumerate(list(rows.groupby(rows["t"].round(1)))[:8]):
-            text = "; ".join(f"{r['job']}: {str(r['detail'])[:24]}" for _, r in step.iterrows())
-            top.annotate(text[:90], (t, lane), fontsize=6, xytext=(2, 3 + 7 * (k % 3)), textcoords="offset points")
-    top.set_yticks(range(len(kinds)), kinds, fontsize=8)
-    top.set_title("Strata's decisions (L0 admission / template / pool / cap, L1 moves, L2 strategy)", fontsize=10)
+    colors = dict(zip(dict.fromkeys(k for k, _ in lanes), plt.get_cmap("tab10").colors, strict=False))
+    marks = []
+    for lane, (kind, job) in enumerate(lanes):
+        rows = d[(d["kind"] == kind) & (d["job"].astype(str) == job)]
+        top.scatter(rows["t"], [lane] * len(rows), marker="|", s=120, color=colors.get(kind, "black"))
+        marks += [
+            (float(r["t"]), float(lane), f"t={r['t']:.1f} s  {kind} · {job}: {r['detail']}  ({r['reasons']})")
+            for _, r in rows.iterrows()
+        ]
+    top.set_yticks(range(len(lanes)), [f"{kind} · {job}" for kind, job in lanes], fontsize=8)
+    top.set_ylim(len(lanes) - 0.5, -0.5)  # first lane on top
+    top.grid(axis="y", alpha=0.2)
+    top.set_title(
+        "Strata's decisions by kind and job (L0 admission / template / pool / cap, L1 moves, L2 strategy)", fontsize=10
+    )
     if caps:
         middle = axes[1]
         for col in caps:
@@ -149,4 +181,4 @@ def decisions_timeline(
     first = min([-2.0] + ([float(d["t"].min())] if not d.empty else []))
     bottom.set_xlim(first - 1, horizon_s + 5)  # decisions before the input starts (admission) stay in view
     fig.tight_layout()
-    return fig
+    return Timeline(fig, top, marks)

@@ -178,3 +178,27 @@ def learned(learning: pd.DataFrame) -> list[dict[str, str]]:
         }
         for _, r in last.iterrows()
     ]
+
+
+def decisions_by_lane(decisions: pd.DataFrame) -> list[dict[str, str]]:
+    """Strata's decisions counted per kind × job (the timeline's rows): how many, first and last time, and the
+    last one's detail."""
+    d = decisions[decisions["mode"] == "strata"] if not decisions.empty else decisions
+    if d.empty:
+        return []
+    # the timeline's order: kinds, then jobs, as they first happened
+    kinds, jobs = list(dict.fromkeys(d["kind"])), list(dict.fromkeys(d["job"].astype(str)))
+    rows = []
+    groups = d.groupby([d["kind"], d["job"].astype(str)], sort=False)
+    for (kind, job), lane in sorted(groups, key=lambda g: (kinds.index(g[0][0]), jobs.index(g[0][1]))):
+        rows.append(
+            {
+                "kind": str(kind),
+                "job": job,
+                "decisions": str(len(lane)),
+                "first s": one(lane["t"].min()),
+                "last s": one(lane["t"].max()),
+                "last detail": str(lane.loc[lane["t"].idxmax(), "detail"])[:60],
+            }
+        )
+    return rows

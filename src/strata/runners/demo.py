@@ -35,6 +35,7 @@ from strata.model import Scenario
 from strata.protocol.engine import Decisions, Observation
 from strata.protocol.units import POOLS
 from strata.runners.spark_loop import MODES, RunConfig, hand_pools, keyed_operators, run_mode
+from strata.spark.conf import SparkSettings
 from strata.spark.measure import RunResult, collect
 
 
@@ -107,8 +108,10 @@ def run_demo(
     config: DemoConfig | None = None,
     on_step: Callable[[str, Observation, Decisions, dict], None] | None = None,
     on_phase: Callable[[str], None] | None = None,
+    spark_settings: SparkSettings | None = None,
 ) -> RunResult:
-    """Session → warm-up → baseline → fair → strata → verification and metrics tables under ``out``."""
+    """Session → warm-up → baseline → fair → strata → verification and metrics tables under ``out``;
+    ``spark_settings``: the user's Spark settings (default: their ``spark-defaults.conf``)."""
     from strata.spark.session import build_session
 
     config = config or DemoConfig()
@@ -125,8 +128,9 @@ def run_demo(
         shuffle_partitions=config.cores,
         pools=POOLS,
         work_dir=out / "spark",
+        settings=spark_settings,
+        log_file=out / "spark.log",
     )
-    spark.sparkContext.setLogLevel("FATAL")
     timings["session_s"] = time.time() - t0
     try:
         lead = config.lead_s

@@ -17,7 +17,7 @@ import shutil
 import signal
 import time
 from collections.abc import Collection
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from rich.console import Console, Group
@@ -30,6 +30,7 @@ from strata.protocol.engine import Decisions, Observation
 from strata.protocol.units import POOLS
 from strata.runners.spark_loop import RunConfig, run_mode
 from strata.spark.checkpoint import CheckpointChanged
+from strata.spark.conf import SparkSettings
 from strata.spark.java import JavaError
 from strata.spark.pipelines import PipelineOptions, PipelineProblems, check_template
 from strata.spark.session import MasterUnreachable
@@ -37,6 +38,7 @@ from strata.spark.user import pipeline_for
 
 DRAIN_S = 4.0  # records this close to the stop are not counted as due
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+SPARK_LOG = "spark.log"  # Spark's own log lines, under the run directory (strata.spark.logs)
 
 
 def _fmt(value, spec: str) -> str:
@@ -167,7 +169,8 @@ class RunRequest:
     """What ``strata run`` is asked to do: the files, for how long, on which master, where, how, which jobs.
 
     ``only``/``skip``: the jobs to run, or to leave out, of those declared; ``dedicated``: those another
-    application runs (:func:`choose_jobs`, :mod:`strata.runners.dedicated`)."""
+    application runs (:func:`choose_jobs`, :mod:`strata.runners.dedicated`); ``spark``: the user's Spark
+    settings and log verbosity, for every application the run starts."""
 
     files: tuple[Path | str, ...]
     duration_s: float = 120.0
@@ -179,6 +182,7 @@ class RunRequest:
     only: tuple[str, ...] = ()
     skip: tuple[str, ...] = ()
     dedicated: tuple[str, ...] = ()
+    spark: SparkSettings = field(default_factory=SparkSettings)
 
     def argv(self) -> list[str]:
         """The ``strata run`` arguments that make this request (how a dedicated application is started)."""
@@ -187,6 +191,7 @@ class RunRequest:
         for flag, names in (("--fresh", self.fresh), ("--jobs", self.only), ("--skip-jobs", self.skip)):
             args += [a for n in names for a in (flag, n)]
         args += [a for n in self.dedicated for a in ("--dedicate", n)]
+        args += [a for k, v in self.spark.conf for a in ("--conf", f"{k}={v}")] + ["--verbose"] * self.spark.verbose
         return args + (["--master", self.master] if self.master else [])
 
 
@@ -219,7 +224,13 @@ def run_live(request: RunRequest, console: Console, errors: Console, declared: C
     out.mkdir(parents=True, exist_ok=True)
     try:
         spark = build_session(
-            f"strata-run-{name}", master=request.master, shuffle_partitions=2, pools=POOLS, work_dir=out / "spark"
+            f"strata-run-{name}",
+            master=request.master,
+            shuffle_partitions=2,
+            pools=POOLS,
+            work_dir=out / "spark",
+            settings=request.spark,
+            log_file=out / SPARK_LOG,
         )
     except (JavaError, MasterUnreachable) as err:
         errors.print(f"[bold red]error[/] {err}", highlight=False, soft_wrap=True)
@@ -235,8 +246,6 @@ def run_live(request: RunRequest, console: Console, errors: Console, declared: C
         spark.stop()
         errors.print(f"[bold red]error[/] {err}", highlight=False, soft_wrap=True)
         return 2
-    # query deaths are reported below with their cause; Spark's own error log would bury the live view
-    spark.sparkContext.setLogLevel("FATAL")
     try:
         problems = analyse(spark, scenario, out / mode / "analysis")
     except SpecError:
@@ -307,7 +316,7 @@ def run_live(request: RunRequest, console: Console, errors: Console, declared: C
                 "user's query (its tests can: see examples/platform/)",
                 highlight=False,
             )
-        console.print(f"metrics: {out / 'metrics'}; report: {write_report(out)}")
+        console.print(f"metrics: {out / 'metrics'}; report: {write_report(out)}; Spark's log: {out / SPARK_LOG}")
         for job, cause in failures.items():
             errors.print(f"[bold red]query {job} died[/]: {cause}", highlight=False, soft_wrap=True)
         bad = measured.checks[["missing", "duplicated", "wrong"]].to_numpy().sum() if not measured.checks.empty else 0

@@ -16,12 +16,12 @@ its Spark checkpoint (the last committed batch's source offset).
 from __future__ import annotations
 
 import hashlib
-import inspect
 import json
 from dataclasses import dataclass
 from pathlib import Path
 
 from strata.model import Job, Template
+from strata.model.callables import source_text
 from strata.model.user import PythonJob
 
 # Fields of an operator that only inform the planner: changing them changes no record a query writes.
@@ -140,11 +140,7 @@ def set_aside(job_dir: Path) -> Path:
 def code_fingerprint(declared: PythonJob, template: str) -> dict:
     """What determines a Python template's results: its function's source text (a hash: a changed function is a
     changed query; code it calls in other functions is not seen), the sink and the event-time column."""
-    fn = declared.templates[template]
-    try:
-        text = inspect.getsource(fn)
-    except (OSError, TypeError):  # defined where no source is kept (an interactive session): its bytecode
-        text = fn.__code__.co_code.hex()
+    text = source_text(declared.templates[template])  # a partial's or a bound method's function
     sink = declared.sink
     return {
         "code": hashlib.sha256(text.encode()).hexdigest()[:16],

@@ -2,7 +2,9 @@
 
 The embedded session uses FAIR scheduling with a generated allocation file so
 the controller can place each micro-batch in a pool (DESIGN.md, "How each level
-maps onto Spark").
+maps onto Spark"). The user's Spark settings (:mod:`strata.spark.conf`) go over
+Strata's defaults, except the few the engine relies on (:data:`STRATA_OWNED`);
+Spark's log lines go to the run's log file (:mod:`strata.spark.logs`).
 """
 
 from __future__ import annotations
@@ -11,11 +13,20 @@ import os
 import socket
 import sys
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Mapping
 from pathlib import Path
 from xml.sax.saxutils import quoteattr
 
+from strata.spark.conf import SparkSettings, user_conf
 from strata.spark.java import check_java
+from strata.spark.logs import (
+    JVM_OPTION,
+    jvm_log_config,
+    python_loggers_to,
+    reconfigure,
+    stderr_into,
+    users_own_logging,
+)
 
 DEFAULT_POOLS: dict[str, int] = {"urgent": 8, "normal": 2, "bulk": 1}
 
@@ -30,6 +41,40 @@ def fair_allocation_xml(pools: dict[str, int]) -> str:
     return f'<?xml version="1.0"?>\n<allocations>\n{body}</allocations>\n'
 
 
+STRATA_OWNED: dict[str, tuple[str | None, str]] = {
+    "spark.scheduler.mode": ("FAIR", "the controller places each micro-batch in a FAIR pool"),
+    "spark.scheduler.allocation.file": (None, "Strata declares its pools in its own allocation file"),
+    # a filter pushed into the JSON/CSV reader drops records before Spark counts them: numInputRows would be
+    # the records past the filter, and the learner's selectivity and cost per record are measured on it
+    "spark.sql.json.filterPushdown.enabled": ("false", "the learner counts every record read"),
+    "spark.sql.csv.filterPushdown.enabled": ("false", "the learner counts every record read"),
+}
+"""The settings the engine relies on: Strata's value (None: made per session) and why a user's is not used."""
+
+
+def strata_owned(user: Mapping[str, str]) -> list[str]:
+    """One line per user setting Strata overrides (:data:`STRATA_OWNED`), naming it, Strata's value and why."""
+    lines = []
+    for key, (value, why) in STRATA_OWNED.items():
+        if key in user and user[key] != value:
+            ours = f"Strata sets {value}" if value is not None else "Strata sets its own"
+            lines.append(f"your Spark setting {key}={user[key]} is not used: {ours} ({why})")
+    return lines
+
+
+def session_conf(strata: Mapping[str, str], user: Mapping[str, str], master: str | None) -> dict[str, str]:
+    """The session's settings: Strata's defaults, the user's over them except :data:`STRATA_OWNED`, an explicit
+    ``master`` over both (as ``spark-submit --master`` beats ``--conf spark.master``); the user's driver Java
+    options come first and Strata's are appended (both are needed)."""
+    merged = {**strata, **{k: v for k, v in user.items() if k not in STRATA_OWNED}}
+    java = "spark.driver.extraJavaOptions"
+    if java in user and java in strata:
+        merged[java] = f"{user[java]} {strata[java]}"
+    if master:
+        merged["spark.master"] = master
+    return merged
+
+
 def build_session(
     app_name: str = "strata",
     master: str | None = None,
@@ -38,51 +83,77 @@ def build_session(
     pools: dict[str, int] | None = None,
     ui: bool = False,
     work_dir: str | Path | None = None,
-    extra_conf: Iterable[tuple[str, str]] = (),
+    settings: SparkSettings | None = None,
+    log_file: str | Path | None = None,
 ):
     """Create (or return the running) SparkSession.
 
-    ``master`` None means embedded ``local[cores or *]``. Java is checked first
-    so a missing or old JDK fails with the exact install instruction, then a
-    standalone master's address (:func:`check_master`), so an unreachable one
-    fails in seconds with one line instead of Spark's minute of retries.
+    ``settings``: the user's Spark settings (default: ``spark-defaults.conf`` under ``$SPARK_CONF_DIR``, as
+    :func:`strata.spark.conf.user_conf` reads it), over Strata's defaults except :data:`STRATA_OWNED`;
+    ``master`` None means theirs, else embedded ``local[cores or *]``. Spark's log lines go to ``log_file``
+    (default ``work_dir/spark.log``; on stderr too with ``settings.verbose``: :mod:`strata.spark.logs`).
+    Java is checked first so a missing or old JDK fails with the exact install instruction, then a
+    standalone master's address (:func:`check_master`), so an unreachable one fails in seconds with one line
+    instead of Spark's minute of retries.
     """
-    check_java()
-    if master:
-        check_master(master)
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    from pyspark.sql import SparkSession
-
-    work = Path(work_dir or tempfile.mkdtemp(prefix="strata-spark-"))
+    settings = settings if settings is not None else SparkSettings(tuple(user_conf().items()))
+    user = {**submitted_conf(), **settings.as_dict}
+    work = Path(work_dir or tempfile.mkdtemp(prefix="strata-spark-")).resolve()
     work.mkdir(parents=True, exist_ok=True)
+    log = Path(log_file) if log_file is not None else work / "spark.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
     alloc = work / "fairscheduler.xml"
     alloc.write_text(fair_allocation_xml(pools or DEFAULT_POOLS))
-    builder = (
-        SparkSession.builder.appName(app_name)
-        .master(master or f"local[{cores or '*'}]")
-        .config("spark.scheduler.mode", "FAIR")
-        .config("spark.scheduler.allocation.file", str(alloc))
-        .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
-        .config("spark.sql.session.timeZone", "UTC")
-        # a filter pushed into the JSON/CSV reader drops records before Spark counts them: numInputRows would be
-        # the records past the filter, and the learner's selectivity and cost per record are measured on it
-        .config("spark.sql.json.filterPushdown.enabled", "false")
-        .config("spark.sql.csv.filterPushdown.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.ui.enabled", "true" if ui else "false")
-        .config("spark.sql.streaming.stopGracefullyOnShutdown", "true")
-        .config("spark.sql.warehouse.dir", str(work / "warehouse"))
-        # A bigger thread stack: stopping a foreachBatch query makes Spark regex-match the Python
-        # traceback (StreamExecution.isInterruptionException), which overflows the default 1 MiB stack.
-        .config("spark.driver.extraJavaOptions", f"-Dderby.system.home={work} -Xss16m")
-        .config("spark.python.worker.reuse", "true")
-    )
-    for key, value in extra_conf:
+    own_logging = users_own_logging(user, os.environ)
+    # A bigger thread stack: stopping a foreachBatch query makes Spark regex-match the Python
+    # traceback (StreamExecution.isInterruptionException), which overflows the default 1 MiB stack.
+    java = f"-Dderby.system.home={work} -Xss16m"
+    log_config = None if own_logging else jvm_log_config(work, log.resolve(), settings.verbose)
+    if log_config is not None:
+        java += f" {JVM_OPTION}={log_config.as_uri()}"
+    strata = {
+        "spark.app.name": app_name,
+        "spark.master": f"local[{cores or '*'}]",
+        **{key: value for key, (value, _) in STRATA_OWNED.items() if value is not None},
+        "spark.scheduler.allocation.file": str(alloc),
+        "spark.sql.shuffle.partitions": str(shuffle_partitions),
+        "spark.sql.session.timeZone": "UTC",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.ui.enabled": "true" if ui else "false",
+        "spark.sql.streaming.stopGracefullyOnShutdown": "true",
+        "spark.sql.warehouse.dir": str(work / "warehouse"),
+        "spark.driver.extraJavaOptions": java,
+        "spark.python.worker.reuse": "true",
+    }
+    conf = session_conf(strata, user, master)
+    check_java()
+    check_master(conf["spark.master"])
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    from pyspark import SparkContext
+    from pyspark.sql import SparkSession
+
+    jvm_running = SparkContext._gateway is not None  # started before this session: it missed the Java option
+    python_loggers_to(log, settings.verbose)
+    builder = SparkSession.builder
+    for key, value in conf.items():
         builder = builder.config(key, value)
-    session = builder.getOrCreate()
-    session.sparkContext.setLogLevel("ERROR")
+    with stderr_into(log, settings.verbose or own_logging or jvm_running):
+        session = builder.getOrCreate()
+    if log_config is not None and jvm_running:
+        reconfigure(session, log_config)
     return session
+
+
+def submitted_conf() -> dict[str, str]:
+    """Under ``spark-submit`` (which starts the JVM first and hands this process its gateway), the settings it
+    was given — ``--master``, ``--conf``, its properties files — as the running JVM holds them; else empty."""
+    if "PYSPARK_GATEWAY_PORT" not in os.environ:
+        return {}
+    from pyspark import SparkConf, SparkContext
+
+    SparkContext._ensure_initialized()  # connects to spark-submit's JVM, whose system properties hold them
+    return dict(SparkConf().getAll())
 
 
 class MasterUnreachable(ValueError):

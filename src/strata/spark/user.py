@@ -22,13 +22,13 @@ latency from the declared event-time column.
 from __future__ import annotations
 
 import functools
-import inspect
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
+from strata.model.callables import where_defined
 from strata.model.job import Job, Template
 from strata.model.spec import Located, SpecError
 from strata.model.user import DeclarationError, PythonJob
@@ -168,11 +168,8 @@ def output_directory(declared: PythonJob, run_root: Path | None) -> Path:
 
 def _located(fn, declared: PythonJob, template: str, expected: str, found: str, error: BaseException | None = None):
     """A SpecError at the user's line: where the error was raised in the template's file, else the function."""
-    try:
-        source = str(Path(inspect.getsourcefile(fn) or declared.origin.rsplit(":", 1)[0]).resolve())
-        line = inspect.getsourcelines(fn)[1]
-    except (OSError, TypeError):
-        source, line = declared.origin.rsplit(":", 1)[0], None
+    file, line = where_defined(fn)  # through partials, bound methods and callable objects
+    source = str(Path(file or declared.origin.rsplit(":", 1)[0]).resolve())
     if error is not None:
         frames = [
             f.lineno for f in traceback.extract_tb(error.__traceback__) if str(Path(f.filename).resolve()) == source
