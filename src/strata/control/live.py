@@ -85,36 +85,48 @@ class View:
         return Group(table, recent)
 
 
-def analyse(spark, scenario: Scenario, scratch: Path, python_jobs: dict[str, PythonJob] | None = None) -> list:
+def analyse(
+    spark,
+    scenario: Scenario,
+    scratch: Path,
+    python_jobs: dict[str, PythonJob] | None = None,
+    unreproducible: list[str] | None = None,
+) -> list:
     """Every template of every job built on ``spark`` (each expression analysed by Spark) under ``scratch``, which
     is removed after; the problems found, located in the spec. Nothing is started. A Python job's template is its
-    user's function, called here once: its errors raise :class:`SpecError` at the user's line."""
+    user's function, called here once: its errors raise :class:`SpecError` at the user's line. Templates whose
+    output no replay reproduces are added to ``unreproducible`` as "job (template): why"."""
     problems = []
+    unreproducible = [] if unreproducible is None else unreproducible
     python_jobs = python_jobs or {}
     try:
         for j, job in enumerate(scenario.jobs):
             for t, tpl in enumerate(job.templates):
-                if job.id in python_jobs:
-                    UserPipeline(
-                        spark,
-                        job,
-                        tpl,
-                        scratch / f"{j}-{t}" / "segment",
-                        PipelineOptions(sink="memory"),
-                        declared=python_jobs[job.id],
-                    )
-                    continue
                 try:
-                    Pipeline(
-                        spark,
-                        job,
-                        tpl,
-                        scratch / f"{j}-{t}",
-                        PipelineOptions(sink="memory"),
-                        here=("jobs", j, "templates", t),
+                    built = (
+                        UserPipeline(
+                            spark,
+                            job,
+                            tpl,
+                            scratch / f"{j}-{t}" / "segment",
+                            PipelineOptions(sink="memory"),
+                            declared=python_jobs[job.id],
+                        )
+                        if job.id in python_jobs
+                        else Pipeline(
+                            spark,
+                            job,
+                            tpl,
+                            scratch / f"{j}-{t}",
+                            PipelineOptions(sink="memory"),
+                            here=("jobs", j, "templates", t),
+                        )
                     )
                 except PipelineProblems as e:
                     problems.extend(e.problems)
+                    continue
+                if built.unreproducible:
+                    unreproducible.append(f"{job.id} ({tpl.name}): {built.unreproducible}")
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     return problems
@@ -213,6 +225,7 @@ def run_live(request: RunRequest, console: Console, errors: Console, declared: C
     already declared in this process (a jobs file run as ``__main__``)."""
     from strata.report import write_report
     from strata.report.console import verification_line
+    from strata.report.tables import verdict
     from strata.spark.measure import collect
     from strata.spark.session import build_session
 
@@ -252,14 +265,21 @@ def run_live(request: RunRequest, console: Console, errors: Console, declared: C
         return 2
     # query deaths are reported below with their cause; Spark's own error log would bury the live view
     spark.sparkContext.setLogLevel("FATAL")
+    unreproducible: list[str] = []
     try:
-        problems = analyse(spark, scenario, out / mode / "analysis", python_jobs)
+        problems = analyse(spark, scenario, out / mode / "analysis", python_jobs, unreproducible)
     except SpecError:
         spark.stop()
         raise
     if problems:  # located before any query starts, as the static checks above
         spark.stop()
         raise locate_problems(yaml_files, problems)
+    for line in unreproducible:
+        errors.print(
+            f"[yellow]warning[/] {line}; exactly once cannot hold across a replay, and its sink is not verified",
+            highlight=False,
+            soft_wrap=True,
+        )
     who = "Strata in control" if request.control else "plain Spark"
     title = f"strata run {scenario.name} on {spark.sparkContext.master} ({who})"
     view = View(scenario, title)
@@ -325,8 +345,7 @@ def run_live(request: RunRequest, console: Console, errors: Console, declared: C
         console.print(f"metrics: {out / 'metrics'}; report: {write_report(out)}")
         for job, cause in failures.items():
             errors.print(f"[bold red]query {job} died[/]: {cause}", highlight=False, soft_wrap=True)
-        bad = measured.checks[["missing", "duplicated", "wrong"]].to_numpy().sum() if not measured.checks.empty else 0
-        return 1 if failures or bad else 0
+        return 1 if failures or verdict(measured.checks).bad else 0
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)

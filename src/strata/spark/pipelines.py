@@ -34,6 +34,7 @@ import numpy as np
 from strata.model import AggregateSpec, Job, Operator, OperatorKind, Problem, Template
 from strata.model.inputs import GENERATED_PROCESSES, static_dimension
 from strata.model.scenario import Path as DocPath
+from strata.spark.replay import plan_reason
 from strata.spark.sinks import ConsoleSink, MemorySink, ParquetSink, Sink
 from strata.spark.sources import NAME as GENERATOR
 from strata.spark.sources import RateCap, generator_options, register
@@ -235,6 +236,7 @@ class Pipeline:
     query: object = None
     started_at: float | None = None
     busy: bool = False  # inside foreachBatch: at the gate or running the batch's work
+    unreproducible: str | None = None  # why its output cannot be recomputed from its input (strata.spark.replay)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def __post_init__(self) -> None:
@@ -247,6 +249,7 @@ class Pipeline:
         self.positions = {op.name: self.template.operators.index(op) for op in self.template.operators}
         self.sink: Sink = self._make_sink()
         self.stream, self.in_batch = self._build()
+        self.unreproducible = self.unreproducible or plan_reason(self.stream)
 
     # -------------------------------------------------------------- paths and sink
 
@@ -412,6 +415,7 @@ class Pipeline:
         probe = self.spark.createDataFrame([], spec.spark_output_schema())
         for op in ops[split + 1 :]:
             probe = self._apply(probe, op)
+        self.unreproducible = plan_reason(probe)
         return df, ops[split + 1 :]
 
     # -------------------------------------------------------------- running

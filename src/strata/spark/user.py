@@ -36,6 +36,7 @@ from strata.spark import keyed
 from strata.spark.files import FileProbe
 from strata.spark.pipelines import Pipeline
 from strata.spark.python_sources import CONTROL_OPTION, capped, capped_name
+from strata.spark.replay import plan_reason
 from strata.spark.sinks import ConsoleSink, FunctionSink, MemorySink, ParquetSink, Sink
 from strata.spark.sources import RateCap
 
@@ -201,6 +202,7 @@ class UserPipeline(Pipeline):
         self.sink: Sink = self._make_sink()
         self.in_batch = []
         self.stream = self._build_user()
+        self.unreproducible = plan_reason(self.stream)
 
     @property
     def checkpoint(self) -> Path:
