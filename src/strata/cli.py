@@ -261,6 +261,31 @@ def _sql_problems(text: str) -> list[tuple[str, str]]:
     return out
 
 
+def _unreproducible(scenario: Scenario, files: list[Path]) -> list:
+    """Located warnings for SQL that no replay or recomputation reproduces (:mod:`strata.spark.replay`)."""
+    from strata.model import Problem, locate_problems
+    from strata.spark.replay import sql_calls
+
+    found = []
+    for j, job in enumerate(scenario.jobs):
+        for t, tpl in enumerate(job.templates):
+            for i, op in enumerate(tpl.operators):
+                at = ("jobs", j, "templates", t, "operators", i)
+                texts = [(("predicate",), op.predicate)] if op.predicate else []
+                texts += [(("expressions", k), text) for k, text in enumerate(op.expressions or [])]
+                for where, text in texts:
+                    if calls := sql_calls(text):
+                        found.append(
+                            Problem(
+                                (*at, *where),
+                                "a deterministic expression (exactly once holds only if a replay writes the same "
+                                "rows; e.g. pmod(id, 10) = 0 to sample)",
+                                f"{', '.join(c + '()' for c in calls)} in {text!r}",
+                            )
+                        )
+    return locate_problems(files, found).problems if found else []
+
+
 def _validate_one(scenario: Scenario, files: list[Path], engine: str | None) -> bool:
     """The summary of one valid scenario with each job's engines; True when ``engine``'s refusals fail it."""
     refused = _engine_problems(scenario, files)
@@ -306,6 +331,8 @@ def _validate_one(scenario: Scenario, files: list[Path], engine: str | None) -> 
             label = "[bold red]error[/]" if is_error else "[yellow]note[/]"
             where = "Spark (strata run)" if name == "spark" else "the simulator"
             errors.print(f"{label} {where}: {p}", highlight=False, soft_wrap=True)
+    for p in _unreproducible(scenario, files):
+        errors.print(f"[yellow]warning[/] not verifiable on Spark: {p}", highlight=False, soft_wrap=True)
     return bool(engine and refused.get(engine))
 
 
@@ -814,6 +841,7 @@ def demo(
     from strata.model import locate_problems
     from strata.report import write_report
     from strata.report.console import side_by_side, verification_line
+    from strata.report.tables import verdict
     from strata.runners.demo import DemoConfig, run_demo
     from strata.spark.java import JavaError
     from strata.spark.pipelines import PipelineProblems
@@ -860,8 +888,7 @@ def demo(
         + ", ".join(f"{k} {v:.0f} s" for k, v in result.timings.items())
         + ")"
     )
-    bad = result.checks[["missing", "duplicated", "wrong"]].to_numpy().sum() if not result.checks.empty else 0
-    raise typer.Exit(code=1 if bad else 0)
+    raise typer.Exit(code=1 if verdict(result.checks).bad else 0)
 
 
 def _examples() -> dict[str, Path]:

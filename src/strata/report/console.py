@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 from rich.table import Table
 
-from strata.report.tables import comparison
+from strata.report.tables import comparison, verdict
 
 
 def side_by_side(summary: pd.DataFrame, decisions: pd.DataFrame, title: str) -> Table:
@@ -34,14 +34,20 @@ def side_by_side(summary: pd.DataFrame, decisions: pd.DataFrame, title: str) -> 
 
 
 def verification_line(checks: pd.DataFrame) -> str:
-    """One line: nothing lost or duplicated, or what was."""
+    """One line: nothing lost or duplicated, or what was; and which sinks no recomputation could verify, and why."""
+    v = verdict(checks)
     if checks.empty:
         return "[yellow]no sink was verified[/]"
-    lost, dup, wrong = (int(checks[c].sum()) for c in ("missing", "duplicated", "wrong"))
-    rows = int(checks["rows_read"].sum())
-    if lost == dup == wrong == 0:
-        return (
-            f"[green]exactly once[/]: every sink equals the reference recomputed from the {rows:,} input records "
-            f"read ({len(checks)} query segments, every mode)"
+    if v.bad:
+        line = f"[bold red]reference mismatch[/]: {v.missing} missing, {v.duplicated} duplicated, {v.wrong} wrong"
+        line += " values"
+    elif v.segments:
+        line = (
+            f"[green]exactly once[/]: every sink equals the reference recomputed from the {v.rows_read:,} input "
+            f"records read ({v.segments} query segments, every mode)"
         )
-    return f"[bold red]reference mismatch[/]: {lost} missing, {dup} duplicated, {wrong} wrong values"
+    else:
+        line = "[yellow]no sink was verified[/]"
+    for job, template, why in v.unverifiable:
+        line += f"\n[yellow]not verifiable[/]: {job} ({template}): {why}"
+    return line

@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 
 from strata.report import plots
-from strata.report.tables import RunTables, comparison, decisions_by_lane, learned, load_tables
+from strata.report.tables import RunTables, comparison, decisions_by_lane, learned, load_tables, verdict
 
 STYLE = """
 body { font-family: -apple-system, 'Segoe UI', Helvetica, Arial, sans-serif; margin: 2em auto; max-width: 1000px;
@@ -82,12 +82,16 @@ def render(t: RunTables) -> str:
     if not latency.empty:
         latency["delivered"] = latency["delivered"].astype(str).str.lower() == "true"
     checks = t.checks
-    bad = int(checks["missing"].sum() + checks["duplicated"].sum() + checks["wrong"].sum()) if not checks.empty else 0
-    verdict = (
+    checked = verdict(checks)
+    said = (
         "<span class='good'>no record lost or duplicated</span>"
-        if bad == 0
-        else f"<span class='bad'>{bad} records lost, duplicated or wrong: see the checks below</span>"
+        if checked.bad == 0
+        else f"<span class='bad'>{checked.bad} records lost, duplicated or wrong: see the checks below</span>"
     )
+    if checked.unverifiable:
+        said += "; not verifiable: " + "; ".join(
+            html.escape(f"{job} ({template}): {why}") for job, template, why in checked.unverifiable
+        )
     timings = ", ".join(f"{k} {float(v):.0f} s" for k, v in (meta.get("timings") or {}).items())
     modes = set(t.summary["mode"]) if not t.summary.empty else set()
     if len(modes) == 1:
@@ -108,7 +112,7 @@ def render(t: RunTables) -> str:
         ]
     parts = [
         *intro,
-        f"<p>Exactly-once check against the reference: {verdict}.</p>",
+        f"<p>Exactly-once check against the reference: {said}.</p>",
         "<h2>Side by side</h2>",
         _table(comparison(t.summary, t.decisions)),
         *(

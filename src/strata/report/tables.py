@@ -29,6 +29,39 @@ class RunTables:
     learning: pd.DataFrame
 
 
+@dataclass(frozen=True)
+class Verdict:
+    """What the checks table says of every sink: records lost, duplicated or wrong among the segments a reference
+    recomputation could verify, and the segments it could not (job, template, why)."""
+
+    segments: int
+    rows_read: int
+    missing: int
+    duplicated: int
+    wrong: int
+    unverifiable: tuple[tuple[str, str, str], ...]
+
+    @property
+    def bad(self) -> int:
+        return self.missing + self.duplicated + self.wrong
+
+
+def verdict(checks: pd.DataFrame) -> Verdict:
+    """The :class:`Verdict` of a checks table (one row per query segment, as :mod:`strata.spark.verify` writes it;
+    a table read back from CSV included)."""
+    if checks.empty:
+        return Verdict(0, 0, 0, 0, 0, ())
+    reason = checks["unverifiable"].fillna("").astype(str) if "unverifiable" in checks else pd.Series("", checks.index)
+    verified = checks[reason == ""]
+    odd = checks[reason != ""].assign(why=reason[reason != ""])
+    return Verdict(
+        len(verified),
+        int(verified["rows_read"].sum()),
+        *(int(verified[c].sum()) for c in ("missing", "duplicated", "wrong")),
+        tuple(dict.fromkeys(zip(odd["job"], odd["template"], odd["why"], strict=True))),
+    )
+
+
 class ReportError(ValueError):
     """A run directory without the tables a report needs; the message names the missing file."""
 

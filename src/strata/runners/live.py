@@ -87,11 +87,13 @@ class View:
         return Group(table, recent)
 
 
-def analyse(spark, scenario: Scenario, scratch: Path) -> list:
+def analyse(spark, scenario: Scenario, scratch: Path, unreproducible: list[str] | None = None) -> list:
     """Every template of every job built on ``spark`` (each expression analysed by Spark) under ``scratch``, which
     is removed after; the problems found, located in the spec. Nothing is started. A Python job's template is its
-    user's function, called here once: its errors raise :class:`SpecError` at the user's line."""
+    user's function, called here once: its errors raise :class:`SpecError` at the user's line. Templates whose
+    output no replay reproduces are added to ``unreproducible`` as "job (template): why"."""
     problems = []
+    unreproducible = [] if unreproducible is None else unreproducible
     try:
         for j, job in enumerate(scenario.jobs):
             for t, tpl in enumerate(job.templates):
@@ -99,11 +101,14 @@ def analyse(spark, scenario: Scenario, scratch: Path) -> list:
                     run_dir = scratch / f"{j}-{t}"
                     if job.declared is not None:  # a user query's directory is a segment's, as in a run
                         run_dir = run_dir / "segment"
-                    pipeline_for(
+                    built = pipeline_for(
                         spark, job, tpl, run_dir, PipelineOptions(sink="memory"), here=("jobs", j, "templates", t)
                     )
                 except PipelineProblems as e:
                     problems.extend(e.problems)
+                    continue
+                if built.unreproducible:
+                    unreproducible.append(f"{job.id} ({tpl.name}): {built.unreproducible}")
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     return problems
@@ -203,6 +208,7 @@ def run_live(request: RunRequest, console: Console, errors: Console, declared: C
     already declared in this process (a jobs file run as ``__main__``)."""
     from strata.report import write_report
     from strata.report.console import verification_line
+    from strata.report.tables import verdict
     from strata.spark.measure import collect
     from strata.spark.session import build_session
 
@@ -246,14 +252,21 @@ def run_live(request: RunRequest, console: Console, errors: Console, declared: C
         spark.stop()
         errors.print(f"[bold red]error[/] {err}", highlight=False, soft_wrap=True)
         return 2
+    unreproducible: list[str] = []
     try:
-        problems = analyse(spark, scenario, out / mode / "analysis")
+        problems = analyse(spark, scenario, out / mode / "analysis", unreproducible)
     except SpecError:
         spark.stop()
         raise
     if problems:  # located before any query starts, as the static checks above
         spark.stop()
         raise locate_problems(yaml_files, problems)
+    for line in unreproducible:
+        errors.print(
+            f"[yellow]warning[/] {line}; exactly once cannot hold across a replay, and its sink is not verified",
+            highlight=False,
+            soft_wrap=True,
+        )
     who = "Strata in control" if request.control else "plain Spark"
     title = f"strata run {scenario.name} on {spark.sparkContext.master} ({who})"
     view = View(scenario, title)
@@ -319,8 +332,7 @@ def run_live(request: RunRequest, console: Console, errors: Console, declared: C
         console.print(f"metrics: {out / 'metrics'}; report: {write_report(out)}; Spark's log: {out / SPARK_LOG}")
         for job, cause in failures.items():
             errors.print(f"[bold red]query {job} died[/]: {cause}", highlight=False, soft_wrap=True)
-        bad = measured.checks[["missing", "duplicated", "wrong"]].to_numpy().sum() if not measured.checks.empty else 0
-        return 1 if failures or bad else 0
+        return 1 if failures or verdict(measured.checks).bad else 0
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)

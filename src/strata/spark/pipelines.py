@@ -34,7 +34,7 @@ import numpy as np
 from strata.model import AggregateSpec, Job, Operator, OperatorKind, Problem, Template
 from strata.model.inputs import GENERATED_PROCESSES, static_dimension
 from strata.model.scenario import Path as DocPath
-from strata.spark.files import FileProbe
+from strata.spark.replay import plan_reason
 from strata.spark.sinks import ConsoleSink, MemorySink, ParquetSink, Sink
 from strata.spark.sources import NAME as SYNTHETIC
 from strata.spark.sources import LoggedBatches, RateCap, register, synthetic_options
@@ -236,10 +236,7 @@ class Pipeline:
     query: object = None
     started_at: float | None = None
     busy: bool = False  # inside foreachBatch: at the gate or running the batch's work
-    probe: FileProbe | None = None  # the query's file sources, listed against its checkpoint (user queries)
-    restarts: int = 0
-    restarted_at: float = 0.0
-    _logged: LoggedBatches | None = None  # a generated source's batches, from the query's offset log
+    unreproducible: str | None = None  # why its output cannot be recomputed from its input (strata.spark.replay)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def __post_init__(self) -> None:
@@ -249,6 +246,7 @@ class Pipeline:
         self.positions = {op.name: i for i, op in enumerate(self.template.operators)}
         self.sink: Sink = self._make_sink()
         self.stream, self.in_batch = self._build()
+        self.unreproducible = self.unreproducible or plan_reason(self.stream)
 
     def _chain(self) -> list[Operator]:
         """The template's operators in chain order (a template Spark cannot run raises PipelineProblems)."""
@@ -474,6 +472,7 @@ class Pipeline:
         probe = self.spark.createDataFrame([], spec.spark_output_schema())
         for op in ops[split + 1 :]:
             probe = self._apply(probe, op)
+        self.unreproducible = plan_reason(probe)
         return df, ops[split + 1 :]
 
     # -------------------------------------------------------------- running
