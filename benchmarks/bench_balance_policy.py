@@ -32,7 +32,7 @@ from rich.table import Table
 
 from strata.balance import BalanceConfig, diminish_hotspots, imbalance, instance_loads, lower_bound, lpt, lpt_ratio
 from strata.balance.lpt import optimal_makespan
-from strata.experiments.autoflow import expected_group_loads
+from strata.runners.autoflow import expected_group_loads
 
 RESULTS = Path(__file__).parent / "results"
 app = typer.Typer(add_completion=False, help=__doc__)

@@ -1,6 +1,6 @@
 """AutoFlow in the simulator: hash routing vs live migration vs stop-the-world (Lu et al.; issue 6).
 
-Setting (``strata.experiments.autoflow``): one keyed sum over Zipf(s) keys
+Setting (``strata.runners.autoflow``): one keyed sum over Zipf(s) keys
 (10 000 keys, 128 key groups), 8 instances each alone on a one-core node (an
 actor), source and sink on a separate node, 1 Gbit/s NICs. Each run lasts
 ``--seconds`` of input, then drains; every run checks exactly once (per-key
@@ -67,7 +67,7 @@ from rich.console import Console
 from rich.table import Table
 
 from strata.balance import BalanceConfig, best_imbalance_bounds
-from strata.experiments.autoflow import PE, Run, actor_scenario, expected_group_loads, replay, run
+from strata.runners.autoflow import PE, Run, actor_scenario, expected_group_loads, replay, run
 from strata.sim import Move
 
 RESULTS = Path(__file__).parent / "results"

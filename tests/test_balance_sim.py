@@ -9,9 +9,9 @@ import pytest
 from strata.balance import BalanceConfig
 from strata.balance.autoflow import AutoFlow
 from strata.control import loop
-from strata.experiments.autoflow import actor_scenario, run
 from strata.model import Scenario
 from strata.protocol.engine import Decisions
+from strata.runners.autoflow import actor_scenario, run
 from strata.sim import FifoDispatch, Kind, Move, SimOptions, Simulation
 from strata.sim.adapter import SimEngine
 from strata.sim.reference import sink_totals

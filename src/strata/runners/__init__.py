@@ -10,9 +10,9 @@ console views, signals, child processes, run directories.
 - :mod:`~strata.runners.dedicated`: jobs in a Spark application (child process) of their own;
 - :mod:`~strata.runners.sim_loop`: ``strata simulate``: the loop on the discrete-event simulator;
 - :mod:`~strata.runners.demo`: ``strata demo``: plain Spark vs Strata on the same seeded input;
-- :mod:`~strata.runners.producer`: seeded files for user queries to read (the platform example, benchmarks).
+- :mod:`~strata.runners.producer`: seeded files for user queries to read (the platform example, benchmarks);
+- :mod:`~strata.runners.autoflow`: AutoFlow's routing experiments on the simulator (benchmarks, tests).
 
-Top of the stack with :mod:`strata.experiments` (only :mod:`strata.cli` and
-:mod:`strata.api` sit above): a runner may use every package below it; nothing
-below imports a runner.
+Top of the stack (only :mod:`strata.cli` and :mod:`strata.api` sit above): a runner may use every package
+below it; nothing below imports a runner.
 """
