@@ -68,9 +68,7 @@ def plain(spark, declared, base: Path, seconds: float) -> list[dict]:
 def under_strata(spark, declared, base: Path, seconds: float) -> list[dict]:
     scenario = with_python_jobs([declared], [], "overhead", cores=2)
     start = time.time()
-    result = run_mode(
-        spark, scenario, "strata", base / "run", RunConfig(), start, start + seconds
-    )
+    result = run_mode(spark, scenario, "strata", base / "run", RunConfig(), start, start + seconds)
     return result.engine.progress.snapshot()
 
 

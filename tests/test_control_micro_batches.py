@@ -26,9 +26,7 @@ def scenario(targets: dict[str, float]) -> Scenario:
         ],
         "streams": [{"from": "src", "to": "m"}, {"from": "m", "to": "out"}],
     }
-    jobs = [
-        {"id": j, "rank": k, "target_latency_s": t, "templates": [job]} for k, (j, t) in enumerate(targets.items())
-    ]
+    jobs = [{"id": j, "rank": k, "target_latency_s": t, "templates": [job]} for k, (j, t) in enumerate(targets.items())]
     return Scenario.model_validate({"name": "t", "cluster": {"nodes": [{"name": "n", "cores": 2}]}, "jobs": jobs})
 
 

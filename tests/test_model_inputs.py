@@ -1,7 +1,7 @@
 """One input definition per spec (strata.model.inputs), known answers on BOTH engines' generators.
 
 "Spark" below is the pure-function generator Spark's source runs (``Timeline`` +
-``generate``, no Spark needed); "sim" is the simulator's ``SourceStream``.
+``record_columns``, no Spark needed); "sim" is the simulator's ``SourceStream``.
 """
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ from strata.model.inputs import (
     drifted_key,
     drifted_keys,
     expected_counts,
-    generate,
     rate_at,
     rate_factor,
+    record_columns,
     value_share_above,
     values_of,
     zipf_cdf,
@@ -37,7 +37,7 @@ def spark_rows(spec: SourceSpec, n: int = N, tick_s: float = 0.1) -> dict[str, n
     w = Workload.of(spec)
     tl = Timeline(w, tick_s)
     tl.tick_of_row(n - 1)
-    return generate(w, tick_s, tl.segments(0, n), 0, n)
+    return record_columns(w, tick_s, tl.segments(0, n), 0, n)
 
 
 def sim_values(spec: SourceSpec, n: int = N) -> np.ndarray:

@@ -9,7 +9,7 @@ import pytest
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
 from strata.model import SourceSpec
-from strata.model.inputs import Timeline, Workload, generate, zipf_cdf
+from strata.model.inputs import Timeline, Workload, record_columns, zipf_cdf
 from strata.spark.sources import RateCap, SyntheticStreamReader, expected_rows, synthetic_options
 
 EPOCH = 1_700_000_000.0
@@ -74,7 +74,7 @@ def test_values_are_uniform_and_event_times_inside_their_tick():
     spec = Workload.of(spec)
     tl = Timeline(spec, 0.1)
     hi = tl.rows_before_tick(10)
-    cols = generate(spec, 0.1, tl.segments(0, hi), 0, hi)
+    cols = record_columns(spec, 0.1, tl.segments(0, hi), 0, hi)
     assert 0.45 < cols["value"].mean() < 0.55
     assert cols["t"].min() > 0 and cols["t"].max() < 1.0
 

@@ -21,7 +21,7 @@ What stays engine-specific is where the uniform numbers and the arrival
 instants come from. Spark needs record i to be a pure function of i (any
 micro-batch replays identically), so it hashes i (:func:`uniform`) and spreads
 Poisson (or, for constant arrivals, floor-difference) counts per tick of
-``tick_s`` evenly inside the tick (:class:`Timeline`, :func:`generate`). The
+``tick_s`` evenly inside the tick (:class:`Timeline`, :func:`record_columns`). The
 simulator draws the uniforms sequentially from its seeded random stream and emits
 messages at continuous times (``strata.sim.workload``). Both follow λ(t) above.
 
@@ -296,7 +296,7 @@ class Timeline:
         return [(k, int(s[k]), int(s[k + 1] - s[k])) for k in range(k0, k1 + 1) if s[k + 1] > s[k]]
 
 
-def generate(
+def record_columns(
     spec: Workload,
     tick_s: float,
     segments: list[tuple[int, int, int]],

@@ -2,7 +2,7 @@
 
 The workload driver for user queries over directories (tests, ``bench_platform``
 and the platform example): records come from the one input definition
-(:mod:`strata.model.inputs`, the same λ(t), keys and values the generator
+(:mod:`strata.model.inputs`, the same λ(t), keys and values the synthetic
 source emits), so the files hold records ``[lo, hi)`` of a source spec and any
 run's input can be recomputed exactly. Every ``file_s`` seconds of wall time
 the records whose event time has passed go into one file, written under a
@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 
 from strata.model import SourceSpec
-from strata.model.inputs import Timeline, Workload, generate
+from strata.model.inputs import Timeline, Workload, record_columns
 
 Extra = Callable[[pd.DataFrame], pd.DataFrame]
 
@@ -55,7 +55,7 @@ class Producer(threading.Thread):
 
     def rows(self, lo: int, hi: int) -> pd.DataFrame:
         """Records [lo, hi) as the files hold them (event_time as UTC timestamps)."""
-        cols = generate(self.workload, self.tick_s, self.timeline.segments(lo, hi), lo, hi)
+        cols = record_columns(self.workload, self.tick_s, self.timeline.segments(lo, hi), lo, hi)
         micros = np.round((self.epoch + cols.pop("t")) * 1e6).astype("int64")
         frame = pd.DataFrame({**cols, "event_time": pd.to_datetime(micros, unit="us", utc=True)})
         return self.extra(frame) if self.extra is not None else frame

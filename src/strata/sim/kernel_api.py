@@ -100,6 +100,14 @@ class Kernel(Protocol):
     def state_arrives(self, t: float, migration: object) -> None: ...
 
     def new_message(
-        self, pe: PeRt, instance: int, upstream: int, now: float, event_time: float, key: int, kg: int,
-        kind: Kind = Kind.DATA, payload: object = None,
+        self,
+        pe: PeRt,
+        instance: int,
+        upstream: int,
+        now: float,
+        event_time: float,
+        key: int,
+        kg: int,
+        kind: Kind = Kind.DATA,
+        payload: object = None,
     ) -> Message: ...

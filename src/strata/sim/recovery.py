@@ -10,7 +10,7 @@ processing", ICDE 2005; MillWheel's record ids, VLDB 2013):
   ``window_uid`` for a window. An output computed again from the same input
   gets the same id. Unkeyed PEs receive by a hash of the id (not round-robin)
   so that such an output reaches the same instance as the first time.
-- **Retention.** Every data message sent to a PE (by a source generator or an
+- **Retention.** Every data message sent to a PE (by a source or an
   upstream instance) is retained, keyed by (record id, sender), until an
   instance that processed it has taken a checkpoint. The retained messages are
   held in durable storage at the sender: they survive the sender's node.
@@ -64,13 +64,13 @@ if TYPE_CHECKING:
     from strata.sim.runtime import InstanceRt, NodeRt, PeRt
 
 SENDER_BITS = 20
-GENERATOR = (1 << SENDER_BITS) - 1  # the sender field of a source generator's records
+SOURCE_SENDER = (1 << SENDER_BITS) - 1  # the sender field of the records a source emits (no upstream instance)
 CONTROL_BYTES = 64.0
 
 
 def record_key(msg: Message) -> int:
     """De-duplication and retention key of a data message: (record id, sending instance)."""
-    return (msg.payload << SENDER_BITS) | (msg.upstream & GENERATOR)
+    return (msg.payload << SENDER_BITS) | (msg.upstream & SOURCE_SENDER)
 
 
 @dataclass(frozen=True)
@@ -104,8 +104,8 @@ class Recovery:
     def __init__(self, sim: Kernel, interval: float) -> None:
         if interval <= 0:
             raise ValueError(f"checkpoint_interval: expected seconds > 0; found {interval}")
-        if len(sim.instances) >= GENERATOR:
-            raise ValueError(f"recovery='replay': at most {GENERATOR - 1} instances; found {len(sim.instances)}")
+        if len(sim.instances) >= SOURCE_SENDER:
+            raise ValueError(f"recovery='replay': at most {SOURCE_SENDER - 1} instances; found {len(sim.instances)}")
         self.sim = sim
         self.interval = interval
         self.log: list[Restore] = []

@@ -4,7 +4,7 @@ The input definition is :mod:`strata.model.inputs`, shared with Spark: λ(t)
 (:func:`~strata.model.inputs.rate_at`), Zipf ranks through the same CDF and
 the same hot-key drift rule, values on the dyadic grid k/1024 in [0, 1)
 (binary fractions: sums stay exact). What is the simulator's own is where its
-uniform numbers come from, a NumPy generator seeded by (simulation seed,
+uniform numbers come from, a NumPy random stream seeded by (simulation seed,
 ``SourceSpec.seed``, PE index) drawn in blocks (the same seed gives the same
 stream), and how arrivals become instants: messages at continuous times.
 

@@ -683,4 +683,3 @@ def _share_over(record: dict, target: float) -> float:
         if v <= target:
             below = q
     return 1.0 - below
-

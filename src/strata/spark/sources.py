@@ -39,7 +39,7 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
 
-from strata.model.inputs import Timeline, Workload, generate
+from strata.model.inputs import Timeline, Workload, record_columns
 
 NAME = "strata-generator"
 SCHEMA = "id LONG, event_time TIMESTAMP, key LONG, value DOUBLE"
@@ -174,7 +174,7 @@ class SyntheticStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         return out
 
     def read(self, partition: RowRange):
-        cols = generate(self.spec, self.tick_s, list(partition.segments), partition.lo, partition.hi)
+        cols = record_columns(self.spec, self.tick_s, list(partition.segments), partition.lo, partition.hi)
         micros = np.round((partition.epoch + cols["t"]) * 1e6).astype(np.int64)
         yield pa.RecordBatch.from_arrays(
             [
@@ -264,6 +264,6 @@ def expected_rows(spec, end_s: float, epoch: float, tick_s: float = 0.1) -> dict
     spec = Workload.of(spec)
     timeline = Timeline(spec, tick_s)
     hi = timeline.rows_before_tick(round(end_s / tick_s))
-    cols = generate(spec, tick_s, timeline.segments(0, hi), 0, hi)
+    cols = record_columns(spec, tick_s, timeline.segments(0, hi), 0, hi)
     cols["event_time"] = np.round((epoch + cols.pop("t")) * 1e6).astype("datetime64[us]")
     return cols

@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from strata.model import OperatorKind
-from strata.model.inputs import Timeline, Workload, generate
+from strata.model.inputs import Timeline, Workload, record_columns
 from strata.spark.engine import Segment
 from strata.spark.files import data_files, planned_files
 from strata.spark.pipelines import AGGREGATIONS
@@ -57,7 +57,7 @@ def segment_input(segment: Segment, epoch: float, tick_s: float) -> pd.DataFrame
     spec = Workload.of(source)
     timeline = Timeline(spec, tick_s)
     lo, hi = segment.start_row, segment.end_row or segment.start_row
-    cols = generate(spec, tick_s, timeline.segments(lo, hi), lo, hi)
+    cols = record_columns(spec, tick_s, timeline.segments(lo, hi), lo, hi)
     micros = np.round((epoch + cols.pop("t")) * US).astype("int64")
     return pd.DataFrame({**cols, "event_time": pd.to_datetime(micros, unit="us", utc=True)})
 
