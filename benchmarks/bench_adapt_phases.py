@@ -36,7 +36,7 @@ regret of the adaptive runs against the per-phase best, and the meta level's
 own wall time as a share of the run's.
 
     .venv/bin/python benchmarks/bench_adapt_phases.py [--group tuning evaluation] [--quick]
-        [--lookahead-share 0.05] [--out adapt_shapes]
+        [--lookahead-share 0.05 0.5] [--out adapt_shapes]
 """
 
 from __future__ import annotations
@@ -293,7 +293,9 @@ def run(sc: Scenario, shape: Shape, seed: int, comp: Composition | None, lookahe
         dispatch=first.dispatch,
         balancing=first.balancing,
         placer=first.placement,
-        plan=Options(budget_s=0.5),
+        # A plan cut short by its deadline depends on the machine's load; 5 s is never reached here (plans take
+        # under 0.4 s on a loaded machine), so every run of a seed makes the same plans.
+        plan=Options(budget_s=5.0),
     )
     forks = Forks(sc, shape.duration, lookahead_share) if comp is None and lookahead_share > 0 else None
     chooser = Timed(Fixed(sc, comp) if comp is not None else Selector(sc, CANDIDATES, lookahead=forks), forks)
@@ -330,14 +332,14 @@ def windows_by_phase(scores: list, shape: Shape) -> list[list[float]]:
     return out
 
 
-def one(shape: Shape, seed: int, lookahead_share: float, console: Console) -> dict:
+def one(shape: Shape, seed: int, lookahead: Sequence[float], console: Console) -> dict:
     """Every fixed candidate and the adaptive runs on one shape and seed."""
     sc = scenario(shape)
     t0 = time.perf_counter()
     runs = {c.name: run(sc, shape, seed, c) for c in CANDIDATES}
     runs["adaptive"] = run(sc, shape, seed, None)
-    if lookahead_share > 0:
-        runs["adaptive+lookahead"] = run(sc, shape, seed, None, lookahead_share)
+    for share in lookahead:
+        runs[f"adaptive+lookahead {100 * share:g}%"] = run(sc, shape, seed, None, share)
     phases = {n: windows_by_phase(r["scores"], shape) for n, r in runs.items()}
     counts = [len(w) for w in phases[CANDIDATES[0].name]]
     fixed = [c.name for c in CANDIDATES]
@@ -406,7 +408,13 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--group", nargs="+", choices=list(GROUPS), default=list(GROUPS))
     ap.add_argument("--quick", action="store_true", help="the first shape and seed of each group only")
-    ap.add_argument("--lookahead-share", type=float, default=0.05, help="forks' wall-time cap (0: no lookahead run)")
+    ap.add_argument(
+        "--lookahead-share",
+        type=float,
+        nargs="*",
+        default=[0.05],
+        help="one adaptive run with forks per share (the forks' wall-time cap); none: no lookahead run",
+    )
     ap.add_argument("--out", default="adapt_shapes", help="results file name (benchmarks/results/NAME.json)")
     args = ap.parse_args()
     console = Console(width=200)

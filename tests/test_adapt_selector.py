@@ -173,12 +173,17 @@ def test_a_new_workload_starts_from_the_default_and_a_returning_one_resumes_its_
     cands = [Composition("llf"), Composition("fair")]
     sel = Selector(scenario(), cands, explore=0.3)
     picks = play(sel, [0.001] * 20 + [0.1] * 30 + [0.001] * 20, lambda c, u: 1.0 if c == good[u] else 0.2)
-    # The coarse segment (confirmed on its 2nd window, step 21) starts from llf, finds fair and keeps it.
-    assert picks[21] == Composition("llf")
-    assert all(p == Composition("fair") for p in picks[35:50])
-    assert sel.stored and sel.segment.incumbent == Composition("llf")
-    # Back to the fine workload: its stored segment resumes at once with llf.
-    assert all(p == Composition("llf") for p in picks[51:60])
+    # Step 20, the first coarse window, lies away from the segment: the default runs while the change is unconfirmed.
+    # Step 21 confirms it; the two confirming windows ran the default, the new segment's baseline: fair is tried at
+    # once, and adopted on its gain bracketed by the default's windows before and after it.
+    assert picks[20:23] == [Composition("llf"), Composition("fair"), Composition("llf")]
+    assert all(p == Composition("fair") for p in picks[23:50])
+    # Back to the fine workload: the default while unconfirmed (step 50), then its stored segment resumes with llf.
+    assert all(p == Composition("llf") for p in picks[50:])
+    assert [c.context for c in sel.choices[49:52]] == [1, 1, 2] and len(sel.stored) == 1
+    coarse = sel.stored[0]
+    assert coarse.incumbent == Composition("fair")
+    assert coarse.credit.effects[0]["llf"].mean == pytest.approx(-0.8)  # re-based on fair when it was adopted
 
 
 def test_a_lookahead_decides_without_live_trials_and_is_asked_once_per_segment():
@@ -224,9 +229,13 @@ def test_windows_without_evidence_keep_the_composition_and_teach_nothing():
 
 def test_a_window_is_filed_under_the_composition_that_ran_not_the_choice_not_yet_enacted():
     cands = [Composition("llf", "threshold", "planner"), Composition("llf", "threshold", "greedy")]
-    sel = Selector(scenario(), cands, explore=0.0)
-    for step in range(4):
-        # The plan in force is the planner's whatever was chosen: every settled window is the incumbent's.
-        window(sel, step, 0.0, ran=cands[0])
-    assert sel.segment.noise.n == 3  # the first window settles
-    assert sel.segment.credit.effects == [{}, {}, {}]
+    for ran, filed in ((cands[0], 4), (None, 1)):
+        sel = Selector(scenario(), cands, explore=0.0)
+        window(sel, 0, 0.0, ran=cands[0])
+        for step in range(1, 4):
+            sel.choices[-1].arm = 1  # greedy chosen; the plan in force is still the planner's
+            window(sel, step, 0.0, ran=ran)
+        # Told what ran, every window is the incumbent's; without, the last choice (greedy) is taken to have run,
+        # and its windows are neither the incumbent's nor a trial's.
+        assert sel.segment.noise.n == filed
+        assert sel.segment.credit.effects == [{}, {}, {}]

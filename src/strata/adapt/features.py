@@ -96,6 +96,11 @@ class ChangeDetector:
     _n: int = 0
     _away: list[np.ndarray] = field(default_factory=list)
 
+    @property
+    def suspect(self) -> bool:
+        """The last window lay away from the segment, and the change is not yet confirmed (or refuted)."""
+        return bool(self._away)
+
     def update(self, f: Features) -> bool:
         """Feed one window; True when it completes a confirmed change (:attr:`previous` is the old centroid)."""
         if f.unit_s <= 0:

@@ -142,13 +142,17 @@ class Selector:
     levels' own, :class:`Composition`'s defaults, if a candidate, else the
     first candidate); ``explore``: the share of windows trials may take;
     ``trial``: windows a trial runs, the first ``settle`` of them not
-    credited; ``baseline``: the incumbent's settled windows a trial is
-    compared with (at least 2 before one starts); ``z``, ``n_min``,
-    ``margin``: the switch rule (:func:`~strata.adapt.credit.significant`);
+    credited; ``bracket``: the incumbent's settled windows on each side a
+    trial is compared with (and at least 2 before one starts, to know their
+    noise); ``z``, ``n_min``,
+    ``margin``: the switch rule; ``n_max``: trials of one block per segment (:func:`~strata.adapt.credit.significant`);
     ``horizon``: windows the score sums over (:class:`Scorer`); ``change``:
     the detector (``ChangeDetector(threshold=inf)``: one segment
     throughout); ``lookahead``: forks of the engine (:data:`Lookahead`),
-    run for ``lookahead_windows`` at the start of each new segment;
+    run for ``lookahead_windows`` at the start of each new segment, for the
+    alternatives of ``lookahead_levels`` (dispatch: it acts from the next
+    unit of work, within a short fork; a balancing mode acts over windows
+    and a placement at the next plan, beyond it);
     ``blocks_prior``: per level, block value → prior mean, the order untried
     blocks are tried in (``()``: by name).
     """
@@ -157,24 +161,26 @@ class Selector:
     candidates: Sequence[Composition]
     default: Composition | None = None
     explore: float = 0.2
-    trial: int = 2
-    settle: int = 1
-    baseline: int = 3
-    z: float = 2.0
+    trial: tuple[int, ...] = (1, 2, 2)
+    settle: int = 0
+    bracket: int = 1
+    z: float = 1.0
     n_min: int = 1
+    n_max: int = 3
     margin: float = 0.01
     horizon: int = 1
     change: ChangeDetector = field(default_factory=ChangeDetector)
     lookahead: Lookahead | None = None
     lookahead_windows: int = 2
+    lookahead_levels: tuple[int, ...] = (0,)
     blocks_prior: Sequence[Mapping[str, float]] = PRIOR
     choices: list[Choice] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         if not self.candidates:
             raise ValueError("candidates: expected at least one composition")
-        if self.trial <= self.settle:
-            raise ValueError(f"trial: expected more windows than settle ({self.settle}); found {self.trial}")
+        if len(self.trial) != len(LEVELS) or min(self.trial) <= self.settle:
+            raise ValueError(f"trial: expected windows per level {LEVELS}, each > {self.settle}; found {self.trial}")
         if self.default is None:
             self.default = Composition() if Composition() in self.candidates else self.candidates[0]
         if self.default not in self.candidates:
@@ -192,11 +198,13 @@ class Selector:
         self._run_for = 0  # windows in a row ``_ran`` has run
         self._queued = 0
         self._scored = 0  # windows in a row with a score: the horizon is whole once it reaches ``horizon``
-        self._recent: deque[float] = deque(maxlen=self.baseline)  # the incumbent's settled rewards since it ran
+        self._recent: deque[float] = deque(maxlen=max(2, self.bracket))  # the incumbent's settled rewards since it ran
         self._trial: tuple[int, str, Composition] | None = None  # (level, block value, composition)
         self._trial_left = 0
         self._trial_rewards: list[float] = []
         self._trial_baseline: list[float] = []
+        # A trial ended, awaiting the incumbent's windows after it: (level, value, trial, before, after).
+        self._pending: tuple[int, str, list[float], list[float], list[float]] | None = None
 
     def select(self, obs: Observation, ran: Composition | None = None) -> Composition:
         """The composition for the next window; ``ran``: what was in force over the one that ended.
@@ -221,14 +229,21 @@ class Selector:
             self._trial_left -= 1
             if self._trial_left <= 0:
                 self._end_trial()
+        self._credit_pending()
         if self.change.update(self.tracker.update(obs)):
             self._enter(self.change.previous, self.change.centroid)
         if self.lookahead is not None and not self.segment.looked and self._scored >= self.horizon:
             self._look()
-        self._adopt()
-        if self._trial is None and self._scored >= self.horizon:
-            self._start_trial()
-        comp = self._trial[2] if self._trial is not None else self.segment.incumbent
+        if self.change.suspect:
+            # The workload may have left the segment: what was learnt of it may not hold, and the default runs
+            # until the change is confirmed or refuted; a trial's windows would no longer be comparable.
+            self._trial = self._pending = None
+            comp = self.default
+        else:
+            self._adopt()
+            if self._trial is None and self._scored >= self.horizon:
+                self._start_trial()
+            comp = self._trial[2] if self._trial is not None else self.segment.incumbent
         self.choices.append(Choice(obs.now, self._segments, self._index[comp]))
         return comp
 
@@ -239,17 +254,32 @@ class Selector:
         elif ran == self.segment.incumbent:
             self._recent.append(reward)
             self.segment.noise.add(reward)
+            if self._pending is not None:
+                self._pending[-1].append(reward)
 
     def _end_trial(self) -> None:
-        """The trial's gain over the incumbent windows before it is one sample of its block's effect."""
+        """The trial waits for the incumbent's next settled window: its gain is measured against both sides."""
         level, value, _ = self._trial
         if self._trial_rewards and self._trial_baseline:
-            gain = float(np.mean(self._trial_rewards)) - float(np.mean(self._trial_baseline))
-            # Two means of noisy windows: the gain's variance is the noise over each side's windows.
-            floor = self.segment.noise.variance * (1 / len(self._trial_rewards) + 1 / len(self._trial_baseline))
-            self.segment.credit.record(level, value, gain, floor)
+            self._pending = (level, value, self._trial_rewards, self._trial_baseline, [])
         self._trial = None
         self._trial_rewards = []
+
+    def _credit_pending(self) -> None:
+        """A trial's gain over the mean of the incumbent's windows before and after it: one sample of its block.
+
+        Bracketing the trial cancels a trend in the workload (a backlog
+        draining, a burst rising) that a comparison with the windows before
+        alone would credit to the trial.
+        """
+        if self._pending is None or len(self._pending[-1]) < self.bracket:
+            return
+        level, value, trial, before, after = self._pending
+        base = (float(np.mean(before)) + float(np.mean(after))) / 2
+        # Means of noisy windows: the gain's variance is the noise over each side's windows.
+        floor = self.segment.noise.variance * (1 / len(trial) + (1 / len(before) + 1 / len(after)) / 4)
+        self.segment.credit.record(level, value, float(np.mean(trial)) - base, floor)
+        self._pending = None
 
     def _enter(self, centroid: np.ndarray, features: np.ndarray) -> None:
         """A change of segment: a stored one within the detector's threshold resumes, else the default starts."""
@@ -263,8 +293,14 @@ class Selector:
             self.segment = Segment(self.default)
         self._segments += 1
         self._trial = None
+        self._pending = None
         self._trial_rewards = []
+        # The windows that confirmed the change ran the new workload: under its incumbent they are its baseline.
+        carried = list(self._recent)[-self.change.confirm :] if self.segment.incumbent == self._ran else []
         self._recent.clear()
+        for reward in carried:
+            self._recent.append(reward)
+            self.segment.noise.add(reward)
 
     def _alternatives(self) -> list[tuple[int, str, Composition]]:
         """The candidates differing from the incumbent in one level: (level, its block value, composition)."""
@@ -279,7 +315,7 @@ class Selector:
 
     def _look(self) -> None:
         """Run the incumbent and its one-level alternatives on forks; each paired window gain is a sample."""
-        alts = self._alternatives()
+        alts = [a for a in self._alternatives() if a[0] in self.lookahead_levels]
         if not alts:
             self.segment.looked = True
             return
@@ -295,7 +331,7 @@ class Selector:
 
     def _adopt(self) -> None:
         """Replace the incumbent's block whose gain is significant (none while a trial runs)."""
-        if self._trial is not None:
+        if self._trial is not None or self._pending is not None:
             return
         best = self.segment.credit.best(self.z, self.n_min, self.margin)
         if best is None:
@@ -313,11 +349,15 @@ class Selector:
     def _start_trial(self) -> None:
         """The most promising one-level change the budget allows, once the incumbent has a baseline.
 
-        Untried blocks first (dispatch, then balancing, then placement; by
-        prior within a level), then the tried one of highest optimistic gain
-        (mean + ``z`` standard errors) if that could still clear ``margin``.
+        Untried blocks first (dispatch, then balancing, then placement; within
+        a level the one that mattered most in stored segments, then by
+        prior), then the tried one of highest optimistic gain
+        (mean + ``z`` standard errors) if that could still clear ``margin`` and
+        it has had fewer than ``n_max`` trials in the segment (a block that
+        could not show a gain in that many is left, and the budget kept for a
+        later workload).
         """
-        if len(self._recent) < 2 or not self.budget.allows(self.trial):
+        if self._pending is not None or len(self._recent) < 2:
             return
         credit = self.segment.credit
         untried, tried = [], []
@@ -325,16 +365,28 @@ class Selector:
             e = credit.effects[level].get(value)
             prior = self.blocks_prior[level].get(value, 0.0) if level < len(self.blocks_prior) else 0.0
             if e is None or e.n == 0:
-                untried.append(((level, -prior, value), (level, value, comp)))
-            elif e.mean + self.z * e.se > self.margin:
+                untried.append(((level, -self._mattered(level, value), -prior, value), (level, value, comp)))
+            elif e.n < self.n_max and e.mean + self.z * e.se > self.margin:
                 tried.append((-(e.mean + self.z * e.se), (level, value, comp)))
         pick = min(untried)[1] if untried else (min(tried, key=lambda t: t[0])[1] if tried else None)
-        if pick is None:
+        if pick is None or not self.budget.allows(self.trial[pick[0]]):
             return
         self._trial = pick
-        self._trial_left = self.trial
+        self._trial_left = self.trial[pick[0]]
         self._trial_rewards = []
-        self._trial_baseline = list(self._recent)
+        self._trial_baseline = list(self._recent)[-self.bracket :]
+
+    def _mattered(self, level: int, value: str) -> float:
+        """The largest effect, either way, ``value`` had in a stored segment (0 if none measured it).
+
+        A block that changed the outcome elsewhere — for better or worse — is
+        more likely to change it here than one that did what the incumbent did
+        (edf next to llf): it is tried first.
+        """
+        return max(
+            (abs(s.credit.effects[level][value].mean) for s in self.stored if value in s.credit.effects[level]),
+            default=0.0,
+        )
 
 
 def _blocks(c: Composition) -> tuple[str, str, str]:
