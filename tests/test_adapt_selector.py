@@ -187,7 +187,7 @@ def test_a_new_workload_starts_from_the_default_and_a_returning_one_resumes_its_
 
 
 def test_a_lookahead_decides_without_live_trials_and_is_asked_once_per_segment():
-    cands = [Composition("llf"), Composition("edf"), Composition("fair")]
+    cands = [Composition("llf"), Composition("edf"), Composition("fair"), Composition("llf", "off")]
     asked = []
 
     def lookahead(comps, windows):
@@ -197,6 +197,7 @@ def test_a_lookahead_decides_without_live_trials_and_is_asked_once_per_segment()
 
     sel = Selector(scenario(), cands, lookahead=lookahead, explore=0.0)
     picks = play(sel, [0.001] * 6, lambda c, u: 0.8 if c.dispatch == "fair" else 0.5)
+    # Dispatch alternatives only: a balancing mode acts over windows, beyond a short fork.
     assert asked == [[Composition("llf"), Composition("edf"), Composition("fair")]]
     assert picks == [Composition("fair")] * 6
     assert sel.budget.spent == 0
@@ -239,3 +240,23 @@ def test_a_window_is_filed_under_the_composition_that_ran_not_the_choice_not_yet
         # and its windows are neither the incumbent's nor a trial's.
         assert sel.segment.noise.n == filed
         assert sel.segment.credit.effects == [{}, {}, {}]
+
+
+def test_the_unit_size_is_the_workloads_whatever_the_schedule_processed():
+    # Job a (1 ms per record) and b (100 ms) each ingest 100 records/s. One window processes mostly a's records, the
+    # next mostly b's (as shortest-first, then deadline order, might): the processed mix moves by 30×, the unit
+    # size offered does not: (100 × 0.001 + 100 × 0.1) / 200 = 0.0505 s.
+    tr = FeatureTracker(job_of={"a.src": "a", "a.f": "a", "b.src": "b", "b.f": "b"})
+    ingest = {"a.src": 100.0, "b.src": 100.0}
+    units = []
+    for a_records, b_records in ((990, 10), (10, 990), (1000, 0)):
+        inst = [
+            InstanceLoad("a.f", 0, "n0", a_records, a_records * 0.001, 0, 0),
+            InstanceLoad("b.f", 0, "n0", b_records, b_records * 0.1, 0, 0),
+        ]
+        units.append(tr.update(obs(5.0, ingest=ingest, instances=inst)).unit_s)
+    # The third window processed none of b's records: b's last measured size stands in.
+    assert units == pytest.approx([0.0505] * 3)
+    # Without the job map every PE is one job: the processed mix.
+    mix = FeatureTracker().update(obs(5.0, ingest=ingest, instances=[InstanceLoad("a.f", 0, "n0", 990, 0.99, 0, 0)]))
+    assert mix.unit_s == pytest.approx(0.001)

@@ -164,6 +164,7 @@ class Selector:
     trial: tuple[int, ...] = (1, 2, 2)
     settle: int = 0
     bracket: int = 1
+    blocks_prior: Sequence[Mapping[str, float]] = PRIOR
     z: float = 1.0
     n_min: int = 1
     n_max: int = 3
@@ -173,7 +174,6 @@ class Selector:
     lookahead: Lookahead | None = None
     lookahead_windows: int = 2
     lookahead_levels: tuple[int, ...] = (0,)
-    blocks_prior: Sequence[Mapping[str, float]] = PRIOR
     choices: list[Choice] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -188,7 +188,7 @@ class Selector:
         self.budget = ExplorationBudget(self.explore)
         self.segment = Segment(self.default)
         self.stored: list[Segment] = []
-        self.tracker = FeatureTracker()
+        self.tracker = FeatureTracker(job_of=job_maps(self.scenario)[0])
         self.lookahead_calls = 0
         self._score = Scorer(self.scenario, self.horizon)
         self._segments = 0
