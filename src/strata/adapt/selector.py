@@ -141,11 +141,13 @@ class Selector:
     ``default``: the composition kept while evidence is short (None: the
     levels' own, :class:`Composition`'s defaults, if a candidate, else the
     first candidate); ``explore``: the share of windows trials may take;
-    ``trial``: windows a trial runs, the first ``settle`` of them not
-    credited; ``bracket``: the incumbent's settled windows on each side a
-    trial is compared with (and at least 2 before one starts, to know their
-    noise); ``z``, ``n_min``,
-    ``margin``: the switch rule; ``n_max``: trials of one block per segment (:func:`~strata.adapt.credit.significant`);
+    ``trial``: windows a trial runs, per level (dispatch, balancing,
+    placement); ``settle``: windows after any change of composition filed
+    under neither side; ``bracket``: the incumbent's settled windows on each
+    side a trial is compared with (and at least 2 before one starts, to know
+    their noise); ``z``, ``n_min``, ``margin``: the switch rule
+    (:func:`~strata.adapt.credit.significant`); ``n_max``: trials of one
+    block per segment;
     ``horizon``: windows the score sums over (:class:`Scorer`); ``change``:
     the detector (``ChangeDetector(threshold=inf)``: one segment
     throughout); ``lookahead``: forks of the engine (:data:`Lookahead`),
