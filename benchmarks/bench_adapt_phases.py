@@ -1,81 +1,118 @@
-"""Experiment 1 (issue 9): emergent policy selection on a phase-changing workload, in the simulator.
+"""Experiment 1 (issues 9, 30): emergent policy selection on phase-changing workloads it was not tuned on.
 
-Three phases on two 4-core nodes, each run by jobs whose sources are
-silent outside their phase (``rate_curve``); the jobs of phases 1 and 2 may
-only run on node n0 (a label), so they contend for its cores:
+Three kinds of phase on two 4-core nodes, each run by jobs whose sources are
+silent outside their phase (``rate_curve``); the jobs of the fine and coarse
+phases may only run on node n0 (a label), so they contend for its cores:
 
-1. **fine, latency-bound**: ``urgent`` (25 ms records, target 0.1 s) shares
-   the cores with ``bulk`` (5 ms records, target 10 s) at 87% load — the
-   urgent job needs deadline-aware dispatch (shortest-first serves bulk first);
-2. **coarse, bursty bulk**: ``small`` (40 ms, target 3 s) next to ``large``
-   (250 ms records, on/off bursts 6× for 8 s of every 20 s: 6.8 cores of
-   demand on n0's 4 while a burst lasts, drained before the next) — in
-   overload, deadline order makes every job late (EDF's domino effect), while
-   shortest-first and fair share keep ``small`` on time;
-3. **skewed**: ``sessions`` (keyed, 40 ms records, Zipf 1.2 keys drifting, 16
-   key groups on 4 instances over both nodes, 6 cores of demand) — needs
-   key-group balancing.
+- **fine, latency-bound**: ``urgent`` (25 ms records, target 0.1 s) shares
+  the cores with ``bulk`` (5 ms records, target 10 s) at 87% load — the
+  urgent job needs deadline-aware dispatch;
+- **coarse, bursty bulk**: ``small`` (40 ms, target 3 s) next to ``large``
+  (250 ms records, on/off bursts of ``burst`` × its rate for 8 s of every
+  20 s) — in overload, deadline order makes every job late (EDF's domino
+  effect), while shortest-first and fair share keep ``small`` on time;
+- **skewed**: ``sessions`` (keyed, 40 ms records, Zipf keys drifting, 16 key
+  groups on 4 instances over both nodes) — needs key-group balancing.
 
-Every candidate composition runs the whole workload fixed; the adaptive run
-lets :class:`strata.adapt.Selector` (factored discounted UCB per workload
-segment, segments found by change detection on unit size and skew) choose
-one per 2-second window. Score per window: mean over running jobs of on-time outputs /
-expected outputs (``strata.adapt.features.window_score``). Reported:
-cumulative score, per-phase means, regret against the per-phase best fixed
-composition.
+A :class:`Shape` sets the phases' lengths (30–120 s) and order, the burst
+factor, the key skew and its drift, a loss of node n1 and a latency-bound job
+arriving mid-run on n0. **Tuning** shapes and seeds are the only ones the
+meta level's parameters were chosen on; **evaluation** shapes and seeds are
+reported apart and were not looked at before the parameters were fixed.
 
-    .venv/bin/python benchmarks/bench_adapt_phases.py [--phase 120] [--seeds 1 2 3] [--quick]
-        [--burst 6] [--warm-start]
+Every candidate composition (``CANDIDATES``: four dispatch strategies × the
+three balancing modes, SODA's planner) runs each workload fixed; the
+adaptive runs let :class:`strata.adapt.Selector` choose one per 2-second
+window, from the default (the levels' own: ``llf/threshold/planner``) with
+per-level credit — alone, and with a lookahead on forks of the simulation
+(:class:`Forks`, its wall time capped at ``--lookahead-share`` of the run's).
+Score per window: mean over running jobs of on-time outputs / expected
+outputs (``strata.adapt.features.window_score``); a run's score is the mean
+over its windows. Reported per group (tuning, evaluation), over every shape
+and seed: each composition's mean, min and standard deviation, the per-phase
+best (the best fixed composition of each phase, in hindsight), the oracle
+best fixed (the best fixed composition of each run, in hindsight), the
+regret of the adaptive runs against the per-phase best, and the meta level's
+own wall time as a share of the run's.
 
-``--burst`` sets the coarse phase's burst factor (4 was this benchmark's
-setting until the coarse phase was found not to separate the compositions);
-``--warm-start`` starts each new workload segment from the last segment's
-learner (the learner's behaviour before it started from the stated prior).
+    .venv/bin/python benchmarks/bench_adapt_phases.py [--group tuning evaluation] [--quick]
+        [--lookahead-share 0.05 0.5] [--out adapt_shapes]
 """
 
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
 from rich.console import Console
 from rich.table import Table
 
-from strata.adapt import Composition, Fixed, Selector
+from strata.adapt import Composition, Fixed, Scorer, Selector, compositions
 from strata.control import loop
 from strata.control.controller import Controller, HierarchyConfig
 from strata.model import Scenario
 from strata.plan import Options
-from strata.plan.pacing import PACING
 from strata.runners.sim_loop import sim_dispatch
 from strata.sim.adapter import SimEngine
 from strata.sim.options import SimOptions
 
-CANDIDATES = [
-    Composition("llf", "threshold", "planner"),
-    Composition("edf", "off", "planner"),
-    Composition("sjf", "threshold", "planner"),
-    Composition("fair", "threshold", "planner"),
-    Composition("fifo", "off", "planner"),
-    Composition("llf", "aggressive", "planner"),
-    Composition("fair", "off", "round-robin"),
-    Composition("edf", "threshold", "greedy"),
-]
+CANDIDATES = compositions(dispatch=("llf", "edf", "sjf", "fair"), placement=("planner",))
 WINDOW_S = 2.0
 IDLE = 0.02  # records/s of a source outside its phase
 EPOCH_S = 20.0  # full L0 epochs often enough to follow the phases with observed rates
+KINDS = ("fine", "coarse", "skewed")
 
 
-def phase_curve(
-    k: int,
-    phase: float,
-    rate: float,
-    burst: tuple[float, float, float] | None = None,
-) -> list[tuple[float, float]]:
-    """Rate ``rate`` during phase k (0-based), ``IDLE`` elsewhere, with 0.5 s ramps.
+@dataclass(frozen=True)
+class Shape:
+    """One workload of the family: phase lengths in the order run, which kind each is, and what else happens.
+
+    ``order``: the kinds (indices into ``KINDS``) in the order they run;
+    ``burst``: the coarse phase's burst factor; ``zipf``/``drift_s``: the
+    skewed phase's key skew and how often its hot keys move; ``node_loss``:
+    (down, up) seconds of node n1 (None: never); ``arrival``: when a
+    latency-bound job joins on n0 and runs to the end (None: never).
+    """
+
+    name: str
+    phases: tuple[float, float, float]
+    order: tuple[int, int, int] = (0, 1, 2)
+    burst: float = 6.0
+    zipf: float = 1.2
+    drift_s: float = 30.0
+    node_loss: tuple[float, float] | None = None
+    arrival: float | None = None
+
+    @property
+    def duration(self) -> float:
+        return float(sum(self.phases))
+
+    def span(self, kind: int) -> tuple[float, float]:
+        """Start and end of the phase of ``kind``."""
+        slot = self.order.index(kind)
+        start = float(sum(self.phases[:slot]))
+        return start, start + self.phases[slot]
+
+
+TUNING_SEEDS = (1, 2, 3)
+EVALUATION_SEEDS = (101, 102, 103, 104)
+TUNING = (Shape("base60", (60, 60, 60)), Shape("short30", (30, 30, 30), burst=4.0))
+EVALUATION = (
+    Shape("uneven", (45, 120, 75), burst=8.0, zipf=1.4, drift_s=15.0),
+    Shape("skew-first+node-loss", (90, 40, 60), order=(2, 0, 1), node_loss=(30.0, 60.0)),
+    Shape("arrival", (60, 90, 60), burst=5.0, zipf=1.0, drift_s=60.0, arrival=100.0),
+)
+GROUPS = {"tuning": (TUNING, TUNING_SEEDS), "evaluation": (EVALUATION, EVALUATION_SEEDS)}
+
+
+def phase_curve(a: float, b: float, rate: float, burst: tuple[float, float, float] | None = None) -> list:
+    """Rate ``rate`` from ``a`` to ``b`` s, ``IDLE`` elsewhere, with 0.5 s ramps.
 
     ``burst`` = (period s, on s, factor): inside the phase, ``factor`` × rate for
     ``on`` seconds of every ``period`` (a square wave written into the curve; the
@@ -84,7 +121,6 @@ def phase_curve(
     Poisson thinning never returns while λ stays 0 (reported), and a trickle below
     the score's 5-record floor does not count.
     """
-    a, b = k * phase, (k + 1) * phase
     pts = [(0.0, IDLE), (a, IDLE)] if a > 0 else []
     t = a
     while t < b - 1e-9:
@@ -97,42 +133,40 @@ def phase_curve(
     return pts
 
 
-def scenario(phase: float, burst: float = 6.0) -> Scenario:
+def scenario(shape: Shape) -> Scenario:
+    """The shape's jobs: two per fine and coarse phase on n0, the keyed job of the skewed phase, the arrival."""
+    end = shape.duration
+
     def job(
         jid: str,
-        k: int,
+        span: tuple[float, float],
         rate: float,
         cost: float,
         target: float,
+        shared: bool,
         op_kind: str = "map",
-        zipf: float = 0.0,
         burst: tuple[float, float, float] | None = None,
         seed: int = 0,
-        keys: int = 1000,
         weight: float = 1.0,
         rank: int = 2,
     ) -> dict:
         # The nominal (planning) rate is the job's mean over the run: the first plan sees the average demand.
-        curve = phase_curve(k, phase, rate, burst)
-        mean = np.trapezoid([r for _, r in curve if _ <= 3 * phase], [t for t, _ in curve if t <= 3 * phase])
+        curve = phase_curve(*span, rate, burst)
+        mean = np.trapezoid([r for t, r in curve if t <= end], [t for t, _ in curve if t <= end])
+        keyed = op_kind != "map"
         src = {
-            "rate": mean / (3 * phase),
+            "rate": mean / end,
             "rate_curve": curve,
             "seed": seed,
-            "keys": {"count": keys, "zipf_s": zipf, **({"drift_period_s": 30.0, "drift_step": 7} if zipf else {})},
+            "keys": {"count": 400, "zipf_s": shape.zipf, "drift_period_s": shape.drift_s, "drift_step": 7}
+            if keyed
+            else {"count": 1000, "zipf_s": 0.0},
             "arrivals": {"process": "poisson"},
         }
-        op = {
-            "name": "work",
-            "kind": op_kind,
-            "cost_per_record": cost,
-            "instances": 4 if op_kind != "map" else 2,
-            "cpu_max": 8.0,
-        }
-        # Phases 1 and 2 share one 4-core node (their contention is what dispatch decides); phase 3 spans both.
-        shared = {"constraints": {"required_labels": ["shared"]}} if k < 2 else {}
-        op.update(shared)
-        if op_kind != "map":
+        op = {"name": "work", "kind": op_kind, "cost_per_record": cost, "instances": 4 if keyed else 2, "cpu_max": 8.0}
+        pin = {"constraints": {"required_labels": ["shared"]}} if shared else {}
+        op.update(pin)
+        if keyed:
             op["key_groups"] = 16
         return {
             "id": jid,
@@ -141,153 +175,266 @@ def scenario(phase: float, burst: float = 6.0) -> Scenario:
             "templates": [
                 {
                     "operators": [
-                        {"name": "src", "kind": "source", "cost_per_record": 0.0, "source": src, **shared},
+                        {"name": "src", "kind": "source", "cost_per_record": 0.0, "source": src, **pin},
                         op,
-                        {"name": "sink", "kind": "sink", "cost_per_record": 0.0, **shared},
+                        {"name": "sink", "kind": "sink", "cost_per_record": 0.0, **pin},
                     ],
                     "streams": [{"from": "src", "to": "work"}, {"from": "work", "to": "sink", "weight": weight}],
                 }
             ],
         }
 
+    fine, coarse, skewed = (shape.span(k) for k in range(3))
+    jobs = [
+        job("urgent", fine, 96, 0.025, 0.1, True, seed=1, weight=20.0, rank=1),
+        job("bulk", fine, 300, 0.005, 10.0, True, seed=2),
+        job("small", coarse, 20, 0.040, 3.0, True, seed=3, weight=5.0),
+        job("large", coarse, 4, 0.250, 3.0, True, seed=4, burst=(20.0, 8.0, shape.burst)),
+        job("sessions", skewed, 150, 0.040, 1.0, False, op_kind="keyed_stateful", seed=5),
+    ]
+    if shape.arrival is not None:
+        jobs.append(job("arrival", (shape.arrival, end), 40, 0.010, 0.5, True, seed=6, rank=1))
     doc = {
-        "name": "phases",
+        "name": f"phases-{shape.name}",
         "cluster": {"nodes": [{"name": "n0", "cores": 4, "labels": ["shared"]}, {"name": "n1", "cores": 4}]},
-        "jobs": [
-            job("urgent", 0, 96, 0.025, 0.1, seed=1, weight=20.0, rank=1),
-            job("bulk", 0, 300, 0.005, 10.0, seed=2),
-            job("small", 1, 20, 0.040, 3.0, seed=3, weight=5.0),
-            job("large", 1, 4, 0.250, 3.0, seed=4, burst=(20.0, 8.0, burst)),
-            job("sessions", 2, 150, 0.040, 1.0, op_kind="keyed_stateful", zipf=1.2, seed=5, keys=400),
-        ],
+        "jobs": jobs,
     }
     return Scenario.model_validate(doc)
 
 
-def run(
-    sc: Scenario, chooser, first: Composition, duration: float, seed: int, pacing: str = "off"
-) -> list[tuple[float, float | None]]:
+class Forks:
+    """The meta level's lookahead (:data:`strata.adapt.selector.Lookahead`) on deep copies of the simulation.
+
+    The simulator is deterministic given its state (its random streams are
+    part of it), so a copy of the engine and the controller, told to run a
+    composition, shows what that composition would do from now on the same
+    arrivals as every other copy. A fork replays the current control step
+    with the composition in force (its estimator sees the window a second
+    time: the one way a fork's state differs from the run's), then runs
+    ``windows`` windows scored like the run's. ``share``: the forks' wall
+    time never exceeds that share of the run's projected wall time (the wall
+    time per simulated second so far × the run's length); a call that would
+    is declined (the first call's cost is predicted before any fork is measured).
+    """
+
+    def __init__(self, scenario: Scenario, duration: float, share: float) -> None:
+        self.scenario, self.duration, self.share = scenario, duration, share
+        self.engine: SimEngine | None = None
+        self.controller: Controller | None = None
+        self.obs = None
+        self.spent = 0.0
+        self.calls = 0
+        self.declined = 0
+        self._per_fork = 0.0  # wall time of the last fork, to predict the next call's
+        self._t0 = time.perf_counter()
+
+    def __call__(self, comps: Sequence[Composition], windows: int) -> dict[Composition, list] | None:
+        engine, ctl = self.engine, self.controller
+        wall = time.perf_counter() - self._t0
+        per_s = wall / max(engine.now(), 1e-9)
+        # Before any fork is measured: copying the state and running the fork's windows cost about twice
+        # what running those windows costs the run.
+        per_fork = self._per_fork or 2.0 * per_s * windows * WINDOW_S
+        if self.spent + len(comps) * per_fork > self.share * per_s * self.duration:
+            self.declined += 1
+            return None
+        t0 = time.perf_counter()
+        selector, ctl.selector = ctl.selector, None  # a fork runs its composition fixed
+        try:
+            out = {c: self._fork(engine, ctl, c, windows) for c in comps}
+        finally:
+            ctl.selector = selector
+        took = time.perf_counter() - t0
+        self._per_fork = took / len(comps)
+        self.spent += took
+        self.calls += 1
+        return out
+
+    def _fork(self, engine: SimEngine, ctl: Controller, comp: Composition, windows: int) -> list:
+        e, c = copy.deepcopy((engine, ctl))
+        c.dispatch, c.balancing, c.placer = comp.dispatch, comp.balancing, comp.placement
+        e.apply(c.step(self.obs))
+        score = Scorer(self.scenario)
+        out = []
+        for _ in range(windows):
+            e.advance(e.now() + WINDOW_S)
+            obs = e.observe()
+            out.append(score(obs))
+            e.apply(c.step(obs))
+        return out
+
+
+class Timed:
+    """A meta level under the clock: its ``select`` wall time (lookahead included) is summed in ``spent``."""
+
+    def __init__(self, inner, forks: Forks | None = None) -> None:
+        self.inner, self.forks = inner, forks
+        self.spent = 0.0
+
+    @property
+    def choices(self):
+        return self.inner.choices
+
+    def select(self, obs, ran=None):
+        t0 = time.perf_counter()
+        if self.forks is not None:
+            self.forks.obs = obs
+        out = self.inner.select(obs, ran)
+        self.spent += time.perf_counter() - t0
+        return out
+
+
+def run(sc: Scenario, shape: Shape, seed: int, comp: Composition | None, lookahead_share: float = 0.0) -> dict:
+    """One run: fixed ``comp``, or (None) the adaptive meta level, with forks when ``lookahead_share`` > 0."""
+    first = comp or Composition()
     cfg = HierarchyConfig(
-        pacing=pacing,
+        pacing="off",
         window_s=WINDOW_S,
         epoch_s=EPOCH_S,
         dispatch=first.dispatch,
         balancing=first.balancing,
         placer=first.placement,
-        plan=Options(budget_s=0.5),
+        # A plan cut short by its deadline depends on the machine's load; 5 s is never reached here (plans take
+        # under 0.4 s on a loaded machine), so every run of a seed makes the same plans.
+        plan=Options(budget_s=5.0),
     )
+    forks = Forks(sc, shape.duration, lookahead_share) if comp is None and lookahead_share > 0 else None
+    chooser = Timed(Fixed(sc, comp) if comp is not None else Selector(sc, CANDIDATES, lookahead=forks), forks)
     ctl = Controller(sc, cfg, selector=chooser)
-    engine = SimEngine(sc, SimOptions(seed=seed), dispatch=sim_dispatch(sc))
-    loop.run(engine, ctl, window_s=WINDOW_S, until=duration)
-    return [(c.time, c.reward) for c in chooser.choices]
-
-
-def per_phase(scores: list[tuple[float, float | None]], phase: float, phases: int) -> list[float]:
-    """Mean score of the windows that closed inside each phase (a window's score is reported a window later)."""
-    out = []
-    for k in range(phases):
-        vals = [r for t, r in scores if r is not None and k * phase < t - WINDOW_S + 1e-9 <= (k + 1) * phase - 1e-9]
-        out.append(float(np.mean(vals)) if vals else float("nan"))
+    failures = [("n1", *shape.node_loss)] if shape.node_loss else []
+    engine = SimEngine(sc, SimOptions(seed=seed, failures=failures), dispatch=sim_dispatch(sc))
+    if forks is not None:
+        forks.engine, forks.controller = engine, ctl
+    t0 = time.perf_counter()
+    loop.run(engine, ctl, window_s=WINDOW_S, until=shape.duration)
+    wall = time.perf_counter() - t0
+    out = {
+        "scores": [(c.time, c.reward) for c in chooser.choices],
+        "wall_s": wall,
+        "meta_s": chooser.spent,
+    }
+    if comp is None:
+        out["picks"] = [(c.time, c.context, CANDIDATES[c.arm].name) for c in chooser.choices]
+        out["trial_windows"] = chooser.inner.budget.spent
+        if forks is not None:
+            out["lookahead"] = {"calls": forks.calls, "declined": forks.declined, "wall_s": forks.spent}
     return out
 
 
-def one_seed(
-    sc: Scenario,
-    cands: list[Composition],
-    phase: float,
-    seed: int,
-    console: Console,
-    warm_start: bool = False,
-    pacing: str = "off",
-) -> dict:
-    """Every fixed candidate and the adaptive run on one seed: per-phase means, whole-run score, gap."""
-    duration = 3 * phase
-    results = {}
-    for comp in cands:
-        t0 = time.perf_counter()
-        scores = run(sc, Fixed(sc, comp), comp, duration, seed, pacing)
-        results[comp.name] = {"scores": scores, "wall_s": time.perf_counter() - t0}
+def windows_by_phase(scores: list, shape: Shape) -> list[list[float]]:
+    """The window scores of each phase, by slot; the score of a choice made at t is that of the window from t
+    to t + ``WINDOW_S`` (reported at the next step), filed by the window's middle."""
+    out: list[list[float]] = [[] for _ in shape.phases]
+    bounds = np.cumsum(shape.phases)
+    for t, r in scores:
+        slot = int(np.searchsorted(bounds, t + WINDOW_S / 2))
+        if r is not None and slot < len(out):
+            out[slot].append(r)
+    return out
+
+
+def one(shape: Shape, seed: int, lookahead: Sequence[float], console: Console) -> dict:
+    """Every fixed candidate and the adaptive runs on one shape and seed."""
+    sc = scenario(shape)
     t0 = time.perf_counter()
-    sel = Selector(sc, cands, seed=seed, warm_start=warm_start)
-    scores = run(sc, sel, cands[0], duration, seed, pacing)
-    results["adaptive"] = {
-        "scores": scores,
-        "wall_s": time.perf_counter() - t0,
-        "picks": [(c.time, c.context, cands[c.arm].name) for c in sel.choices],
+    runs = {c.name: run(sc, shape, seed, c) for c in CANDIDATES}
+    runs["adaptive"] = run(sc, shape, seed, None)
+    for share in lookahead:
+        runs[f"adaptive+lookahead {100 * share:g}%"] = run(sc, shape, seed, None, share)
+    phases = {n: windows_by_phase(r["scores"], shape) for n, r in runs.items()}
+    counts = [len(w) for w in phases[CANDIDATES[0].name]]
+    fixed = [c.name for c in CANDIDATES]
+    best_phase = [max(float(np.mean(phases[n][k])) for n in fixed) for k in range(3)]
+    summary = {
+        n: {"whole": float(np.mean([r for w in p for r in w])), "phases": [float(np.mean(w)) for w in p]}
+        for n, p in phases.items()
     }
-    phase_means = {name: per_phase(r["scores"], phase, 3) for name, r in results.items()}
-    best = [max(phase_means[c.name][k] for c in cands) for k in range(3)]
-    table = Table(title=f"Experiment 1: phase-changing workload ({phase:.0f} s per phase, seed {seed})")
-    for col in ("composition", "fine", "coarse bursty", "skewed", "whole run", "vs per-phase best"):
-        table.add_column(col, justify="right" if col != "composition" else "left")
-    summary = {}
-    for name, means in phase_means.items():
-        whole = float(np.mean(means))
-        gap = 1.0 - whole / float(np.mean(best))
-        summary[name] = {"phases": means, "whole": whole, "gap_to_per_phase_best": gap}
-        table.add_row(name, *(f"{m:.3f}" for m in means), f"{whole:.3f}", f"{100 * gap:+.1f}%")
-    table.add_row("per-phase best", *(f"{b:.3f}" for b in best), f"{np.mean(best):.3f}", "")
+    per_phase_best = float(np.dot(best_phase, counts) / sum(counts))
+    oracle = max(fixed, key=lambda n: summary[n]["whole"])
+    line = " ".join(f"{n.removesuffix('/planner')} {s['whole']:.3f}" for n, s in summary.items())
+    console.print(
+        f"{shape.name} seed {seed} ({time.perf_counter() - t0:.0f} s): {line}; "
+        f"per-phase best {per_phase_best:.3f}; oracle {oracle}"
+    )
+    return {
+        "shape": shape.name,
+        "seed": seed,
+        "summary": summary,
+        "per_phase_best": per_phase_best,
+        "per_phase_best_by_phase": best_phase,
+        "oracle_best_fixed": {"name": oracle, "whole": summary[oracle]["whole"]},
+        "meta_share": {n: r["meta_s"] / r["wall_s"] for n, r in runs.items() if n not in fixed},
+        "runs": runs,
+    }
+
+
+def report(group: str, results: list[dict], console: Console) -> dict:
+    """The group's table over every shape and seed, and its figures."""
+    names = list(results[0]["summary"])
+    whole = {n: np.array([r["summary"][n]["whole"] for r in results]) for n in names}
+    whole["per-phase best"] = np.array([r["per_phase_best"] for r in results])
+    whole["oracle best fixed"] = np.array([r["oracle_best_fixed"]["whole"] for r in results])
+    table = Table(title=f"{group}: whole-run score over {len(results)} runs (shapes × seeds)")
+    for col in ("composition", "mean", "min", "std", "vs per-phase best"):
+        table.add_column(col, justify="left" if col == "composition" else "right")
+    best = float(whole["per-phase best"].mean())
+    for n, v in whole.items():
+        table.add_row(n, f"{v.mean():.3f}", f"{v.min():.3f}", f"{v.std():.3f}", f"{100 * (1 - v.mean() / best):+.1f}%")
     console.print(table)
-    return {"seed": seed, "summary": summary, "per_phase_best": best, "runs": results}
+    fixed = [c.name for c in CANDIDATES]
+    figures = {}
+    for n in names:
+        if n in fixed:
+            continue
+        mean = float(whole[n].mean())
+        shares = [r["meta_share"][n] for r in results]
+        figures[n] = {
+            "mean": mean,
+            "regret_vs_per_phase_best": 1.0 - mean / best,
+            "fixed_not_beaten": [f for f in fixed if whole[f].mean() > mean],
+            "meta_share_of_wall": {"mean": float(np.mean(shares)), "max": float(np.max(shares))},
+        }
+        console.print(
+            f"{n}: mean {mean:.3f}; regret vs per-phase best {100 * (1 - mean / best):.1f}% (target ≤ 8%); "
+            f"below it: {len(figures[n]['fixed_not_beaten'])} of {len(fixed)} fixed (target: none); "
+            f"meta level's wall time {100 * np.mean(shares):.1f}% of the run's (max {100 * np.max(shares):.1f}%)"
+        )
+    return {
+        "whole": {n: {"mean": float(v.mean()), "min": float(v.min()), "std": float(v.std())} for n, v in whole.items()},
+        "adaptive": figures,
+    }
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--phase", type=float, default=120.0)
-    ap.add_argument("--seeds", type=int, nargs="+", default=[1])
-    ap.add_argument("--quick", action="store_true", help="first three candidates only")
-    ap.add_argument("--burst", type=float, default=6.0, help="burst factor of the coarse phase's large job")
-    ap.add_argument("--warm-start", action="store_true", help="new segments start from the last segment's learner")
-    ap.add_argument("--pacing", choices=PACING, default="off", help="the Controller's L0 pacing mode")
+    ap.add_argument("--group", nargs="+", choices=list(GROUPS), default=list(GROUPS))
+    ap.add_argument("--quick", action="store_true", help="the first shape and seed of each group only")
+    ap.add_argument(
+        "--lookahead-share",
+        type=float,
+        nargs="*",
+        default=[0.05],
+        help="one adaptive run with forks per share (the forks' wall-time cap); none: no lookahead run",
+    )
+    ap.add_argument("--out", default="adapt_shapes", help="results file name (benchmarks/results/NAME.json)")
     args = ap.parse_args()
-    sc = scenario(args.phase, args.burst)
-    cands = CANDIDATES[:3] if args.quick else CANDIDATES
     console = Console(width=200)
-    per_seed = [one_seed(sc, cands, args.phase, seed, console, args.warm_start, args.pacing) for seed in args.seeds]
-    names = [c.name for c in cands] + ["adaptive"]
-    whole = {n: [r["summary"][n]["whole"] for r in per_seed] for n in names}
-    best = [float(np.mean(r["per_phase_best"])) for r in per_seed]
-    table = Table(title=f"Over seeds {args.seeds}: whole-run score ({args.phase:.0f} s per phase)")
-    table.add_column("composition")
-    for seed in args.seeds:
-        table.add_column(f"seed {seed}", justify="right")
-    table.add_column("mean", justify="right")
-    for n in names:
-        table.add_row(n, *(f"{v:.3f}" for v in whole[n]), f"{np.mean(whole[n]):.3f}")
-    table.add_row("per-phase best", *(f"{b:.3f}" for b in best), f"{np.mean(best):.3f}")
-    console.print(table)
-    adaptive = float(np.mean(whole["adaptive"]))
-    beaten = [n for n in names[:-1] if adaptive > np.mean(whole[n])]
-    regret = 1.0 - adaptive / float(np.mean(best))
-    console.print(
-        f"adaptive mean {adaptive:.3f}; regret vs per-phase best {100 * regret:.1f}% (target ≤ 10%); "
-        f"better than {len(beaten)} of {len(names) - 1} fixed compositions on the mean (target: all)"
-    )
-    variant = (
-        ("" if args.burst == 6.0 else f"_burst{args.burst:g}")
-        + ("_warm" if args.warm_start else "")
-        + ("" if args.pacing == "off" else f"_pacing-{args.pacing}")
-    )
-    out = Path(__file__).parent / "results" / f"adapt_phases_{args.phase:.0f}s{variant}.json"
-    out.write_text(
-        json.dumps(
-            {
-                "phase_s": args.phase,
-                "burst": args.burst,
-                "warm_start": args.warm_start,
-                "pacing": args.pacing,
-                "seeds": args.seeds,
-                "window_s": WINDOW_S,
-                "candidates": [c.name for c in cands],
-                "whole_by_seed": whole,
-                "per_phase_best_by_seed": best,
-                "adaptive_regret": regret,
-                "beaten": beaten,
-                "per_seed": per_seed,
-            },
-            indent=1,
-        )
-    )
+    doc: dict = {"window_s": WINDOW_S, "candidates": [c.name for c in CANDIDATES]}
+    doc["lookahead_share"] = args.lookahead_share
+    for group in args.group:
+        shapes, seeds = GROUPS[group]
+        if args.quick:
+            shapes, seeds = shapes[:1], seeds[:1]
+        results = [one(shape, seed, args.lookahead_share, console) for shape in shapes for seed in seeds]
+        doc[group] = {
+            "shapes": [asdict(s) for s in shapes],
+            "seeds": list(seeds),
+            **report(group, results, console),
+            "runs": results,
+        }
+    out = Path(__file__).parent / "results" / f"{args.out}.json"
+    out.write_text(json.dumps(doc, indent=1))
+    console.print(f"wrote {out}")
 
 
 if __name__ == "__main__":

@@ -92,7 +92,7 @@ def main() -> None:
 
             def meta(sc, label=label, made=made):
                 chooser = (
-                    Selector(sc, CANDIDATES, seed=args.seed, horizon=HORIZON)
+                    Selector(sc, CANDIDATES, horizon=HORIZON)
                     if label == "adaptive"
                     else Fixed(sc, CANDIDATES[0], horizon=HORIZON)
                 )

@@ -2,14 +2,14 @@
 
 - ``blocks``: building blocks per level and the compositions made of them;
 - ``features``: unit-of-work size, burstiness, skew; change detection; the per-window score;
-- ``learner``: non-stationary bandits (discounted, sliding-window and factored UCB), per-segment memory;
+- ``credit``: per-level credit (one level's effect at a time), the safe-default switch rule, bounded exploration;
 - ``selector``: the meta level the hierarchy controller consults every window.
 """
 
 from strata.adapt.blocks import BALANCING, DISPATCH, PLACEMENT, Composition, compositions
+from strata.adapt.credit import Effect, ExplorationBudget, LevelCredit, differences, significant
 from strata.adapt.features import ChangeDetector, Features, FeatureTracker, window_score, yields
-from strata.adapt.learner import DiscountedUCB, FactoredUCB, SegmentMemory, SlidingWindowUCB
-from strata.adapt.selector import ArmChoice, Fixed, Scorer, Selector
+from strata.adapt.selector import ArmChoice, Fixed, Lookahead, Scorer, Segment, Selector
 
 __all__ = [
     "BALANCING",
@@ -18,16 +18,19 @@ __all__ = [
     "ArmChoice",
     "ChangeDetector",
     "Composition",
-    "DiscountedUCB",
-    "FactoredUCB",
+    "Effect",
+    "ExplorationBudget",
     "FeatureTracker",
     "Features",
     "Fixed",
+    "LevelCredit",
+    "Lookahead",
     "Scorer",
-    "SegmentMemory",
+    "Segment",
     "Selector",
-    "SlidingWindowUCB",
     "compositions",
+    "differences",
+    "significant",
     "window_score",
     "yields",
 ]

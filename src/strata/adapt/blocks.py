@@ -13,7 +13,7 @@ names each level registers:
   multi-resource balancer), ``greedy``, ``round-robin`` (SODA's baselines).
 
 A :class:`Composition` picks one block per level; a list of them is the
-learner's arm set. The controller enforces a composition safely: dispatch
+meta level's candidates. The controller enforces a composition safely: dispatch
 changes between units of work, balancing at the next window, placement at
 the next (re)plan.
 """
@@ -31,15 +31,12 @@ DISPATCH: tuple[str, ...] = tuple(STRATEGIES)
 BALANCING: dict[str, BalanceConfig | None] = PRESETS
 PLACEMENT: tuple[str, ...] = tuple(PLACERS)
 
-# What is known before any play, as one play's worth of reward per block value
-# (strata.adapt.learner.FactoredUCB's ``prior``): Cameo (Xu et al., NSDI'21)
-# reports deadline-aware (least-laxity) dispatch ahead of FIFO for
-# latency-bound streams, and SODA (Wolf et al.) its planner ahead
-# of its greedy and round-robin baselines. Deadline-aware / planner start at 1,
-# the others at 0.5: they are tried once the favoured block's observed mean
-# falls to within the confidence bonus of 0.5. sjf and fair are deadline-blind
-# like FIFO and are given FIFO's 0.5, an extrapolation no cited paper measured.
-# Balancing has no such published ordering and gets no prior.
+# What is known before any play, as a prior mean per block value: the order in which
+# strata.adapt.Selector tries untried blocks of a level (higher first). Cameo (Xu et al., NSDI'21)
+# reports deadline-aware (least-laxity) dispatch ahead of FIFO for latency-bound streams, and SODA
+# (Wolf et al.) its planner ahead of its greedy and round-robin baselines: deadline-aware / planner 1,
+# the others 0.5. sjf and fair are deadline-blind like FIFO and are given FIFO's 0.5, an extrapolation
+# no cited paper measured. Balancing has no such published ordering and gets no prior.
 PRIOR: tuple[dict[str, float], ...] = (
     {"llf": 1.0, "edf": 1.0, "sjf": 0.5, "fifo": 0.5, "fair": 0.5},
     {},

@@ -4,8 +4,9 @@ The emergent scheduler's insight is that task granularity decides which
 scheduler wins. The features here are measured from an engine's window,
 with no user-given goal or model:
 
-- **unit size**: mean service time of a unit of work (core-seconds per
-  record processed, Σ busy / Σ records over the instances that spent time);
+- **unit size**: mean service time of a unit of work offered (per job,
+  core-seconds per record processed, Σ busy / Σ records over its instances
+  that spent time; averaged over jobs weighted by their ingest);
 - **burstiness**: coefficient of variation of total ingest over the last
   ``history`` (10) windows;
 - **skew**: max / mean load over the key groups of keyed operators (1 =
@@ -43,17 +44,45 @@ class Features:
 
 @dataclass
 class FeatureTracker:
-    """Features of each window; keeps the ingest history burstiness needs."""
+    """Features of each window; keeps the ingest history burstiness needs and each job's last unit size.
+
+    The unit size is a property of the workload, not of the schedule: the
+    mean over jobs, weighted by their ingest in the window, of each job's
+    service time per record (its instances' Σ busy / Σ records, the last
+    measured if it processed nothing in the window). The size of the units a
+    window *processed* would depend on the composition — shortest-first
+    serves the short units of a backlog first — and a change detector fed
+    with it would see the meta level's own switches as changes of workload.
+    ``job_of``: PE → job (``strata.model.job_maps``); without it every PE is
+    one job (the processed mix).
+    """
 
     history: int = 10
     keyed_share: float = 0.1
+    job_of: Mapping[str, str] = field(default_factory=dict)
     _ingest: deque[float] = field(default_factory=deque)
+    _unit: dict[str, float] = field(default_factory=dict)  # job → its last measured service time per record
 
     def update(self, obs: Observation) -> Features:
         w = obs.window
         # Instances that spent no time (free sources and sinks) would dilute the size of the real units.
         busy = sum(i.busy for i in w.instances if i.busy > 0)
-        records = sum(i.records for i in w.instances if i.busy > 0)
+        spent: dict[str, list[float]] = {}
+        for i in w.instances:
+            if i.busy > 0:
+                acc = spent.setdefault(self.job_of.get(i.pe, ""), [0.0, 0.0])
+                acc[0] += i.busy
+                acc[1] += i.records
+        for job, (b, r) in spent.items():
+            if r > 0:
+                self._unit[job] = b / r
+        offered: dict[str, float] = {}
+        for pe, rate in w.ingest.items():
+            job = self.job_of.get(pe, "")
+            if job in self._unit:
+                offered[job] = offered.get(job, 0.0) + rate
+        total = sum(offered.values())
+        unit = sum(rate * self._unit[job] for job, rate in offered.items()) / total if total > 0 else 0.0
         self._ingest.append(sum(w.ingest.values()))
         while len(self._ingest) > self.history:
             self._ingest.popleft()
@@ -65,10 +94,10 @@ class FeatureTracker:
         skew = 1.0
         if sum(map(sum, per_group.values())) >= self.keyed_share * busy:
             for loads in per_group.values():
-                total = sum(loads)
-                if total > 0:
-                    skew = max(skew, max(loads) * len(loads) / total)
-        return Features(busy / records if records else 0.0, burst, skew)
+                total_load = sum(loads)
+                if total_load > 0:
+                    skew = max(skew, max(loads) * len(loads) / total_load)
+        return Features(unit, burst, skew)
 
 
 def vector(f: Features) -> np.ndarray:
@@ -95,6 +124,11 @@ class ChangeDetector:
     previous: np.ndarray | None = None  # the centroid of the segment the last change left
     _n: int = 0
     _away: list[np.ndarray] = field(default_factory=list)
+
+    @property
+    def suspect(self) -> bool:
+        """The last window lay away from the segment, and the change is not yet confirmed (or refuted)."""
+        return bool(self._away)
 
     def update(self, f: Features) -> bool:
         """Feed one window; True when it completes a confirmed change (:attr:`previous` is the old centroid)."""

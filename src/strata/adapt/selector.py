@@ -1,48 +1,59 @@
-"""The meta level: choose the composition for the next unit of work from the last one's score (Dean & Porter).
+"""The meta level: keep the composition the levels would run alone until evidence says another wins (Dean & Porter).
 
 Each control window the :class:`Selector`
 
-1. scores the window that just ended and credits it to the composition that
-   ran it (the blocks in force, which may differ from the last choice: a
-   placement block acts only at the next plan) — fully if that composition
-   also ran the window before (the backlog it inherited was its own), by
-   ``switch_weight`` otherwise (part of what it was judged on was caused by
-   its predecessor), and by ``switch_weight`` too after a change of segment
-   until half the backlog standing at the change has drained (the previous
-   workload's); the credit adds to
-   the score the share of the standing backlog the window drained
-   (:func:`~strata.adapt.features.learning_reward`), the part of a late
-   window its own composition caused;
+1. scores the window that just ended (:class:`Scorer`; credited as
+   :func:`~strata.adapt.features.learning_reward`: the score plus the share of
+   the standing backlog it drained) and files it under the composition that
+   ran it (``ran``: the blocks in force, which may differ from the last
+   choice, a placement block acting only at the next plan) — the
+   incumbent's, or a trial's; the first ``settle`` windows after a change of
+   composition are filed under neither (their backlog is the predecessor's);
 2. measures the window's features and asks a change detector whether the
-   workload left its segment; if so the learner of the new segment takes
-   over (:class:`~strata.adapt.learner.SegmentMemory`: a segment seen before
-   resumes, a new one starts from the stated prior);
-3. asks the learner (:class:`~strata.adapt.learner.FactoredUCB`) for the next composition.
+   workload left its segment; a segment seen before resumes its incumbent and
+   credit, a new one starts from the **default** composition (the levels'
+   own) with no evidence — and, when a ``lookahead`` is given, asks it to run
+   the incumbent and every one-level alternative on forks of the engine for
+   a few windows (model-predictive: the same arrivals on every fork, so the
+   differences are the compositions' own doing);
+3. per level, credits a trial by its own effect
+   (:class:`~strata.adapt.credit.LevelCredit`: a trial changes one level's
+   block; its reward minus the incumbent's just before it is a sample of that
+   block's effect), replaces the incumbent's block when the gain is larger
+   than its measured noise (:func:`~strata.adapt.credit.significant`), and
+   otherwise starts the most promising trial the exploration budget allows
+   (:class:`~strata.adapt.credit.ExplorationBudget`: trial windows never
+   exceed ``explore`` of the windows run).
 
 A window that brings no evidence — no score (no job had input), or a score
 whose ``horizon`` still reaches back to windows without one (start-up) — is
-credited to nobody, and the composition in force is kept: switching on no
-evidence only spends exploration.
-
-No phase schedule, goal or model is given: segments are found from the
-features alone; the only knowledge given is the stated prior over blocks
-(:data:`~strata.adapt.blocks.PRIOR`). The controller enforces the choice safely: dispatch between
-units of work, balancing from the next window, placement at the next (re)plan.
+filed under nobody. No phase schedule, goal or model is given: segments are
+found from the features alone; the only knowledge given is the order in
+which untried blocks are tried (:data:`~strata.adapt.blocks.PRIOR`). The
+controller enforces the choice safely: dispatch between units of work,
+balancing from the next window, placement at the next (re)plan.
 """
 
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Hashable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from strata.adapt.blocks import PRIOR, Composition
+from strata.adapt.credit import Effect, ExplorationBudget, LevelCredit, differences
 from strata.adapt.features import ChangeDetector, FeatureTracker, backlog, learning_reward, outcomes, score, yields
-from strata.adapt.learner import FactoredUCB, SegmentMemory
 from strata.model import Scenario, chosen_templates, job_maps
 from strata.protocol.engine import Observation
+
+LEVELS = ("dispatch", "balancing", "placement")
+
+Lookahead = Callable[[Sequence[Composition], int], Mapping[Composition, Sequence[float | None]] | None]
+"""Compositions and a number of windows → each composition's window scores on a fork of the engine from now
+(the same arrivals on every fork); None when it declines (its cost budget is spent). Injected by the runner:
+the meta level imports no engine."""
 
 
 @dataclass
@@ -108,132 +119,277 @@ class Fixed:
 
 
 @dataclass
-class Selector:
-    """Factored discounted UCB over ``candidates``, one learner per workload segment (change detection).
+class Segment:
+    """One stationary stretch of the workload: its features' centroid, incumbent, per-level credit and noise.
 
-    ``gamma``: discount per window inside a segment (slow drift); ``c``:
-    exploration weight; ``switch_weight``: credit of a window that followed a
-    switch; ``prior``: plays per arm a new segment's warm start keeps, and
-    the floor under which discounting does not take a tried arm's count;
-    ``dwell``: windows a balancing mode and a placement block run before
-    another may replace them (dispatch may change every window); ``horizon``:
-    windows the score sums over (:class:`Scorer`);
-    ``change``: the detector (``ChangeDetector(threshold=inf)`` for one
-    segment throughout); ``blocks_prior``: per level, block value → prior mean
-    (:data:`~strata.adapt.blocks.PRIOR`; ``()`` for none); ``warm_start``: a
-    new segment starts from the last segment's learner weakened to ``prior``
-    plays per arm instead of from ``blocks_prior`` alone (a workload that
-    moved by a factor of 3 in unit size or skew is a new problem; on the
-    phase benchmark the warm start carried block estimates confounded by the
-    previous phase — round-robin placement scored well where every job was
-    pinned — into the skewed phase, where it then explored them).
+    ``noise``: the incumbent's settled window rewards (their variance is the
+    noise a trial's gain is measured against); ``looked``: whether the
+    lookahead has been run for it.
+    """
+
+    incumbent: Composition
+    credit: LevelCredit = field(default_factory=lambda: LevelCredit(len(LEVELS)))
+    noise: Effect = field(default_factory=Effect)
+    centroid: np.ndarray | None = None
+    looked: bool = False
+
+
+@dataclass
+class Selector:
+    """Per-level credit over ``candidates`` from a safe default, one incumbent per workload segment.
+
+    ``default``: the composition kept while evidence is short (None: the
+    levels' own, :class:`Composition`'s defaults, if a candidate, else the
+    first candidate); ``explore``: the share of windows trials may take;
+    ``trial``: windows a trial runs, per level (dispatch, balancing,
+    placement); ``settle``: windows after any change of composition filed
+    under neither side; ``bracket``: the incumbent's settled windows on each
+    side a trial is compared with (and at least 2 before one starts, to know
+    their noise); ``z``, ``n_min``, ``margin``: the switch rule
+    (:func:`~strata.adapt.credit.significant`); ``n_max``: trials of one
+    block per segment;
+    ``horizon``: windows the score sums over (:class:`Scorer`); ``change``:
+    the detector (``ChangeDetector(threshold=inf)``: one segment
+    throughout); ``lookahead``: forks of the engine (:data:`Lookahead`),
+    run for ``lookahead_windows`` at the start of each new segment, for the
+    alternatives of ``lookahead_levels`` (dispatch: it acts from the next
+    unit of work, within a short fork; a balancing mode acts over windows
+    and a placement at the next plan, beyond it);
+    ``blocks_prior``: per level, block value → prior mean, the order untried
+    blocks are tried in (``()``: by name).
     """
 
     scenario: Scenario
     candidates: Sequence[Composition]
-    gamma: float = 0.99
-    c: float = 0.2
-    switch_weight: float = 0.5
-    prior: float = 1.0
-    dwell: int = 3
+    default: Composition | None = None
+    explore: float = 0.2
+    trial: tuple[int, ...] = (1, 2, 2)
+    settle: int = 0
+    bracket: int = 1
+    blocks_prior: Sequence[Mapping[str, float]] = PRIOR
+    z: float = 1.0
+    n_min: int = 1
+    n_max: int = 3
+    margin: float = 0.01
     horizon: int = 1
     change: ChangeDetector = field(default_factory=ChangeDetector)
-    seed: int = 0
-    blocks_prior: Sequence[dict[str, float]] = PRIOR
-    warm_start: bool = False
+    lookahead: Lookahead | None = None
+    lookahead_windows: int = 2
+    lookahead_levels: tuple[int, ...] = (0,)
     choices: list[ArmChoice] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         if not self.candidates:
             raise ValueError("candidates: expected at least one composition")
-        arms = [self._blocks(c) for c in self.candidates]
-
-        def start() -> FactoredUCB:
-            return FactoredUCB(arms, self.gamma, self.c, floor=self.prior, seed=self.seed, prior=self.blocks_prior)
-
-        self.memory = SegmentMemory(
-            start(), radius=self.change.threshold, prior=self.prior, start=None if self.warm_start else start
-        )
-        self.tracker = FeatureTracker()
+        if len(self.trial) != len(LEVELS) or min(self.trial) <= self.settle:
+            raise ValueError(f"trial: expected windows per level {LEVELS}, each > {self.settle}; found {self.trial}")
+        if self.default is None:
+            self.default = Composition() if Composition() in self.candidates else self.candidates[0]
+        if self.default not in self.candidates:
+            raise ValueError(f"default: expected one of the candidates; found {self.default.name}")
+        self.budget = ExplorationBudget(self.explore)
+        self.segment = Segment(self.default)
+        self.stored: list[Segment] = []
+        self.tracker = FeatureTracker(job_of=job_maps(self.scenario)[0])
+        self.lookahead_calls = 0
         self._score = Scorer(self.scenario, self.horizon)
-        self._segment = 0
         self._segments = 0
+        self._index = {c: i for i, c in enumerate(self.candidates)}
+        self._values = [sorted({_blocks(c)[k] for c in self.candidates}) for k in range(len(LEVELS))]
         self._ran: Composition | None = None
+        self._run_for = 0  # windows in a row ``_ran`` has run
         self._queued = 0
-        self._inherited: int | None = None  # the backlog at the last change of segment, until half of it drains
         self._scored = 0  # windows in a row with a score: the horizon is whole once it reaches ``horizon``
-
-    @staticmethod
-    def _blocks(c: Composition) -> tuple[str, str, str]:
-        return (c.dispatch, c.balancing, c.placement)
+        self._recent: deque[float] = deque(maxlen=max(2, self.bracket))  # the incumbent's settled rewards since it ran
+        self._trial: tuple[int, str, Composition] | None = None  # (level, block value, composition)
+        self._trial_left = 0
+        self._trial_rewards: list[float] = []
+        self._trial_baseline: list[float] = []
+        # A trial ended, awaiting the incumbent's windows after it: (level, value, trial, before, after).
+        self._pending: tuple[int, str, list[float], list[float], list[float]] | None = None
 
     def select(self, obs: Observation, ran: Composition | None = None) -> Composition:
         """The composition for the next window; ``ran``: what was in force over the one that ended.
 
         The controller passes ``ran`` because a placement block acts only
         when a plan is made (and L0 may refuse it): a window runs under the
-        placer of the plan in force. The window's reward is credited to
-        ``ran`` — its blocks, and its own statistics if it is a candidate —
-        not to the choice: a placement chosen but not yet enacted would
-        otherwise collect the scores of the plan before it (and be retried on
-        them). Without ``ran``, the last choice ran.
+        placer of the plan in force, and is filed under that. Without
+        ``ran``, the last choice ran.
         """
         reward = self._score(obs)
         queued = backlog(obs)
         self._scored = self._scored + 1 if reward is not None else 0
-        evidence = self._scored >= self.horizon
         if self.choices:
-            last = self.choices[-1]
-            last.reward = reward
-            ran = ran or self.candidates[last.arm]
-            if evidence:
-                stayed = self._ran is None or self._ran == ran
-                credit = learning_reward(reward, self._queued, queued)
-                # Until the backlog standing at a change of segment is drained, part of each window's lateness is
-                # the previous workload's: like a switch, the window is only partly the composition's doing.
-                weight = 1.0 if stayed and self._inherited is None else self.switch_weight
-                if self._inherited is not None and queued <= self._inherited / 2:
-                    self._inherited = None
-                played = self._index(ran)
-                self.memory.current.update(played, credit, weight, ran=self._blocks(ran))
-            self._ran = ran
-        self._queued = queued
-        features = self.tracker.update(obs)
-        if self.change.update(features):
-            self.memory.switch(self.change.previous, self.change.centroid)
-            self._inherited = queued
-            self._segments += 1
-            self._segment = self._segments
-        arm = self._held(ran)
-        if evidence or arm is None:
-            arm = self.memory.current.select(self._allowed())
-        self.choices.append(ArmChoice(obs.now, self._segment, arm))
-        return self.candidates[arm]
+            self.choices[-1].reward = reward
+            ran = ran or self.candidates[self.choices[-1].arm]
+        self._run_for = self._run_for + 1 if ran == self._ran else 1
+        if self._scored >= self.horizon and ran is not None and self._run_for > self.settle:
+            self._file(ran, learning_reward(reward, self._queued, queued))
+        self._ran, self._queued = ran, queued
+        self.budget.tick(self._trial is not None)
+        if self._trial is not None:
+            self._trial_left -= 1
+            if self._trial_left <= 0:
+                self._end_trial()
+        self._credit_pending()
+        if self.change.update(self.tracker.update(obs)):
+            self._enter(self.change.previous, self.change.centroid)
+        if self.lookahead is not None and not self.segment.looked and self._scored >= self.horizon:
+            self._look()
+        if self.change.suspect:
+            # The workload may have left the segment: what was learnt of it may not hold, and the default runs
+            # until the change is confirmed or refuted; a trial's windows would no longer be comparable.
+            self._trial = self._pending = None
+            comp = self.default
+        else:
+            self._adopt()
+            if self._trial is None and self._scored >= self.horizon:
+                self._start_trial()
+            comp = self._trial[2] if self._trial is not None else self.segment.incumbent
+        self.choices.append(ArmChoice(obs.now, self._segments, self._index[comp]))
+        return comp
 
-    def _held(self, ran: Composition | None) -> int | None:
-        """The arm in force: the last choice, or before any the composition the engine runs if it is a candidate."""
-        if self.choices:
-            return self.choices[-1].arm
-        return self._index(ran)
+    def _file(self, ran: Composition, reward: float) -> None:
+        """A settled window's reward, under the incumbent or the trial that ran it."""
+        if self._trial is not None and ran == self._trial[2]:
+            self._trial_rewards.append(reward)
+        elif ran == self.segment.incumbent:
+            self._recent.append(reward)
+            self.segment.noise.add(reward)
+            if self._pending is not None:
+                self._pending[-1].append(reward)
 
-    def _index(self, comp: Composition | None) -> int | None:
-        return list(self.candidates).index(comp) if comp in self.candidates else None
+    def _end_trial(self) -> None:
+        """The trial waits for the incumbent's next settled window: its gain is measured against both sides."""
+        level, value, _ = self._trial
+        if self._trial_rewards and self._trial_baseline:
+            self._pending = (level, value, self._trial_rewards, self._trial_baseline, [])
+        self._trial = None
+        self._trial_rewards = []
 
-    def _allowed(self) -> np.ndarray | None:
-        """Arms that keep the slow blocks (balancing, placement) unless they have run ``dwell`` windows.
+    def _credit_pending(self) -> None:
+        """A trial's gain over the mean of the incumbent's windows before and after it: one sample of its block.
 
-        Dispatch acts on the next unit of work and may change every window;
-        a balancing mode or a placement acts over several windows (moves,
-        migrations, a plan), and switching them every window only thrashes.
+        Bracketing the trial cancels a trend in the workload (a backlog
+        draining, a burst rising) that a comparison with the windows before
+        alone would credit to the trial.
         """
-        if not self.choices:
-            return None
-        now = self.candidates[self.choices[-1].arm]
-        held = 0
-        for c in reversed(self.choices):
-            if (self.candidates[c.arm].balancing, self.candidates[c.arm].placement) != (now.balancing, now.placement):
-                break
-            held += 1
-        if held >= self.dwell:
-            return None
-        return np.array([(c.balancing, c.placement) == (now.balancing, now.placement) for c in self.candidates])
+        if self._pending is None or len(self._pending[-1]) < self.bracket:
+            return
+        level, value, trial, before, after = self._pending
+        base = (float(np.mean(before)) + float(np.mean(after))) / 2
+        # Means of noisy windows: the gain's variance is the noise over each side's windows.
+        floor = self.segment.noise.variance * (1 / len(trial) + (1 / len(before) + 1 / len(after)) / 4)
+        self.segment.credit.record(level, value, float(np.mean(trial)) - base, floor)
+        self._pending = None
+
+    def _enter(self, centroid: np.ndarray, features: np.ndarray) -> None:
+        """A change of segment: a stored one within the detector's threshold resumes, else the default starts."""
+        self.segment.centroid = np.asarray(centroid, float)
+        self.stored.append(self.segment)
+        near = [(float(np.max(np.abs(s.centroid - features))), k) for k, s in enumerate(self.stored[:-1])]
+        near = [(d, k) for d, k in near if d <= self.change.threshold]
+        if near:
+            self.segment = self.stored.pop(min(near)[1])
+        else:
+            self.segment = Segment(self.default)
+        self._segments += 1
+        self._trial = None
+        self._pending = None
+        self._trial_rewards = []
+        # The windows that confirmed the change ran the new workload: under its incumbent they are its baseline.
+        carried = list(self._recent)[-self.change.confirm :] if self.segment.incumbent == self._ran else []
+        self._recent.clear()
+        for reward in carried:
+            self._recent.append(reward)
+            self.segment.noise.add(reward)
+
+    def _alternatives(self) -> list[tuple[int, str, Composition]]:
+        """The candidates differing from the incumbent in one level: (level, its block value, composition)."""
+        inc = _blocks(self.segment.incumbent)
+        out = []
+        for k, values in enumerate(self._values):
+            for v in values:
+                comp = replace(self.segment.incumbent, **{LEVELS[k]: v})
+                if v != inc[k] and comp in self._index:
+                    out.append((k, v, comp))
+        return out
+
+    def _look(self) -> None:
+        """Run the incumbent and its one-level alternatives on forks; each paired window gain is a sample."""
+        alts = [a for a in self._alternatives() if a[0] in self.lookahead_levels]
+        if not alts:
+            self.segment.looked = True
+            return
+        inc = self.segment.incumbent
+        scores = self.lookahead([inc] + [c for _, _, c in alts], self.lookahead_windows)
+        if scores is None:
+            return
+        self.lookahead_calls += 1
+        self.segment.looked = True
+        for level, value, comp in alts:
+            for gain in differences(scores[comp], scores[inc]):
+                self.segment.credit.record(level, value, gain)
+
+    def _adopt(self) -> None:
+        """Replace the incumbent's block whose gain is significant (none while a trial runs)."""
+        if self._trial is not None or self._pending is not None:
+            return
+        best = self.segment.credit.best(self.z, self.n_min, self.margin)
+        if best is None:
+            return
+        level, value = best
+        inc = self.segment.incumbent
+        comp = replace(inc, **{LEVELS[level]: value})
+        if comp not in self._index:
+            return
+        self.segment.credit.adopt(level, value, _blocks(inc)[level])
+        self.segment.incumbent = comp
+        self.segment.noise = Effect()
+        self._recent.clear()
+
+    def _start_trial(self) -> None:
+        """The most promising one-level change the budget allows, once the incumbent has a baseline.
+
+        Untried blocks first (dispatch, then balancing, then placement; within
+        a level the one that mattered most in stored segments, then by
+        prior), then the tried one of highest optimistic gain
+        (mean + ``z`` standard errors) if that could still clear ``margin`` and
+        it has had fewer than ``n_max`` trials in the segment (a block that
+        could not show a gain in that many is left, and the budget kept for a
+        later workload).
+        """
+        if self._pending is not None or len(self._recent) < 2:
+            return
+        credit = self.segment.credit
+        untried, tried = [], []
+        for level, value, comp in self._alternatives():
+            e = credit.effects[level].get(value)
+            prior = self.blocks_prior[level].get(value, 0.0) if level < len(self.blocks_prior) else 0.0
+            if e is None or e.n == 0:
+                untried.append(((level, -self._mattered(level, value), -prior, value), (level, value, comp)))
+            elif e.n < self.n_max and e.mean + self.z * e.se > self.margin:
+                tried.append((-(e.mean + self.z * e.se), (level, value, comp)))
+        pick = min(untried)[1] if untried else (min(tried, key=lambda t: t[0])[1] if tried else None)
+        if pick is None or not self.budget.allows(self.trial[pick[0]]):
+            return
+        self._trial = pick
+        self._trial_left = self.trial[pick[0]]
+        self._trial_rewards = []
+        self._trial_baseline = list(self._recent)[-self.bracket :]
+
+    def _mattered(self, level: int, value: str) -> float:
+        """The largest effect, either way, ``value`` had in a stored segment (0 if none measured it).
+
+        A block that changed the outcome elsewhere — for better or worse — is
+        more likely to change it here than one that did what the incumbent did
+        (edf next to llf): it is tried first.
+        """
+        return max(
+            (abs(s.credit.effects[level][value].mean) for s in self.stored if value in s.credit.effects[level]),
+            default=0.0,
+        )
+
+
+def _blocks(c: Composition) -> tuple[str, str, str]:
+    return (c.dispatch, c.balancing, c.placement)
