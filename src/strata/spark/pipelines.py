@@ -34,6 +34,7 @@ import numpy as np
 from strata.model import AggregateSpec, Job, Operator, OperatorKind, Problem, Template
 from strata.model.inputs import GENERATED_PROCESSES, static_dimension
 from strata.model.scenario import Path as DocPath
+from strata.spark.files import FileProbe
 from strata.spark.replay import plan_reason
 from strata.spark.sinks import ConsoleSink, MemorySink, ParquetSink, Sink
 from strata.spark.sources import NAME as SYNTHETIC
@@ -236,6 +237,10 @@ class Pipeline:
     query: object = None
     started_at: float | None = None
     busy: bool = False  # inside foreachBatch: at the gate or running the batch's work
+    probe: FileProbe | None = None  # the query's file sources, listed against its checkpoint (user queries)
+    restarts: int = 0
+    restarted_at: float = 0.0
+    _logged: LoggedBatches | None = None  # a generated source's batches, from the query's offset log
     unreproducible: str | None = None  # why its output cannot be recomputed from its input (strata.spark.replay)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
