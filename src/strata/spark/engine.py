@@ -32,10 +32,12 @@ from the batches' sink-side percentiles; ``ingest`` = records/s the source
 between its last two progress events: a capped source still reports its demand;
 a source that reports no latest offset, or has offered nothing yet, reports no
 ingest: unobserved, not a rate of 0), and its backlog (latest offset − the
-query's committed offset) as the source instance's queue. Busy time is a batch's wall time from
-release to commit, scaled down when the window's batches together took more
-wall time than the cores could give (overlapping batches share the cores): an
-approximation of core-seconds.
+query's committed offset) as the source instance's queue. Busy time is a batch's core-seconds from
+Spark's own accounting (:mod:`strata.spark.accounting`: its tasks' executor CPU time, plus its share of the
+Python workers' CPU), so a learned cost does not grow with contention; a batch is held to the next window while
+its jobs' metrics are not settled (at most ``SETTLE_S``), and one Spark gave no metrics for falls back to its wall
+time from release to commit, scaled down when the window's batches together took more wall time than the cores
+could give.
 """
 
 from __future__ import annotations
@@ -60,12 +62,15 @@ from strata.protocol.engine import (
 )
 from strata.protocol.units import POOLS, Attribution, ReadLimitPolicy
 from strata.spark import checkpoint
+from strata.spark.accounting import BatchAccounting, BatchCost, python_cpu_seconds, spread
 from strata.spark.checkpoint import CheckpointChanged, Existing
 from strata.spark.gate import Gate
 from strata.spark.listener import ProgressListener, progress_row
 from strata.spark.pipelines import Pipeline, PipelineOptions
 from strata.spark.sources import offered_rows
 from strata.spark.user import pipeline_for
+
+SETTLE_S = 3.0  # longest a committed batch waits for its jobs' task metrics before it is observed without them
 
 
 @dataclass(frozen=True)
@@ -138,6 +143,14 @@ class SparkEngine:
         self._lock = threading.Lock()
         self.progress = ProgressListener()
         spark.streams.addListener(self.progress)
+        self.accounting = BatchAccounting(spark)
+        self.costs: dict[tuple[str, int, int], dict] = {}  # (job, segment, batch) → its accounted core-seconds
+        self._runs: dict[tuple[str, int], set[str]] = {}  # (job, segment) → run ids its query has had
+        # the Python workers live under the driver's JVM only when the executor is that JVM (local mode)
+        local = spark.sparkContext.master.startswith("local")
+        self._jvm_pid = int(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()) if local else None
+        self._python_s = python_cpu_seconds(self._jvm_pid) if self._jvm_pid is not None else 0.0
+        self._python_unspent = 0.0  # Python CPU of windows that finished no accounted batch
 
     # ------------------------------------------------------------------ time
 
@@ -491,21 +504,30 @@ class SparkEngine:
         with self._lock:
             running = dict(self.running)
         fresh_of: dict[str, list[dict]] = {}
+        accounted: dict[tuple[str, int], BatchCost] = {}  # (job, batch) → Spark's task metrics
         for job, segment in running.items():
             records = list(segment.pipeline.batch_records())
             seen = self._seen.get((job, segment.index), 0)
             # A batch's record is written before its commit, and its progress event (its input rows) comes
-            # after, asynchronously: a batch is observed once its rows are known, in the next window if need be.
+            # after, asynchronously: a batch is observed once its rows are known, in the next window if need be;
+            # so too once its jobs' task metrics are settled (the status store is fed on another listener queue).
             committed = self._committed_rows(segment.pipeline)
+            settled = self._settled(job, segment)
             fresh = []
             for r in records[seen:]:
-                if r["batch_id"] not in committed:
+                b = r["batch_id"]
+                if b not in committed or (b not in settled and committed[b] > 0 and now - r["finished"] < SETTLE_S):
                     break
                 fresh.append(r)
+                if b in settled:
+                    accounted[(job, b)] = settled[b]
             fresh_of[job] = fresh
             self._seen[(job, segment.index)] = seen + len(fresh)
-        # Batches that overlap share the cores: their wall times add up to more than the cores could give.
-        # Scale them down to the capacity of the window, so a learned cost is core-seconds, not waiting.
+            for run in self._runs[(job, segment.index)]:
+                self.accounting.forget(run, {r["batch_id"] for r in fresh})
+        python = self._python_share(accounted)
+        # Batches Spark gave no metrics for: overlapping batches share the cores, so their wall times are scaled
+        # down to the capacity of the window (an approximation of core-seconds).
         walls = sum(r["finished"] - r["released"] for fresh in fresh_of.values() for r in fresh)
         share = min(1.0, self.scenario.cluster.total_cores * span / walls) if walls > 0 else 1.0
         for job, segment in running.items():
@@ -513,7 +535,21 @@ class SparkEngine:
             fresh = fresh_of[job]
             rows_in = self._rows_in(p, {r["batch_id"] for r in fresh})
             rows_out = sum(r["rows_out"] for r in fresh)
-            busy = share * sum(r["finished"] - r["released"] for r in fresh)
+            busy = 0.0
+            for r in fresh:
+                cost = accounted.get((job, r["batch_id"]))
+                if cost is None:
+                    busy += share * (r["finished"] - r["released"])
+                    continue
+                py = python.get((job, r["batch_id"]), 0.0)
+                busy += cost.cpu_s + py
+                self.costs[(job, segment.index, r["batch_id"])] = {
+                    "cpu_s": cost.cpu_s,
+                    "python_s": py,
+                    "run_s": cost.run_s,
+                    "tasks": cost.tasks,
+                    "width": cost.width,
+                }
             units += len(fresh)
             unit_rows += rows_in
             source = p.chain[0]
@@ -582,6 +618,33 @@ class SparkEngine:
             unit_records=unit_rows / units if units else 0.0,
         )
 
+    def _settled(self, job: str, segment: Segment) -> dict[int, BatchCost]:
+        """Batch id → task metrics of the segment's batches whose jobs have all ended, over every run its query
+        has had (a read-limit restart gives the query a new run id)."""
+        runs = self._runs.setdefault((job, segment.index), set())
+        if segment.pipeline.query is not None:
+            runs.add(str(segment.pipeline.query.runId))
+        out: dict[int, BatchCost] = {}
+        for run in runs:
+            out.update(self.accounting.costs(run))
+        return out
+
+    def _python_share(self, accounted: dict[tuple[str, int], BatchCost]) -> dict[tuple[str, int], float]:
+        """The Python workers' CPU since the last window, split over the window's accounted batches by their task
+        time outside the JVM's CPU (a window with none carries it to the next)."""
+        if self._jvm_pid is None:
+            return {}
+        total = python_cpu_seconds(self._jvm_pid)
+        self._python_unspent += max(0.0, total - self._python_s)
+        self._python_s = total
+        weights = {k: c.run_s - c.cpu_s for k, c in accounted.items() if c.run_s > c.cpu_s}
+        if not weights:
+            return {}
+        keys = list(weights)
+        out = spread(self._python_unspent, dict(enumerate(weights.values())))
+        self._python_unspent = 0.0
+        return {keys[i]: v for i, v in out.items()}
+
     def _committed_rows(self, pipeline: Pipeline) -> dict[int, int]:
         """Batch id → input rows of the query's committed batches (from its progress events)."""
         return self.progress.of(pipeline.query) if pipeline.query is not None else {}
@@ -599,6 +662,7 @@ class SparkEngine:
         out = []
         for s in list(self.segments):
             rows = self.progress.of(s.pipeline.query) if s.pipeline.query is not None else {}
+            durations = self.progress.durations(s.pipeline.query) if s.pipeline.query is not None else {}
             for r in s.pipeline.batch_records():
                 out.append(
                     {
@@ -607,6 +671,8 @@ class SparkEngine:
                         "template": s.template,
                         "segment": s.index,
                         "rows_in": rows.get(r["batch_id"]),
+                        "batch_ms": durations.get(r["batch_id"]),
+                        **self.costs.get((s.job, s.index, r["batch_id"]), {}),
                     }
                 )
         return out

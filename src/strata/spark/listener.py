@@ -89,6 +89,7 @@ class ProgressListener(StreamingQueryListener):
         self.terminated: dict[str, str | None] = {}
         self.names: dict[str, str] = {}
         self._inputs: dict[str, dict[int, int]] = {}  # query id → batch id → input rows
+        self._durations: dict[str, dict[int, float]] = {}  # query id → batch id → trigger execution (ms)
         self._offsets: dict[str, list[tuple[float, int]]] = {}  # query id → (trigger time, source's latest row)
 
     def onQueryStarted(self, event) -> None:
@@ -100,6 +101,8 @@ class ProgressListener(StreamingQueryListener):
         with self._lock:
             self.rows.append(row)
             self._inputs.setdefault(str(row["id"]), {})[int(row["batch_id"])] = int(row["input_rows"] or 0)
+            if row["batch_ms"] is not None:
+                self._durations.setdefault(str(row["id"]), {})[int(row["batch_id"])] = float(row["batch_ms"])
             if row["t"] is not None and row["latest_row"] is not None:
                 self._offsets.setdefault(str(row["id"]), []).append((row["t"], row["latest_row"]))
 
@@ -121,6 +124,12 @@ class ProgressListener(StreamingQueryListener):
         """Batch id → input rows of the query's committed batches so far (a query keeps its id across restarts)."""
         with self._lock:
             return dict(self._inputs.get(str(query.id), {}))
+
+    def durations(self, query) -> dict[int, float]:
+        """Batch id → milliseconds Spark's trigger took for it (planning, the batch's jobs, commit): the driver's
+        part of a batch is this less its tasks' time."""
+        with self._lock:
+            return dict(self._durations.get(str(query.id), {}))
 
     def offered(self, query, now: float) -> tuple[float | None, int | None]:
         """(records/s the source offered, its latest offset) from the query's last two progress events up to ``now``.

@@ -1,0 +1,41 @@
+"""Spark's accounting of a micro-batch, the pure parts (issue 29 item 1): hand-computed answers."""
+
+from __future__ import annotations
+
+import pytest
+
+from strata.spark.accounting import BatchCost, batch_of, combine, spread, tree_cpu
+
+
+def test_the_batch_id_is_read_from_a_streaming_job_description():
+    assert batch_of("alerts\nid = 1a50\nrunId = 0adf\nbatch = 17") == 17
+    assert batch_of("\nid = 1a50\nrunId = 0adf\nbatch = 0") == 0
+    assert batch_of("collect at foo.py:3") is None
+    assert batch_of(None) is None
+
+
+def test_a_batch_cost_sums_its_stages_and_skipped_stages_add_nothing():
+    # (cpu ns, run ms, tasks): a skipped stage reports its tasks but ran none
+    cost = combine([(24_000_000, 138, 2), (0, 0, 2), (3_000_000, 12, 1)])
+    assert cost == BatchCost(cpu_s=0.027, run_s=0.15, tasks=3, width=2)
+    assert combine([]) == BatchCost(0.0, 0.0, 0, 0)
+
+
+def test_a_total_is_spread_in_proportion_to_weights():
+    assert spread(3.0, {1: 1.0, 2: 2.0}) == {1: 1.0, 2: 2.0}
+    assert spread(1.0, {1: 0.0, 2: 0.0}) == {1: 0.5, 2: 0.5}
+    assert spread(2.0, {1: -1.0, 2: 1.0}) == {1: 0.0, 2: 2.0}
+    assert spread(1.0, {}) == {}
+
+
+def test_python_cpu_counts_the_daemon_tree_under_the_jvm_only():
+    procs = {
+        10: (1, "java ... SparkSubmit", 50.0),  # the JVM: its own CPU is the task metrics' business
+        11: (10, "python -m pyspark.daemon pyspark.worker", 4.0),  # reaped workers' CPU is in here
+        12: (11, "python -m pyspark.daemon pyspark.worker", 1.5),  # a live forked worker
+        13: (11, "python -m pyspark.daemon pyspark.worker", 0.5),
+        14: (10, "python -m pyspark.sql.worker.plan_data_source_read", 2.0),  # a planner, not a task
+        20: (1, "python -m pyspark.daemon pyspark.worker", 9.0),  # another application's daemon
+    }
+    assert tree_cpu(procs, 10) == pytest.approx(6.0)
+    assert tree_cpu(procs, 99) == 0.0
