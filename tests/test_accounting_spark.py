@@ -52,7 +52,12 @@ def test_a_batch_cpu_time_is_read_and_the_learned_cost_is_it(spark, tmp_path):
 
     try:
         run(
-            engine, Plain(sc), window_s=1.0, until=time.time() + 60, on_step=step, should_stop=lambda: len(engine.costs) >= 4
+            engine,
+            Plain(sc),
+            window_s=1.0,
+            until=time.time() + 60,
+            on_step=step,
+            should_stop=lambda: len(engine.costs) >= 4,
         )
     finally:
         engine.stop_all()
