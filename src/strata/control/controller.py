@@ -52,7 +52,7 @@ import networkx as nx
 from strata.adapt.blocks import BALANCING, PLACEMENT, Composition
 from strata.balance.level import TaskLevel, uncoordinated
 from strata.control.budgets import l1_budget, pool_names, pools
-from strata.control.estimation import ResourceLearner, mean_offered_rates
+from strata.control.estimation import ResourceLearner, mean_offered_rates, offered_demand
 from strata.control.micro_batches import ReadLimitRestarts, trigger_intervals
 from strata.control.signals import KINDS, Debounce, Signal, SignalConfig, lost_nodes, observed_signals
 from strata.model import Cluster, Scenario, job_maps, joined_graph
@@ -328,13 +328,14 @@ class Controller:
         return self.estimator.refine(self.scenario, self._prior, margin)
 
     def _pace(self, window) -> dict[str, float | None] | None:
-        """L0's rate caps for the plan in force (None: pacing off)."""
+        """L0's rate caps for the plan in force (None: pacing off); never on a job not observed yet."""
         if self.config.pacing == "off":
             return None
         opt = self.config.plan
-        return pace(
+        caps = pace(
             self._planned_model, self.plan, window, self.config.window_s, self.config.pacing, opt.batch, opt.headroom
         )
+        return {pe: None if self._job_of[pe] in self._on_prior else cap for pe, cap in caps.items()}
 
     # ------------------------------------------------------------------ signals
 
@@ -555,7 +556,14 @@ class Controller:
             self._note(f"placement: {d}")
 
     def _pools(self) -> dict[str, float]:
-        return pools(self.plan, self._job_of)
+        """Job → cpu share of the plan in force. Priors only seed the estimator: a job planned on its prior rate
+        alone (no ingest observed) gets at least what its sources offer needs (:func:`offered_demand`), never a
+        share a plan on guessed rates and costs made smaller."""
+        shares = pools(self.plan, self._job_of)
+        unseen = {j: t for j, t in self.plan.templates.items() if j in self._on_prior}
+        for job, cores in (offered_demand(self.model(), unseen) if unseen else {}).items():
+            shares[job] = max(shares.get(job, 0.0), cores)
+        return shares
 
     def _note(self, text: str) -> None:
         self.plan.notes.append(text)

@@ -19,16 +19,27 @@ into a scenario for the next planning epoch. :func:`attribute` splits one
 observation of a whole chain (a Spark micro-batch) across its PEs by their
 prior costs; an engine that runs a chain as one unit is given it (a
 :data:`strata.protocol.units.Attribution`) rather than splitting by a rule of
-its own. Pure: no clock, no engine.
+its own. Busy time is core-seconds from the engine's own accounting (on Spark,
+the executor CPU time of a batch's tasks and its Python workers' CPU), never
+wall time under contention (DESIGN.md rule 8), so a learned cost does not grow
+with the load beside the job.
+
+Priors only seed the estimator: :func:`offered_demand` is the cores a job's
+template needs for what its sources offer, the least cpu share the Controller
+gives a job it has not observed yet. :func:`batch_floor` is a latency-critical
+job's floor, its batch time with the machine to itself, from the same
+accounting. Pure: no clock, no engine.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import statistics
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from strata.dispatch import LinearCost
-from strata.model import Job, OperatorKind, Scenario, Template, pe_id
+from strata.model import Job, OperatorKind, Scenario, Template, joined_graph, pe_id
+from strata.model.graph import topological_order
 from strata.protocol.window import WindowStats
 
 
@@ -221,3 +232,47 @@ def _chain(template: Template) -> list:
     while order[-1].name in nxt:
         order.append(template.operator[nxt[order[-1].name]])
     return order
+
+
+def offered_demand(scenario: Scenario, templates: Mapping[str, str]) -> dict[str, float]:
+    """Job → cores its template (``templates``: job → template) needs to process, at the scenario's costs, all
+    its sources offer at the scenario's rates: Σ over its PEs but the sink of records in × cost per record,
+    records flowing through each PE's selectivity (SODA's resource functions with cpu unbounded)."""
+    graph = joined_graph(scenario, templates)
+    rate: dict[str, float] = {}
+    out = dict.fromkeys(templates, 0.0)
+    for pe in topological_order(graph):
+        op = graph.nodes[pe]["op"]
+        inflow = op.source.rate if op.kind is OperatorKind.SOURCE else sum(rate[u] for u in graph.predecessors(pe))
+        rate[pe] = inflow if op.kind in (OperatorKind.SOURCE, OperatorKind.SINK) else op.selectivity * inflow
+        if op.kind is not OperatorKind.SINK:
+            out[graph.nodes[pe]["job"]] += inflow * op.cost_per_record
+    return out
+
+
+@dataclass(frozen=True)
+class BatchAccount:
+    """One micro-batch as the engine accounted it: core-seconds of its tasks, the most tasks any of its stages
+    ran (the cores it can use at once), its tasks' run time summed, and the engine's whole time for it."""
+
+    core_s: float
+    width: int
+    run_s: float
+    batch_s: float
+
+
+def batch_floor(batches: Iterable[BatchAccount], cores: int, quantile: float = 0.1) -> float | None:
+    """A latency-critical job's floor: its batch time with the machine to itself (issue 28 item 5).
+
+    Each batch's work takes ``core_s / min(cores, width)`` seconds on idle cores (its tasks spread over the
+    cores its widest stage can use); the driver's own part of a batch (planning, offsets, commit) is its whole
+    time less its tasks' run time over that width — inflated by contention like every wall time, so the floor
+    takes a low ``quantile`` of it over the batches (the least contended) and the median of the work. None
+    without a batch that did work.
+    """
+    rows = [b for b in batches if b.core_s > 0 and b.width > 0]
+    if not rows:
+        return None
+    work = statistics.median(b.core_s / min(cores, b.width) for b in rows)
+    driver = sorted(max(0.0, b.batch_s - b.run_s / min(cores, b.width)) for b in rows)
+    return work + driver[min(len(driver) - 1, int(quantile * len(driver)))]

@@ -1,0 +1,94 @@
+"""Priors only seed the estimator (issue 29 item 1): a job not observed yet is neither capped nor given a cpu share
+below what it is offered; the floor of a latency-critical job from the accounted batches. Known answers by hand."""
+
+from __future__ import annotations
+
+import pytest
+
+from strata.control.controller import Controller, HierarchyConfig
+from strata.control.estimation import BatchAccount, batch_floor, offered_demand
+from strata.model import Scenario
+from strata.protocol.engine import Observation, WindowStats
+
+
+def job(jid: str, rank: int, target: float, cost: float) -> dict:
+    # a Python job's declaration: no rate of its own, so its spec carries PythonJob's default prior of 100 rec/s
+    return {
+        "id": jid,
+        "rank": rank,
+        "target_latency_s": target,
+        "templates": [
+            {
+                "operators": [
+                    {"name": "input", "kind": "source", "cost_per_record": 0.0, "source": {"rate": 100, "seed": 1}},
+                    {"name": "query", "kind": "map", "cost_per_record": cost, "selectivity": 0.5},
+                    {"name": "out", "kind": "sink", "cost_per_record": 0.0},
+                ],
+                "streams": [{"from": "input", "to": "query"}, {"from": "query", "to": "out"}],
+            }
+        ],
+    }
+
+
+def one_core() -> Scenario:
+    # demand at the priors: alerts 100 × 0.004 = 0.4 cores, bulk 100 × 0.01 = 1.0 core: 1.4 on 1 core
+    return Scenario.model_validate(
+        {
+            "name": "priors",
+            "cluster": {"nodes": [{"name": "n0", "cores": 1}]},
+            "jobs": [job("alerts", 1, 1.0, 0.004), job("bulk", 2, 60.0, 0.01)],
+        }
+    )
+
+
+def window(now: float, ingest: dict[str, float]) -> WindowStats:
+    return WindowStats(
+        now=now,
+        start=now - 2.0,
+        key_groups=(),
+        instances=(),
+        node_utilisation={},
+        queue_lengths={},
+        latency={},
+        rates={},
+        ingest=ingest,
+        routing={},
+        placement={},
+        migrating=(),
+        dropped={},
+    )
+
+
+def test_offered_demand_is_records_in_times_cost_through_the_chain():
+    demand = offered_demand(one_core(), {"alerts": "default", "bulk": "default"})
+    assert demand == pytest.approx({"alerts": 0.4, "bulk": 1.0})
+
+
+def test_an_unobserved_job_gets_no_cap_and_at_least_its_offered_demand():
+    ctl = Controller(one_core(), HierarchyConfig(epoch_s=1000.0, window_s=2.0, pacing="plan"))
+    first = ctl.start(0.0)
+    # the plan on priors cannot give both their 1.4 cores on 1: before, it capped the sources at what it admitted
+    assert sum(ctl.plan.cpu().values()) <= 1.0 + 1e-6
+    assert first.rate_limits == {"alerts.input": None, "bulk.input": None}
+    assert first.cpu_share["alerts"] >= 0.4 - 1e-9
+    assert first.cpu_share["bulk"] >= 1.0 - 1e-9
+    # alerts observed at its prior (no re-plan: the plan stands on an observation now); bulk still unobserved
+    ctl.step(Observation(window(2.0, {"alerts.input": 100.0})))
+    later = ctl.step(Observation(window(4.0, {"alerts.input": 100.0})))
+    assert later.rate_limits["bulk.input"] is None
+    assert ctl._pools()["bulk"] >= 1.0 - 1e-9
+    # bulk observed at 500/s: re-planned on it, and from here the plan's cap and share hold for it
+    seen = ctl.step(Observation(window(6.0, {"alerts.input": 100.0, "bulk.input": 500.0})))
+    assert "bulk" in seen.replan
+    assert seen.rate_limits["bulk.input"] is not None and seen.rate_limits["bulk.input"] < 500.0
+    assert ctl._pools()["bulk"] < 500 * 0.01
+
+
+def test_the_floor_is_the_work_on_idle_cores_plus_the_least_contended_driver_time():
+    # work: 0.4 core-s over width 4 on 2 cores = 0.2 s; 0.9 / min(2, 1) = 0.9 s; 0.3 / 2 = 0.15 s → median 0.2 s
+    # driver: 0.5 − 0.8 / 2 = 0.1; 1.5 − 1.0 / 1 = 0.5; 0.6 − 0.6 / 2 = 0.3 → lowest (3 batches: the 10% is the
+    # least) 0.1 s
+    batches = [BatchAccount(0.4, 4, 0.8, 0.5), BatchAccount(0.9, 1, 1.0, 1.5), BatchAccount(0.3, 2, 0.6, 0.6)]
+    assert batch_floor(batches, cores=2) == pytest.approx(0.3)
+    assert batch_floor([BatchAccount(0.0, 0, 0.0, 0.2)], cores=2) is None
+    assert batch_floor([], cores=2) is None
