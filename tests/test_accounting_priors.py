@@ -92,3 +92,22 @@ def test_the_floor_is_the_work_on_idle_cores_plus_the_least_contended_driver_tim
     assert batch_floor(batches, cores=2) == pytest.approx(0.3)
     assert batch_floor([BatchAccount(0.0, 0, 0.0, 0.2)], cores=2) is None
     assert batch_floor([], cores=2) is None
+
+
+def test_the_report_shows_the_floor_beside_the_p99():
+    import pandas as pd
+
+    from strata.report import comparison
+
+    row = {"job": "alerts", "rank": 1, "target_s": 2.0, "outputs": 10, "misses": 0, "throughput": 5.0}
+    summary = pd.DataFrame(
+        [
+            {**row, "mode": "baseline", "p50_s": 1.0, "p99_s": 3.0, "importance": 1.0, "floor_s": 0.81},
+            {**row, "mode": "strata", "p50_s": 0.5, "p99_s": 1.0, "importance": 1.0, "floor_s": 0.79},
+        ]
+    )
+    rows = {(r["job"], r["metric"]): r for r in comparison(summary, pd.DataFrame())}
+    assert (rows[("alerts", "floor s")]["baseline"], rows[("alerts", "floor s")]["strata"]) == ("0.81", "0.79")
+    assert "floor s" not in {
+        m for _, m in {(r["job"], r["metric"]) for r in comparison(summary.drop(columns="floor_s"), pd.DataFrame())}
+    }

@@ -133,6 +133,8 @@ def comparison(summary: pd.DataFrame, decisions: pd.DataFrame) -> list[dict[str,
         add("rank / target", f"{b['rank']} / {b['target_s']:g} s", f"{s['rank']} / {s['target_s']:g} s")
         for metric, key in (("p50 latency s", "p50_s"), ("p99 latency s", "p99_s")):
             add(metric, two(b[key]), two(s[key]), _ratio(b[key], s[key]), key=key, fmt=two, ratio=_ratio)
+        if "floor_s" in summary:  # its batch time with the machine to itself, beside the p99 (older runs: none)
+            add("floor s", two(b["floor_s"]), two(s["floor_s"]), "batch time alone", key="floor_s", fmt=two)
         add(
             "deadline misses",
             f"{b['misses']} of {b['outputs']}",

@@ -28,7 +28,7 @@ from strata.model import Scenario, SpecError, load_scenario, locate_problems
 from strata.model.user import PythonJob, load_jobs, with_jobs, with_python_jobs
 from strata.protocol.engine import Decisions, Observation
 from strata.protocol.units import POOLS
-from strata.runners.spark_loop import RunConfig, run_mode
+from strata.runners.spark_loop import RunConfig, job_floors, run_mode
 from strata.spark.checkpoint import CheckpointChanged
 from strata.spark.conf import SparkSettings
 from strata.spark.java import JavaError
@@ -57,10 +57,25 @@ class View:
 
     def render(self) -> Group:
         table = Table(title=f"{self.title} — {time.time() - self.started:.0f} s", title_justify="left")
-        for col in ("job", "rank", "template", "pool", "offered/s", "cap/s", "p50 s", "p99 s", "miss", "target s"):
+        columns = (
+            "job",
+            "rank",
+            "template",
+            "pool",
+            "offered/s",
+            "cap/s",
+            "p50 s",
+            "p99 s",
+            "floor s",
+            "miss",
+            "target s",
+        )
+        for col in columns:
             table.add_column(col, justify="left" if col in ("job", "template", "pool") else "right")
         engine = self.engine
         obs = self.last[0] if self.last is not None else None
+        cores = engine.spark.sparkContext.defaultParallelism if engine is not None else 1
+        floors = job_floors(engine.batch_observations(), cores) if engine is not None else {}
         for job in self.scenario.jobs:
             running = engine.running.get(job.id) if engine is not None else None
             pool = engine.gate.base_pools.get(job.id) if engine is not None and engine.gate is not None else None
@@ -76,6 +91,7 @@ class View:
                 _fmt(caps.get(src) if src else None, ".0f"),
                 _fmt(lat.p50 if lat else None, ".2f"),
                 _fmt(lat.p99 if lat else None, ".2f"),
+                _fmt(floors.get(job.id), ".2f"),
                 _fmt(lat.miss_rate if lat else None, ".0%"),
                 f"{job.target_latency_s:g}",
             )

@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from strata.control.controller import Controller, HierarchyConfig
-from strata.control.estimation import ResourceLearner, attribute
+from strata.control.estimation import BatchAccount, ResourceLearner, attribute, batch_floor
 from strata.control.loop import Plain, run
 from strata.control.micro_batches import gate_config
 from strata.dispatch.gate import GateConfig, GateCore
@@ -103,6 +103,17 @@ def learned_rows(learner: ResourceLearner, scenario: Scenario, t: float) -> list
     ]
 
 
+def job_floors(batches: list[dict], cores: int) -> dict[str, float]:
+    """Job → its floor, its batch time with the machine to itself (:func:`strata.control.estimation.batch_floor`),
+    from the batches Spark accounted (``SparkEngine.batch_observations``)."""
+    by_job: dict[str, list[BatchAccount]] = {}
+    for b in batches:
+        if b.get("cpu_s") is not None and b.get("batch_ms") is not None:
+            account = BatchAccount(b["cpu_s"] + b["python_s"], b["width"], b["run_s"], b["batch_ms"] / 1000)
+            by_job.setdefault(b["job"], []).append(account)
+    return {job: f for job, rows in by_job.items() if (f := batch_floor(rows, cores)) is not None}
+
+
 def run_mode(
     spark,
     scenario: Scenario,
@@ -174,6 +185,7 @@ def run_mode(
         run_.stop = time.time()
         time.sleep(0.5)  # the last batches' progress events are delivered asynchronously
         engine.close()
+        run_.floors = job_floors(engine.batch_observations(), spark.sparkContext.defaultParallelism)
         if controlled:
             run_.controller_log = [asdict(entry) for entry in controller.log]
     return run_

@@ -46,6 +46,7 @@ class ModeRun:
     controller_log: list[dict] = field(default_factory=list)
     learned: list[dict] = field(default_factory=list)
     late_s: float = 0.0
+    floors: dict[str, float] = field(default_factory=dict)  # job → its batch time alone (the runner learns it)
 
 
 def output_latency(run: ModeRun, tick_s: float, spark) -> tuple[pd.DataFrame, list[dict]]:
@@ -156,9 +157,11 @@ def job_summary(
     mode: str,
     horizon_s: float,
     run_s: float,
+    floors: dict[str, float] | None = None,
 ) -> list[dict]:
     """Per job: p50/p99 latency, deadline misses, throughput (input records committed per second of the
-    run: from the epoch to the stop), on-time importance, imbalance."""
+    run: from the epoch to the stop), on-time importance, imbalance, and its floor (``floors``: its batch time
+    with the machine to itself, beside the p99 it achieved)."""
     out = []
     for job in scenario.jobs:
         lat = (
@@ -195,6 +198,7 @@ def job_summary(
                 "delivered": int(lat["delivered"].sum()) if not lat.empty else 0,
                 "p50_s": float(np.percentile(values, 50)) if len(values) else None,
                 "p99_s": float(np.percentile(values, 99)) if len(values) else None,
+                "floor_s": (floors or {}).get(job.id),
                 "misses": misses,
                 "miss_rate": misses / len(values) if len(values) else 0.0,
                 "throughput": rows_in / run_s,
@@ -264,7 +268,9 @@ def collect(
         [
             row
             for run in runs
-            for row in job_summary(latency, batches, partitions, scenario, run.mode, horizon_s, run.stop - run.epoch)
+            for row in job_summary(
+                latency, batches, partitions, scenario, run.mode, horizon_s, run.stop - run.epoch, run.floors
+            )
         ]
     )
     tables = {
