@@ -53,7 +53,7 @@ from strata.adapt.blocks import BALANCING, PLACEMENT, Composition
 from strata.balance.level import TaskLevel, uncoordinated
 from strata.control.budgets import l1_budget, pool_names, pools
 from strata.control.estimation import ResourceLearner, mean_offered_rates, offered_demand
-from strata.control.micro_batches import ReadLimitRestarts, trigger_intervals
+from strata.control.micro_batches import ReadLimitRestarts, sized_caps, trigger_intervals
 from strata.control.signals import KINDS, Debounce, Signal, SignalConfig, lost_nodes, observed_signals
 from strata.model import Cluster, Scenario, job_maps, joined_graph
 from strata.plan import Options, Plan, PlanError, replan
@@ -328,13 +328,27 @@ class Controller:
         return self.estimator.refine(self.scenario, self._prior, margin)
 
     def _pace(self, window) -> dict[str, float | None] | None:
-        """L0's rate caps for the plan in force (None: pacing off); never on a job not observed yet."""
+        """L0's rate caps for the plan in force and the bulk batch sizes (None: pacing off); never on a job not
+        observed yet."""
         if self.config.pacing == "off":
             return None
         opt = self.config.plan
-        caps = pace(
-            self._planned_model, self.plan, window, self.config.window_s, self.config.pacing, opt.batch, opt.headroom
+        cfg = self.config
+        caps = pace(self._planned_model, self.plan, window, cfg.window_s, cfg.pacing, opt.batch, opt.headroom)
+        # bulk batches sized so their longest task fits the critical jobs' slack (strata.control.micro_batches)
+        cores = int(self.scenario.cluster.total_cores)
+        ingest = window.ingest if window is not None else {}
+        sized = sized_caps(
+            self.model(),
+            self.plan.templates,
+            self.estimator.estimates(),
+            ingest,
+            cores,
+            cfg.critical_latency_s,
+            cfg.triggers(self.scenario),
         )
+        for pe, rate in sized.items():
+            caps[pe] = rate if caps.get(pe) is None else min(caps[pe], rate)
         return {pe: None if self._job_of[pe] in self._on_prior else cap for pe, cap in caps.items()}
 
     # ------------------------------------------------------------------ signals

@@ -13,6 +13,15 @@ knobs", lists every default):
   less ``gate_reserved_cores`` (at least 1), so a batch of a latency-critical
   query that goes over the bound always finds a core no other batch was let in
   to take (measured on bench_platform: docs/spark.md).
+- **Bulk batch sizes** (:func:`batch_sizes`, from :func:`critical_slack`):
+  Spark cannot preempt a task, so a batch of a latency-critical job that
+  arrives while a bulk batch holds the cores waits for a task to end. Task
+  granularity is Spark's only preemption: a bulk job's batch is sized so its
+  longest task — its records × learned core-seconds per record over the tasks
+  it runs at once — fits within the critical jobs' slack (target − batch time
+  alone), and as large as that allows, for throughput: its trigger is the
+  longest the slack and its own target allow, its read limit the records (or
+  files, at the measured records per file) such a batch holds.
 - **Read-limit restarts** (:class:`ReadLimitRestarts`): a source whose read
   limit Spark reads only at query start (``maxFilesPerTrigger``,
   ``maxOffsetsPerTrigger``) can follow L0's rate cap only by a restart, which
@@ -25,10 +34,13 @@ Pure: plain data in, plain data out.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
+from strata.control.estimation import Estimate
 from strata.dispatch.gate import GateConfig
-from strata.model import Scenario
+from strata.model import OperatorKind, Scenario, joined_graph
+from strata.model.graph import topological_order
 
 
 def trigger_intervals(scenario: Scenario, critical_s: float, per_target: float, most_s: float) -> dict[str, float]:
@@ -37,6 +49,128 @@ def trigger_intervals(scenario: Scenario, critical_s: float, per_target: float, 
     return {
         j.id: min(most_s, j.target_latency_s / per_target) for j in scenario.jobs if j.target_latency_s > critical_s
     }
+
+
+def alone_batch_s(fixed_s: float, marginal_s: float, rate: float, cores: float) -> float | None:
+    """A job's batch time with ``cores`` to itself when its batches run back to back at ``rate`` records/s.
+
+    A batch holds what arrived during the one before: T = (fixed + marginal × rate × T) / cores, so
+    T = fixed / (cores − marginal × rate) — its core-seconds per batch on the least-squares line busy = fixed +
+    marginal × records (:class:`strata.control.estimation.Estimate`). None when its work at ``rate`` needs every
+    core (alone, it cannot keep up)."""
+    spare = cores - marginal_s * rate
+    if spare <= 0:
+        return None
+    return max(0.0, fixed_s) / spare
+
+
+def critical_slack(targets: Mapping[str, float], alone: Mapping[str, float | None]) -> float | None:
+    """The least slack over the latency-critical jobs: min(target − batch time alone) over ``targets`` (job → s)
+    with a known batch time (``alone``: job → s or None). None when none is known, or when some critical job's
+    slack is not positive: it misses alone, so bulk batches made smaller would cost throughput and buy nothing."""
+    known = [targets[j] - t for j, t in alone.items() if j in targets and t is not None]
+    if not known or min(known) <= 0:
+        return None
+    return min(known)
+
+
+@dataclass(frozen=True)
+class BulkBatches:
+    """What the policy knows of a bulk job's micro-batches: its learned core-seconds per record (Spark's
+    accounting), the tasks a batch runs at once, the records/s its source offers, the trigger its target allows."""
+
+    cost_s: float
+    width: int
+    offered: float
+    trigger_s: float
+
+
+@dataclass(frozen=True)
+class BatchSize:
+    """A bulk job's batches: trigger (s) and the most records one batch reads (its read limit)."""
+
+    trigger_s: float
+    records: float
+
+    @property
+    def rate(self) -> float:
+        """The rate cap (records/s) that holds a batch of ``trigger_s`` to ``records``."""
+        return self.records / self.trigger_s
+
+    def files(self, records_per_file: float) -> int:
+        """The read limit in files (``maxFilesPerTrigger``) at the measured records per file (at least 1)."""
+        return max(1, int(self.records // records_per_file))
+
+
+def batch_sizes(slack_s: float | None, bulk: Mapping[str, BulkBatches], least_s: float = 0.5) -> dict[str, BatchSize]:
+    """Job → the size of its batches, so the longest task of any bulk batch fits within ``slack_s``.
+
+    A batch of n records runs ``width`` tasks of n × cost / width core-seconds each, so n ≤ slack × width / cost.
+    The trigger is the longest that keeps a batch at the offered rate within that, at most the job's own
+    ``trigger_s`` and at least ``least_s`` (below it a batch's fixed cost dominates: the read limit then holds
+    the batch to n and the rest waits in the source). No slack (no critical job, or one that misses alone): no
+    sizes, the jobs run as their triggers say. A job with no learned cost is not sized (priors only seed).
+    """
+    if slack_s is None:
+        return {}
+    out = {}
+    for job, b in bulk.items():
+        if b.cost_s <= 0 or b.width <= 0:
+            continue
+        records = slack_s * b.width / b.cost_s
+        longest = records / b.offered if b.offered > 0 else b.trigger_s
+        out[job] = BatchSize(max(least_s, min(b.trigger_s, longest)), records)
+    return out
+
+
+def sized_caps(
+    model: Scenario,
+    templates: Mapping[str, str],
+    estimates: Mapping[str, Estimate],
+    ingest: Mapping[str, float],
+    cores: int,
+    critical_s: float,
+    triggers: Mapping[str, float],
+    least_s: float = 0.5,
+) -> dict[str, float]:
+    """Source PE → the rate cap that sizes its bulk job's batches (:func:`batch_sizes`), from the learned model.
+
+    Per admitted job (``templates``), on its observed offer (``ingest``, source PE → records/s): core-seconds per
+    source record Σ cost × gain over its PEs with an estimate (gain: records reaching the PE per source record,
+    through the model's selectivities), and its per-batch line (Σ fixed, Σ marginal × gain). A job with a
+    target of ``critical_s`` or less gives a batch time alone (:func:`alone_batch_s`), and so the slack; a job
+    with a trigger in ``triggers`` is bulk and is sized. A batch runs as many tasks at once as there are
+    ``cores`` (Spark's input partitions default to the session's parallelism)."""
+    targets, alone, bulk, sources = {}, {}, {}, {}
+    for job, tpl in templates.items():
+        graph = joined_graph(model, {job: tpl})
+        gain: dict[str, float] = {}
+        cost = fixed = marginal = 0.0
+        for pe in topological_order(graph):
+            op = graph.nodes[pe]["op"]
+            if op.kind is OperatorKind.SOURCE:
+                gain[pe] = 1.0
+                sources.setdefault(job, []).append(pe)
+            else:
+                gain[pe] = sum(gain[u] * _passes(graph.nodes[u]["op"]) for u in graph.predecessors(pe))
+            e = estimates.get(pe)
+            if e is not None:
+                cost += e.cost_per_record * gain[pe]
+                fixed += e.fixed_s
+                marginal += e.marginal_s * gain[pe]
+        offered = sum(ingest.get(pe, 0.0) for pe in sources.get(job, ()))
+        if model.job[job].target_latency_s <= critical_s:
+            targets[job] = model.job[job].target_latency_s
+            alone[job] = alone_batch_s(fixed, marginal, offered, cores) if cost > 0 else None
+        elif job in triggers and not model.job[job].required:  # a required job is fitted whole, never held back
+            bulk[job] = BulkBatches(cost, cores, offered, triggers[job])
+    sizes = batch_sizes(critical_slack(targets, alone), bulk, least_s)
+    return {pe: size.rate for job, size in sizes.items() for pe in sources.get(job, ())}
+
+
+def _passes(op) -> float:
+    """Records out per record in: 1 at a source or sink, else the operator's selectivity."""
+    return 1.0 if op.kind in (OperatorKind.SOURCE, OperatorKind.SINK) else op.selectivity
 
 
 def gate_config(parallelism: int, reserved: int) -> GateConfig:
