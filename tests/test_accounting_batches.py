@@ -87,9 +87,11 @@ def test_caps_from_the_learned_model_size_the_bulk_jobs_only():
     ingest = {"alerts.input": 100.0, "bulk.input": 1000.0, "must.input": 1000.0}
     templates = {"alerts": "default", "bulk": "default", "must": "default"}
     triggers = {"bulk": 4.0, "must": 4.0}
-    # bulk: 0.9 × 2 / 0.004 = 450 records = 0.45 s at 1000/s → trigger 0.5 s, cap 450 / 0.5 = 900/s
+    # bulk: 0.9 × 2 / 0.004 = 450 records = 0.45 s at 1000/s (sized trigger 0.5 s, 900/s); its query runs with
+    # its 4 s trigger, so the cap holds a batch to 450 records at that trigger: 112.5/s
     caps = sized_caps(model, templates, est, ingest, 2, 5.0, triggers)
-    assert caps == {"bulk.input": pytest.approx(900.0)}
+    assert caps == {"bulk.input": pytest.approx(112.5)}
+    assert sized_caps(model, templates, est, ingest, 2, 5.0, {"bulk": 0.5}) == {"bulk.input": pytest.approx(900.0)}
     # without the critical job's estimate there is no slack to size against
     assert (
         sized_caps(model, templates, {k: v for k, v in est.items() if k != "alerts.query"}, ingest, 2, 5.0, triggers)

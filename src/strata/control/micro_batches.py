@@ -139,8 +139,14 @@ def sized_caps(
     source record Σ cost × gain over its PEs with an estimate (gain: records reaching the PE per source record,
     through the model's selectivities), and its per-batch line (Σ fixed, Σ marginal × gain). A job with a
     target of ``critical_s`` or less gives a batch time alone (:func:`alone_batch_s`), and so the slack; a job
-    with a trigger in ``triggers`` is bulk and is sized. A batch runs as many tasks at once as there are
-    ``cores`` (Spark's input partitions default to the session's parallelism)."""
+    with a trigger in ``triggers`` (the one its query runs with) is bulk and is sized. A batch runs as many tasks
+    at once as there are ``cores`` (Spark's input partitions default to the session's parallelism).
+
+    The cap is the sized records over the trigger the query runs with: an engine reads cap × trigger records a
+    batch. Spark takes a processing-time trigger only when a query starts, so the sized trigger
+    (:attr:`BatchSize.trigger_s`, shorter for a heavy job) is not applied to a running query: until it is, a
+    heavy bulk job reads its sized batch once per trigger in force, and what it is offered beyond that waits
+    in its source."""
     targets, alone, bulk, sources = {}, {}, {}, {}
     for job, tpl in templates.items():
         graph = joined_graph(model, {job: tpl})
@@ -165,7 +171,7 @@ def sized_caps(
         elif job in triggers and not model.job[job].required:  # a required job is fitted whole, never held back
             bulk[job] = BulkBatches(cost, cores, offered, triggers[job])
     sizes = batch_sizes(critical_slack(targets, alone), bulk, least_s)
-    return {pe: size.rate for job, size in sizes.items() for pe in sources.get(job, ())}
+    return {pe: size.records / triggers[job] for job, size in sizes.items() for pe in sources.get(job, ())}
 
 
 def _passes(op) -> float:
