@@ -21,6 +21,7 @@ writes ``benchmarks/results/learned_cost.json``. Run under the benchmark lock: t
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import multiprocessing
 import os
@@ -51,29 +52,16 @@ QUERIES = {
 
 
 def scenario(query: str) -> Scenario:
+    """The query as one job on a 2-core node: its source → a map of its expression → a sink."""
     source, expression, _ = QUERIES[query]
-    return Scenario.model_validate(
-        {
-            "name": query,
-            "cluster": {"nodes": [{"name": "n0", "cores": 2}]},
-            "jobs": [
-                {
-                    "id": query,
-                    "rank": 1,
-                    "templates": [
-                        {
-                            "operators": [
-                                {"name": "s", "kind": "source", "source": source},
-                                {"name": "m", "kind": "map", "expressions": ["id", "event_time", expression]},
-                                {"name": "o", "kind": "sink"},
-                            ],
-                            "streams": [{"from": "s", "to": "m"}, {"from": "m", "to": "o"}],
-                        }
-                    ],
-                }
-            ],
-        }
-    )
+    kinds = {"s": {"kind": "source", "source": source}, "m": {"kind": "map"}, "o": {"kind": "sink"}}
+    kinds["m"]["expressions"] = ["id", "event_time", expression]
+    template = {
+        "operators": [{"name": name, **op} for name, op in kinds.items()],
+        "streams": [{"from": a, "to": b} for a, b in itertools.pairwise(kinds)],
+    }
+    job = {"id": query, "rank": 1, "templates": [template]}
+    return Scenario.model_validate({"name": query, "cluster": {"nodes": [{"name": "n0", "cores": 2}]}, "jobs": [job]})
 
 
 def burn() -> None:
@@ -99,19 +87,11 @@ def measure(spark, query: str, duration_s: float, work: Path) -> dict:
             learner.observe_window(obs.window)
 
     started = time.time()
+    stop = lambda: _done(warm, started, duration_s)  # noqa: E731
     try:
-        run(
-            engine,
-            Plain(sc),
-            window_s=1.0,
-            until=time.time() + 120,
-            on_step=step,
-            should_stop=lambda: _done(warm, started, duration_s),
-        )
+        run(engine, Plain(sc), window_s=1.0, until=time.time() + 120, on_step=step, should_stop=stop)
     finally:
-        engine.stop_all()
-        time.sleep(0.5)
-        engine.close()
+        stop_engine(engine)
     batches = [b for b in engine.batch_observations() if b.get("cpu_s") is not None and b.get("rows_in")][
         WARMUP_BATCHES:
     ]
@@ -128,6 +108,13 @@ def measure(spark, query: str, duration_s: float, work: Path) -> dict:
     }
 
 
+def stop_engine(engine: SparkEngine) -> None:
+    """Every query stopped where it is, then the listener removed once the last progress events are in."""
+    engine.stop_all()
+    time.sleep(0.5)
+    engine.close()
+
+
 def _done(warm: list[bool], started: float, duration_s: float) -> bool:
     return len(warm) * 1.0 >= duration_s or time.time() - started > 110
 
@@ -137,6 +124,7 @@ def main() -> None:
     ap.add_argument("--burners", type=int, nargs="+", default=[0, 1, 3, 6])
     ap.add_argument("--duration", type=float, default=20.0, help="seconds of windows measured per run")
     ap.add_argument("--queries", nargs="+", default=list(QUERIES), choices=list(QUERIES))
+    ap.add_argument("--warmup", type=float, default=8.0, help="seconds of windows of the unrecorded first run")
     args = ap.parse_args()
     from strata.spark.session import build_session
 
@@ -144,6 +132,11 @@ def main() -> None:
     spark = build_session("bench-learned-cost", cores=2, shuffle_partitions=2, work_dir=work / "spark")
     rows: list[dict] = []
     try:
+        # one unrecorded run of each query first: the JVM compiles a query's code as it runs, so whichever load
+        # came first would pay for it (without this run, the SQL query's first, idle run took 1.6× the JVM CPU a
+        # record of its next run, beside one busy loop)
+        for q in args.queries:
+            measure(spark, q, args.warmup, work / f"{q}-warmup")
         for n in args.burners:
             burners = [multiprocessing.Process(target=burn, daemon=True) for _ in range(n)]
             for p in burners:

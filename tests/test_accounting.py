@@ -4,7 +4,23 @@ from __future__ import annotations
 
 import pytest
 
+from strata.model import Scenario
 from strata.spark.accounting import BatchCost, batch_of, combine, spread, tree_cpu
+
+
+def chain_job(jid: str, query: dict, source: dict | None = None, **job) -> dict:
+    """One job's spec, the chain a Python job declares: input → query → out (``job``: rank, target, …)."""
+    ops = [
+        {"name": "input", "kind": "source", "cost_per_record": 0.0, "source": source or {"rate": 100, "seed": 1}},
+        {"name": "query", **query},
+        {"name": "out", "kind": "sink", "cost_per_record": 0.0},
+    ]
+    streams = [{"from": "input", "to": "query"}, {"from": "query", "to": "out"}]
+    return {"id": jid, "rank": 1, **job, "templates": [{"operators": ops, "streams": streams}]}
+
+
+def on_one_node(cores: int, *jobs: dict) -> Scenario:
+    return Scenario.model_validate({"name": "t", "cluster": {"nodes": [{"name": "n0", "cores": cores}]}, "jobs": jobs})
 
 
 def test_the_batch_id_is_read_from_a_streaming_job_description():

@@ -7,13 +7,13 @@ import pytest
 from strata.control.estimation import Estimate
 from strata.control.micro_batches import (
     BatchSize,
+    BatchSizing,
     BulkBatches,
     alone_batch_s,
     batch_sizes,
     critical_slack,
-    sized_caps,
 )
-from strata.model import Scenario
+from tests.test_accounting import chain_job, on_one_node
 
 
 def test_a_batch_alone_holds_what_arrived_during_the_one_before():
@@ -50,32 +50,10 @@ def test_bulk_batches_are_as_large_as_the_slack_allows():
     assert batch_sizes(None, bulk) == {}  # no critical job with a known slack: nothing sized
 
 
-def chain(jid: str, target: float, required: bool = False) -> dict:
-    return {
-        "id": jid,
-        "rank": 1,
-        "required": required,
-        "target_latency_s": target,
-        "templates": [
-            {
-                "operators": [
-                    {"name": "input", "kind": "source", "source": {"rate": 100}},
-                    {"name": "query", "kind": "map", "selectivity": 0.5},
-                    {"name": "out", "kind": "sink"},
-                ],
-                "streams": [{"from": "input", "to": "query"}, {"from": "query", "to": "out"}],
-            }
-        ],
-    }
-
-
 def test_caps_from_the_learned_model_size_the_bulk_jobs_only():
-    model = Scenario.model_validate(
-        {
-            "cluster": {"nodes": [{"name": "n0", "cores": 2}]},
-            "jobs": [chain("alerts", 1.0), chain("bulk", 60.0), chain("must", 60.0, required=True)],
-        }
-    )
+    query = {"kind": "map", "selectivity": 0.5}
+    alerts, bulk = chain_job("alerts", query, target_latency_s=1.0), chain_job("bulk", query, target_latency_s=60.0)
+    model = on_one_node(2, alerts, bulk, chain_job("must", query, target_latency_s=60.0, required=True))
     est = {
         # alerts: 0.19 core-s a batch + 0.001 per record at 100/s on 2 cores → 0.1 s alone, slack 0.9 s
         "alerts.query": Estimate("alerts.query", 0.0029, 0.19, 0.001, 0.5, 5),
@@ -89,11 +67,10 @@ def test_caps_from_the_learned_model_size_the_bulk_jobs_only():
     triggers = {"bulk": 4.0, "must": 4.0}
     # bulk: 0.9 × 2 / 0.004 = 450 records = 0.45 s at 1000/s (sized trigger 0.5 s, 900/s); its query runs with
     # its 4 s trigger, so the cap holds a batch to 450 records at that trigger: 112.5/s
-    caps = sized_caps(model, templates, est, ingest, 2, 5.0, triggers)
+    caps = BatchSizing(cores=2, critical_s=5.0, triggers=triggers).caps(model, templates, est, ingest)
     assert caps == {"bulk.input": pytest.approx(112.5)}
-    assert sized_caps(model, templates, est, ingest, 2, 5.0, {"bulk": 0.5}) == {"bulk.input": pytest.approx(900.0)}
+    shorter = BatchSizing(cores=2, critical_s=5.0, triggers={"bulk": 0.5})
+    assert shorter.caps(model, templates, est, ingest) == {"bulk.input": pytest.approx(900.0)}
     # without the critical job's estimate there is no slack to size against
-    assert (
-        sized_caps(model, templates, {k: v for k, v in est.items() if k != "alerts.query"}, ingest, 2, 5.0, triggers)
-        == {}
-    )
+    unlearned = {k: v for k, v in est.items() if k != "alerts.query"}
+    assert BatchSizing(cores=2, critical_s=5.0, triggers=triggers).caps(model, templates, unlearned, ingest) == {}

@@ -9,35 +9,16 @@ from strata.control.controller import Controller, HierarchyConfig
 from strata.control.estimation import BatchAccount, batch_floor, offered_demand
 from strata.model import Scenario
 from strata.protocol.engine import Observation, WindowStats
-
-
-def job(jid: str, rank: int, target: float, cost: float) -> dict:
-    # a Python job's declaration: no rate of its own, so its spec carries PythonJob's default prior of 100 rec/s
-    return {
-        "id": jid,
-        "rank": rank,
-        "target_latency_s": target,
-        "templates": [
-            {
-                "operators": [
-                    {"name": "input", "kind": "source", "cost_per_record": 0.0, "source": {"rate": 100, "seed": 1}},
-                    {"name": "query", "kind": "map", "cost_per_record": cost, "selectivity": 0.5},
-                    {"name": "out", "kind": "sink", "cost_per_record": 0.0},
-                ],
-                "streams": [{"from": "input", "to": "query"}, {"from": "query", "to": "out"}],
-            }
-        ],
-    }
+from tests.test_accounting import chain_job, on_one_node
 
 
 def one_core() -> Scenario:
-    # demand at the priors: alerts 100 × 0.004 = 0.4 cores, bulk 100 × 0.01 = 1.0 core: 1.4 on 1 core
-    return Scenario.model_validate(
-        {
-            "name": "priors",
-            "cluster": {"nodes": [{"name": "n0", "cores": 1}]},
-            "jobs": [job("alerts", 1, 1.0, 0.004), job("bulk", 2, 60.0, 0.01)],
-        }
+    # a Python job's declaration has no rate of its own: its spec carries PythonJob's default prior of 100 rec/s.
+    # Demand at the priors: alerts 100 × 0.004 = 0.4 cores, bulk 100 × 0.01 = 1.0 core: 1.4 on 1 core
+    return on_one_node(
+        1,
+        chain_job("alerts", {"kind": "map", "cost_per_record": 0.004, "selectivity": 0.5}, target_latency_s=1.0),
+        chain_job("bulk", {"kind": "map", "cost_per_record": 0.01, "selectivity": 0.5}, rank=2, target_latency_s=60.0),
     )
 
 

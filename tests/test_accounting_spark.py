@@ -10,34 +10,15 @@ from strata.control.estimation import ResourceLearner, attribute
 from strata.control.loop import Plain, run
 from strata.model import Scenario
 from strata.spark.engine import EngineConfig, SparkEngine
+from tests.test_accounting import chain_job, on_one_node
 
 pytestmark = pytest.mark.spark
 
 
 def scenario() -> Scenario:
-    source = {"rate": 300, "keys": {"count": 20}, "seed": 5}
     busy = "aggregate(sequence(1, 200), 0D, (acc, i) -> acc + sqrt(value * i)) AS work"
-    return Scenario.model_validate(
-        {
-            "cluster": {"nodes": [{"name": "n0", "cores": 2}]},
-            "jobs": [
-                {
-                    "id": "heavy",
-                    "rank": 1,
-                    "templates": [
-                        {
-                            "operators": [
-                                {"name": "s", "kind": "source", "source": source},
-                                {"name": "m", "kind": "map", "expressions": ["id", "event_time", busy]},
-                                {"name": "o", "kind": "sink"},
-                            ],
-                            "streams": [{"from": "s", "to": "m"}, {"from": "m", "to": "o"}],
-                        }
-                    ],
-                }
-            ],
-        }
-    )
+    query = {"kind": "map", "expressions": ["id", "event_time", busy]}
+    return on_one_node(2, chain_job("heavy", query, source={"rate": 300, "keys": {"count": 20}, "seed": 5}))
 
 
 def test_a_batch_cpu_time_is_read_and_the_learned_cost_is_it(spark, tmp_path):
@@ -50,15 +31,9 @@ def test_a_batch_cpu_time_is_read_and_the_learned_cost_is_it(spark, tmp_path):
         learner.observe_window(obs.window)
         seen.append(obs)
 
+    enough = lambda: len(engine.costs) >= 4  # noqa: E731
     try:
-        run(
-            engine,
-            Plain(sc),
-            window_s=1.0,
-            until=time.time() + 60,
-            on_step=step,
-            should_stop=lambda: len(engine.costs) >= 4,
-        )
+        run(engine, Plain(sc), window_s=1.0, until=time.time() + 60, on_step=step, should_stop=enough)
     finally:
         engine.stop_all()
         time.sleep(0.5)

@@ -53,7 +53,7 @@ from strata.adapt.blocks import BALANCING, PLACEMENT, Composition
 from strata.balance.level import TaskLevel, uncoordinated
 from strata.control.budgets import l1_budget, pool_names, pools
 from strata.control.estimation import ResourceLearner, mean_offered_rates, offered_demand
-from strata.control.micro_batches import ReadLimitRestarts, sized_caps, trigger_intervals
+from strata.control.micro_batches import BatchSizing, ReadLimitRestarts, trigger_intervals
 from strata.control.signals import KINDS, Debounce, Signal, SignalConfig, lost_nodes, observed_signals
 from strata.model import Cluster, Scenario, job_maps, joined_graph
 from strata.plan import Options, Plan, PlanError, replan
@@ -336,17 +336,11 @@ class Controller:
         cfg = self.config
         caps = pace(self._planned_model, self.plan, window, cfg.window_s, cfg.pacing, opt.batch, opt.headroom)
         # bulk batches sized so their longest task fits the critical jobs' slack (strata.control.micro_batches)
-        cores = int(self.scenario.cluster.total_cores)
-        ingest = window.ingest if window is not None else {}
-        sized = sized_caps(
-            self.model(),
-            self.plan.templates,
-            self.estimator.estimates(),
-            ingest,
-            cores,
-            cfg.critical_latency_s,
-            cfg.triggers(self.scenario),
+        sizing = BatchSizing(
+            int(self.scenario.cluster.total_cores), cfg.critical_latency_s, cfg.triggers(self.scenario)
         )
+        ingest = window.ingest if window is not None else {}
+        sized = sizing.caps(self.model(), self.plan.templates, self.estimator.estimates(), ingest)
         for pe, rate in sized.items():
             caps[pe] = rate if caps.get(pe) is None else min(caps[pe], rate)
         return {pe: None if self._job_of[pe] in self._on_prior else cap for pe, cap in caps.items()}

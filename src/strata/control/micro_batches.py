@@ -13,7 +13,7 @@ knobs", lists every default):
   less ``gate_reserved_cores`` (at least 1), so a batch of a latency-critical
   query that goes over the bound always finds a core no other batch was let in
   to take (measured on bench_platform: docs/spark.md).
-- **Bulk batch sizes** (:func:`batch_sizes`, from :func:`critical_slack`):
+- **Bulk batch sizes** (:func:`batch_sizes`, from :func:`critical_slack`; :class:`BatchSizing`):
   Spark cannot preempt a task, so a batch of a latency-critical job that
   arrives while a bulk batch holds the cores waits for a task to end. Task
   granularity is Spark's only preemption: a bulk job's batch is sized so its
@@ -123,55 +123,63 @@ def batch_sizes(slack_s: float | None, bulk: Mapping[str, BulkBatches], least_s:
     return out
 
 
-def sized_caps(
-    model: Scenario,
-    templates: Mapping[str, str],
-    estimates: Mapping[str, Estimate],
-    ingest: Mapping[str, float],
-    cores: int,
-    critical_s: float,
-    triggers: Mapping[str, float],
-    least_s: float = 0.5,
-) -> dict[str, float]:
-    """Source PE → the rate cap that sizes its bulk job's batches (:func:`batch_sizes`), from the learned model.
+@dataclass(frozen=True)
+class BatchSizing:
+    """The knobs :meth:`caps` sizes bulk batches with: the cores a batch's tasks run on at once (Spark's input
+    partitions default to the session's parallelism), the latency a critical job has at most, the trigger each
+    bulk query runs with (job → s), and the shortest trigger worth a batch's fixed cost."""
 
-    Per admitted job (``templates``), on its observed offer (``ingest``, source PE → records/s): core-seconds per
-    source record Σ cost × gain over its PEs with an estimate (gain: records reaching the PE per source record,
-    through the model's selectivities), and its per-batch line (Σ fixed, Σ marginal × gain). A job with a
-    target of ``critical_s`` or less gives a batch time alone (:func:`alone_batch_s`), and so the slack; a job
-    with a trigger in ``triggers`` (the one its query runs with) is bulk and is sized. A batch runs as many tasks
-    at once as there are ``cores`` (Spark's input partitions default to the session's parallelism).
+    cores: int
+    critical_s: float
+    triggers: Mapping[str, float]
+    least_s: float = 0.5
 
-    The cap is the sized records over the trigger the query runs with: an engine reads cap × trigger records a
-    batch. Spark takes a processing-time trigger only when a query starts, so the sized trigger
-    (:attr:`BatchSize.trigger_s`, shorter for a heavy job) is not applied to a running query: until it is, a
-    heavy bulk job reads its sized batch once per trigger in force, and what it is offered beyond that waits
-    in its source."""
-    targets, alone, bulk, sources = {}, {}, {}, {}
-    for job, tpl in templates.items():
-        graph = joined_graph(model, {job: tpl})
-        gain: dict[str, float] = {}
-        cost = fixed = marginal = 0.0
-        for pe in topological_order(graph):
-            op = graph.nodes[pe]["op"]
-            if op.kind is OperatorKind.SOURCE:
-                gain[pe] = 1.0
-                sources.setdefault(job, []).append(pe)
-            else:
-                gain[pe] = sum(gain[u] * _passes(graph.nodes[u]["op"]) for u in graph.predecessors(pe))
-            e = estimates.get(pe)
-            if e is not None:
-                cost += e.cost_per_record * gain[pe]
-                fixed += e.fixed_s
-                marginal += e.marginal_s * gain[pe]
-        offered = sum(ingest.get(pe, 0.0) for pe in sources.get(job, ()))
-        if model.job[job].target_latency_s <= critical_s:
-            targets[job] = model.job[job].target_latency_s
-            alone[job] = alone_batch_s(fixed, marginal, offered, cores) if cost > 0 else None
-        elif job in triggers and not model.job[job].required:  # a required job is fitted whole, never held back
-            bulk[job] = BulkBatches(cost, cores, offered, triggers[job])
-    sizes = batch_sizes(critical_slack(targets, alone), bulk, least_s)
-    return {pe: size.records / triggers[job] for job, size in sizes.items() for pe in sources.get(job, ())}
+    def caps(
+        self,
+        model: Scenario,
+        templates: Mapping[str, str],
+        estimates: Mapping[str, Estimate],
+        ingest: Mapping[str, float],
+    ) -> dict[str, float]:
+        """Source PE → the rate cap that sizes its bulk job's batches (:func:`batch_sizes`), from the learned model.
+
+        Per admitted job (``templates``), on its observed offer (``ingest``, source PE → records/s): core-seconds
+        per source record Σ cost × gain over its PEs with an estimate (gain: records reaching the PE per source
+        record, through the model's selectivities), and its per-batch line (Σ fixed, Σ marginal × gain). A job
+        with a target of ``critical_s`` or less gives a batch time alone (:func:`alone_batch_s`), and so the
+        slack; a job with a trigger is bulk and is sized, unless it is required (fitted whole, never held back).
+
+        The cap is the sized records over the trigger the query runs with: an engine reads cap × trigger records
+        a batch. Spark takes a processing-time trigger only when a query starts, so the sized trigger
+        (:attr:`BatchSize.trigger_s`, shorter for a heavy job) is not applied to a running query: until it is, a
+        heavy bulk job reads its sized batch once per trigger in force, and what it is offered beyond that waits
+        in its source."""
+        targets, alone, bulk, sources = {}, {}, {}, {}
+        for job, tpl in templates.items():
+            graph = joined_graph(model, {job: tpl})
+            gain: dict[str, float] = {}
+            cost = fixed = marginal = 0.0
+            for pe in topological_order(graph):
+                op = graph.nodes[pe]["op"]
+                if op.kind is OperatorKind.SOURCE:
+                    gain[pe] = 1.0
+                    sources.setdefault(job, []).append(pe)
+                else:
+                    gain[pe] = sum(gain[u] * _passes(graph.nodes[u]["op"]) for u in graph.predecessors(pe))
+                e = estimates.get(pe)
+                if e is not None:
+                    cost += e.cost_per_record * gain[pe]
+                    fixed += e.fixed_s
+                    marginal += e.marginal_s * gain[pe]
+            offered = sum(ingest.get(pe, 0.0) for pe in sources.get(job, ()))
+            spec = model.job[job]
+            if spec.target_latency_s <= self.critical_s:
+                targets[job] = spec.target_latency_s
+                alone[job] = alone_batch_s(fixed, marginal, offered, self.cores) if cost > 0 else None
+            elif job in self.triggers and not spec.required:
+                bulk[job] = BulkBatches(cost, self.cores, offered, self.triggers[job])
+        sizes = batch_sizes(critical_slack(targets, alone), bulk, self.least_s)
+        return {pe: size.records / self.triggers[job] for job, size in sizes.items() for pe in sources.get(job, ())}
 
 
 def _passes(op) -> float:
