@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from strata.model import Scenario
-from strata.spark.accounting import BatchCost, batch_of, combine, spread, tree_cpu
+from strata.spark.accounting import BatchCost, batch_of, combine, python_cpu_seconds, spread, tree_cpu
 
 
 def chain_job(jid: str, query: dict, source: dict | None = None, **job) -> dict:
@@ -44,14 +46,20 @@ def test_a_total_is_spread_in_proportion_to_weights():
     assert spread(1.0, {}) == {}
 
 
-def test_python_cpu_counts_the_daemon_tree_under_the_jvm_only():
+def test_python_cpu_counts_the_daemon_and_the_workers_forked_from_it():
     procs = {
-        10: (1, "java ... SparkSubmit", 50.0),  # the JVM: its own CPU is the task metrics' business
-        11: (10, "python -m pyspark.daemon pyspark.worker", 4.0),  # reaped workers' CPU is in here
-        12: (11, "python -m pyspark.daemon pyspark.worker", 1.5),  # a live forked worker
-        13: (11, "python -m pyspark.daemon pyspark.worker", 0.5),
-        14: (10, "python -m pyspark.sql.worker.plan_data_source_read", 2.0),  # a planner, not a task
-        20: (1, "python -m pyspark.daemon pyspark.worker", 9.0),  # another application's daemon
+        10: (1, 50.0),  # the JVM: its own CPU is the task metrics' business
+        11: (10, 4.0),  # the PySpark daemon: reaped workers' CPU is in here
+        12: (11, 1.5),  # live forked workers
+        13: (11, 0.5),
+        14: (10, 2.0),  # a Python data source's planner, not a task (not a root)
+        20: (1, 9.0),  # another application's daemon
     }
-    assert tree_cpu(procs, 10) == pytest.approx(6.0)
-    assert tree_cpu(procs, 99) == 0.0
+    assert tree_cpu(procs, [11]) == pytest.approx(6.0)
+    assert tree_cpu(procs, [11, 20]) == pytest.approx(15.0)
+    assert tree_cpu(procs, [99]) == 0.0
+    assert tree_cpu(procs, []) == 0.0
+
+
+def test_python_cpu_of_a_process_without_pyspark_workers_is_zero():
+    assert python_cpu_seconds(os.getpid()) == 0.0

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -117,41 +117,48 @@ class BatchAccounting:
             done.pop(b, None)
 
 
-def _stat(pid: str) -> tuple[int, str, float] | None:
-    """(parent pid, command, CPU seconds of the process and its reaped children) of one /proc entry."""
-    try:
-        text = Path(f"/proc/{pid}/stat").read_text()
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return None
-    fields = text[text.rindex(")") + 2 :].split()
-    ticks = sum(int(x) for x in fields[11:15])  # utime, stime, cutime, cstime
-    return int(fields[1]), cmdline.replace(b"\0", b" ").decode(errors="replace"), ticks / _HZ
-
-
 _HZ = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
-def tree_cpu(procs: Mapping[int, tuple[int, str, float]], root: int, marker: str = "pyspark.daemon") -> float:
-    """CPU seconds of every process under ``root`` (pid → (parent, command, cpu s)) whose command holds ``marker``,
-    counted once: a worker forked from the daemon carries the daemon's command line, and a child the daemon has
-    reaped is in the daemon's own figure (cutime/cstime), so the sum stays continuous as workers come and go."""
+def _stat(pid: str) -> tuple[int, float] | None:
+    """(parent pid, CPU seconds of the process and of its children it has reaped) from ``/proc/<pid>/stat``."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = text[text.rindex(")") + 2 :].split()
+    return int(fields[1]), sum(int(x) for x in fields[11:15]) / _HZ  # utime, stime, cutime, cstime
+
+
+def _command(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def tree_cpu(procs: Mapping[int, tuple[int, float]], roots: Iterable[int]) -> float:
+    """CPU seconds of the ``roots`` and every process under them (pid → (parent, cpu s)), each counted once: a
+    child the daemon has reaped is in the daemon's own figure (cutime/cstime), so the sum stays continuous as
+    workers come and go."""
     children: dict[int, list[int]] = {}
-    for pid, (parent, _, _) in procs.items():
+    for pid, (parent, _) in procs.items():
         children.setdefault(parent, []).append(pid)
-    total, todo = 0.0, list(children.get(root, []))
+    total, todo = 0.0, [r for r in roots if r in procs]
     while todo:
         pid = todo.pop()
         todo += children.get(pid, [])
-        if marker in procs[pid][1]:
-            total += procs[pid][2]
+        total += procs[pid][1]
     return total
 
 
-def python_cpu_seconds(jvm_pid: int) -> float:
-    """CPU seconds the PySpark workers under the JVM ``jvm_pid`` have used so far (0 where /proc is absent)."""
+def python_cpu_seconds(jvm_pid: int, marker: str = "pyspark.daemon") -> float:
+    """CPU seconds the PySpark workers under the JVM ``jvm_pid`` have used so far: its children whose command
+    holds ``marker`` (the daemon; the planner processes of Python data sources are not task work) and every
+    worker forked from them. 0 where /proc is absent."""
     procs = {}
     for entry in os.listdir("/proc") if os.path.isdir("/proc") else ():
         if entry.isdigit() and (s := _stat(entry)) is not None:
             procs[int(entry)] = s
-    return tree_cpu(procs, jvm_pid)
+    daemons = [pid for pid, (parent, _) in procs.items() if parent == jvm_pid and marker in _command(pid)]
+    return tree_cpu(procs, daemons)
