@@ -74,3 +74,34 @@ def test_caps_from_the_learned_model_size_the_bulk_jobs_only():
     # without the critical job's estimate there is no slack to size against
     unlearned = {k: v for k, v in est.items() if k != "alerts.query"}
     assert BatchSizing(cores=2, critical_s=5.0, triggers=triggers).caps(model, templates, unlearned, ingest) == {}
+
+
+def test_the_controller_sizes_bulk_batches_from_what_it_learned_when_asked():
+    from strata.control.controller import Controller, HierarchyConfig
+    from strata.protocol.engine import InstanceLoad, Observation, WindowStats
+
+    query = {"kind": "map", "cost_per_record": 0.001}
+    sc = on_one_node(
+        2,
+        chain_job("alerts", query, target_latency_s=1.0),
+        chain_job("bulk", query, rank=2, target_latency_s=60.0),
+    )
+
+    def window(k: int) -> WindowStats:
+        # three windows on the lines busy = 0.19 + 0.001 × records (alerts) and 0.004 × records (bulk)
+        loads = (
+            InstanceLoad("alerts.query", 0, "n0", 100 * k, 0.19 + 0.1 * k, 0, 0),
+            InstanceLoad("bulk.query", 0, "n0", 1000 * k, 4.0 * k, 0, 0),
+        )
+        ingest = {"alerts.input": 100.0, "bulk.input": 1000.0}
+        return WindowStats(2.0 * k, 2.0 * k - 2, (), loads, {}, {}, {}, {}, ingest, {}, {}, (), {})
+
+    caps = {}
+    for size in (False, True):
+        ctl = Controller(sc, HierarchyConfig(epoch_s=1000.0, window_s=2.0, pacing="plan", size_batches=size))
+        ctl.start(0.0)
+        caps[size] = [ctl.step(Observation(window(k))).rate_limits["bulk.input"] for k in (1, 2, 3)]
+    # alerts alone: 0.19 / (2 − 0.001 × 100) = 0.1 s, slack 0.9 s; bulk at 0.004 core-s a record: 450 records a
+    # batch, at its 4 s trigger (60 s / 15) 112.5/s. Nothing before three windows have fitted the lines.
+    assert caps[True] == [None, None, pytest.approx(112.5)]
+    assert caps[False] == [None, None, None]  # the plan's own pacing does not cap bulk here

@@ -98,6 +98,9 @@ class HierarchyConfig:
     batches_per_target: float = 15.0  # trigger of a non-critical job: its target / this ...
     trigger_max_s: float = 5.0  # ... at most this (critical jobs: no trigger, batches back to back)
     gate_reserved_cores: int = 1  # the gate lets the session's cores less this run at once (at least 1)
+    # Bulk batches sized so their longest task fits the critical jobs' slack (micro_batches.BatchSizing), as caps
+    # with the pacing's: for engines whose units of work are micro-batches (strata run and the demo set it).
+    size_batches: bool = False
     # L0's rate caps on user queries through their sources' read limits, which Spark reads only at start (every
     # change is a restart). Off by default: on bench_platform (--cap-reads) the caps, planned on costs learned
     # from batch times on a loaded machine, cost the bulk queries ~40% of their rows/s without lowering the
@@ -328,21 +331,20 @@ class Controller:
         return self.estimator.refine(self.scenario, self._prior, margin)
 
     def _pace(self, window) -> dict[str, float | None] | None:
-        """L0's rate caps for the plan in force and the bulk batch sizes (None: pacing off); never on a job not
-        observed yet."""
-        if self.config.pacing == "off":
-            return None
-        opt = self.config.plan
+        """L0's rate caps for the plan in force, with the bulk batch sizes when ``size_batches`` (None: pacing
+        off); never on a job not observed yet."""
         cfg = self.config
+        if cfg.pacing == "off":
+            return None
+        opt = cfg.plan
         caps = pace(self._planned_model, self.plan, window, cfg.window_s, cfg.pacing, opt.batch, opt.headroom)
-        # bulk batches sized so their longest task fits the critical jobs' slack (strata.control.micro_batches)
-        sizing = BatchSizing(
-            int(self.scenario.cluster.total_cores), cfg.critical_latency_s, cfg.triggers(self.scenario)
-        )
-        ingest = window.ingest if window is not None else {}
-        sized = sizing.caps(self.model(), self.plan.templates, self.estimator.estimates(), ingest)
-        for pe, rate in sized.items():
-            caps[pe] = rate if caps.get(pe) is None else min(caps[pe], rate)
+        if cfg.size_batches:  # bulk batches whose longest task fits the critical jobs' slack (micro_batches)
+            sizing = BatchSizing(
+                int(self.scenario.cluster.total_cores), cfg.critical_latency_s, cfg.triggers(self.scenario)
+            )
+            ingest = window.ingest if window is not None else {}
+            for pe, rate in sizing.caps(self.model(), self.plan.templates, self.estimator.estimates(), ingest).items():
+                caps[pe] = rate if caps.get(pe) is None else min(caps[pe], rate)
         return {pe: None if self._job_of[pe] in self._on_prior else cap for pe, cap in caps.items()}
 
     # ------------------------------------------------------------------ signals

@@ -55,6 +55,7 @@ class RunConfig:
             dispatch="llf",
             balancing="aggressive",
             pacing="plan",  # a micro-batch read over the plan's rate holds the cores whatever its deadline
+            size_batches=True,  # Spark cannot preempt a task: bulk batches sized to the critical jobs' slack
         )
     )
     sink: str = "parquet"
