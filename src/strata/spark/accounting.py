@@ -29,7 +29,9 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
+K = TypeVar("K")
 _BATCH = re.compile(r"(?m)^batch = (\d+)\s*$")
 
 
@@ -60,7 +62,7 @@ def combine(stages: list[tuple[float, float, int]]) -> BatchCost:
     )
 
 
-def spread(total: float, weights: Mapping[int, float]) -> dict[int, float]:
+def spread(total: float, weights: Mapping[K, float]) -> dict[K, float]:
     """``total`` split over the keys in proportion to their (non-negative) weights; evenly when all weigh 0."""
     if not weights:
         return {}

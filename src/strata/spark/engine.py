@@ -640,10 +640,9 @@ class SparkEngine:
         weights = {k: c.run_s - c.cpu_s for k, c in accounted.items() if c.run_s > c.cpu_s}
         if not weights:
             return {}
-        keys = list(weights)
-        out = spread(self._python_unspent, dict(enumerate(weights.values())))
+        out = spread(self._python_unspent, weights)
         self._python_unspent = 0.0
-        return {keys[i]: v for i, v in out.items()}
+        return out
 
     def _committed_rows(self, pipeline: Pipeline) -> dict[int, int]:
         """Batch id → input rows of the query's committed batches (from its progress events)."""
