@@ -134,7 +134,7 @@ def main() -> None:
     try:
         # one unrecorded run of each query first: the JVM compiles a query's code as it runs, so whichever load
         # came first would pay for it (without this run, the SQL query's first, idle run took 1.6× the JVM CPU a
-        # record of its next run, beside one busy loop)
+        # record of its next run, beside one busy loop: most likely that)
         for q in args.queries:
             measure(spark, q, args.warmup, work / f"{q}-warmup")
         for n in args.burners:
