@@ -351,6 +351,7 @@ def run(sc: Scenario, shape: Shape, seed: int, comp: Composition | None, lookahe
     if comp is None:
         out["picks"] = [(c.time, c.context, CANDIDATES[c.arm].name) for c in chooser.choices]
         out["trial_windows"] = chooser.inner.budget.spent
+        out["model_switches"] = chooser.inner.model_switches
         if forks is not None:
             out["lookahead"] = {"calls": forks.calls, "declined": forks.declined, "wall_s": forks.spent}
     return out

@@ -45,6 +45,7 @@ import numpy as np
 from strata.adapt.blocks import PRIOR, Composition
 from strata.adapt.credit import Effect, ExplorationBudget, LevelCredit, differences
 from strata.adapt.features import ChangeDetector, FeatureTracker, backlog, learning_reward, outcomes, score, yields
+from strata.adapt.overload import NodeLoads, predicted_score
 from strata.model import Scenario, chosen_templates, job_maps
 from strata.protocol.engine import Observation
 
@@ -123,13 +124,16 @@ class Segment:
     """One stationary stretch of the workload: its features' centroid, incumbent, per-level credit and noise.
 
     ``noise``: the incumbent's settled window rewards (their variance is the
-    noise a trial's gain is measured against); ``looked``: whether the
-    lookahead has been run for it.
+    noise a trial's gain is measured against); ``model``: the queueing
+    model's errors on the incumbent's windows (score − predicted score),
+    since the incumbent last changed; ``looked``: whether the lookahead has
+    been run for it.
     """
 
     incumbent: Composition
     credit: LevelCredit = field(default_factory=lambda: LevelCredit(len(LEVELS)))
     noise: Effect = field(default_factory=Effect)
+    model: Effect = field(default_factory=Effect)
     centroid: np.ndarray | None = None
     looked: bool = False
 
@@ -156,7 +160,12 @@ class Selector:
     unit of work, within a short fork; a balancing mode acts over windows
     and a placement at the next plan, beyond it);
     ``blocks_prior``: per level, block value → prior mean, the order untried
-    blocks are tried in (``()``: by name).
+    blocks are tried in (``()``: by name); ``model``: whether the queueing
+    model of :mod:`strata.adapt.overload` predicts each dispatch block's
+    score — it orders untried dispatch blocks ahead of ``blocks_prior``, and
+    switches the incumbent's dispatch when its predicted gain exceeds ``z``
+    times its measured error on the incumbent (root mean square over at
+    least ``n_model`` windows) and ``margin``.
     """
 
     scenario: Scenario
@@ -176,6 +185,8 @@ class Selector:
     lookahead: Lookahead | None = None
     lookahead_windows: int = 2
     lookahead_levels: tuple[int, ...] = (0,)
+    model: bool = True
+    n_model: int = 2
     choices: list[ArmChoice] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -191,6 +202,11 @@ class Selector:
         self.segment = Segment(self.default)
         self.stored: list[Segment] = []
         self.tracker = FeatureTracker(job_of=job_maps(self.scenario)[0])
+        self.cores = {n.name: float(n.cores) for n in self.scenario.cluster.nodes}
+        targets = {j.id: j.target_latency_s for j in self.scenario.jobs}
+        self.loads = NodeLoads(job_maps(self.scenario)[0], targets, self.cores)
+        self.model_switches = 0
+        self._predicted: dict[str, float | None] = {}  # dispatch block → predicted score of the coming window
         self.lookahead_calls = 0
         self._score = Scorer(self.scenario, self.horizon)
         self._segments = 0
@@ -225,7 +241,11 @@ class Selector:
         self._run_for = self._run_for + 1 if ran == self._ran else 1
         if self._scored >= self.horizon and ran is not None and self._run_for > self.settle:
             self._file(ran, learning_reward(reward, self._queued, queued))
+            if ran == self.segment.incumbent and self._predicted.get(ran.dispatch) is not None:
+                self.segment.model.add(reward - self._predicted[ran.dispatch])
         self._ran, self._queued = ran, queued
+        if self.model:
+            self._predict(obs)
         self.budget.tick(self._trial is not None)
         if self._trial is not None:
             self._trial_left -= 1
@@ -331,13 +351,50 @@ class Selector:
             for gain in differences(scores[comp], scores[inc]):
                 self.segment.credit.record(level, value, gain)
 
+    def _predict(self, obs: Observation) -> None:
+        """The queueing model's score of the coming window under each dispatch block of the candidates."""
+        loads = self.loads.update(obs)
+        cores = {n: 0.0 if n in obs.nodes_down else c for n, c in self.cores.items()}
+        min_rate = 5.0 / max(obs.window.now - obs.window.start, 1e-9)  # the score's 5-record floor
+        self._predicted = {v: predicted_score(loads, cores, v, min_rate) for v in self._values[0]}
+
+    def _model_gain(self, value: str, upper: bool = False) -> float | None:
+        """The model's predicted gain of dispatch ``value`` over the incumbent's, when it is confident of it.
+
+        Confident: the gain minus ``z`` times the model's measured error
+        exceeds ``margin`` (a predicted win), or with ``upper`` the gain plus
+        ``z`` errors stays within ``margin`` (a predicted non-win); else None.
+        The error is the root mean square of (score − prediction) on the
+        incumbent's windows since it last changed (bias and spread both): the
+        model is trusted only as far as it has predicted what ran.
+        """
+        err = self.segment.model
+        inc = self.segment.incumbent.dispatch
+        if not self.model or err.n < self.n_model or value == inc:
+            return None
+        if self._predicted.get(inc) is None or self._predicted.get(value) is None:
+            return None
+        rms = (err.mean**2 + err.m2 / err.n) ** 0.5
+        gain = self._predicted[value] - self._predicted[inc]
+        confident = gain + self.z * rms <= self.margin if upper else gain - self.z * rms > self.margin
+        return gain if confident else None
+
+    def _model_pick(self) -> str | None:
+        """The dispatch block the model confidently predicts to beat the incumbent's by most (None if none)."""
+        gains = {v: g for v in self._predicted if (g := self._model_gain(v)) is not None}
+        return max(gains, key=lambda v: (gains[v], v)) if gains else None
+
     def _adopt(self) -> None:
-        """Replace the incumbent's block whose gain is significant (none while a trial runs)."""
+        """Replace the incumbent's block whose gain is significant, measured or predicted (none while a trial runs)."""
         if self._trial is not None or self._pending is not None:
             return
         best = self.segment.credit.best(self.z, self.n_min, self.margin)
         if best is None:
-            return
+            value = self._model_pick()
+            if value is None:
+                return
+            best = (0, value)
+            self.model_switches += 1
         level, value = best
         inc = self.segment.incumbent
         comp = replace(inc, **{LEVELS[level]: value})
@@ -346,6 +403,7 @@ class Selector:
         self.segment.credit.adopt(level, value, _blocks(inc)[level])
         self.segment.incumbent = comp
         self.segment.noise = Effect()
+        self.segment.model = Effect()
         self._recent.clear()
 
     def _start_trial(self) -> None:
@@ -367,7 +425,18 @@ class Selector:
             e = credit.effects[level].get(value)
             prior = self.blocks_prior[level].get(value, 0.0) if level < len(self.blocks_prior) else 0.0
             if e is None or e.n == 0:
-                untried.append(((level, -self._mattered(level, value), -prior, value), (level, value, comp)))
+                predicted = self._predicted.get(value) if level == 0 else None
+                # A dispatch block the model confidently predicts no better than the incumbent's waits until the
+                # other levels' untried blocks have been tried: the trial budget goes where a gain is possible.
+                later = level == 0 and self._model_gain(value, upper=True) is not None
+                key = (
+                    len(LEVELS) if later else level,
+                    -self._mattered(level, value),
+                    -(predicted or 0.0),
+                    -prior,
+                    value,
+                )
+                untried.append((key, (level, value, comp)))
             elif e.n < self.n_max and e.mean + self.z * e.se > self.margin:
                 tried.append((-(e.mean + self.z * e.se), (level, value, comp)))
         pick = min(untried)[1] if untried else (min(tried, key=lambda t: t[0])[1] if tried else None)
