@@ -32,10 +32,11 @@ discipline (``DISCIPLINE``):
 - **shortest** (sjf): priority by service time; a class sees only the load
   and backlog of classes as short or shorter (Cobham), and one whose
   cumulative load reaches 1 starves;
-- **fair** (start-time fair queueing by weight): a class is served ahead of
-  the share of heavier classes above its own level (max-min fairness); it
-  sees the load of lighter classes plus, of each heavier one, as much as its
-  own per weight, and drains its own backlog with the fair share left to it.
+- **fair** (start-time fair queueing by weight): max-min fairness over
+  each class's demand (its load plus its backlog spread over the target of
+  the class in question); a class sees the load of lower-demand classes
+  plus, of each higher one, as much as its own per weight, and drains its
+  own backlog with the fair share left to it.
 
 The prediction is a model, not a measurement: the selector trusts it only
 as far as it has predicted the composition that ran (its measured error).
@@ -49,6 +50,8 @@ from dataclasses import dataclass, field
 
 from strata.protocol.engine import Observation
 
+SAMPLES = 16  # arrival times a share over a horizon is averaged over
+TIE = 0.1  # relative difference within which two classes' sizes or targets are one class
 DISCIPLINE: dict[str, str] = {
     "llf": "deadline",
     "edf": "deadline",
@@ -85,8 +88,16 @@ def on_time_within(slack: float, busy: float, mean_wait: float) -> float:
     return 1.0 - busy * math.exp(-busy * slack / mean_wait)
 
 
-def on_time_share(loads: Sequence[JobLoad], cores: float, discipline: str) -> dict[str, float]:
-    """Job → predicted share of its records on time on a node of ``cores`` under ``discipline`` (module doc)."""
+def on_time_share(loads: Sequence[JobLoad], cores: float, discipline: str, horizon: float = 0.0) -> dict[str, float]:
+    """Job → predicted share on time, of its records arriving over the next ``horizon`` s, under ``discipline``.
+
+    ``horizon`` 0: a record arriving now. Over a horizon the standing backlog
+    a record queues behind drains (fluid): one arriving at ``t`` waits for
+    ``max(0, D − t)`` of it, ``D`` the backlog's drain time, so a discipline
+    that drains its backlog recovers within the horizon and one that cannot
+    (drain ≤ 0) never does. The share is averaged over ``SAMPLES`` arrival
+    times spread evenly over the horizon.
+    """
     if discipline not in ("deadline", "arrival", "shortest", "fair"):
         raise ValueError(f"discipline: expected deadline, arrival, shortest or fair; found {discipline!r}")
     if not loads:
@@ -102,7 +113,7 @@ def on_time_share(loads: Sequence[JobLoad], cores: float, discipline: str) -> di
         else:
             ahead, own = _priority(j, loads, rho, discipline)
             if discipline == "shortest":
-                backlog = sum(work[i.job] for i in loads if i.service <= j.service)
+                backlog = sum(work[i.job] for i in loads if i.service < j.service or _same(i.service, j.service))
             elif discipline == "deadline":
                 # Overdue records hold the earliest deadlines: they run first whatever their class (the domino).
                 backlog = sum(work[i.job] * (i.overdue if i.target > j.target else 1.0) for i in loads)
@@ -113,7 +124,10 @@ def on_time_share(loads: Sequence[JobLoad], cores: float, discipline: str) -> di
             out[j.job] = 0.0
             continue
         mean_wait = residual / ((1.0 - ahead) * (1.0 - own))
-        out[j.job] = on_time_within(j.target - j.service - backlog / drain, own, mean_wait)
+        left = backlog / drain  # seconds until the backlog ahead of an arrival now has drained
+        times = [horizon * (k + 0.5) / SAMPLES for k in range(SAMPLES)] if horizon > 0 else [0.0]
+        shares = [on_time_within(j.target - j.service - max(0.0, left - t), own, mean_wait) for t in times]
+        out[j.job] = sum(shares) / len(shares)
     return out
 
 
@@ -123,9 +137,15 @@ def _priority(j: JobLoad, loads: Sequence[JobLoad], rho: Mapping[str, float], di
         total = sum(rho.values())
         return 0.0, total
     rank = (lambda i: i.target) if discipline == "deadline" else (lambda i: i.service)
-    ahead = sum(rho[i.job] for i in loads if rank(i) < rank(j))
-    own = sum(rho[i.job] for i in loads if rank(i) <= rank(j))
+    ahead = sum(rho[i.job] for i in loads if rank(i) < rank(j) and not _same(rank(i), rank(j)))
+    own = sum(rho[i.job] for i in loads if rank(i) < rank(j) or _same(rank(i), rank(j)))
     return ahead, own
+
+
+def _same(a: float, b: float) -> bool:
+    """Sizes (or targets) within ``TIE`` of each other: measured service times this close cannot be told apart,
+    and the dispatcher's own profiled estimates may order them either way — one class, served in arrival order."""
+    return abs(a - b) <= TIE * max(a, b)
 
 
 def _fair(
@@ -133,16 +153,24 @@ def _fair(
 ) -> tuple[float, float, float, float]:
     """Fair queueing seen by ``j``: load ahead, load with its own, its own backlog and the share that drains it.
 
-    Classes lighter per weight than ``j`` are served in full ahead of it;
-    each heavier one competes up to ``j``'s level per weight. What the lighter
-    ones leave is split by weight among ``j`` and the heavier ones; ``j``'s
-    backlog drains with its part of that minus its own arrivals.
+    A class's demand over ``j``'s deadline horizon is its load plus its
+    backlog spread over ``j``'s target (a backlogged class takes its full
+    share however few records arrive). Classes of lower demand per weight
+    than ``j`` are served in full ahead of it; each higher one competes up to
+    ``j``'s level per weight. What the lower ones leave is split by weight
+    among ``j`` and the higher ones; ``j``'s backlog drains with its part of
+    that minus its own arrivals.
     """
-    level = rho[j.job] / j.weight
-    lighter = [i for i in loads if i.job != j.job and rho[i.job] / i.weight < level]
-    heavier = [i for i in loads if i.job != j.job and rho[i.job] / i.weight >= level]
+
+    def demand(i: JobLoad) -> float:
+        return (rho[i.job] + work[i.job] / j.target) / i.weight
+
+    level = demand(j)
+    lighter = [i for i in loads if i.job != j.job and demand(i) < level]
+    heavier = [i for i in loads if i.job != j.job and demand(i) >= level]
     ahead = sum(rho[i.job] for i in lighter)
-    own = ahead + rho[j.job] + sum(i.weight * level for i in heavier)
+    # The arrivals' own queueing: each heavier class competes at j's arrival rate per weight.
+    own = ahead + rho[j.job] + sum(i.weight * rho[j.job] / j.weight for i in heavier)
     share = (1.0 - ahead) * j.weight / (j.weight + sum(i.weight for i in heavier))
     return ahead, own, work[j.job], share - rho[j.job]
 
@@ -176,8 +204,8 @@ class NodeLoads:
             job = self.job_of.get(i.pe)
             grew = max(0, i.queued - self._queued.get((i.pe, i.instance), 0))
             self._queued[(i.pe, i.instance)] = i.queued
-            if job is None or (i.busy <= 0 and i.queued == 0 and i.records == 0):
-                continue  # free sources and sinks carry no work
+            if job is None or (i.busy <= 0 and (i.records > 0 or i.queued == 0)):
+                continue  # free operators (sources, sinks) process records in no time; idle ones carry no work
             a = acc.setdefault((i.node, job), [0.0, 0.0, 0.0, 0.0])
             a[0] += i.records + grew
             a[1] += i.busy
@@ -199,12 +227,17 @@ class NodeLoads:
 
 
 def predicted_score(
-    loads: Mapping[str, Sequence[JobLoad]], cores: Mapping[str, float], block: str, min_rate: float = 0.0
+    loads: Mapping[str, Sequence[JobLoad]],
+    cores: Mapping[str, float],
+    block: str,
+    min_rate: float = 0.0,
+    horizon: float = 0.0,
 ) -> float | None:
     """Mean over jobs arriving at ≥ ``min_rate`` records/s of the predicted on-time share under dispatch ``block``.
 
     A job on several nodes counts each node's share weighted by its arrivals
-    there; jobs below ``min_rate`` still load the nodes but are not scored
+    there; ``horizon``: of the records arriving over the next that many
+    seconds (:func:`on_time_share`); jobs below ``min_rate`` still load the nodes but are not scored
     (as the window score skips a trickle). None when no job is scored.
     """
     on: dict[str, float] = {}
@@ -212,7 +245,7 @@ def predicted_score(
     for node, jobs in loads.items():
         if cores.get(node, 0) <= 0:
             continue
-        share = on_time_share(jobs, cores[node], DISCIPLINE[block])
+        share = on_time_share(jobs, cores[node], DISCIPLINE[block], horizon)
         for j in jobs:
             on[j.job] = on.get(j.job, 0.0) + j.rate * share[j.job]
             arrived[j.job] = arrived.get(j.job, 0.0) + j.rate

@@ -136,6 +136,7 @@ class Segment:
     model: Effect = field(default_factory=Effect)
     centroid: np.ndarray | None = None
     looked: bool = False
+    start: float = 0.0
 
 
 @dataclass
@@ -207,6 +208,8 @@ class Selector:
         self.loads = NodeLoads(job_maps(self.scenario)[0], targets, self.cores)
         self.model_switches = 0
         self._predicted: dict[str, float | None] = {}  # dispatch block → predicted score of the coming window
+        self._foreseen: dict[str, float | None] = {}  # dispatch block → predicted score over the segment's horizon
+        self._now = 0.0
         self.lookahead_calls = 0
         self._score = Scorer(self.scenario, self.horizon)
         self._segments = 0
@@ -234,6 +237,7 @@ class Selector:
         """
         reward = self._score(obs)
         queued = backlog(obs)
+        self._now = obs.now
         self._scored = self._scored + 1 if reward is not None else 0
         if self.choices:
             self.choices[-1].reward = reward
@@ -254,6 +258,8 @@ class Selector:
         self._credit_pending()
         if self.change.update(self.tracker.update(obs)):
             self._enter(self.change.previous, self.change.centroid)
+        if self.model:
+            self._foresee(obs)
         if self.lookahead is not None and not self.segment.looked and self._scored >= self.horizon:
             self._look()
         if self.change.suspect:
@@ -313,6 +319,7 @@ class Selector:
             self.segment = self.stored.pop(min(near)[1])
         else:
             self.segment = Segment(self.default)
+        self.segment.start = self._now
         self._segments += 1
         self._trial = None
         self._pending = None
@@ -353,10 +360,29 @@ class Selector:
 
     def _predict(self, obs: Observation) -> None:
         """The queueing model's score of the coming window under each dispatch block of the candidates."""
-        loads = self.loads.update(obs)
-        cores = {n: 0.0 if n in obs.nodes_down else c for n, c in self.cores.items()}
-        min_rate = 5.0 / max(obs.window.now - obs.window.start, 1e-9)  # the score's 5-record floor
-        self._predicted = {v: predicted_score(loads, cores, v, min_rate) for v in self._values[0]}
+        self._loads = self.loads.update(obs)
+        self._cores = {n: 0.0 if n in obs.nodes_down else c for n, c in self.cores.items()}
+        span = max(obs.window.now - obs.window.start, 1e-9)
+        self._min_rate = 5.0 / span  # the score's 5-record floor
+        self._predicted = {
+            v: predicted_score(self._loads, self._cores, v, self._min_rate, span) for v in self._values[0]
+        }
+
+    def _foresee(self, obs: Observation) -> None:
+        """Each dispatch block's predicted score over the horizon the choice is expected to stand.
+
+        The workload segment's remaining length is unknown; the estimate
+        that assumes nothing about it is the time it has lasted so far (Gott's
+        Δt argument: a stretch seen at a random moment of its life has as
+        much ahead as behind, in the median), and at least one window. Over a
+        longer horizon a block that drains the standing backlog recovers
+        while one that cannot does not (:func:`~strata.adapt.overload.on_time_share`).
+        """
+        span = max(obs.window.now - obs.window.start, 1e-9)
+        horizon = max(span, obs.now - self.segment.start)
+        self._foreseen = {
+            v: predicted_score(self._loads, self._cores, v, self._min_rate, horizon) for v in self._values[0]
+        }
 
     def _model_gain(self, value: str, upper: bool = False) -> float | None:
         """The model's predicted gain of dispatch ``value`` over the incumbent's, when it is confident of it.
@@ -372,16 +398,16 @@ class Selector:
         inc = self.segment.incumbent.dispatch
         if not self.model or err.n < self.n_model or value == inc:
             return None
-        if self._predicted.get(inc) is None or self._predicted.get(value) is None:
+        if self._foreseen.get(inc) is None or self._foreseen.get(value) is None:
             return None
         rms = (err.mean**2 + err.m2 / err.n) ** 0.5
-        gain = self._predicted[value] - self._predicted[inc]
+        gain = self._foreseen[value] - self._foreseen[inc]
         confident = gain + self.z * rms <= self.margin if upper else gain - self.z * rms > self.margin
         return gain if confident else None
 
     def _model_pick(self) -> str | None:
         """The dispatch block the model confidently predicts to beat the incumbent's by most (None if none)."""
-        gains = {v: g for v in self._predicted if (g := self._model_gain(v)) is not None}
+        gains = {v: g for v in self._foreseen if (g := self._model_gain(v)) is not None}
         return max(gains, key=lambda v: (gains[v], v)) if gains else None
 
     def _adopt(self) -> None:
@@ -425,7 +451,7 @@ class Selector:
             e = credit.effects[level].get(value)
             prior = self.blocks_prior[level].get(value, 0.0) if level < len(self.blocks_prior) else 0.0
             if e is None or e.n == 0:
-                predicted = self._predicted.get(value) if level == 0 else None
+                predicted = self._foreseen.get(value) if level == 0 else None
                 # A dispatch block the model confidently predicts no better than the incumbent's waits until the
                 # other levels' untried blocks have been tried: the trial budget goes where a gain is possible.
                 later = level == 0 and self._model_gain(value, upper=True) is not None
