@@ -421,6 +421,11 @@ class Selector:
                 return
             best = (0, value)
             self.model_switches += 1
+            # The prediction is evidence of the block's effect: filed as one sample (with the model's error as its
+            # noise), the block's measured effects re-base on it and do not switch straight back on a sample the
+            # model outweighs.
+            err = self.segment.model
+            self.segment.credit.record(0, value, self._model_gain(value), err.mean**2 + err.m2 / err.n)
         level, value = best
         inc = self.segment.incumbent
         comp = replace(inc, **{LEVELS[level]: value})
