@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from strata.adapt import Composition, Effect, FeatureTracker, Selector
+from strata.adapt import Composition, FeatureTracker, Selector
 from strata.adapt.overload import JobLoad, NodeLoads, on_time_share, on_time_within, predicted_score
 from strata.model import Scenario
 from strata.protocol.engine import InstanceLoad, KeyGroupLoad, LatencyStats, Observation, WindowStats
@@ -143,11 +143,12 @@ def test_the_model_switches_dispatch_only_as_far_as_it_has_predicted_what_ran():
     sel = Selector(scenario(), cands)
     sel._foreseen = {"llf": 0.0, "sjf": 0.5}
     # Two windows on which the model was off by 0.05 (rms 0.05): a predicted gain of 0.5 clears 1 × 0.05 + 0.01.
-    sel.segment.model = Effect()
     for err in (0.05, -0.05):
-        sel.segment.model.add(err)
+        sel.model_error.add(err)
     sel._adopt()
     assert sel.segment.incumbent == Composition("sjf") and sel.model_switches == 1
+    # The prediction is filed as one sample of sjf's effect; re-based on sjf, llf's is its negation.
+    assert sel.segment.credit.effects[0]["llf"].mean == pytest.approx(-0.5)
     # The model's error restarts with the new incumbent: until it has predicted it twice, no further switch.
     sel._foreseen = {"llf": 0.9, "sjf": 0.0}
     sel._adopt()
@@ -157,13 +158,13 @@ def test_the_model_switches_dispatch_only_as_far_as_it_has_predicted_what_ran():
     other._foreseen = {"llf": 0.0, "sjf": 0.5}
     other._adopt()
     for err in (0.6, -0.6):
-        other.segment.model.add(err)
+        other.model_error.add(err)
     other._adopt()
     assert other.segment.incumbent == Composition("llf") and other.model_switches == 0
     # Without the model the rule is the measured one alone.
     blind = Selector(scenario(), cands, model=False)
     blind._foreseen = {"llf": 0.0, "sjf": 0.5}
     for err in (0.0, 0.0):
-        blind.segment.model.add(err)
+        blind.model_error.add(err)
     blind._adopt()
     assert blind.segment.incumbent == Composition("llf")

@@ -124,16 +124,13 @@ class Segment:
     """One stationary stretch of the workload: its features' centroid, incumbent, per-level credit and noise.
 
     ``noise``: the incumbent's settled window rewards (their variance is the
-    noise a trial's gain is measured against); ``model``: the queueing
-    model's errors on the incumbent's windows (score − predicted score),
-    since the incumbent last changed; ``looked``: whether the lookahead has
-    been run for it.
+    noise a trial's gain is measured against); ``looked``: whether the
+    lookahead has been run for it; ``start``: when it began (or resumed).
     """
 
     incumbent: Composition
     credit: LevelCredit = field(default_factory=lambda: LevelCredit(len(LEVELS)))
     noise: Effect = field(default_factory=Effect)
-    model: Effect = field(default_factory=Effect)
     centroid: np.ndarray | None = None
     looked: bool = False
     start: float = 0.0
@@ -207,6 +204,7 @@ class Selector:
         targets = {j.id: j.target_latency_s for j in self.scenario.jobs}
         self.loads = NodeLoads(job_maps(self.scenario)[0], targets, self.cores)
         self.model_switches = 0
+        self.model_error = Effect()  # score − predicted score of what ran, since the incumbent last changed
         self._predicted: dict[str, float | None] = {}  # dispatch block → predicted score of the coming window
         self._foreseen: dict[str, float | None] = {}  # dispatch block → predicted score over the segment's horizon
         self._now = 0.0
@@ -245,8 +243,8 @@ class Selector:
         self._run_for = self._run_for + 1 if ran == self._ran else 1
         if self._scored >= self.horizon and ran is not None and self._run_for > self.settle:
             self._file(ran, learning_reward(reward, self._queued, queued))
-            if ran == self.segment.incumbent and self._predicted.get(ran.dispatch) is not None:
-                self.segment.model.add(reward - self._predicted[ran.dispatch])
+            if self._predicted.get(ran.dispatch) is not None:
+                self.model_error.add(reward - self._predicted[ran.dispatch])
         self._ran, self._queued = ran, queued
         if self.model:
             self._predict(obs)
@@ -264,9 +262,13 @@ class Selector:
             self._look()
         if self.change.suspect:
             # The workload may have left the segment: what was learnt of it may not hold, and the default runs
-            # until the change is confirmed or refuted; a trial's windows would no longer be comparable.
+            # until the change is confirmed or refuted — unless the model, from this window's own measurements,
+            # predicts another dispatch to win by more than its measured error; a trial's windows would no
+            # longer be comparable.
             self._trial = self._pending = None
-            comp = self.default
+            pick = self._model_pick(self.default.dispatch, self._predicted)
+            comp = replace(self.default, dispatch=pick) if pick is not None else self.default
+            comp = comp if comp in self._index else self.default
         else:
             self._adopt()
             if self._trial is None and self._scored >= self.horizon:
@@ -384,30 +386,32 @@ class Selector:
             v: predicted_score(self._loads, self._cores, v, self._min_rate, horizon) for v in self._values[0]
         }
 
-    def _model_gain(self, value: str, upper: bool = False) -> float | None:
-        """The model's predicted gain of dispatch ``value`` over the incumbent's, when it is confident of it.
+    def _model_gain(
+        self, value: str, base: str, scores: Mapping[str, float | None], upper: bool = False
+    ) -> float | None:
+        """The model's predicted gain (``scores``) of dispatch ``value`` over ``base``, when it is confident of it.
 
         Confident: the gain minus ``z`` times the model's measured error
         exceeds ``margin`` (a predicted win), or with ``upper`` the gain plus
         ``z`` errors stays within ``margin`` (a predicted non-win); else None.
-        The error is the root mean square of (score − prediction) on the
-        incumbent's windows since it last changed (bias and spread both): the
-        model is trusted only as far as it has predicted what ran.
+        The error is the root mean square of (score − prediction) over the
+        windows since the incumbent last changed, whatever ran them (bias and
+        spread both): the model is trusted only as far as it has predicted
+        what ran, and not before ``n_model`` windows.
         """
-        err = self.segment.model
-        inc = self.segment.incumbent.dispatch
-        if not self.model or err.n < self.n_model or value == inc:
+        err = self.model_error
+        if not self.model or err.n < self.n_model or value == base:
             return None
-        if self._foreseen.get(inc) is None or self._foreseen.get(value) is None:
+        if scores.get(base) is None or scores.get(value) is None:
             return None
         rms = (err.mean**2 + err.m2 / err.n) ** 0.5
-        gain = self._foreseen[value] - self._foreseen[inc]
+        gain = scores[value] - scores[base]
         confident = gain + self.z * rms <= self.margin if upper else gain - self.z * rms > self.margin
         return gain if confident else None
 
-    def _model_pick(self) -> str | None:
-        """The dispatch block the model confidently predicts to beat the incumbent's by most (None if none)."""
-        gains = {v: g for v in self._foreseen if (g := self._model_gain(v)) is not None}
+    def _model_pick(self, base: str, scores: Mapping[str, float | None]) -> str | None:
+        """The dispatch block the model confidently predicts to beat ``base`` by most (None if none)."""
+        gains = {v: g for v in scores if (g := self._model_gain(v, base, scores)) is not None}
         return max(gains, key=lambda v: (gains[v], v)) if gains else None
 
     def _adopt(self) -> None:
@@ -416,7 +420,8 @@ class Selector:
             return
         best = self.segment.credit.best(self.z, self.n_min, self.margin)
         if best is None:
-            value = self._model_pick()
+            inc = self.segment.incumbent.dispatch
+            value = self._model_pick(inc, self._foreseen)
             if value is None:
                 return
             best = (0, value)
@@ -424,8 +429,9 @@ class Selector:
             # The prediction is evidence of the block's effect: filed as one sample (with the model's error as its
             # noise), the block's measured effects re-base on it and do not switch straight back on a sample the
             # model outweighs.
-            err = self.segment.model
-            self.segment.credit.record(0, value, self._model_gain(value), err.mean**2 + err.m2 / err.n)
+            err = self.model_error
+            gain = self._model_gain(value, inc, self._foreseen)
+            self.segment.credit.record(0, value, gain, err.mean**2 + err.m2 / err.n)
         level, value = best
         inc = self.segment.incumbent
         comp = replace(inc, **{LEVELS[level]: value})
@@ -434,7 +440,7 @@ class Selector:
         self.segment.credit.adopt(level, value, _blocks(inc)[level])
         self.segment.incumbent = comp
         self.segment.noise = Effect()
-        self.segment.model = Effect()
+        self.model_error = Effect()
         self._recent.clear()
 
     def _start_trial(self) -> None:
@@ -459,7 +465,8 @@ class Selector:
                 predicted = self._foreseen.get(value) if level == 0 else None
                 # A dispatch block the model confidently predicts no better than the incumbent's waits until the
                 # other levels' untried blocks have been tried: the trial budget goes where a gain is possible.
-                later = level == 0 and self._model_gain(value, upper=True) is not None
+                inc = self.segment.incumbent.dispatch
+                later = level == 0 and self._model_gain(value, inc, self._foreseen, upper=True) is not None
                 key = (
                     len(LEVELS) if later else level,
                     -self._mattered(level, value),
