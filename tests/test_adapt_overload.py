@@ -145,6 +145,10 @@ def test_the_model_switches_dispatch_only_as_far_as_it_has_predicted_what_ran():
     # Two windows on which the model was off by 0.05 (rms 0.05): a predicted gain of 0.5 clears 1 × 0.05 + 0.01.
     for err in (0.05, -0.05):
         sel.model_error.add(err)
+    # While a change is unconfirmed the default runs unless a block is predicted to beat it by more than the error:
+    # of several, the largest gain; none within the error.
+    assert sel._model_pick("llf", {"llf": 0.0, "sjf": 0.5, "fair": 0.3}) == "sjf"
+    assert sel._model_pick("llf", {"llf": 0.0, "sjf": 0.05}) is None
     sel._adopt()
     assert sel.segment.incumbent == Composition("sjf") and sel.model_switches == 1
     # The prediction is filed as one sample of sjf's effect; re-based on sjf, llf's is its negation.
