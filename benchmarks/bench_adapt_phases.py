@@ -118,26 +118,13 @@ EVALUATION = (
 # family was committed before any change was made — other phase orders and lengths, burst factors, skews and
 # drifts, a node loss at other times, the arrival at another time — on seeds never run; it is run once, at the end.
 ROUND3_SEEDS = (201, 202, 203)
-ROUND3 = (
-    Shape(
-        "coarse-first+late-loss",
-        (80, 35, 50),
-        order=(1, 0, 2),
-        burst=7.0,
-        zipf=1.3,
-        drift_s=20.0,
-        node_loss=(120.0, 150.0),
-    ),
-    Shape("long-fine+arrival", (110, 40, 70), order=(0, 2, 1), burst=3.0, zipf=1.1, drift_s=45.0, arrival=60.0),
-    Shape(
-        "skew-first+early-loss",
-        (50, 60, 100),
-        order=(2, 1, 0),
-        burst=10.0,
-        zipf=1.5,
-        drift_s=10.0,
-        node_loss=(10.0, 35.0),
-    ),
+ROUND3 = tuple(
+    Shape(name, phases, order, burst, zipf, drift, node_loss=loss, arrival=arrival)
+    for name, phases, order, burst, zipf, drift, loss, arrival in (
+        ("coarse-first+late-loss", (80, 35, 50), (1, 0, 2), 7.0, 1.3, 20.0, (120.0, 150.0), None),
+        ("long-fine+arrival", (110, 40, 70), (0, 2, 1), 3.0, 1.1, 45.0, None, 60.0),
+        ("skew-first+early-loss", (50, 60, 100), (2, 1, 0), 10.0, 1.5, 10.0, (10.0, 35.0), None),
+    )
 )
 GROUPS = {
     "tuning": (TUNING, TUNING_SEEDS),

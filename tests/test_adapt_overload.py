@@ -6,8 +6,8 @@ import pytest
 
 from strata.adapt import Composition, FeatureTracker, Selector
 from strata.adapt.overload import JobLoad, NodeLoads, on_time_share, on_time_within, predicted_score
-from strata.model import Scenario
-from strata.protocol.engine import InstanceLoad, KeyGroupLoad, LatencyStats, Observation, WindowStats
+from strata.protocol.engine import InstanceLoad, KeyGroupLoad, LatencyStats, Observation
+from tests.test_adapt_selector import obs, scenario
 
 
 def test_md1_on_time_share_matches_the_exponential_tail_and_is_near_erlangs_exact_answer():
@@ -65,25 +65,6 @@ def test_over_a_horizon_a_draining_backlog_recovers_and_a_growing_one_does_not()
     assert on_time_share([JobLoad("a", 10.0, 0.1, 1.1, queued=50)], 1.0, "arrival", horizon=20.0)["a"] == 0.0
 
 
-def obs(now, instances, ingest, latency=None, down=frozenset(), key_groups=()):
-    w = WindowStats(
-        now=now,
-        start=now - 5.0,
-        key_groups=tuple(key_groups),
-        instances=tuple(instances),
-        node_utilisation={},
-        queue_lengths={},
-        latency=latency or {},
-        rates={},
-        ingest=ingest,
-        routing={},
-        placement={},
-        migrating=(),
-        dropped={},
-    )
-    return Observation(w, nodes_down=down)
-
-
 def test_node_loads_count_what_is_offered_and_skip_free_operators_and_lost_nodes():
     nl = NodeLoads({"a.src": "a", "a.f": "a", "b.f": "b"}, {"a": 1.0, "b": 2.0}, {"n0": 2.0, "n1": 2.0})
     first = [
@@ -91,12 +72,13 @@ def test_node_loads_count_what_is_offered_and_skip_free_operators_and_lost_nodes
         InstanceLoad("a.f", 0, "n0", 100, 2.0, 10, 0),  # 100 done + 10 more queued than before: 110 arrived
         InstanceLoad("b.f", 0, "n1", 50, 1.0, 0, 0),
     ]
-    loads = nl.update(obs(5.0, first, {"a.src": 24.0}, {"a": LatencyStats(100, 0.1, 0.5, 0.9, 1.5, 0.25)}))
+    late = {"a": LatencyStats(100, 0.1, 0.5, 0.9, 1.5, 0.25)}
+    loads = nl.update(obs(5.0, instances=first, ingest={"a.src": 24.0}, latency=late))
     assert loads["n0"] == [JobLoad("a", 110 / 5, 0.02, 1.0, 10, 1.0, 0.25)]
     assert loads["n1"] == [JobLoad("b", 10.0, 0.02, 2.0, 0, 1.0, 0.0)]
     # Next window: a processed nothing (its last service time holds), its queue grew by 5; n1 is lost.
     second = [InstanceLoad("a.f", 0, "n0", 0, 0.0, 15, 0), InstanceLoad("b.f", 0, "n1", 0, 0.0, 3, 0)]
-    loads = nl.update(obs(10.0, second, {"a.src": 1.0}, down=frozenset({"n1"})))
+    loads = nl.update(Observation(obs(10.0, instances=second, ingest={"a.src": 1.0}).window, frozenset({"n1"})))
     assert loads == {"n0": [JobLoad("a", 1.0, 0.02, 1.0, 15, 1.0, 1.0)]}  # a queue and no output: all overdue
     # A job arriving below the score's floor loads the node but is not scored.
     assert predicted_score(loads, {"n0": 2.0}, "llf", min_rate=2.0) is None
@@ -108,34 +90,10 @@ def test_skew_is_judged_on_the_work_offered_not_on_the_backlog_processed():
     tr = FeatureTracker(job_of={"k.src": "k", "k.w": "k", "m.src": "m", "m.w": "m"})
     inst = [InstanceLoad("k.w", 0, "n0", 100, 4.0, 0, 4), InstanceLoad("m.w", 0, "n0", 100, 1.0, 0, 0)]
     kgs = [KeyGroupLoad("k.w", g, 0, 25, b, 0.0) for g, b in enumerate([2.5, 0.5, 0.5, 0.5])]
-    assert tr.update(obs(5.0, inst, {"k.src": 0.1, "m.src": 20.0}, key_groups=kgs)).skew == 1.0
-    assert tr.update(obs(10.0, inst, {"k.src": 20.0, "m.src": 20.0}, key_groups=kgs)).skew == pytest.approx(2.5)
-
-
-def scenario():
-    return Scenario.model_validate(
-        {
-            "name": "s",
-            "cluster": {"nodes": [{"name": "n0", "cores": 1}]},
-            "jobs": [
-                {
-                    "id": "a",
-                    "rank": 1,
-                    "target_latency_s": 1.0,
-                    "templates": [
-                        {
-                            "operators": [
-                                {"name": "src", "kind": "source", "source": {"rate": 10}},
-                                {"name": "f", "kind": "map", "cost_per_record": 0.01},
-                                {"name": "sink", "kind": "sink"},
-                            ],
-                            "streams": [{"from": "src", "to": "f"}, {"from": "f", "to": "sink"}],
-                        }
-                    ],
-                }
-            ],
-        }
-    )
+    trickle = obs(5.0, instances=inst, ingest={"k.src": 0.1, "m.src": 20.0}, key_groups=kgs)
+    assert tr.update(trickle).skew == 1.0
+    offered = obs(10.0, instances=inst, ingest={"k.src": 20.0, "m.src": 20.0}, key_groups=kgs)
+    assert tr.update(offered).skew == pytest.approx(2.5)
 
 
 def test_the_model_switches_dispatch_only_as_far_as_it_has_predicted_what_ran():
