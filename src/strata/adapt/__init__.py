@@ -3,6 +3,7 @@
 - ``blocks``: building blocks per level and the compositions made of them;
 - ``features``: unit-of-work size, burstiness, skew; change detection; the per-window score;
 - ``credit``: per-level credit (one level's effect at a time), the safe-default switch rule, bounded exploration;
+- ``overload``: a queueing model of each node predicting each dispatch block's on-time share (overload-aware prior);
 - ``selector``: the meta level the hierarchy controller consults every window.
 """
 

@@ -11,8 +11,9 @@ with no user-given goal or model:
   ``history`` (10) windows;
 - **skew**: max / mean load over the key groups of keyed operators (1 =
   flat; independent of the routing, so balancing does not hide it); 1 when
-  keyed operators did less than ``keyed_share`` (10%) of the window's work —
-  the skew of a trickle is noise (one record in one group reads as 16×).
+  keyed jobs are offered less than ``keyed_share`` (10%) of the work offered
+  (ingest × unit size; with no ``job_of``, of the work processed) — the skew
+  of a trickle is noise (one record in one group reads as 16×).
 
 :class:`ChangeDetector` watches unit size and skew (on a log scale) and
 reports when the workload has left its segment — the learner's cue to stop
@@ -92,7 +93,17 @@ class FeatureTracker:
         for kg in w.key_groups:
             per_group.setdefault(kg.pe, []).append(kg.busy)
         skew = 1.0
-        if sum(map(sum, per_group.values())) >= self.keyed_share * busy:
+        # Whether keyed work matters is judged on the work offered, as the unit size is: the share of it a
+        # window *processed* depends on the dispatch in force (shortest-first leaves a keyed backlog of long
+        # units waiting), and the detector would read the meta level's own switches as changes of skew.
+        # Without ``job_of`` (every PE one job) only the processed mix is known.
+        if self.job_of:
+            work = {job: rate * self._unit[job] for job, rate in offered.items()}
+            keyed = sum(v for job, v in work.items() if job in {self.job_of.get(pe) for pe in per_group})
+            matters = keyed > 0 and keyed >= self.keyed_share * sum(work.values())
+        else:
+            matters = sum(map(sum, per_group.values())) >= self.keyed_share * busy
+        if matters:
             for loads in per_group.values():
                 total_load = sum(loads)
                 if total_load > 0:

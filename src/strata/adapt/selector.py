@@ -45,6 +45,7 @@ import numpy as np
 from strata.adapt.blocks import PRIOR, Composition
 from strata.adapt.credit import Effect, ExplorationBudget, LevelCredit, differences
 from strata.adapt.features import ChangeDetector, FeatureTracker, backlog, learning_reward, outcomes, score, yields
+from strata.adapt.overload import NodeLoads, predicted_score
 from strata.model import Scenario, chosen_templates, job_maps
 from strata.protocol.engine import Observation
 
@@ -124,7 +125,7 @@ class Segment:
 
     ``noise``: the incumbent's settled window rewards (their variance is the
     noise a trial's gain is measured against); ``looked``: whether the
-    lookahead has been run for it.
+    lookahead has been run for it; ``start``: when it began (or resumed).
     """
 
     incumbent: Composition
@@ -132,6 +133,7 @@ class Segment:
     noise: Effect = field(default_factory=Effect)
     centroid: np.ndarray | None = None
     looked: bool = False
+    start: float = 0.0
 
 
 @dataclass
@@ -156,7 +158,12 @@ class Selector:
     unit of work, within a short fork; a balancing mode acts over windows
     and a placement at the next plan, beyond it);
     ``blocks_prior``: per level, block value → prior mean, the order untried
-    blocks are tried in (``()``: by name).
+    blocks are tried in (``()``: by name); ``model``: whether the queueing
+    model of :mod:`strata.adapt.overload` predicts each dispatch block's
+    score — it orders untried dispatch blocks ahead of ``blocks_prior``, and
+    switches the incumbent's dispatch when its predicted gain exceeds ``z``
+    times its measured error on the incumbent (root mean square over at
+    least ``n_model`` windows) and ``margin``.
     """
 
     scenario: Scenario
@@ -176,6 +183,8 @@ class Selector:
     lookahead: Lookahead | None = None
     lookahead_windows: int = 2
     lookahead_levels: tuple[int, ...] = (0,)
+    model: bool = True
+    n_model: int = 2
     choices: list[ArmChoice] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -191,6 +200,14 @@ class Selector:
         self.segment = Segment(self.default)
         self.stored: list[Segment] = []
         self.tracker = FeatureTracker(job_of=job_maps(self.scenario)[0])
+        self.cores = {n.name: float(n.cores) for n in self.scenario.cluster.nodes}
+        targets = {j.id: j.target_latency_s for j in self.scenario.jobs}
+        self.loads = NodeLoads(job_maps(self.scenario)[0], targets, self.cores)
+        self.model_switches = 0
+        self.model_error = Effect()  # score − predicted score of what ran, since the incumbent last changed
+        self._predicted: dict[str, float | None] = {}  # dispatch block → predicted score of the coming window
+        self._foreseen: dict[str, float | None] = {}  # dispatch block → predicted score over the segment's horizon
+        self._now = 0.0
         self.lookahead_calls = 0
         self._score = Scorer(self.scenario, self.horizon)
         self._segments = 0
@@ -218,6 +235,7 @@ class Selector:
         """
         reward = self._score(obs)
         queued = backlog(obs)
+        self._now = obs.now
         self._scored = self._scored + 1 if reward is not None else 0
         if self.choices:
             self.choices[-1].reward = reward
@@ -225,7 +243,11 @@ class Selector:
         self._run_for = self._run_for + 1 if ran == self._ran else 1
         if self._scored >= self.horizon and ran is not None and self._run_for > self.settle:
             self._file(ran, learning_reward(reward, self._queued, queued))
+            if self._predicted.get(ran.dispatch) is not None:
+                self.model_error.add(reward - self._predicted[ran.dispatch])
         self._ran, self._queued = ran, queued
+        if self.model:
+            self._predict(obs)
         self.budget.tick(self._trial is not None)
         if self._trial is not None:
             self._trial_left -= 1
@@ -234,13 +256,19 @@ class Selector:
         self._credit_pending()
         if self.change.update(self.tracker.update(obs)):
             self._enter(self.change.previous, self.change.centroid)
+        if self.model:
+            self._foresee(obs)
         if self.lookahead is not None and not self.segment.looked and self._scored >= self.horizon:
             self._look()
         if self.change.suspect:
             # The workload may have left the segment: what was learnt of it may not hold, and the default runs
-            # until the change is confirmed or refuted; a trial's windows would no longer be comparable.
+            # until the change is confirmed or refuted — unless the model, from this window's own measurements,
+            # predicts another dispatch to win by more than its measured error; a trial's windows would no
+            # longer be comparable.
             self._trial = self._pending = None
-            comp = self.default
+            pick = self._model_pick(self.default.dispatch, self._predicted)
+            comp = replace(self.default, dispatch=pick) if pick is not None else self.default
+            comp = comp if comp in self._index else self.default
         else:
             self._adopt()
             if self._trial is None and self._scored >= self.horizon:
@@ -293,6 +321,7 @@ class Selector:
             self.segment = self.stored.pop(min(near)[1])
         else:
             self.segment = Segment(self.default)
+        self.segment.start = self._now
         self._segments += 1
         self._trial = None
         self._pending = None
@@ -331,13 +360,78 @@ class Selector:
             for gain in differences(scores[comp], scores[inc]):
                 self.segment.credit.record(level, value, gain)
 
+    def _predict(self, obs: Observation) -> None:
+        """The queueing model's score of the coming window under each dispatch block of the candidates."""
+        self._loads = self.loads.update(obs)
+        self._cores = {n: 0.0 if n in obs.nodes_down else c for n, c in self.cores.items()}
+        span = max(obs.window.now - obs.window.start, 1e-9)
+        self._min_rate = 5.0 / span  # the score's 5-record floor
+        self._predicted = {
+            v: predicted_score(self._loads, self._cores, v, self._min_rate, span) for v in self._values[0]
+        }
+
+    def _foresee(self, obs: Observation) -> None:
+        """Each dispatch block's predicted score over the horizon the choice is expected to stand.
+
+        The workload segment's remaining length is unknown; the estimate
+        that assumes nothing about it is the time it has lasted so far (Gott's
+        Δt argument: a stretch seen at a random moment of its life has as
+        much ahead as behind, in the median), and at least one window. Over a
+        longer horizon a block that drains the standing backlog recovers
+        while one that cannot does not (:func:`~strata.adapt.overload.on_time_share`).
+        """
+        span = max(obs.window.now - obs.window.start, 1e-9)
+        horizon = max(span, obs.now - self.segment.start)
+        self._foreseen = {
+            v: predicted_score(self._loads, self._cores, v, self._min_rate, horizon) for v in self._values[0]
+        }
+
+    def _model_gain(
+        self, value: str, base: str, scores: Mapping[str, float | None], upper: bool = False
+    ) -> float | None:
+        """The model's predicted gain (``scores``) of dispatch ``value`` over ``base``, when it is confident of it.
+
+        Confident: the gain minus ``z`` times the model's measured error
+        exceeds ``margin`` (a predicted win), or with ``upper`` the gain plus
+        ``z`` errors stays within ``margin`` (a predicted non-win); else None.
+        The error is the root mean square of (score − prediction) over the
+        windows since the incumbent last changed, whatever ran them (bias and
+        spread both): the model is trusted only as far as it has predicted
+        what ran, and not before ``n_model`` windows.
+        """
+        err = self.model_error
+        if not self.model or err.n < self.n_model or value == base:
+            return None
+        if scores.get(base) is None or scores.get(value) is None:
+            return None
+        rms = (err.mean**2 + err.m2 / err.n) ** 0.5
+        gain = scores[value] - scores[base]
+        confident = gain + self.z * rms <= self.margin if upper else gain - self.z * rms > self.margin
+        return gain if confident else None
+
+    def _model_pick(self, base: str, scores: Mapping[str, float | None]) -> str | None:
+        """The dispatch block the model confidently predicts to beat ``base`` by most (None if none)."""
+        gains = {v: g for v in scores if (g := self._model_gain(v, base, scores)) is not None}
+        return max(gains, key=lambda v: (gains[v], v)) if gains else None
+
     def _adopt(self) -> None:
-        """Replace the incumbent's block whose gain is significant (none while a trial runs)."""
+        """Replace the incumbent's block whose gain is significant, measured or predicted (none while a trial runs)."""
         if self._trial is not None or self._pending is not None:
             return
         best = self.segment.credit.best(self.z, self.n_min, self.margin)
         if best is None:
-            return
+            inc = self.segment.incumbent.dispatch
+            value = self._model_pick(inc, self._foreseen)
+            if value is None:
+                return
+            best = (0, value)
+            self.model_switches += 1
+            # The prediction is evidence of the block's effect: filed as one sample (with the model's error as its
+            # noise), the block's measured effects re-base on it and do not switch straight back on a sample the
+            # model outweighs.
+            err = self.model_error
+            gain = self._model_gain(value, inc, self._foreseen)
+            self.segment.credit.record(0, value, gain, err.mean**2 + err.m2 / err.n)
         level, value = best
         inc = self.segment.incumbent
         comp = replace(inc, **{LEVELS[level]: value})
@@ -346,6 +440,7 @@ class Selector:
         self.segment.credit.adopt(level, value, _blocks(inc)[level])
         self.segment.incumbent = comp
         self.segment.noise = Effect()
+        self.model_error = Effect()
         self._recent.clear()
 
     def _start_trial(self) -> None:
@@ -367,7 +462,19 @@ class Selector:
             e = credit.effects[level].get(value)
             prior = self.blocks_prior[level].get(value, 0.0) if level < len(self.blocks_prior) else 0.0
             if e is None or e.n == 0:
-                untried.append(((level, -self._mattered(level, value), -prior, value), (level, value, comp)))
+                predicted = self._foreseen.get(value) if level == 0 else None
+                # A dispatch block the model confidently predicts no better than the incumbent's waits until the
+                # other levels' untried blocks have been tried: the trial budget goes where a gain is possible.
+                inc = self.segment.incumbent.dispatch
+                later = level == 0 and self._model_gain(value, inc, self._foreseen, upper=True) is not None
+                key = (
+                    len(LEVELS) if later else level,
+                    -self._mattered(level, value),
+                    -(predicted or 0.0),
+                    -prior,
+                    value,
+                )
+                untried.append((key, (level, value, comp)))
             elif e.n < self.n_max and e.mean + self.z * e.se > self.margin:
                 tried.append((-(e.mean + self.z * e.se), (level, value, comp)))
         pick = min(untried)[1] if untried else (min(tried, key=lambda t: t[0])[1] if tried else None)

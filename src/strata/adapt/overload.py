@@ -1,0 +1,253 @@
+"""What each dispatch order is predicted to keep on time, from a queueing model of each node (overload-aware prior).
+
+The meta level learns which dispatch block suits the workload, but it need
+not learn blind what queueing theory already predicts. Each node is modelled
+as one server of speed ``cores`` (a c-core node as an M/G/1 queue with
+service times divided by c), each job on it as a class of Poisson arrivals
+(``rate`` records/s, ``service`` core-seconds each, ``target`` latency,
+``queued`` records already waiting). A record of a class waits for
+
+- the **standing backlog** it is ordered behind, drained at the capacity the
+  classes ahead of it leave free: ``B / (1 − σ_ahead)`` (fluid);
+- plus the **queueing delay** of the arrivals themselves: Cobham's
+  non-preemptive priority formula, mean ``R / ((1 − σ_ahead)(1 − σ_own))``
+  with ``R = Σ λ S² / 2c²`` the mean residual work, and the tail of an
+  exponential with an atom at 0, ``P(wait > t) ≈ σ e^{−σ t / W}`` (exact in
+  mean and in P(wait > 0); for M/D/1 it is within a few per cent of
+  Erlang's exact distribution);
+
+and is on time when its wait plus its own service is within its target. Per
+discipline (``DISCIPLINE``):
+
+- **deadline** (llf, edf): Locke (1986) and Buttazzo et al. (1995): EDF is
+  optimal while the load is feasible and collapses under overload — a
+  backlog's overdue records hold the earliest deadlines, so every record
+  waits behind them (the domino effect), and at utilisation ≥ 1 the
+  backlog grows until it is all overdue and every job's on-time share tends
+  to 0. Modelled as priority by target (deadline-monotonic) for the
+  arrivals' own queueing, behind the backlog of tighter targets and the
+  overdue part (``overdue``) of every other class's; a class whose load
+  with the tighter ones reaches 1 starves;
+- **arrival** (fifo): one class, behind the whole backlog;
+- **shortest** (sjf): priority by service time; a class sees only the load
+  and backlog of classes as short or shorter (Cobham), and one whose
+  cumulative load reaches 1 starves;
+- **fair** (start-time fair queueing by weight): max-min fairness over
+  each class's demand (its load plus its backlog spread over the target of
+  the class in question); a class sees the load of lower-demand classes
+  plus, of each higher one, as much as its own per weight, and drains its
+  own backlog with the fair share left to it.
+
+The prediction is a model, not a measurement: the selector trusts it only
+as far as it has predicted the composition that ran (its measured error).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from strata.protocol.engine import Observation
+
+SAMPLES = 16  # arrival times a share over a horizon is averaged over
+TIE = 0.1  # relative difference within which two classes' sizes or targets are one class
+DISCIPLINE: dict[str, str] = {
+    "llf": "deadline",
+    "edf": "deadline",
+    "sjf": "shortest",
+    "fifo": "arrival",
+    "fair": "fair",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class JobLoad:
+    """One job's work on one node: arrivals (records/s), service (core-s per record), target (s), backlog (records)."""
+
+    job: str
+    rate: float
+    service: float
+    target: float
+    queued: float = 0.0
+    weight: float = 1.0
+    overdue: float = 0.0  # share of the queued records already past their deadline
+
+
+def on_time_within(slack: float, busy: float, mean_wait: float) -> float:
+    """P(wait ≤ ``slack``) for a wait that is 0 with probability 1 − ``busy``, else exponential, of mean ``mean_wait``.
+
+    ``busy`` is the load the record queues behind (P(wait > 0) in M/G/1);
+    the exponential's own mean is ``mean_wait / busy``, so the tail is
+    ``busy · exp(−busy · slack / mean_wait)``.
+    """
+    if slack < 0:
+        return 0.0
+    if busy <= 0 or mean_wait <= 0:
+        return 1.0
+    return 1.0 - busy * math.exp(-busy * slack / mean_wait)
+
+
+def on_time_share(loads: Sequence[JobLoad], cores: float, discipline: str, horizon: float = 0.0) -> dict[str, float]:
+    """Job → predicted share on time, of its records arriving over the next ``horizon`` s, under ``discipline``.
+
+    ``horizon`` 0: a record arriving now. Over a horizon the standing backlog
+    a record queues behind drains (fluid): one arriving at ``t`` waits for
+    ``max(0, D − t)`` of it, ``D`` the backlog's drain time, so a discipline
+    that drains its backlog recovers within the horizon and one that cannot
+    (drain ≤ 0) never does. The share is averaged over ``SAMPLES`` arrival
+    times spread evenly over the horizon.
+    """
+    if discipline not in ("deadline", "arrival", "shortest", "fair"):
+        raise ValueError(f"discipline: expected deadline, arrival, shortest or fair; found {discipline!r}")
+    if not loads:
+        return {}
+    rho = {j.job: j.rate * j.service / cores for j in loads}
+    work = {j.job: j.queued * j.service / cores for j in loads}  # seconds of the whole node's time
+    residual = sum(j.rate * j.service**2 for j in loads) / (2 * cores**2)
+    total = sum(rho.values())
+    out: dict[str, float] = {}
+    for j in loads:
+        if discipline == "fair":
+            ahead, own, backlog, drain = _fair(j, loads, rho, work)
+        else:
+            ahead, own = _priority(j, loads, rho, discipline)
+            if discipline == "shortest":
+                backlog = sum(work[i.job] for i in loads if i.service < j.service or _same(i.service, j.service))
+            elif discipline == "deadline":
+                # Overdue records hold the earliest deadlines: they run first whatever their class (the domino).
+                backlog = sum(work[i.job] * (i.overdue if i.target > j.target else 1.0) for i in loads)
+            else:
+                backlog = sum(work.values())
+            drain = 1.0 - (total if discipline == "arrival" else ahead)
+        if own >= 1.0 or drain <= 0:
+            out[j.job] = 0.0
+            continue
+        mean_wait = residual / ((1.0 - ahead) * (1.0 - own))
+        left = backlog / drain  # seconds until the backlog ahead of an arrival now has drained
+        times = [horizon * (k + 0.5) / SAMPLES for k in range(SAMPLES)] if horizon > 0 else [0.0]
+        shares = [on_time_within(j.target - j.service - max(0.0, left - t), own, mean_wait) for t in times]
+        out[j.job] = sum(shares) / len(shares)
+    return out
+
+
+def _priority(j: JobLoad, loads: Sequence[JobLoad], rho: Mapping[str, float], discipline: str) -> tuple[float, float]:
+    """Load of the classes served strictly ahead of ``j``, and with ``j``'s own class (ties share a class)."""
+    if discipline == "arrival":
+        total = sum(rho.values())
+        return 0.0, total
+    rank = (lambda i: i.target) if discipline == "deadline" else (lambda i: i.service)
+    ahead = sum(rho[i.job] for i in loads if rank(i) < rank(j) and not _same(rank(i), rank(j)))
+    own = sum(rho[i.job] for i in loads if rank(i) < rank(j) or _same(rank(i), rank(j)))
+    return ahead, own
+
+
+def _same(a: float, b: float) -> bool:
+    """Sizes (or targets) within ``TIE`` of each other: measured service times this close cannot be told apart,
+    and the dispatcher's own profiled estimates may order them either way — one class, served in arrival order."""
+    return abs(a - b) <= TIE * max(a, b)
+
+
+def _fair(
+    j: JobLoad, loads: Sequence[JobLoad], rho: Mapping[str, float], work: Mapping[str, float]
+) -> tuple[float, float, float, float]:
+    """Fair queueing seen by ``j``: load ahead, load with its own, its own backlog and the share that drains it.
+
+    A class's demand over ``j``'s deadline horizon is its load plus its
+    backlog spread over ``j``'s target (a backlogged class takes its full
+    share however few records arrive). Classes of lower demand per weight
+    than ``j`` are served in full ahead of it; each higher one competes up to
+    ``j``'s level per weight. What the lower ones leave is split by weight
+    among ``j`` and the higher ones; ``j``'s backlog drains with its part of
+    that minus its own arrivals.
+    """
+
+    def demand(i: JobLoad) -> float:
+        return (rho[i.job] + work[i.job] / j.target) / i.weight
+
+    level = demand(j)
+    lighter = [i for i in loads if i.job != j.job and demand(i) < level]
+    heavier = [i for i in loads if i.job != j.job and demand(i) >= level]
+    ahead = sum(rho[i.job] for i in lighter)
+    # The arrivals' own queueing: each heavier class competes at j's arrival rate per weight.
+    own = ahead + rho[j.job] + sum(i.weight * rho[j.job] / j.weight for i in heavier)
+    share = (1.0 - ahead) * j.weight / (j.weight + sum(i.weight for i in heavier))
+    return ahead, own, work[j.job], share - rho[j.job]
+
+
+@dataclass
+class NodeLoads:
+    """Each window's :class:`JobLoad` per node, measured from the observation (no generator or schedule known).
+
+    Per job and node: arrivals = records processed + growth of the queues of
+    its instances there (so a job falling behind is counted at what it is
+    offered, not at what it got); service = Σ busy / Σ records of those
+    instances (the last measured when they processed nothing); backlog =
+    records queued; overdue: the job's miss rate in the window (its outputs
+    were its oldest records; with a queue and no output, all of it).
+    ``job_of``: PE → job; ``targets``/``weights``: per job;
+    ``cores``: per node (a node the engine reports down has none).
+    """
+
+    job_of: Mapping[str, str]
+    targets: Mapping[str, float]
+    cores: Mapping[str, float]
+    weights: Mapping[str, float] = field(default_factory=dict)
+    _queued: dict[tuple[str, int], int] = field(default_factory=dict)
+    _service: dict[tuple[str, str], float] = field(default_factory=dict)
+
+    def update(self, obs: Observation) -> dict[str, list[JobLoad]]:
+        w = obs.window
+        span = max(w.now - w.start, 1e-9)
+        acc: dict[tuple[str, str], list[float]] = {}  # (node, job) → [records in, busy, records done, queued]
+        for i in w.instances:
+            job = self.job_of.get(i.pe)
+            grew = max(0, i.queued - self._queued.get((i.pe, i.instance), 0))
+            self._queued[(i.pe, i.instance)] = i.queued
+            if job is None or (i.busy <= 0 and (i.records > 0 or i.queued == 0)):
+                continue  # free operators (sources, sinks) process records in no time; idle ones carry no work
+            a = acc.setdefault((i.node, job), [0.0, 0.0, 0.0, 0.0])
+            a[0] += i.records + grew
+            a[1] += i.busy
+            a[2] += i.records
+            a[3] += i.queued
+        out: dict[str, list[JobLoad]] = {}
+        for (node, job), (arrived, busy, done, queued) in acc.items():
+            if done > 0 and busy > 0:
+                self._service[(node, job)] = busy / done
+            service = self._service.get((node, job))
+            if service is None or node in obs.nodes_down or job not in self.targets:
+                continue
+            # The job's outputs late in the window: the share of its queue taken to be past its deadline too.
+            stats = w.latency.get(job)
+            overdue = stats.miss_rate if stats is not None and stats.records else float(queued > 0)
+            load = JobLoad(job, arrived / span, service, self.targets[job], queued, self.weights.get(job, 1.0), overdue)
+            out.setdefault(node, []).append(load)
+        return out
+
+
+def predicted_score(
+    loads: Mapping[str, Sequence[JobLoad]],
+    cores: Mapping[str, float],
+    block: str,
+    min_rate: float = 0.0,
+    horizon: float = 0.0,
+) -> float | None:
+    """Mean over jobs arriving at ≥ ``min_rate`` records/s of the predicted on-time share under dispatch ``block``.
+
+    A job on several nodes counts each node's share weighted by its arrivals
+    there; ``horizon``: of the records arriving over the next that many
+    seconds (:func:`on_time_share`); jobs below ``min_rate`` still load the nodes but are not scored
+    (as the window score skips a trickle). None when no job is scored.
+    """
+    on: dict[str, float] = {}
+    arrived: dict[str, float] = {}
+    for node, jobs in loads.items():
+        if cores.get(node, 0) <= 0:
+            continue
+        share = on_time_share(jobs, cores[node], DISCIPLINE[block], horizon)
+        for j in jobs:
+            on[j.job] = on.get(j.job, 0.0) + j.rate * share[j.job]
+            arrived[j.job] = arrived.get(j.job, 0.0) + j.rate
+    per_job = [on[job] / arrived[job] for job in arrived if arrived[job] > 0 and arrived[job] >= min_rate]
+    return sum(per_job) / len(per_job) if per_job else None

@@ -1,0 +1,132 @@
+"""The queueing model of strata.adapt.overload on cases with hand-computed answers, and the selector's use of it."""
+
+import math
+
+import pytest
+
+from strata.adapt import Composition, FeatureTracker, Selector
+from strata.adapt.overload import JobLoad, NodeLoads, on_time_share, on_time_within, predicted_score
+from strata.protocol.engine import InstanceLoad, KeyGroupLoad, LatencyStats, Observation
+from tests.test_adapt_selector import obs, scenario
+
+
+def test_md1_on_time_share_matches_the_exponential_tail_and_is_near_erlangs_exact_answer():
+    # M/D/1: λ = 0.5/s, S = 1 s on one core, ρ = 0.5. Pollaczek–Khinchine: mean wait ρS / 2(1 − ρ) = 0.5 s.
+    # Target S + ln 2: P(wait ≤ ln 2) ≈ 1 − ρ e^{−ρ ln 2 / 0.5} = 1 − 0.5 × 0.5 = 0.75.
+    share = on_time_share([JobLoad("a", 0.5, 1.0, 1.0 + math.log(2))], 1.0, "arrival")["a"]
+    assert share == pytest.approx(0.75)
+    # Erlang's exact M/D/1 distribution for t < S: P(W ≤ t) = (1 − ρ) e^{λt} = 0.5 √2 = 0.7071.
+    assert abs(share - 0.5 * math.sqrt(2)) < 0.05
+    assert on_time_within(-0.1, 0.5, 0.5) == 0.0 and on_time_within(0.2, 0.0, 0.0) == 1.0
+
+
+def test_under_overload_deadline_order_collapses_and_shortest_first_keeps_the_short_job():
+    # One core. urgent: 4/s × 50 ms (ρ 0.2), target 0.5 s; bulk: 10/s × 100 ms (ρ 1.0), target 10 s, 50 records
+    # queued and all overdue. Total load 1.2.
+    urgent = JobLoad("urgent", 4.0, 0.05, 0.5)
+    bulk = JobLoad("bulk", 10.0, 0.1, 10.0, queued=50, overdue=1.0)
+    edf = on_time_share([urgent, bulk], 1.0, "deadline")
+    # Deadline order: bulk's overdue 5 s of work runs first (the domino): urgent waits 5 s > 0.5; bulk's own load
+    # with urgent's ahead of it is 1.2 ≥ 1: both 0.
+    assert edf == {"urgent": 0.0, "bulk": 0.0}
+    sjf = on_time_share([urgent, bulk], 1.0, "shortest")
+    # Shortest first: urgent sees only its own load (0.2) and no backlog. R = (4 × 0.05² + 10 × 0.1²) / 2 = 0.055;
+    # mean wait R / (1 × 0.8) = 0.06875; slack 0.5 − 0.05 = 0.45: 1 − 0.2 e^{−0.2 × 0.45 / 0.06875} = 0.94599.
+    assert sjf["urgent"] == pytest.approx(1 - 0.2 * math.exp(-0.2 * 0.45 / 0.06875))
+    assert sjf["bulk"] == 0.0
+    # Without the overdue backlog and below overload, deadline order keeps both on time (bulk's target is loose).
+    calm = on_time_share([urgent, JobLoad("bulk", 5.0, 0.1, 10.0)], 1.0, "deadline")
+    assert calm["urgent"] > 0.9 and calm["bulk"] > 0.9
+    with pytest.raises(ValueError, match="discipline"):
+        on_time_share([urgent], 1.0, "lottery")
+
+
+def test_fair_share_shelters_a_light_job_from_a_backlogged_one():
+    # One core. light: 2/s × 0.1 s (ρ 0.2), target 1 s; heavy: 9/s × 0.1 s (ρ 0.9) with 100 records queued.
+    light, heavy = JobLoad("light", 2.0, 0.1, 1.0), JobLoad("heavy", 9.0, 0.1, 1.0, queued=100)
+    fair = on_time_share([light, heavy], 1.0, "fair")
+    # light is the lower demand: nothing ahead of it, heavy competes at light's rate: own load 0.4; its fair share
+    # 1/2 > 0.2 and no backlog of its own. R = (2 + 9) × 0.01 / 2 = 0.055, mean wait 0.055 / 0.6; slack 0.9.
+    assert fair["light"] == pytest.approx(1 - 0.4 * math.exp(-0.4 * 0.9 / (0.055 / 0.6)))
+    assert fair["heavy"] == 0.0  # its load with light's ahead is 1.1
+    # First come first served: light queues behind heavy's backlog and the node is over 1: nothing is on time.
+    assert on_time_share([light, heavy], 1.0, "arrival") == {"light": 0.0, "heavy": 0.0}
+
+
+def test_over_a_horizon_a_draining_backlog_recovers_and_a_growing_one_does_not():
+    # One class at ρ 0.5 (5/s × 0.1 s, one core), 50 records queued: 5 s of work draining at 0.5 → 10 s.
+    # Target 1.1 s: an arrival now waits 10 s (0); one at t ≥ 9 s is on time with probability ≥ 1 − ρ = 0.5.
+    job = JobLoad("a", 5.0, 0.1, 1.1, queued=50)
+    assert on_time_share([job], 1.0, "arrival")["a"] == 0.0
+    # Over 20 s, 16 arrival times (k + 0.5) × 20 / 16: the 9 from 9.375 s on count, each between 0.5 and 1.
+    share = on_time_share([job], 1.0, "arrival", horizon=20.0)["a"]
+    assert 9 * 0.5 / 16 <= share <= 9 / 16
+    # At ρ ≥ 1 nothing drains, however long the horizon.
+    assert on_time_share([JobLoad("a", 10.0, 0.1, 1.1, queued=50)], 1.0, "arrival", horizon=20.0)["a"] == 0.0
+
+
+def test_node_loads_count_what_is_offered_and_skip_free_operators_and_lost_nodes():
+    nl = NodeLoads({"a.src": "a", "a.f": "a", "b.f": "b"}, {"a": 1.0, "b": 2.0}, {"n0": 2.0, "n1": 2.0})
+    first = [
+        InstanceLoad("a.src", 0, "n0", 120, 0.0, 0, 0),  # a source: records in no time, not work
+        InstanceLoad("a.f", 0, "n0", 100, 2.0, 10, 0),  # 100 done + 10 more queued than before: 110 arrived
+        InstanceLoad("b.f", 0, "n1", 50, 1.0, 0, 0),
+    ]
+    late = {"a": LatencyStats(100, 0.1, 0.5, 0.9, 1.5, 0.25)}
+    loads = nl.update(obs(5.0, instances=first, ingest={"a.src": 24.0}, latency=late))
+    assert loads["n0"] == [JobLoad("a", 110 / 5, 0.02, 1.0, 10, 1.0, 0.25)]
+    assert loads["n1"] == [JobLoad("b", 10.0, 0.02, 2.0, 0, 1.0, 0.0)]
+    # Next window: a processed nothing (its last service time holds), its queue grew by 5; n1 is lost.
+    second = [InstanceLoad("a.f", 0, "n0", 0, 0.0, 15, 0), InstanceLoad("b.f", 0, "n1", 0, 0.0, 3, 0)]
+    loads = nl.update(Observation(obs(10.0, instances=second, ingest={"a.src": 1.0}).window, frozenset({"n1"})))
+    assert loads == {"n0": [JobLoad("a", 1.0, 0.02, 1.0, 15, 1.0, 1.0)]}  # a queue and no output: all overdue
+    # A job arriving below the score's floor loads the node but is not scored.
+    assert predicted_score(loads, {"n0": 2.0}, "llf", min_rate=2.0) is None
+
+
+def test_skew_is_judged_on_the_work_offered_not_on_the_backlog_processed():
+    # A keyed job trickles (0.1 rec/s) while its backlog is processed: its skew must not count (it would move with
+    # the dispatch in force); once it is offered most of the work, it does.
+    tr = FeatureTracker(job_of={"k.src": "k", "k.w": "k", "m.src": "m", "m.w": "m"})
+    inst = [InstanceLoad("k.w", 0, "n0", 100, 4.0, 0, 4), InstanceLoad("m.w", 0, "n0", 100, 1.0, 0, 0)]
+    kgs = [KeyGroupLoad("k.w", g, 0, 25, b, 0.0) for g, b in enumerate([2.5, 0.5, 0.5, 0.5])]
+    trickle = obs(5.0, instances=inst, ingest={"k.src": 0.1, "m.src": 20.0}, key_groups=kgs)
+    assert tr.update(trickle).skew == 1.0
+    offered = obs(10.0, instances=inst, ingest={"k.src": 20.0, "m.src": 20.0}, key_groups=kgs)
+    assert tr.update(offered).skew == pytest.approx(2.5)
+
+
+def test_the_model_switches_dispatch_only_as_far_as_it_has_predicted_what_ran():
+    cands = [Composition("llf"), Composition("sjf")]
+    sel = Selector(scenario(), cands)
+    sel._foreseen = {"llf": 0.0, "sjf": 0.5}
+    # Two windows on which the model was off by 0.05 (rms 0.05): a predicted gain of 0.5 clears 1 × 0.05 + 0.01.
+    for err in (0.05, -0.05):
+        sel.model_error.add(err)
+    # While a change is unconfirmed the default runs unless a block is predicted to beat it by more than the error:
+    # of several, the largest gain; none within the error.
+    assert sel._model_pick("llf", {"llf": 0.0, "sjf": 0.5, "fair": 0.3}) == "sjf"
+    assert sel._model_pick("llf", {"llf": 0.0, "sjf": 0.05}) is None
+    sel._adopt()
+    assert sel.segment.incumbent == Composition("sjf") and sel.model_switches == 1
+    # The prediction is filed as one sample of sjf's effect; re-based on sjf, llf's is its negation.
+    assert sel.segment.credit.effects[0]["llf"].mean == pytest.approx(-0.5)
+    # The model's error restarts with the new incumbent: until it has predicted it twice, no further switch.
+    sel._foreseen = {"llf": 0.9, "sjf": 0.0}
+    sel._adopt()
+    assert sel.segment.incumbent == Composition("sjf")
+    # A model off by 0.6 on what ran is not trusted with a predicted gain of 0.5; nor is one never checked.
+    other = Selector(scenario(), cands)
+    other._foreseen = {"llf": 0.0, "sjf": 0.5}
+    other._adopt()
+    for err in (0.6, -0.6):
+        other.model_error.add(err)
+    other._adopt()
+    assert other.segment.incumbent == Composition("llf") and other.model_switches == 0
+    # Without the model the rule is the measured one alone.
+    blind = Selector(scenario(), cands, model=False)
+    blind._foreseen = {"llf": 0.0, "sjf": 0.5}
+    for err in (0.0, 0.0):
+        blind.model_error.add(err)
+    blind._adopt()
+    assert blind.segment.incumbent == Composition("llf")
