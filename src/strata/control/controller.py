@@ -53,6 +53,7 @@ from strata.adapt.blocks import BALANCING, PLACEMENT, Composition
 from strata.balance.level import TaskLevel, uncoordinated
 from strata.control.budgets import l1_budget, pool_names, pools
 from strata.control.estimation import ResourceLearner, mean_offered_rates
+from strata.control.harm import HarmConfig, HarmGuard, job_models
 from strata.control.micro_batches import ReadLimitRestarts, trigger_intervals
 from strata.control.signals import KINDS, Debounce, Signal, SignalConfig, lost_nodes, observed_signals
 from strata.model import Cluster, Scenario, job_maps, joined_graph
@@ -105,6 +106,7 @@ class HierarchyConfig:
     cap_reads: bool = False
     read_limit_ratio: float = 1.5  # a read limit is changed (restart) only when it moves by this factor or more
     restart_every_s: float = 20.0  # and a query is restarted for a new read limit at most this often
+    harm: HarmConfig = field(default_factory=HarmConfig)  # do no harm: judge, revert (strata.control.harm)
 
     def triggers(self, scenario: Scenario) -> dict[str, float]:
         """Job → processing-time trigger (s) of ``scenario``'s jobs under these knobs."""
@@ -186,6 +188,8 @@ class Controller:
         for job in scenario.jobs:
             ops = job.templates[0].operators
             self._nominal[job.id] = sum(op.source.rate for op in ops if op.source is not None)
+        by_job = {j: [pe for pe, owner in self._sources.items() if owner == j] for j in scenario.job}
+        self._harm = HarmGuard(scenario, by_job, cfg.critical_latency_s, cfg.harm)
 
     # ------------------------------------------------------------------ API
 
@@ -207,7 +211,7 @@ class Controller:
             reasons=("start",),
         )
         self.log.append(StepLog(now, self.epoch, (), ("*",), 0, 0, {}, self.dispatch))
-        return d
+        return self._no_harm(d, None)
 
     def step(self, obs: Observation) -> Decisions:
         """One control window: signals, L0 re-plans (full or per component), L1 scaling and moves, meta choice."""
@@ -292,6 +296,7 @@ class Controller:
             d.placement = {pe: list(self.placement[pe]) for pe in sorted(changed)}
         if obs.dispatch != self.dispatch:
             d.dispatch = self.dispatch
+        d = self._no_harm(d, obs.window)
         placement_moves = sum(
             1 for pe in changed for a, b in zip(old_place.get(pe, []), self.placement[pe], strict=False) if a[0] != b[0]
         )
@@ -310,6 +315,14 @@ class Controller:
             )
         )
         return d
+
+    def _no_harm(self, d: Decisions, window) -> Decisions:
+        """Do no harm (:mod:`strata.control.harm`): the decisions judged on ``window`` (None: the start), the
+        harmful ones reverted, bulk jobs held plain without overload, ``d``'s new decisions entered in the ledger
+        with their predicted gain — on the model as learned, the offered rates measured, the live cores."""
+        cores = sum(n.cores for n in self.scenario.cluster.all_nodes if n.name not in self.down)
+        offered = {j: self._job_ingest(j) for j in self.scenario.job}
+        return self._harm.review(d, window, job_models(self.model(), offered), cores)
 
     # ------------------------------------------------------------------ observations → model
 
