@@ -55,8 +55,9 @@ MODELS = {"crit": linear(100.0), "bulk": linear(100.0, templates=("full", "lite"
 SOURCES = {"crit": ["crit.src"], "bulk": ["bulk.src"]}
 
 
-def window(now, read, miss=None):
-    """``read``: job → source records/s read; ``miss``: job → miss share of its outputs."""
+def window(now, read, miss=None, ingest=None):
+    """``read``: job → source records/s read; ``miss``: job → miss share of its outputs; ``ingest``: source PE →
+    records/s offered (default 100 for each job read)."""
     miss = miss or {}
     return WindowStats(
         now=now,
@@ -67,7 +68,7 @@ def window(now, read, miss=None):
         queue_lengths={},
         latency={j: LatencyStats(100, 0.1, 0.2, 0.3, 0.4, m) for j, m in miss.items()},
         rates={f"{j}.src": r for j, r in read.items()},
-        ingest={f"{j}.src": 100.0 for j in read},
+        ingest=ingest if ingest is not None else {f"{j}.src": 100.0 for j in read},
         routing={},
         placement={},
         migrating=(),
@@ -221,21 +222,117 @@ def test_a_stop_costing_what_was_predicted_is_kept():
 
 def test_no_overload_holds_bulk_jobs_plain():
     g = guard()
-    # 3 cores for 2 of demand: the controller's lite template, cap and pool for bulk are not enforced
+    sc = scenario()
+    # 3 cores for 2 of demand: bulk is planned on its first template only, its cap and pool are not enforced
+    planned = g.planning(sc.jobs, MODELS, 3.0)
+    assert [[t.name for t in j.templates] for j in planned] == [["t0"], ["full"]]
     d = Decisions(
         1, admitted={"crit": "t0", "bulk": "lite"}, pools={"crit": "w8", "bulk": "w2"}, rate_limits={"bulk.src": 50.0}
     )
     d = g.review(d, None, MODELS, 3.0)
-    assert d.admitted == {"crit": "t0", "bulk": "full"}
     assert d.pools == {"crit": "w8", "bulk": "w1"} and d.rate_limits == {"bulk.src": None}
     assert d.reasons == ("no overload: bulk jobs run as plain Spark runs them",)
-    assert set(g.pending) == {("crit", "pool")}  # the critical job's priority is still judged
-    # a stop of a bulk job is not enforced either
-    d = g.review(Decisions(2, admitted={"crit": "t0"}), window(5.0, {"crit": 100.0, "bulk": 100.0}), MODELS, 3.0)
-    assert d.admitted == {"crit": "t0", "bulk": "full"}
+    # a plan that runs bulk on lite is re-planned at once; the critical job's priority is still judged
+    assert g.replan_due({"crit": "t0", "bulk": "lite"}) == ["bulk"]
+    assert g.replan_due({"crit": "t0", "bulk": "full"}) == []
+    assert {k for k in g.pending if k[1] != "template"} == {("crit", "pool")}
+    # under overload the planner chooses freely
+    assert [[t.name for t in j.templates] for j in g.planning(sc.jobs, MODELS, 1.5)][1] == ["full", "lite"]
+    assert g.replan_due({"crit": "t0", "bulk": "lite"}) == []
 
 
 def test_disabled_guard_changes_nothing():
     g = guard(enabled=False)
     d = Decisions(1, admitted={"crit": "t0", "bulk": "lite"}, rate_limits={"bulk.src": 50.0})
     assert g.review(d, None, MODELS, 3.0) is d and d.admitted["bulk"] == "lite" and not g.pending
+
+
+# ------------------------------------------------------------------ the Controller, one hook
+
+
+def test_without_overload_the_controller_leaves_bulk_jobs_as_plain_spark_runs_them():
+    from pathlib import Path
+
+    from strata.control.controller import Controller, HierarchyConfig
+    from strata.model import load_scenario
+    from strata.protocol.engine import Observation
+
+    sc = load_scenario(Path(__file__).parents[1] / "examples" / "pipeline.yaml")  # ~0.7 of 8 cores offered
+    config = HierarchyConfig(pacing="plan")
+    # unguarded, the plan samples counts, caps it at its planned 5000 rec/s and gives it pool w2
+    bare = Controller(sc, HierarchyConfig(pacing="plan", harm=HarmConfig(enabled=False))).start(0.0)
+    assert (bare.admitted["counts"], bare.rate_limits["counts.clicks"], bare.pools["counts"]) == (
+        "sampled",
+        5000.0,
+        "w2",
+    )
+    ctl = Controller(sc, config)
+    d = ctl.start(0.0)
+    assert d.admitted == {"alerts": "default", "counts": "exact"}
+    assert d.rate_limits["counts.clicks"] is None and d.pools["counts"] == "w1"
+    offered = {"alerts.events": 2000.0, "counts.clicks": 4000.0}
+    for t in (5.0, 10.0, 15.0, 20.0):
+        win = window(t, {}, {}, offered)
+        win = WindowStats(**{f: getattr(win, f) for f in WindowStats.__slots__ if f != "rates"}, rates=offered)
+        d = ctl.step(Observation(win))
+        assert d.admitted in (None, {"alerts": "default", "counts": "exact"})
+        assert (d.rate_limits or {}).get("counts.clicks") is None and (d.pools or {}).get("counts", "w1") == "w1"
+        assert d.reverts == ()
+
+
+def overloaded_run(harm: HarmConfig):
+    """crit (150 rec/s, 0.9 cores) and bulk (300 rec/s, 1.8 cores) on 2 cores, L0 pacing at the plan's rates;
+    bulk reads its cap of 150 rec/s with half its outputs late for three windows, then 183 rec/s on time."""
+    from strata.control.controller import Controller, HierarchyConfig
+    from strata.protocol.engine import Observation
+
+    doc = {
+        "name": "over",
+        "cluster": {"nodes": [{"name": "n0", "cores": 2}]},
+        "jobs": [chain("crit", 1, 1.0, 150, 0.006), chain("bulk", 2, 30.0, 300, 0.006)],
+    }
+    ctl = Controller(Scenario.model_validate(doc), HierarchyConfig(pacing="plan", harm=harm))
+    out = [ctl.start(0.0)]
+    for t, read, miss in [(5, 150, 0.5), (10, 150, 0.5), (15, 150, 0.5), (20, 183, 0), (25, 183, 0), (30, 183, 0)]:
+        offered = {"crit.src": 150.0, "bulk.src": 300.0}
+        win = window(float(t), {"crit": 150.0, "bulk": float(read)}, {"crit": 0.0, "bulk": miss}, offered)
+        out.append(ctl.step(Observation(win)))
+    return ctl, out
+
+
+def test_the_controller_reverts_exactly_the_bad_decision():
+    ctl, out = overloaded_run(HarmConfig())
+    assert out[0].rate_limits == {"crit.src": 150.0, "bulk.src": 150.0} and out[0].triggers == {"bulk": 2.0}
+    reverts = [(k, r) for k, d in enumerate(out) for r in d.reverts]
+    # plain Spark's prediction for bulk: crit's 0.9 cores met, the other 1.1 buy 183.3 rec/s; the cap at 150 was
+    # predicted to cost 33.3, it cost 108.3 (75 on time) — beyond 33.3 + 10% of 183.3. Its trigger, judged on the
+    # same windows, is watched afresh and kept once bulk runs uncapped on time.
+    assert reverts == [
+        (
+            3,
+            (
+                "bulk",
+                "rate cap 150 rec/s → none: predicted -33.33/s vs plain, observed -108.3/s (75 against plain's "
+                "183.3; noise margin 18.33) over 3 windows from t=0.0 to t=15.0; held plain until t=135.0",
+            ),
+        )
+    ]
+    assert all(d.rate_limits["bulk.src"] is None for d in out[3:])
+    assert ctl._harm.kept == {("bulk", "trigger"): "2 s"}
+    # without the guard the cap stays
+    _, bare = overloaded_run(HarmConfig(enabled=False))
+    assert all(d.rate_limits["bulk.src"] == 150.0 for d in bare) and all(d.reverts == () for d in bare)
+
+
+def test_a_stop_costing_more_than_predicted_is_reverted_through_the_plan():
+    g = started(guard())
+    g.review(Decisions(2, admitted={"crit": "t0"}), window(5.0, {"crit": 75.0, "bulk": 75.0}), MODELS, 1.5)
+    # bulk now offers 200 rec/s and 3 cores are live: plain Spark would run it at 200 rec/s, not the 75 predicted
+    grown = {**MODELS, "bulk": linear(200.0, templates=("full", "lite"))}
+    for t in (10.0, 15.0, 20.0):
+        d = g.review(Decisions(2), window(t, {"crit": 100.0}), grown, 3.0)
+    [(job, why)] = d.reverts
+    assert job == "bulk" and why.startswith("admission stopped → admitted: predicted -75/s vs plain, observed -200/s")
+    assert why.endswith("; enforced by the next plan of its component")
+    assert g.replan_due({"crit": "t0"}) == ["bulk"]
+    assert [j.required for j in g.planning(scenario().jobs, grown, 3.0)] == [False, True]

@@ -236,6 +236,7 @@ class Controller:
 
         signals = self._signals(obs)
         unseen = self._first_seen()
+        held = self._harm.replan_due(self.plan.templates)  # do no harm: templates, admission held plain
         replanned: tuple[str, ...] = ()
         plan_seconds = 0.0
         if now - self._last_full >= cfg.epoch_s - 1e-9:
@@ -245,8 +246,11 @@ class Controller:
             reasons.append("epoch")
             for s in signals:
                 self._debounce.reset((s.kind, s.job))
-        elif signals or unseen:
+        elif signals or unseen or held:
             jobs: set[str] = set()
+            for j in held:
+                jobs |= set(nx.node_connected_component(self._jobs_graph, j))
+                reasons.append(f"held plain:{j} (do no harm)")
             # A job planned on its prior rate alone (a Python job declares none) is re-planned on its first
             # observed ingest: SODA's plan is only as good as the rates it is given.
             for j in unseen:
@@ -319,10 +323,15 @@ class Controller:
     def _no_harm(self, d: Decisions, window) -> Decisions:
         """Do no harm (:mod:`strata.control.harm`): the decisions judged on ``window`` (None: the start), the
         harmful ones reverted, bulk jobs held plain without overload, ``d``'s new decisions entered in the ledger
-        with their predicted gain — on the model as learned, the offered rates measured, the live cores."""
+        with their predicted gain."""
+        return self._harm.review(d, window, *self._harm_model())
+
+    def _harm_model(self) -> tuple[dict, float]:
+        """The jobs' models for the do-no-harm check (the model as learned, the offered rates measured) and the
+        live cores they share."""
         cores = sum(n.cores for n in self.scenario.cluster.all_nodes if n.name not in self.down)
         offered = {j: self._job_ingest(j) for j in self.scenario.job}
-        return self._harm.review(d, window, job_models(self.model(), offered), cores)
+        return job_models(self.model(), offered), cores
 
     # ------------------------------------------------------------------ observations → model
 
@@ -406,7 +415,8 @@ class Controller:
         return abs(now - then) / max(now, then, floor, 1e-9)
 
     def _observed(self, cluster: Cluster, margin: Mapping[str, float]) -> Scenario:
-        return Scenario(name=self.scenario.name, cluster=cluster, jobs=self.model(margin).jobs)
+        jobs = self._harm.planning(self.model(margin).jobs, *self._harm_model())
+        return Scenario(name=self.scenario.name, cluster=cluster, jobs=jobs)
 
     def _run_planner(self, scenario: Scenario, previous: Plan | None, name: str) -> Plan:
         return placer(name)(scenario, previous, self.config.plan)

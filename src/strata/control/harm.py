@@ -41,7 +41,7 @@ import statistics
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
-from strata.model import OperatorKind, Scenario, Template, joined_graph
+from strata.model import Job, OperatorKind, Scenario, Template, joined_graph
 from strata.model.importance import importance, propagate
 from strata.model.job import KEYED_KINDS
 from strata.model.traffic import as_emitted
@@ -50,6 +50,7 @@ from strata.protocol.units import SHARE_POOLS
 from strata.protocol.window import WindowStats
 
 KINDS = ("template", "rate cap", "pool", "admission", "trigger")
+PLANNED = ("template", "admission")  # held plain through the plan: they come with a placement and cpu
 PLAIN_POOL = "w1"  # FAIR's default weight 1: every job the same share
 
 
@@ -323,6 +324,7 @@ class HarmGuard:
     caps: dict[str, float | None] = field(default_factory=dict)  # in force: source PE → records/s
     pools: dict[str, str] = field(default_factory=dict)  # in force: job → FAIR pool
     triggers: dict[str, float] = field(default_factory=dict)  # in force: job → trigger s
+    calm: bool = False  # no overload at the last look: bulk jobs held plain
 
     def settings(self) -> dict[str, Setting]:
         """Job → the setting in force (as the decisions seen so far enforce it)."""
@@ -350,33 +352,86 @@ class HarmGuard:
             self._observe(window)
         plain = plain_settings(models)
         predicted_plain = objectives(models, plain, cores)
-        verdicts = []
+        failed: dict[str, list[Verdict]] = {}
         for key, p in sorted(self.pending.items()):
             verdict = judge(p, models[p.job], predicted_plain[p.job], self.config)
             if verdict is None:
                 continue
-            del self.pending[key]
             if verdict.revert:
-                self.cooldown[key] = now + self.config.cooldown_s
-                verdicts.append(verdict)
+                failed.setdefault(p.job, []).append(verdict)
             else:
+                del self.pending[key]
                 self.kept[key] = p.value
+        verdicts = []
+        for job, bad in failed.items():
+            # One change at a time: the job's objective cannot tell its decisions apart, so the one the model says
+            # moves the job most (then the latest) is reverted; the others are watched afresh from here.
+            worst = min(bad, key=lambda v: (v.pending.predicted_gain, -v.pending.made_at))
+            verdicts.append(worst)
+            for v in bad:
+                key = (job, v.pending.kind)
+                if v is worst:
+                    del self.pending[key]
+                    self.cooldown[key] = now + self.config.cooldown_s
+                else:
+                    self.pending[key] = replace(v.pending, seen=(), baseline=tuple(self.history.get(job, ())))
         self.cooldown = {k: t for k, t in self.cooldown.items() if t > now}
-        _, blocked = self._hold_plain(d, set(self.cooldown))
+        reverted = {(v.pending.job, v.pending.kind) for v in verdicts}
+        self._hold_plain(d, set(self.cooldown) | reverted)
         for v in verdicts:
-            key = (v.pending.job, v.pending.kind)
-            why = v.reason(now, self.cooldown[key])
-            if key in blocked:
-                why += f"; not enforced: {self.templates[key[0]]} keeps state (a switch would drop it)"
+            why = v.reason(now, now + self.config.cooldown_s)
+            if v.pending.kind in PLANNED:
+                job = v.pending.job
+                if self._blocked(job):
+                    why += f"; not enforced: {self.templates[job]} keeps state (a switch would drop it)"
+                else:
+                    why += "; enforced by the next plan of its component"
             d.reverts = (*d.reverts, (v.pending.job, why))
-        if not overloaded(models, cores, self.config.busy_limit):
-            bulk = [j.id for j in self.scenario.jobs if j.target_latency_s > self.critical_latency_s]
-            held, _ = self._hold_plain(d, {(j, k) for j in bulk for k in ("template", "rate cap", "pool", "admission")})
-            if held:
-                d.reasons = (*d.reasons, "no overload: bulk jobs run as plain Spark runs them")
+        self.calm = not overloaded(models, cores, self.config.busy_limit)
+        if self.calm and self._hold_plain(d, {(j, k) for j in self._bulk() for k in ("rate cap", "pool")}):
+            d.reasons = (*d.reasons, "no overload: bulk jobs run as plain Spark runs them")
         self._enforced(d)
         self._enter(now, models, plain, cores)
         return d
+
+    def planning(self, jobs: Iterable[Job], models: Mapping[str, JobModel], cores: float) -> list[Job]:
+        """``jobs`` as the planner may decide them: a job whose template is held plain (reverted, within its
+        cooldown; a bulk job without overload) offers only its first template, one whose stop was reverted is
+        required. A job running a stateful template keeps its templates (a switch would drop its state)."""
+        if not self.config.enabled:
+            return list(jobs)
+        self.calm = not overloaded(models, cores, self.config.busy_limit)
+        out = []
+        for job in jobs:
+            if job.id in self._held("template") and not self._blocked(job.id):
+                job = job.model_copy(update={"templates": job.templates[:1]})
+            if job.id in self._held("admission"):
+                job = job.model_copy(update={"required": True})
+            out.append(job)
+        return out
+
+    def replan_due(self, templates: Mapping[str, str]) -> list[str]:
+        """Jobs whose plan in force (job → template, admitted only) runs what is held plain: re-planned now."""
+        due = {j for j in self._held("template") if templates.get(j, self._first(j)) != self._first(j)}
+        due = {j for j in due if not self._blocked(j)}
+        return sorted(due | {j for j in self._held("admission") if j not in templates})
+
+    def _held(self, kind: str) -> set[str]:
+        held = {j for j, k in self.cooldown if k == kind}
+        if kind == "template" and self.calm:
+            held |= set(self._bulk())
+        return held
+
+    def _bulk(self) -> list[str]:
+        return [j.id for j in self.scenario.jobs if j.target_latency_s > self.critical_latency_s]
+
+    def _first(self, job: str) -> str:
+        return self.scenario.job[job].templates[0].name
+
+    def _blocked(self, job: str) -> bool:
+        """Whether ``job`` runs a stateful template other than its first (held where it is)."""
+        running = self.templates.get(job)
+        return running not in (None, self._first(job)) and stateful(self.scenario.job[job].template(running))
 
     def _observe(self, window: WindowStats) -> None:
         """The window's on-time read rate of every job: into its pending decisions (once they took effect: the
@@ -394,23 +449,13 @@ class HarmGuard:
             past.append((t, rate))
             del past[: max(0, len(past) - self.config.baseline_windows)]
 
-    def _hold_plain(self, d: Decisions, keys: set[tuple[str, str]]) -> tuple[bool, set[tuple[str, str]]]:
-        """Rewrite ``d`` so each (job, kind) in ``keys`` is at its plain value after it is enforced. Returns
-        whether anything changed, and the keys that cannot be (a running stateful template)."""
-        changed, blocked = False, set()
+    def _hold_plain(self, d: Decisions, keys: set[tuple[str, str]]) -> bool:
+        """Rewrite ``d`` so each (job, kind) in ``keys`` of a kind the Controller decides outside the plan (rate
+        cap, pool, trigger) is at its plain value once enforced; returns whether anything changed. Templates and
+        admission are held through the plan (:meth:`planning`): they come with a placement and cpu."""
+        changed = False
         for job, kind in sorted(keys):
-            spec = self.scenario.job[job]
-            first = spec.templates[0].name
-            templates = d.admitted if d.admitted is not None else self.templates
-            if kind == "template" and templates.get(job, first) != first:
-                running = self.templates.get(job)
-                if running is not None and running == templates[job] and stateful(spec.template(running)):
-                    blocked.add((job, kind))
-                    continue
-                d.admitted, changed = {**templates, job: first}, True
-            elif kind == "admission" and job not in templates:
-                d.admitted, changed = {**templates, job: first}, True
-            elif kind == "rate cap":
+            if kind == "rate cap":
                 capped = [pe for pe in self.sources[job] if {**self.caps, **(d.rate_limits or {})}.get(pe) is not None]
                 if capped:
                     d.rate_limits, changed = {**(d.rate_limits or {}), **dict.fromkeys(capped)}, True
@@ -422,7 +467,7 @@ class HarmGuard:
                 triggers = d.triggers if d.triggers is not None else self.triggers
                 if job in triggers:
                     d.triggers, changed = {j: s for j, s in triggers.items() if j != job}, True
-        return changed, blocked
+        return changed
 
     def _enforced(self, d: Decisions) -> None:
         """What is in force once ``d`` is enforced (fields left None are unchanged, as engines apply them)."""
