@@ -21,17 +21,21 @@ The decision is reverted when the observed gain is below min(0, predicted gain) 
 predicted to gain must not leave the job worse than plain Spark; one predicted to cost the job something (a cap
 or a stop giving way to other jobs) must not cost more than predicted. The margin is ``noise_z`` × the standard
 deviation of the job's objective in the ``baseline_windows`` windows before the decision, at least
-``noise_share`` of the plain prediction and ``noise_floor``. A reverted (job, kind) is held at its plain value for
-``cooldown_s`` (hysteresis), then the Controller may decide it again and it is judged again. A decision judged
-harmless is not judged again until its value changes.
+``noise_share`` of the plain prediction and ``noise_floor``. Of one job's failing decisions one is reverted per
+step (the one the model says moves the job most), the others watched afresh. A reverted (job, kind) is held at
+its plain value for ``cooldown_s`` (hysteresis), then the Controller may decide it again and it is judged again.
+A decision judged harmless is not judged again until its value changes.
 
 Without overload (:func:`overloaded`: the plain setting's demand within ``busy_limit`` of the cores), a bulk job
 (target latency above the Controller's ``critical_latency_s``) is held as plain Spark runs it: first template, no
 cap, the default pool — there is nothing to gain for anyone.
 
-Reverts travel as ordinary :class:`~strata.protocol.engine.Decisions` fields carrying the plain value, with a
-(job, why) line in ``Decisions.reverts`` that engines log (Spark: a ``revert`` row in decisions.csv). Pure: plain
-data in, decisions out; the clock comes in the observations.
+Caps, pools and triggers are held plain by rewriting the step's :class:`~strata.protocol.engine.Decisions`;
+templates and admission come with a placement and cpu, so they are held through the plan
+(:meth:`HarmGuard.planning`: the job offers the planner only its first template, or is required;
+:meth:`HarmGuard.replan_due`: its component is re-planned at once). Each revert adds a (job, why) line to
+``Decisions.reverts``, which engines log (Spark: a ``revert`` row in decisions.csv). Pure: plain data in,
+decisions out; the clock comes in the observations.
 """
 
 from __future__ import annotations
