@@ -77,13 +77,18 @@ def window(now, read, miss=None, ingest=None):
 
 
 def guard(**knobs):
-    return HarmGuard(scenario(), SOURCES, 5.0, HarmConfig(**knobs))
+    """A guard on the two-job scenario; the windows after a decision count at once unless ``settle_windows``."""
+    return HarmGuard(scenario(), SOURCES, 5.0, HarmConfig(**{"settle_windows": 0, **knobs}))
 
 
 def started(g, cores=1.5):
     """The plain start: both jobs on their first template, no caps, pool w1."""
     g.review(
-        Decisions(1, admitted={"crit": "t0", "bulk": "full"}, pools={"crit": "w1", "bulk": "w1"}), None, MODELS, cores
+        Decisions(1, admitted={"crit": "t0", "bulk": "full"}, pools={"crit": "w1", "bulk": "w1"}),
+        0.0,
+        None,
+        MODELS,
+        cores,
     )
     return g
 
@@ -114,8 +119,8 @@ def test_plain_prediction_and_overload():
 
 
 def test_job_models_cost_and_importance_from_the_learned_scenario():
-    m = job_models(scenario(), {"crit": 100.0, "bulk": 50.0})
-    assert m["bulk"].first == "full"
+    m = job_models(scenario(bulk_rate=50))
+    assert (m["bulk"].first, m["bulk"].offered, m["crit"].offered) == ("full", 50.0, 100.0)
     # lite: half the cost per record, half the stream weight into its sink
     assert m["bulk"].cost == pytest.approx({"full": 0.01, "lite": 0.005})
     assert m["bulk"].value("full", 50.0) == pytest.approx(50.0)
@@ -142,8 +147,10 @@ def run_cap(bulk_after, miss_after=0.0):
     """Plain until t=20 (bulk reads 74, 76, 75, 75), a cap of 60 rec/s on bulk at t=20, then three windows."""
     g = started(guard())
     for t, r in zip((5.0, 10.0, 15.0), (74.0, 76.0, 75.0), strict=True):
-        g.review(Decisions(1), window(t, {"crit": 75.0, "bulk": r}), MODELS, 1.5)
-    d = g.review(Decisions(1, rate_limits={"bulk.src": 60.0}), window(20.0, {"crit": 75.0, "bulk": 75.0}), MODELS, 1.5)
+        g.review(Decisions(1), t, window(t, {"crit": 75.0, "bulk": r}), MODELS, 1.5)
+    d = g.review(
+        Decisions(1, rate_limits={"bulk.src": 60.0}), 20.0, window(20.0, {"crit": 75.0, "bulk": 75.0}), MODELS, 1.5
+    )
     assert d.rate_limits == {"bulk.src": 60.0} and d.reverts == ()
     p = g.pending[("bulk", "rate cap")]
     # bulk alone capped at 60 against plain's 75: predicted −15/s for bulk
@@ -151,7 +158,7 @@ def run_cap(bulk_after, miss_after=0.0):
     out = []
     for t in (25.0, 30.0, 35.0):
         out.append(
-            g.review(Decisions(1), window(t, {"crit": 90.0, "bulk": bulk_after}, {"bulk": miss_after}), MODELS, 1.5)
+            g.review(Decisions(1), t, window(t, {"crit": 90.0, "bulk": bulk_after}, {"bulk": miss_after}), MODELS, 1.5)
         )
     return g, out
 
@@ -166,7 +173,7 @@ def test_a_cap_that_cost_more_than_predicted_is_reverted_after_the_judging_windo
     assert job == "bulk"
     assert why == (
         "rate cap 60 rec/s → none: predicted -15/s vs plain, observed -35/s (40 against plain's 75; "
-        "noise margin 7.5) over 3 windows from t=20.0 to t=35.0; held plain until t=155.0"
+        "noise margin 7.5) over 3 windows, decided 15 s ago; held plain 120 s"
     )
     assert ("bulk", "rate cap") not in g.pending and g.cooldown == {("bulk", "rate cap"): 155.0}
 
@@ -177,19 +184,21 @@ def test_a_cap_within_the_noise_margin_is_kept():
     assert all(d.reverts == () and d.rate_limits is None for d in out)
     assert g.kept == {("bulk", "rate cap"): "capped"}
     # a kept decision is not judged again while its value stands (its rate may move)
-    g.review(Decisions(1, rate_limits={"bulk.src": 50.0}), window(40.0, {"crit": 90.0, "bulk": 50.0}), MODELS, 1.5)
+    g.review(
+        Decisions(1, rate_limits={"bulk.src": 50.0}), 40.0, window(40.0, {"crit": 90.0, "bulk": 50.0}), MODELS, 1.5
+    )
     assert ("bulk", "rate cap") not in g.pending
 
 
 def test_a_reverted_decision_is_not_made_again_within_its_cooldown():
     g, _ = run_cap(60.0, miss_after=1 / 3)
     again = g.review(
-        Decisions(1, rate_limits={"bulk.src": 60.0}), window(40.0, {"crit": 75.0, "bulk": 75.0}), MODELS, 1.5
+        Decisions(1, rate_limits={"bulk.src": 60.0}), 40.0, window(40.0, {"crit": 75.0, "bulk": 75.0}), MODELS, 1.5
     )
     assert again.rate_limits == {"bulk.src": None} and again.reverts == ()
     assert ("bulk", "rate cap") not in g.pending
     late = g.review(
-        Decisions(1, rate_limits={"bulk.src": 60.0}), window(160.0, {"crit": 75.0, "bulk": 75.0}), MODELS, 1.5
+        Decisions(1, rate_limits={"bulk.src": 60.0}), 160.0, window(160.0, {"crit": 75.0, "bulk": 75.0}), MODELS, 1.5
     )
     assert late.rate_limits == {"bulk.src": 60.0}  # the cooldown is over: decided and judged afresh
     assert g.pending[("bulk", "rate cap")].made_at == 160.0
@@ -198,13 +207,15 @@ def test_a_reverted_decision_is_not_made_again_within_its_cooldown():
 def test_a_pool_predicted_to_gain_whose_misses_rose_is_reverted():
     g = started(guard())
     for t, r in zip((5.0, 10.0, 15.0), (74.0, 76.0, 75.0), strict=True):
-        g.review(Decisions(1), window(t, {"crit": r, "bulk": 75.0}), MODELS, 1.5)
-    g.review(Decisions(1, pools={"crit": "w8", "bulk": "w1"}), window(20.0, {"crit": 75.0, "bulk": 75.0}), MODELS, 1.5)
+        g.review(Decisions(1), t, window(t, {"crit": r, "bulk": 75.0}), MODELS, 1.5)
+    g.review(
+        Decisions(1, pools={"crit": "w8", "bulk": "w1"}), 20.0, window(20.0, {"crit": 75.0, "bulk": 75.0}), MODELS, 1.5
+    )
     # weight 8 gives crit its whole core (100/s) against plain's equal share (75/s): +25
     assert g.pending[("crit", "pool")].predicted_gain == pytest.approx(25.0)
     assert ("bulk", "pool") not in g.pending  # bulk keeps the default weight
     outs = [
-        g.review(Decisions(1), window(t, {"crit": 100.0, "bulk": 50.0}, {"crit": 0.5}), MODELS, 1.5)
+        g.review(Decisions(1), t, window(t, {"crit": 100.0, "bulk": 50.0}, {"crit": 0.5}), MODELS, 1.5)
         for t in (25.0, 30.0, 35.0)
     ]
     assert outs[-1].pools == {"crit": "w1", "bulk": "w1"}
@@ -213,10 +224,10 @@ def test_a_pool_predicted_to_gain_whose_misses_rose_is_reverted():
 
 def test_a_stop_costing_what_was_predicted_is_kept():
     g = started(guard())
-    g.review(Decisions(2, admitted={"crit": "t0"}), window(5.0, {"crit": 75.0, "bulk": 75.0}), MODELS, 1.5)
+    g.review(Decisions(2, admitted={"crit": "t0"}), 5.0, window(5.0, {"crit": 75.0, "bulk": 75.0}), MODELS, 1.5)
     assert g.pending[("bulk", "admission")].predicted_gain == pytest.approx(-75.0)
     for t in (10.0, 15.0, 20.0):  # nothing read: counted at once, −75 as predicted
-        d = g.review(Decisions(2), window(t, {"crit": 100.0}), MODELS, 1.5)
+        d = g.review(Decisions(2), t, window(t, {"crit": 100.0}), MODELS, 1.5)
     assert d.reverts == () and g.kept == {("bulk", "admission"): "stopped"}
 
 
@@ -229,7 +240,7 @@ def test_no_overload_holds_bulk_jobs_plain():
     d = Decisions(
         1, admitted={"crit": "t0", "bulk": "lite"}, pools={"crit": "w8", "bulk": "w2"}, rate_limits={"bulk.src": 50.0}
     )
-    d = g.review(d, None, MODELS, 3.0)
+    d = g.review(d, 0.0, None, MODELS, 3.0)
     assert d.pools == {"crit": "w8", "bulk": "w1"} and d.rate_limits == {"bulk.src": None}
     assert d.reasons == ("no overload: bulk jobs run as plain Spark runs them",)
     # a plan that runs bulk on lite is re-planned at once; the critical job's priority is still judged
@@ -244,7 +255,7 @@ def test_no_overload_holds_bulk_jobs_plain():
 def test_disabled_guard_changes_nothing():
     g = guard(enabled=False)
     d = Decisions(1, admitted={"crit": "t0", "bulk": "lite"}, rate_limits={"bulk.src": 50.0})
-    assert g.review(d, None, MODELS, 3.0) is d and d.admitted["bulk"] == "lite" and not g.pending
+    assert g.review(d, 0.0, None, MODELS, 3.0) is d and d.admitted["bulk"] == "lite" and not g.pending
 
 
 # ------------------------------------------------------------------ the Controller, one hook
@@ -282,7 +293,8 @@ def test_without_overload_the_controller_leaves_bulk_jobs_as_plain_spark_runs_th
 
 def overloaded_run(harm: HarmConfig):
     """crit (150 rec/s, 0.9 cores) and bulk (300 rec/s, 1.8 cores) on 2 cores, L0 pacing at the plan's rates;
-    bulk reads its cap of 150 rec/s with half its outputs late for three windows, then 183 rec/s on time."""
+    bulk reads its cap of 150 rec/s with half its outputs late for five windows (two settling, three judged),
+    then 183 rec/s on time."""
     from strata.control.controller import Controller, HierarchyConfig
     from strata.protocol.engine import Observation
 
@@ -293,7 +305,8 @@ def overloaded_run(harm: HarmConfig):
     }
     ctl = Controller(Scenario.model_validate(doc), HierarchyConfig(pacing="plan", harm=harm))
     out = [ctl.start(0.0)]
-    for t, read, miss in [(5, 150, 0.5), (10, 150, 0.5), (15, 150, 0.5), (20, 183, 0), (25, 183, 0), (30, 183, 0)]:
+    script = [(t, 150, 0.5) for t in (5, 10, 15, 20, 25)] + [(t, 183, 0.0) for t in range(30, 55, 5)]
+    for t, read, miss in script:
         offered = {"crit.src": 150.0, "bulk.src": 300.0}
         win = window(float(t), {"crit": 150.0, "bulk": float(read)}, {"crit": 0.0, "bulk": miss}, offered)
         out.append(ctl.step(Observation(win)))
@@ -306,18 +319,18 @@ def test_the_controller_reverts_exactly_the_bad_decision():
     reverts = [(k, r) for k, d in enumerate(out) for r in d.reverts]
     # plain Spark's prediction for bulk: crit's 0.9 cores met, the other 1.1 buy 183.3 rec/s; the cap at 150 was
     # predicted to cost 33.3, it cost 108.3 (75 on time) — beyond 33.3 + 10% of 183.3. Its trigger, judged on the
-    # same windows, is watched afresh and kept once bulk runs uncapped on time.
+    # same windows, is watched afresh and kept once bulk runs uncapped on time (two settling windows, three judged).
     assert reverts == [
         (
-            3,
+            5,
             (
                 "bulk",
                 "rate cap 150 rec/s → none: predicted -33.33/s vs plain, observed -108.3/s (75 against plain's "
-                "183.3; noise margin 18.33) over 3 windows from t=0.0 to t=15.0; held plain until t=135.0",
+                "183.3; noise margin 18.33) over 3 windows, decided 25 s ago; held plain 120 s",
             ),
         )
     ]
-    assert all(d.rate_limits["bulk.src"] is None for d in out[3:])
+    assert all(d.rate_limits["bulk.src"] is None for d in out[5:])
     assert ctl._harm.kept == {("bulk", "trigger"): "2 s"}
     # without the guard the cap stays
     _, bare = overloaded_run(HarmConfig(enabled=False))
@@ -326,13 +339,25 @@ def test_the_controller_reverts_exactly_the_bad_decision():
 
 def test_a_stop_costing_more_than_predicted_is_reverted_through_the_plan():
     g = started(guard())
-    g.review(Decisions(2, admitted={"crit": "t0"}), window(5.0, {"crit": 75.0, "bulk": 75.0}), MODELS, 1.5)
+    g.review(Decisions(2, admitted={"crit": "t0"}), 5.0, window(5.0, {"crit": 75.0, "bulk": 75.0}), MODELS, 1.5)
     # bulk now offers 200 rec/s and 3 cores are live: plain Spark would run it at 200 rec/s, not the 75 predicted
     grown = {**MODELS, "bulk": linear(200.0, templates=("full", "lite"))}
     for t in (10.0, 15.0, 20.0):
-        d = g.review(Decisions(2), window(t, {"crit": 100.0}), grown, 3.0)
+        d = g.review(Decisions(2), t, window(t, {"crit": 100.0}), grown, 3.0)
     [(job, why)] = d.reverts
     assert job == "bulk" and why.startswith("admission stopped → admitted: predicted -75/s vs plain, observed -200/s")
     assert why.endswith("; enforced by the next plan of its component")
     assert g.replan_due({"crit": "t0"}) == ["bulk"]
     assert [j.required for j in g.planning(scenario().jobs, grown, 3.0)] == [False, True]
+
+
+def test_the_windows_after_a_decision_settle_before_they_are_judged():
+    g = started(guard(settle_windows=2))
+    g.review(Decisions(1, rate_limits={"bulk.src": 60.0}), 5.0, window(5.0, {"crit": 75.0, "bulk": 75.0}), MODELS, 1.5)
+    for t in (10.0, 15.0):  # the transition: left out, however bad
+        g.review(Decisions(1), t, window(t, {"crit": 90.0, "bulk": 0.0}, {"bulk": 1.0}), MODELS, 1.5)
+    p = g.pending[("bulk", "rate cap")]
+    assert (p.settled, p.seen) == (2, ())
+    for t in (20.0, 25.0, 30.0):  # 60 on time: −15, as predicted
+        d = g.review(Decisions(1), t, window(t, {"crit": 90.0, "bulk": 60.0}), MODELS, 1.5)
+    assert d.reverts == () and g.kept == {("bulk", "rate cap"): "capped"}

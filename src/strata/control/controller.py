@@ -211,7 +211,7 @@ class Controller:
             reasons=("start",),
         )
         self.log.append(StepLog(now, self.epoch, (), ("*",), 0, 0, {}, self.dispatch))
-        return self._no_harm(d, None)
+        return self._no_harm(d, now, None)
 
     def step(self, obs: Observation) -> Decisions:
         """One control window: signals, L0 re-plans (full or per component), L1 scaling and moves, meta choice."""
@@ -300,7 +300,7 @@ class Controller:
             d.placement = {pe: list(self.placement[pe]) for pe in sorted(changed)}
         if obs.dispatch != self.dispatch:
             d.dispatch = self.dispatch
-        d = self._no_harm(d, obs.window)
+        d = self._no_harm(d, now, obs.window)
         placement_moves = sum(
             1 for pe in changed for a, b in zip(old_place.get(pe, []), self.placement[pe], strict=False) if a[0] != b[0]
         )
@@ -320,18 +320,17 @@ class Controller:
         )
         return d
 
-    def _no_harm(self, d: Decisions, window) -> Decisions:
+    def _no_harm(self, d: Decisions, now: float, window) -> Decisions:
         """Do no harm (:mod:`strata.control.harm`): the decisions judged on ``window`` (None: the start), the
         harmful ones reverted, bulk jobs held plain without overload, ``d``'s new decisions entered in the ledger
         with their predicted gain."""
-        return self._harm.review(d, window, *self._harm_model())
+        return self._harm.review(d, now, window, *self._harm_model())
 
     def _harm_model(self) -> tuple[dict, float]:
-        """The jobs' models for the do-no-harm check (the model as learned, the offered rates measured) and the
-        live cores they share."""
+        """The jobs' models for the do-no-harm check (on the model as learned: the offered rates measured, else
+        their priors) and the live cores they share."""
         cores = sum(n.cores for n in self.scenario.cluster.all_nodes if n.name not in self.down)
-        offered = {j: self._job_ingest(j) for j in self.scenario.job}
-        return job_models(self.model(), offered), cores
+        return job_models(self.model()), cores
 
     # ------------------------------------------------------------------ observations → model
 

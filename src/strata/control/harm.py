@@ -16,7 +16,7 @@ process is late. The *plain* prediction is the same model on the plain setting, 
 now — the counterfactual.
 
 :func:`judge`: once ``judge_windows`` windows have been seen after the decision took effect (a job's first output
-under it; at once for a stop), the observed objective's mean minus the plain prediction is the observed gain.
+under it; at once for a stop) and ``settle_windows`` more before them passed (the transition), the observed objective's mean minus the plain prediction is the observed gain.
 The decision is reverted when the observed gain is below min(0, predicted gain) − a noise margin: a decision
 predicted to gain must not leave the job worse than plain Spark; one predicted to cost the job something (a cap
 or a stop giving way to other jobs) must not cost more than predicted. The margin is ``noise_z`` × the standard
@@ -63,7 +63,8 @@ class HarmConfig:
     """The do-no-harm knobs, with their defaults (docs/hierarchy.md, "Do no harm")."""
 
     enabled: bool = True
-    judge_windows: int = 3  # windows observed after a decision took effect before it is judged
+    judge_windows: int = 3  # windows observed after a decision took effect before it is judged ...
+    settle_windows: int = 2  # ... after these first ones, left out: the transition (a restart, a backlog draining)
     baseline_windows: int = 4  # windows before a decision its noise margin is measured over
     noise_z: float = 2.0  # margin = noise_z × the baseline's standard deviation ...
     noise_share: float = 0.1  # ... at least this share of the plain prediction ...
@@ -72,8 +73,8 @@ class HarmConfig:
     busy_limit: float = 0.9  # overload: the plain setting needs more than this share of the cores
 
     def __post_init__(self) -> None:
-        if self.judge_windows < 1 or self.baseline_windows < 0:
-            raise ValueError("judge_windows must be ≥ 1 and baseline_windows ≥ 0")
+        if self.judge_windows < 1 or self.baseline_windows < 0 or self.settle_windows < 0:
+            raise ValueError("judge_windows must be ≥ 1, baseline_windows and settle_windows ≥ 0")
         if self.noise_z < 0 or self.noise_share < 0 or self.noise_floor < 0 or self.cooldown_s < 0:
             raise ValueError("noise_z, noise_share, noise_floor and cooldown_s must be ≥ 0")
         if self.busy_limit <= 0:
@@ -166,14 +167,15 @@ def overloaded(models: Mapping[str, JobModel], cores: float, busy_limit: float) 
     return need > busy_limit * cores
 
 
-def job_models(model: Scenario, offered: Mapping[str, float]) -> dict[str, JobModel]:
-    """Each job's :class:`JobModel` on ``model`` (the scenario as learned: costs, selectivities; its window
-    aggregates linearised at its rates as the engines emit, :func:`strata.model.traffic.as_emitted`) and
-    ``offered`` (job → records/s over its sources, split among them as the model's source rates are)."""
+def job_models(model: Scenario) -> dict[str, JobModel]:
+    """Each job's :class:`JobModel` on ``model``, the scenario as learned — costs, selectivities, and source rates
+    the offered load (observed, else the prior the planner uses) — its window aggregates linearised at those
+    rates as the engines emit (:func:`strata.model.traffic.as_emitted`). A job's offered rate is its first
+    template's; the other templates read the same sources."""
     emitted = as_emitted(model)
     out = {}
     for job in model.jobs:
-        rate = offered.get(job.id, 0.0)
+        rate = sum(op.source.rate for op in job.templates[0].operators if op.kind is OperatorKind.SOURCE)
         graphs, costs = {}, {}
         for tpl in job.templates:
             graph = joined_graph(emitted, {job.id: tpl.name})
@@ -237,6 +239,7 @@ class Pending:
     baseline: tuple[tuple[str | None, float], ...]
     seen: tuple[tuple[str | None, float], ...] = ()
     shown: str = ""
+    settled: int = 0  # windows since it took effect left out (``settle_windows``)
 
 
 @dataclass(frozen=True)
@@ -249,14 +252,14 @@ class Verdict:
     margin: float
     revert: bool
 
-    def reason(self, now: float, until: float) -> str:
+    def reason(self, now: float, cooldown_s: float) -> str:
         """The revert record: the decision, predicted vs observed gain over plain, the margin and the windows."""
         p = self.pending
         return (
             f"{p.kind} {p.shown or p.value} → {p.plain}: predicted {p.predicted_gain:+.4g}/s vs plain, observed "
             f"{self.observed - self.plain:+.4g}/s ({self.observed:.4g} against plain's {self.plain:.4g}; noise "
-            f"margin {self.margin:.4g}) over {len(p.seen)} windows from t={p.made_at:.1f} to t={now:.1f}; "
-            f"held plain until t={until:.1f}"
+            f"margin {self.margin:.4g}) over {len(p.seen)} windows, decided {now - p.made_at:.0f} s ago; "
+            f"held plain {cooldown_s:.0f} s"
         )
 
 
@@ -344,14 +347,14 @@ class HarmGuard:
         return out
 
     def review(
-        self, d: Decisions, window: WindowStats | None, models: Mapping[str, JobModel], cores: float
+        self, d: Decisions, now: float, window: WindowStats | None, models: Mapping[str, JobModel], cores: float
     ) -> Decisions:
-        """One step: judge the pending decisions on ``window`` (None: the start), revert the harmful ones, hold
-        plain what must be (reverted, within cooldown; bulk jobs without overload), then enter ``d``'s decisions
-        that depart from plain in the ledger. ``models``: the jobs' models now; ``cores``: the cores they share."""
+        """One step at ``now``: judge the pending decisions on ``window`` (None: the start), revert the harmful
+        ones, hold plain what must be (reverted, within cooldown; bulk jobs without overload), then enter ``d``'s
+        decisions that depart from plain in the ledger. ``models``: the jobs' models now; ``cores``: the cores
+        they share."""
         if not self.config.enabled:
             return d
-        now = window.now if window is not None else 0.0
         if window is not None:
             self._observe(window)
         plain = plain_settings(models)
@@ -378,12 +381,13 @@ class HarmGuard:
                     del self.pending[key]
                     self.cooldown[key] = now + self.config.cooldown_s
                 else:
-                    self.pending[key] = replace(v.pending, seen=(), baseline=tuple(self.history.get(job, ())))
+                    fresh = replace(v.pending, seen=(), settled=0, baseline=tuple(self.history.get(job, ())))
+                    self.pending[key] = fresh
         self.cooldown = {k: t for k, t in self.cooldown.items() if t > now}
         reverted = {(v.pending.job, v.pending.kind) for v in verdicts}
         self._hold_plain(d, set(self.cooldown) | reverted)
         for v in verdicts:
-            why = v.reason(now, now + self.config.cooldown_s)
+            why = v.reason(now, self.config.cooldown_s)
             if v.pending.kind in PLANNED:
                 job = v.pending.job
                 if self._blocked(job):
@@ -447,7 +451,11 @@ class HarmGuard:
             effect = t is None or rate > 0 or (stats is not None and stats.records > 0)
             for kind in KINDS:
                 p = self.pending.get((job.id, kind))
-                if p is not None and (p.seen or effect):
+                if p is None or not (p.seen or p.settled or effect):
+                    continue
+                if p.settled < self.config.settle_windows and t is not None:
+                    self.pending[(job.id, kind)] = replace(p, settled=p.settled + 1)
+                else:
                     self.pending[(job.id, kind)] = replace(p, seen=(*p.seen, (t, rate)))
             past = self.history.setdefault(job.id, [])
             past.append((t, rate))
@@ -455,14 +463,16 @@ class HarmGuard:
 
     def _hold_plain(self, d: Decisions, keys: set[tuple[str, str]]) -> bool:
         """Rewrite ``d`` so each (job, kind) in ``keys`` of a kind the Controller decides outside the plan (rate
-        cap, pool, trigger) is at its plain value once enforced; returns whether anything changed. Templates and
+        cap, pool, trigger) is at its plain value once enforced; returns whether that changes what an engine
+        enforces (a cap asked for and not in force was never enforced: holding it changes nothing). Templates and
         admission are held through the plan (:meth:`planning`): they come with a placement and cpu."""
         changed = False
         for job, kind in sorted(keys):
             if kind == "rate cap":
                 capped = [pe for pe in self.sources[job] if {**self.caps, **(d.rate_limits or {})}.get(pe) is not None]
                 if capped:
-                    d.rate_limits, changed = {**(d.rate_limits or {}), **dict.fromkeys(capped)}, True
+                    d.rate_limits = {**(d.rate_limits or {}), **dict.fromkeys(capped)}
+                    changed |= any(self.caps.get(pe) is not None for pe in capped)
             elif kind == "pool":
                 pools = d.pools if d.pools is not None else self.pools
                 if pools.get(job, PLAIN_POOL) != PLAIN_POOL:
