@@ -13,7 +13,7 @@ from strata.control.harm import (
     job_models,
     judge,
     objectives,
-    overloaded,
+    plain_demand,
     plain_settings,
 )
 from strata.model import Scenario
@@ -115,7 +115,7 @@ def test_plain_prediction_and_overload():
     # a cap of 60 on bulk leaves crit 0.9 cores: 90 rec/s
     capped = {**plain, "bulk": Setting("full", cap=60.0)}
     assert objectives(MODELS, capped, 1.5) == pytest.approx({"crit": 90.0, "bulk": 60.0})
-    assert overloaded(MODELS, 1.5, 0.9) and not overloaded(MODELS, 3.0, 0.9)
+    assert plain_demand(MODELS) == pytest.approx(2.0)
 
 
 def test_job_models_cost_and_importance_from_the_learned_scenario():
@@ -247,9 +247,16 @@ def test_no_overload_holds_bulk_jobs_plain():
     assert g.replan_due({"crit": "t0", "bulk": "lite"}) == ["bulk"]
     assert g.replan_due({"crit": "t0", "bulk": "full"}) == []
     assert {k for k in g.pending if k[1] != "template"} == {("crit", "pool")}
-    # under overload the planner chooses freely
+    # overload (2 cores of demand on 1.5) ends it at once; then the planner chooses freely
+    g.review(Decisions(1), 5.0, window(5.0, {"crit": 75.0, "bulk": 75.0}), MODELS, 1.5)
     assert [[t.name for t in j.templates] for j in g.planning(sc.jobs, MODELS, 1.5)][1] == ["full", "lite"]
     assert g.replan_due({"crit": "t0", "bulk": "lite"}) == []
+    # calm again only after calm_windows (3) looks in a row at ≤ 90% of the cores (2 of 3: not yet; 2 of 2.2: no)
+    for t, cores in ((10.0, 3.0), (15.0, 3.0), (20.0, 2.2), (25.0, 3.0), (30.0, 3.0)):
+        g.review(Decisions(1), t, window(t, {"crit": 100.0, "bulk": 100.0}), MODELS, cores)
+        assert g.calm is False
+    g.review(Decisions(1), 35.0, window(35.0, {"crit": 100.0, "bulk": 100.0}), MODELS, 3.0)
+    assert g.calm is True and g.replan_due({"crit": "t0", "bulk": "lite"}) == ["bulk"]
 
 
 def test_disabled_guard_changes_nothing():

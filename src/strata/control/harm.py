@@ -16,17 +16,19 @@ process is late. The *plain* prediction is the same model on the plain setting, 
 now — the counterfactual.
 
 :func:`judge`: once ``judge_windows`` windows have been seen after the decision took effect (a job's first output
-under it; at once for a stop) and ``settle_windows`` more before them passed (the transition), the observed objective's mean minus the plain prediction is the observed gain.
-The decision is reverted when the observed gain is below min(0, predicted gain) − a noise margin: a decision
-predicted to gain must not leave the job worse than plain Spark; one predicted to cost the job something (a cap
-or a stop giving way to other jobs) must not cost more than predicted. The margin is ``noise_z`` × the standard
-deviation of the job's objective in the ``baseline_windows`` windows before the decision, at least
-``noise_share`` of the plain prediction and ``noise_floor``. Of one job's failing decisions one is reverted per
-step (the one the model says moves the job most), the others watched afresh. A reverted (job, kind) is held at
-its plain value for ``cooldown_s`` (hysteresis), then the Controller may decide it again and it is judged again.
-A decision judged harmless is not judged again until its value changes.
+under it; at once for a stop) and ``settle_windows`` more before them passed (the transition), the observed
+objective's mean minus the plain prediction is the observed gain. The decision is reverted when the observed gain
+is below min(0, predicted gain) − a noise margin: a decision predicted to gain must not leave the job worse than
+plain Spark; one predicted to cost the job something (a cap or a stop giving way to other jobs) must not cost more
+than predicted. The margin is ``noise_z`` × the standard deviation of the job's objective in the
+``baseline_windows`` windows before the decision, at least ``noise_share`` of the plain prediction and
+``noise_floor``. Of one job's failing decisions one is reverted per step (the one the model says moves the job
+most), the others watched afresh. A reverted (job, kind) is held at its plain value for ``cooldown_s``
+(hysteresis), then the Controller may decide it again and it is judged again. A decision judged harmless is not
+judged again until its value changes.
 
-Without overload (:func:`overloaded`: the plain setting's demand within ``busy_limit`` of the cores), a bulk job
+Without overload (:func:`plain_demand` within ``busy_limit`` of the cores ``calm_windows`` looks in a row; overload
+again once it exceeds the cores: offered rates swing with bursts), a bulk job
 (target latency above the Controller's ``critical_latency_s``) is held as plain Spark runs it: first template, no
 cap, the default pool — there is nothing to gain for anyone.
 
@@ -70,7 +72,8 @@ class HarmConfig:
     noise_share: float = 0.1  # ... at least this share of the plain prediction ...
     noise_floor: float = 1e-3  # ... and at least this (importance/s)
     cooldown_s: float = 120.0  # a reverted (job, kind) is held at its plain value this long
-    busy_limit: float = 0.9  # overload: the plain setting needs more than this share of the cores
+    busy_limit: float = 0.9  # no overload: the plain setting needs at most this share of the cores ...
+    calm_windows: int = 3  # ... for this many windows in a row (overload again: more than all the cores)
 
     def __post_init__(self) -> None:
         if self.judge_windows < 1 or self.baseline_windows < 0 or self.settle_windows < 0:
@@ -161,10 +164,9 @@ def plain_settings(models: Mapping[str, JobModel]) -> dict[str, Setting]:
     return {job: Setting(m.first) for job, m in models.items()}
 
 
-def overloaded(models: Mapping[str, JobModel], cores: float, busy_limit: float) -> bool:
-    """True when the plain setting needs more than ``busy_limit`` × ``cores`` (offered × cost of every job)."""
-    need = sum(m.offered * m.cost[m.first] for m in models.values())
-    return need > busy_limit * cores
+def plain_demand(models: Mapping[str, JobModel]) -> float:
+    """Cores the plain setting needs: Σ offered × cost of the first template over every job."""
+    return sum(m.offered * m.cost[m.first] for m in models.values())
 
 
 def job_models(model: Scenario) -> dict[str, JobModel]:
@@ -331,7 +333,8 @@ class HarmGuard:
     caps: dict[str, float | None] = field(default_factory=dict)  # in force: source PE → records/s
     pools: dict[str, str] = field(default_factory=dict)  # in force: job → FAIR pool
     triggers: dict[str, float] = field(default_factory=dict)  # in force: job → trigger s
-    calm: bool = False  # no overload at the last look: bulk jobs held plain
+    calm: bool | None = None  # no overload (None: not looked yet): bulk jobs held plain
+    calm_looks: int = 0  # consecutive looks below busy_limit
 
     def settings(self) -> dict[str, Setting]:
         """Job → the setting in force (as the decisions seen so far enforce it)."""
@@ -395,7 +398,7 @@ class HarmGuard:
                 else:
                     why += "; enforced by the next plan of its component"
             d.reverts = (*d.reverts, (v.pending.job, why))
-        self.calm = not overloaded(models, cores, self.config.busy_limit)
+        self._look(models, cores)
         if self.calm and self._hold_plain(d, {(j, k) for j in self._bulk() for k in ("rate cap", "pool")}):
             d.reasons = (*d.reasons, "no overload: bulk jobs run as plain Spark runs them")
         self._enforced(d)
@@ -408,7 +411,9 @@ class HarmGuard:
         required. A job running a stateful template keeps its templates (a switch would drop its state)."""
         if not self.config.enabled:
             return list(jobs)
-        self.calm = not overloaded(models, cores, self.config.busy_limit)
+        if self.calm is None:  # the start: the first look decides
+            self._look(models, cores)
+            self.calm = self.calm_looks > 0
         out = []
         for job in jobs:
             if job.id in self._held("template") and not self._blocked(job.id):
@@ -423,6 +428,16 @@ class HarmGuard:
         due = {j for j in self._held("template") if templates.get(j, self._first(j)) != self._first(j)}
         due = {j for j in due if not self._blocked(j)}
         return sorted(due | {j for j in self._held("admission") if j not in templates})
+
+    def _look(self, models: Mapping[str, JobModel], cores: float) -> None:
+        """Overload, with hysteresis (offered rates swing with bursts): calm after ``calm_windows`` looks in a row
+        below ``busy_limit`` of the cores, overloaded again once plain's demand exceeds the cores."""
+        need = plain_demand(models)
+        self.calm_looks = self.calm_looks + 1 if need <= self.config.busy_limit * cores else 0
+        if need > cores:
+            self.calm = False
+        elif self.calm_looks >= self.config.calm_windows:
+            self.calm = True
 
     def _held(self, kind: str) -> set[str]:
         held = {j for j, k in self.cooldown if k == kind}
