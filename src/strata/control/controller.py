@@ -53,6 +53,7 @@ from strata.adapt.blocks import BALANCING, PLACEMENT, Composition
 from strata.balance.level import TaskLevel, uncoordinated
 from strata.control.budgets import l1_budget, pool_names, pools
 from strata.control.estimation import ResourceLearner, mean_offered_rates, offered_demand
+from strata.control.harm import HarmConfig, HarmGuard, job_models
 from strata.control.micro_batches import BatchSizing, ReadLimitRestarts, trigger_intervals
 from strata.control.signals import KINDS, Debounce, Signal, SignalConfig, lost_nodes, observed_signals
 from strata.model import Cluster, Scenario, job_maps, joined_graph
@@ -108,6 +109,7 @@ class HierarchyConfig:
     cap_reads: bool = False
     read_limit_ratio: float = 1.5  # a read limit is changed (restart) only when it moves by this factor or more
     restart_every_s: float = 20.0  # and a query is restarted for a new read limit at most this often
+    harm: HarmConfig = field(default_factory=HarmConfig)  # do no harm: judge, revert (strata.control.harm)
 
     def triggers(self, scenario: Scenario) -> dict[str, float]:
         """Job → processing-time trigger (s) of ``scenario``'s jobs under these knobs."""
@@ -189,6 +191,8 @@ class Controller:
         for job in scenario.jobs:
             ops = job.templates[0].operators
             self._nominal[job.id] = sum(op.source.rate for op in ops if op.source is not None)
+        by_job = {j: [pe for pe, owner in self._sources.items() if owner == j] for j in scenario.job}
+        self._harm = HarmGuard(scenario, by_job, cfg.critical_latency_s, cfg.harm)
 
     # ------------------------------------------------------------------ API
 
@@ -210,7 +214,7 @@ class Controller:
             reasons=("start",),
         )
         self.log.append(StepLog(now, self.epoch, (), ("*",), 0, 0, {}, self.dispatch))
-        return d
+        return self._no_harm(d, now, None)
 
     def step(self, obs: Observation) -> Decisions:
         """One control window: signals, L0 re-plans (full or per component), L1 scaling and moves, meta choice."""
@@ -235,6 +239,7 @@ class Controller:
 
         signals = self._signals(obs)
         unseen = self._first_seen()
+        held = self._harm.replan_due(self.plan.templates)  # do no harm: templates, admission held plain
         replanned: tuple[str, ...] = ()
         plan_seconds = 0.0
         if now - self._last_full >= cfg.epoch_s - 1e-9:
@@ -244,8 +249,11 @@ class Controller:
             reasons.append("epoch")
             for s in signals:
                 self._debounce.reset((s.kind, s.job))
-        elif signals or unseen:
+        elif signals or unseen or held:
             jobs: set[str] = set()
+            for j in held:
+                jobs |= set(nx.node_connected_component(self._jobs_graph, j))
+                reasons.append(f"held plain:{j} (do no harm)")
             # A job planned on its prior rate alone (a Python job declares none) is re-planned on its first
             # observed ingest: SODA's plan is only as good as the rates it is given.
             for j in unseen:
@@ -295,6 +303,7 @@ class Controller:
             d.placement = {pe: list(self.placement[pe]) for pe in sorted(changed)}
         if obs.dispatch != self.dispatch:
             d.dispatch = self.dispatch
+        d = self._no_harm(d, now, obs.window)
         placement_moves = sum(
             1 for pe in changed for a, b in zip(old_place.get(pe, []), self.placement[pe], strict=False) if a[0] != b[0]
         )
@@ -313,6 +322,18 @@ class Controller:
             )
         )
         return d
+
+    def _no_harm(self, d: Decisions, now: float, window) -> Decisions:
+        """Do no harm (:mod:`strata.control.harm`): the decisions judged on ``window`` (None: the start), the
+        harmful ones reverted, bulk jobs held plain without overload, ``d``'s new decisions entered in the ledger
+        with their predicted gain."""
+        return self._harm.review(d, now, window, *self._harm_model())
+
+    def _harm_model(self) -> tuple[dict, float]:
+        """The jobs' models for the do-no-harm check (on the model as learned: the offered rates measured, else
+        their priors) and the live cores they share."""
+        cores = sum(n.cores for n in self.scenario.cluster.all_nodes if n.name not in self.down)
+        return job_models(self.model()), cores
 
     # ------------------------------------------------------------------ observations → model
 
@@ -404,7 +425,8 @@ class Controller:
         return abs(now - then) / max(now, then, floor, 1e-9)
 
     def _observed(self, cluster: Cluster, margin: Mapping[str, float]) -> Scenario:
-        return Scenario(name=self.scenario.name, cluster=cluster, jobs=self.model(margin).jobs)
+        jobs = self._harm.planning(self.model(margin).jobs, *self._harm_model())
+        return Scenario(name=self.scenario.name, cluster=cluster, jobs=jobs)
 
     def _run_planner(self, scenario: Scenario, previous: Plan | None, name: str) -> Plan:
         return placer(name)(scenario, previous, self.config.plan)

@@ -103,6 +103,8 @@ class Decisions:
     - ``epoch``: the controller's epoch counter; ``replan``: the components
       (job names, or ``"*"`` for a full epoch) re-planned in this step, and
       ``reasons``: the signals that caused it — for logs and reports only.
+    - ``reverts`` (the Controller's do-no-harm check): (job, why) per decision
+      reverted in this step; the plain value travels in the fields above.
     """
 
     epoch: int
@@ -117,6 +119,9 @@ class Decisions:
     dispatch: str | None = None
     replan: tuple[str, ...] = ()
     reasons: tuple[str, ...] = ()
+    # (job, why) for each decision reverted in this step (strata.control.harm): its field above carries the plain
+    # value; engines log the why (Spark: a "revert" row in decisions.csv). For logs and reports only.
+    reverts: tuple[tuple[str, str], ...] = ()
 
     def empty(self) -> bool:
         """True when enforcing this changes nothing."""

@@ -1,0 +1,538 @@
+"""Do no harm: every decision on a job carries the gain the plan predicts, and is reverted when it did worse
+(DESIGN.md rule 8; Dangwal et al.'s co-operating hierarchy, where a level's decision must not cost the objective
+it is judged on).
+
+Plain Spark — :class:`strata.control.loop.Plain` — runs every job on its first template, uncapped, in the default
+FAIR pool (weight 1: equal shares), admitted, batches back to back. Each of the Controller's decisions that departs
+from that on one job (kinds: ``template``, ``rate cap``, ``pool``, ``admission`` (a stop), ``trigger``) enters a
+ledger with the gain the model predicts for it over the plain setting, in the job's objective: its **on-time
+importance rate** — the importance (SODA §3: Σ stream weight × value(rate)) of its template at the source rate
+read and delivered within the target latency, i.e. read rate × (1 − miss share).
+
+The prediction is the plan's own rate model over the shared cores: each admitted job needs offered × (learned)
+core-seconds per source record, capped at its rate cap; FAIR shares the cluster's cores by pool weight, work
+conserving (weighted max–min, :func:`fair_shares`); a job processes what its share buys, and what it cannot
+process is late. The *plain* prediction is the same model on the plain setting, with the offered rates measured
+now — the counterfactual.
+
+:func:`judge`: once ``judge_windows`` windows have been seen after the decision took effect (a job's first output
+under it; at once for a stop) and ``settle_windows`` more before them passed (the transition), the observed
+objective's mean minus the plain prediction is the observed gain. The decision is reverted when the observed gain
+is below min(0, predicted gain) − a noise margin: a decision predicted to gain must not leave the job worse than
+plain Spark; one predicted to cost the job something (a cap or a stop giving way to other jobs) must not cost more
+than predicted. The margin is ``noise_z`` × the standard deviation of the job's objective in the
+``baseline_windows`` windows before the decision, at least ``noise_share`` of the plain prediction and
+``noise_floor``. Of one job's failing decisions one is reverted per step (the one the model says moves the job
+most), the others watched afresh. A reverted (job, kind) is held at its plain value for ``cooldown_s``
+(hysteresis), then the Controller may decide it again and it is judged again. A decision judged harmless is not
+judged again until its value changes.
+
+Without overload (:func:`plain_demand` within ``busy_limit`` of the cores ``calm_windows`` looks in a row; overload
+again once it exceeds the cores: offered rates swing with bursts), a bulk job
+(target latency above the Controller's ``critical_latency_s``) is held as plain Spark runs it: first template, no
+cap, the default pool — there is nothing to gain for anyone.
+
+Caps, pools and triggers are held plain by rewriting the step's :class:`~strata.protocol.engine.Decisions`;
+templates and admission come with a placement and cpu, so they are held through the plan
+(:meth:`HarmGuard.planning`: the job offers the planner only its first template, or is required;
+:meth:`HarmGuard.replan_due`: its component is re-planned at once). Each revert adds a (job, why) line to
+``Decisions.reverts``, which engines log (Spark: a ``revert`` row in decisions.csv). Pure: plain data in,
+decisions out; the clock comes in the observations.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field, replace
+
+from strata.model import Job, OperatorKind, Scenario, Template, joined_graph
+from strata.model.importance import importance, propagate
+from strata.model.job import KEYED_KINDS
+from strata.model.traffic import as_emitted
+from strata.protocol.engine import Decisions
+from strata.protocol.units import SHARE_POOLS
+from strata.protocol.window import WindowStats
+
+KINDS = ("template", "rate cap", "pool", "admission", "trigger")
+PLANNED = ("template", "admission")  # held plain through the plan: they come with a placement and cpu
+PLAIN_POOL = "w1"  # FAIR's default weight 1: every job the same share
+
+
+@dataclass(frozen=True)
+class HarmConfig:
+    """The do-no-harm knobs, with their defaults (docs/hierarchy.md, "Do no harm")."""
+
+    enabled: bool = True
+    judge_windows: int = 3  # windows observed after a decision took effect before it is judged ...
+    settle_windows: int = 2  # ... after these first ones, left out: the transition (a restart, a backlog draining)
+    baseline_windows: int = 4  # windows before a decision its noise margin is measured over
+    noise_z: float = 2.0  # margin = noise_z × the baseline's standard deviation ...
+    noise_share: float = 0.1  # ... at least this share of the plain prediction ...
+    noise_floor: float = 1e-3  # ... and at least this (importance/s)
+    cooldown_s: float = 120.0  # a reverted (job, kind) is held at its plain value this long
+    busy_limit: float = 0.9  # no overload: the plain setting needs at most this share of the cores ...
+    calm_windows: int = 3  # ... for this many windows in a row (overload again: more than all the cores)
+
+    def __post_init__(self) -> None:
+        if self.judge_windows < 1 or self.baseline_windows < 0 or self.settle_windows < 0:
+            raise ValueError("judge_windows must be ≥ 1, baseline_windows and settle_windows ≥ 0")
+        if self.noise_z < 0 or self.noise_share < 0 or self.noise_floor < 0 or self.cooldown_s < 0:
+            raise ValueError("noise_z, noise_share, noise_floor and cooldown_s must be ≥ 0")
+        if self.busy_limit <= 0:
+            raise ValueError(f"busy_limit must be > 0; found {self.busy_limit}")
+
+
+@dataclass(frozen=True)
+class Setting:
+    """What is in force for one job: its template (None: stopped), rate cap over its sources (records/s; None:
+    none), FAIR pool weight and trigger (s; None: batches back to back)."""
+
+    template: str | None
+    cap: float | None = None
+    weight: float = 1.0
+    trigger: float | None = None
+
+
+@dataclass(frozen=True)
+class JobModel:
+    """What the model knows of one job now: its offered rate (records/s at its sources), each template's
+    core-seconds per source record, and its importance rate at a given on-time source rate per template."""
+
+    offered: float
+    first: str
+    cost: Mapping[str, float]
+    value: Callable[[str, float], float]
+
+
+def fair_shares(demand: Mapping[str, float], weight: Mapping[str, float], cores: float) -> dict[str, float]:
+    """Cores each job gets from a work-conserving weighted fair scheduler (FAIR pools): weighted max–min.
+
+    Cores go out in proportion to weight; a job that needs less than its part keeps only what it needs and the
+    rest is shared again among the others. E.g. demand a 3, b 1, c 1 on 4 cores, weights 1, 1, 2: parts 1, 1, 2 →
+    b keeps 1, c 1; the 2 left go to a.
+    """
+    alloc: dict[str, float] = {}
+    active = {j for j, d in demand.items() if d > 0}
+    left = cores
+    while active:
+        unit = left / sum(weight.get(j, 1.0) for j in active)
+        full = {j for j in active if demand[j] <= weight.get(j, 1.0) * unit + 1e-12}
+        if not full:
+            for j in active:
+                alloc[j] = weight.get(j, 1.0) * unit
+            break
+        for j in full:
+            alloc[j] = demand[j]
+            left -= demand[j]
+        active -= full
+    return {j: alloc.get(j, 0.0) for j in demand}
+
+
+def on_time_rates(models: Mapping[str, JobModel], settings: Mapping[str, Setting], cores: float) -> dict[str, float]:
+    """Job → source records/s processed on time under ``settings``: what its fair share of ``cores`` buys, at most
+    its offered rate and its cap (0 for a stopped job)."""
+    wanted: dict[str, float] = {}
+    demand: dict[str, float] = {}
+    for job, m in models.items():
+        s = settings[job]
+        if s.template is None:
+            continue
+        wanted[job] = min(m.offered, math.inf if s.cap is None else s.cap)
+        demand[job] = wanted[job] * m.cost[s.template]
+    alloc = fair_shares(demand, {j: settings[j].weight for j in demand}, cores)
+    out = dict.fromkeys(models, 0.0)
+    for job, rate in wanted.items():
+        cost = models[job].cost[settings[job].template]
+        out[job] = rate if cost <= 0 else min(rate, alloc[job] / cost)
+    return out
+
+
+def objectives(models: Mapping[str, JobModel], settings: Mapping[str, Setting], cores: float) -> dict[str, float]:
+    """Job → predicted on-time importance rate under ``settings``."""
+    rates = on_time_rates(models, settings, cores)
+    out = {}
+    for job, m in models.items():
+        t = settings[job].template
+        out[job] = 0.0 if t is None else m.value(t, rates[job])
+    return out
+
+
+def plain_settings(models: Mapping[str, JobModel]) -> dict[str, Setting]:
+    """What plain Spark runs: every job on its first template, uncapped, weight 1, no trigger."""
+    return {job: Setting(m.first) for job, m in models.items()}
+
+
+def plain_demand(models: Mapping[str, JobModel]) -> float:
+    """Cores the plain setting needs: Σ offered × cost of the first template over every job."""
+    return sum(m.offered * m.cost[m.first] for m in models.values())
+
+
+def job_models(model: Scenario) -> dict[str, JobModel]:
+    """Each job's :class:`JobModel` on ``model``, the scenario as learned — costs, selectivities, and source rates
+    the offered load (observed, else the prior the planner uses) — its window aggregates linearised at those
+    rates as the engines emit (:func:`strata.model.traffic.as_emitted`). A job's offered rate is its first
+    template's; the other templates read the same sources."""
+    emitted = as_emitted(model)
+    out = {}
+    for job in model.jobs:
+        rate = sum(op.source.rate for op in job.templates[0].operators if op.kind is OperatorKind.SOURCE)
+        graphs, costs = {}, {}
+        for tpl in job.templates:
+            graph = joined_graph(emitted, {job.id: tpl.name})
+            graphs[tpl.name] = graph
+            costs[tpl.name] = _cost_per_record(graph, rate)
+        out[job.id] = JobModel(rate, job.templates[0].name, costs, _valuer(graphs))
+    return out
+
+
+def _sources(graph) -> dict[str, float]:
+    """Source PE → its share of the job's offered rate (by the model's source rates)."""
+    rates = {pe: graph.nodes[pe]["op"].source.rate for pe in graph if graph.nodes[pe]["op"].kind is OperatorKind.SOURCE}
+    total = sum(rates.values())
+    return {pe: (r / total if total > 0 else 1.0 / len(rates)) for pe, r in rates.items()}
+
+
+def _cost_per_record(graph, rate: float) -> float:
+    """Core-seconds the job's PEs spend per source record at ``rate`` (every PE's input × its cost per record)."""
+    split = _sources(graph)
+    probe = rate if rate > 0 else 1.0
+    out = propagate(graph, None, {pe: probe * s for pe, s in split.items()})
+    busy = 0.0
+    for pe in graph:
+        op = graph.nodes[pe]["op"]
+        into = probe * split[pe] if pe in split else sum(out[u] for u in graph.predecessors(pe))
+        busy += into * op.cost_per_record
+    return busy / probe
+
+
+def _valuer(graphs: Mapping) -> Callable[[str, float], float]:
+    def value(template: str, rate: float) -> float:
+        graph = graphs[template]
+        split = _sources(graph)
+        return importance(graph, propagate(graph, None, {pe: rate * s for pe, s in split.items()}))
+
+    return value
+
+
+def on_time_read(window: WindowStats, sources: Iterable[str], job: str) -> float:
+    """The job's source records/s read in ``window`` and delivered within target: read rate × (1 − miss share)."""
+    read = sum(window.rates.get(pe, 0.0) for pe in sources)
+    stats = window.latency.get(job)
+    return read * (1.0 - (stats.miss_rate if stats is not None and stats.records else 0.0))
+
+
+@dataclass(frozen=True)
+class Pending:
+    """One decision awaiting judgement: what was decided against the plain value, the gain predicted for it,
+    the job's objective before it (the noise baseline) and the windows seen since it took effect.
+
+    ``value`` is the decision's identity (a new value of the same kind is a new decision; a cap is one decision
+    whatever its rate, which pacing moves by steps); ``shown`` what the record says (a cap's rate).
+    ``baseline`` and ``seen`` are (template in force, on-time source records/s) per window."""
+
+    job: str
+    kind: str
+    value: str
+    plain: str
+    made_at: float
+    predicted_gain: float
+    baseline: tuple[tuple[str | None, float], ...]
+    seen: tuple[tuple[str | None, float], ...] = ()
+    shown: str = ""
+    settled: int = 0  # windows since it took effect left out (``settle_windows``)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """A judged decision: its observed and the plain predicted objective, the noise margin, whether reverted."""
+
+    pending: Pending
+    observed: float
+    plain: float
+    margin: float
+    revert: bool
+
+    def reason(self, now: float, cooldown_s: float) -> str:
+        """The revert record: the decision, predicted vs observed gain over plain, the margin and the windows."""
+        p = self.pending
+        return (
+            f"{p.kind} {p.shown or p.value} → {p.plain}: predicted {p.predicted_gain:+.4g}/s vs plain, observed "
+            f"{self.observed - self.plain:+.4g}/s ({self.observed:.4g} against plain's {self.plain:.4g}; noise "
+            f"margin {self.margin:.4g}) over {len(p.seen)} windows, decided {now - p.made_at:.0f} s ago; "
+            f"held plain {cooldown_s:.0f} s"
+        )
+
+
+def judge(pending: Pending, model: JobModel, plain_now: float, config: HarmConfig) -> Verdict | None:
+    """The verdict on ``pending`` once it has ``judge_windows`` windows (None before): revert when the observed
+    objective − ``plain_now`` (the plain prediction now) < min(0, predicted gain) − the noise margin."""
+    if len(pending.seen) < config.judge_windows:
+        return None
+
+    def worth(template: str | None, rate: float) -> float:
+        return 0.0 if template is None else model.value(template, rate)
+
+    observed = statistics.fmean(worth(t, r) for t, r in pending.seen)
+    base = [worth(t, r) for t, r in pending.baseline]
+    spread = statistics.pstdev(base) if len(base) >= 2 else 0.0
+    margin = max(config.noise_z * spread, config.noise_share * abs(plain_now), config.noise_floor)
+    bad = observed - plain_now < min(0.0, pending.predicted_gain) - margin
+    return Verdict(pending, observed, plain_now, margin, bad)
+
+
+def _identity(kind: str, s: Setting) -> str:
+    """The decided value of ``kind`` in ``s`` as the ledger tells decisions apart."""
+    if kind == "template":
+        return str(s.template)
+    if kind == "admission":
+        return "stopped" if s.template is None else "admitted"
+    if kind == "rate cap":
+        return "none" if s.cap is None else "capped"
+    if kind == "pool":
+        return f"weight {s.weight:g}"
+    return "none" if s.trigger is None else f"{s.trigger:g} s"
+
+
+def _applied(kind: str, plain: Setting, s: Setting) -> Setting:
+    """``plain`` with only ``kind`` of ``s`` applied: the decision's own effect."""
+    field_of = {
+        "template": "template",
+        "admission": "template",
+        "rate cap": "cap",
+        "pool": "weight",
+        "trigger": "trigger",
+    }
+    return replace(plain, **{field_of[kind]: getattr(s, field_of[kind])})
+
+
+def stateful(template: Template) -> bool:
+    """Whether a running query of ``template`` keeps state (windows, keyed state, joins): it cannot switch
+    template without dropping it, so the engine refuses the switch."""
+    return any(op.kind in KEYED_KINDS for op in template.operators)
+
+
+@dataclass
+class HarmGuard:
+    """The ledger and its memory over a run: what is in force, pending decisions, cooldowns, recent objectives.
+
+    ``sources``: job → its source PEs (over every template); a job whose target latency is above
+    ``critical_latency_s`` is bulk (held plain without overload).
+    """
+
+    scenario: Scenario
+    sources: Mapping[str, list[str]]
+    critical_latency_s: float
+    config: HarmConfig = field(default_factory=HarmConfig)
+    pending: dict[tuple[str, str], Pending] = field(default_factory=dict)
+    kept: dict[tuple[str, str], str] = field(default_factory=dict)  # judged harmless, by identity
+    cooldown: dict[tuple[str, str], float] = field(default_factory=dict)  # (job, kind) → held plain until
+    history: dict[str, list[tuple[str | None, float]]] = field(default_factory=dict)
+    templates: dict[str, str] = field(default_factory=dict)  # in force: job → template (absent: stopped)
+    caps: dict[str, float | None] = field(default_factory=dict)  # in force: source PE → records/s
+    pools: dict[str, str] = field(default_factory=dict)  # in force: job → FAIR pool
+    triggers: dict[str, float] = field(default_factory=dict)  # in force: job → trigger s
+    calm: bool | None = None  # no overload (None: not looked yet): bulk jobs held plain
+    calm_looks: int = 0  # consecutive looks below busy_limit
+
+    def settings(self) -> dict[str, Setting]:
+        """Job → the setting in force (as the decisions seen so far enforce it)."""
+        out = {}
+        for job in self.scenario.jobs:
+            capped = [c for pe in self.sources[job.id] if (c := self.caps.get(pe)) is not None]
+            out[job.id] = Setting(
+                self.templates.get(job.id),
+                sum(capped) if capped else None,
+                float(SHARE_POOLS.get(self.pools.get(job.id, PLAIN_POOL), 1)),
+                self.triggers.get(job.id),
+            )
+        return out
+
+    def review(
+        self, d: Decisions, now: float, window: WindowStats | None, models: Mapping[str, JobModel], cores: float
+    ) -> Decisions:
+        """One step at ``now``: judge the pending decisions on ``window`` (None: the start), revert the harmful
+        ones, hold plain what must be (reverted, within cooldown; bulk jobs without overload), then enter ``d``'s
+        decisions that depart from plain in the ledger. ``models``: the jobs' models now; ``cores``: the cores
+        they share."""
+        if not self.config.enabled:
+            return d
+        if window is not None:
+            self._observe(window)
+        plain = plain_settings(models)
+        predicted_plain = objectives(models, plain, cores)
+        failed: dict[str, list[Verdict]] = {}
+        for key, p in sorted(self.pending.items()):
+            verdict = judge(p, models[p.job], predicted_plain[p.job], self.config)
+            if verdict is None:
+                continue
+            if verdict.revert:
+                failed.setdefault(p.job, []).append(verdict)
+            else:
+                del self.pending[key]
+                self.kept[key] = p.value
+        verdicts = []
+        for job, bad in failed.items():
+            # One change at a time: the job's objective cannot tell its decisions apart, so the one the model says
+            # moves the job most (then the latest) is reverted; the others are watched afresh from here.
+            worst = min(bad, key=lambda v: (v.pending.predicted_gain, -v.pending.made_at))
+            verdicts.append(worst)
+            for v in bad:
+                key = (job, v.pending.kind)
+                if v is worst:
+                    del self.pending[key]
+                    self.cooldown[key] = now + self.config.cooldown_s
+                else:
+                    fresh = replace(v.pending, seen=(), settled=0, baseline=tuple(self.history.get(job, ())))
+                    self.pending[key] = fresh
+        self.cooldown = {k: t for k, t in self.cooldown.items() if t > now}
+        reverted = {(v.pending.job, v.pending.kind) for v in verdicts}
+        self._hold_plain(d, set(self.cooldown) | reverted)
+        for v in verdicts:
+            why = v.reason(now, self.config.cooldown_s)
+            if v.pending.kind in PLANNED:
+                job = v.pending.job
+                if self._blocked(job):
+                    why += f"; not enforced: {self.templates[job]} keeps state (a switch would drop it)"
+                else:
+                    why += "; enforced by the next plan of its component"
+            d.reverts = (*d.reverts, (v.pending.job, why))
+        self._look(models, cores)
+        if self.calm and self._hold_plain(d, {(j, k) for j in self._bulk() for k in ("rate cap", "pool")}):
+            d.reasons = (*d.reasons, "no overload: bulk jobs run as plain Spark runs them")
+        self._enforced(d)
+        self._enter(now, models, plain, cores)
+        return d
+
+    def planning(self, jobs: Iterable[Job], models: Mapping[str, JobModel], cores: float) -> list[Job]:
+        """``jobs`` as the planner may decide them: a job whose template is held plain (reverted, within its
+        cooldown; a bulk job without overload) offers only its first template, one whose stop was reverted is
+        required. A job running a stateful template keeps its templates (a switch would drop its state)."""
+        if not self.config.enabled:
+            return list(jobs)
+        if self.calm is None:  # the start: the first look decides
+            self._look(models, cores)
+            self.calm = self.calm_looks > 0
+        out = []
+        for job in jobs:
+            if job.id in self._held("template") and not self._blocked(job.id):
+                job = job.model_copy(update={"templates": job.templates[:1]})
+            if job.id in self._held("admission"):
+                job = job.model_copy(update={"required": True})
+            out.append(job)
+        return out
+
+    def replan_due(self, templates: Mapping[str, str]) -> list[str]:
+        """Jobs whose plan in force (job → template, admitted only) runs what is held plain: re-planned now."""
+        due = {j for j in self._held("template") if templates.get(j, self._first(j)) != self._first(j)}
+        due = {j for j in due if not self._blocked(j)}
+        return sorted(due | {j for j in self._held("admission") if j not in templates})
+
+    def _look(self, models: Mapping[str, JobModel], cores: float) -> None:
+        """Overload, with hysteresis (offered rates swing with bursts): calm after ``calm_windows`` looks in a row
+        below ``busy_limit`` of the cores, overloaded again once plain's demand exceeds the cores."""
+        need = plain_demand(models)
+        self.calm_looks = self.calm_looks + 1 if need <= self.config.busy_limit * cores else 0
+        if need > cores:
+            self.calm = False
+        elif self.calm_looks >= self.config.calm_windows:
+            self.calm = True
+
+    def _held(self, kind: str) -> set[str]:
+        held = {j for j, k in self.cooldown if k == kind}
+        if kind == "template" and self.calm:
+            held |= set(self._bulk())
+        return held
+
+    def _bulk(self) -> list[str]:
+        return [j.id for j in self.scenario.jobs if j.target_latency_s > self.critical_latency_s]
+
+    def _first(self, job: str) -> str:
+        return self.scenario.job[job].templates[0].name
+
+    def _blocked(self, job: str) -> bool:
+        """Whether ``job`` runs a stateful template other than its first (held where it is)."""
+        running = self.templates.get(job)
+        return running not in (None, self._first(job)) and stateful(self.scenario.job[job].template(running))
+
+    def _observe(self, window: WindowStats) -> None:
+        """The window's on-time read rate of every job: into its pending decisions (once they took effect: the
+        job's first output under them; at once for a stopped job) and its recent history."""
+        for job in self.scenario.jobs:
+            t = self.templates.get(job.id)
+            rate = on_time_read(window, self.sources[job.id], job.id)
+            stats = window.latency.get(job.id)
+            effect = t is None or rate > 0 or (stats is not None and stats.records > 0)
+            for kind in KINDS:
+                p = self.pending.get((job.id, kind))
+                if p is None or not (p.seen or p.settled or effect):
+                    continue
+                if p.settled < self.config.settle_windows and t is not None:
+                    self.pending[(job.id, kind)] = replace(p, settled=p.settled + 1)
+                else:
+                    self.pending[(job.id, kind)] = replace(p, seen=(*p.seen, (t, rate)))
+            past = self.history.setdefault(job.id, [])
+            past.append((t, rate))
+            del past[: max(0, len(past) - self.config.baseline_windows)]
+
+    def _hold_plain(self, d: Decisions, keys: set[tuple[str, str]]) -> bool:
+        """Rewrite ``d`` so each (job, kind) in ``keys`` of a kind the Controller decides outside the plan (rate
+        cap, pool, trigger) is at its plain value once enforced; returns whether that changes what an engine
+        enforces (a cap asked for and not in force was never enforced: holding it changes nothing). Templates and
+        admission are held through the plan (:meth:`planning`): they come with a placement and cpu."""
+        changed = False
+        for job, kind in sorted(keys):
+            if kind == "rate cap":
+                capped = [pe for pe in self.sources[job] if {**self.caps, **(d.rate_limits or {})}.get(pe) is not None]
+                if capped:
+                    d.rate_limits = {**(d.rate_limits or {}), **dict.fromkeys(capped)}
+                    changed |= any(self.caps.get(pe) is not None for pe in capped)
+            elif kind == "pool":
+                pools = d.pools if d.pools is not None else self.pools
+                if pools.get(job, PLAIN_POOL) != PLAIN_POOL:
+                    d.pools, changed = {**pools, job: PLAIN_POOL}, True
+            elif kind == "trigger":
+                triggers = d.triggers if d.triggers is not None else self.triggers
+                if job in triggers:
+                    d.triggers, changed = {j: s for j, s in triggers.items() if j != job}, True
+        return changed
+
+    def _enforced(self, d: Decisions) -> None:
+        """What is in force once ``d`` is enforced (fields left None are unchanged, as engines apply them)."""
+        if d.admitted is not None:
+            self.templates = dict(d.admitted)
+        if d.rate_limits is not None:
+            self.caps.update(d.rate_limits)
+        if d.pools is not None:
+            self.pools.update(d.pools)
+        if d.triggers is not None:
+            self.triggers = dict(d.triggers)
+
+    def _enter(self, now: float, models: Mapping[str, JobModel], plain: Mapping[str, Setting], cores: float) -> None:
+        """New ledger entries for what departs from plain now, with their predicted gain; an entry whose value
+        went back to plain leaves the ledger. A (job, kind) held plain after a revert enters nothing."""
+        settings = self.settings()
+        base = objectives(models, plain, cores)
+        for job, s in settings.items():
+            for kind in KINDS:
+                key = (job, kind)
+                value, plain_value = _identity(kind, s), _identity(kind, plain[job])
+                if value == plain_value or (kind != "admission" and s.template is None):
+                    self.pending.pop(key, None)
+                    self.kept.pop(key, None)
+                    continue
+                if key in self.cooldown or self.kept.get(key) == value:
+                    continue
+                if key in self.pending and self.pending[key].value == value:
+                    continue
+                self.kept.pop(key, None)
+                if kind == "pool":  # a weight is relative: the decision is every job's pool
+                    trial = {j: replace(plain[j], weight=settings[j].weight) for j in plain}
+                else:
+                    trial = {**plain, job: _applied(kind, plain[job], s)}
+                gain = objectives(models, trial, cores)[job] - base[job]
+                shown = f"{s.cap:.0f} rec/s" if kind == "rate cap" else value
+                self.pending[key] = Pending(
+                    job, kind, value, plain_value, now, gain, tuple(self.history.get(job, ())), shown=shown
+                )

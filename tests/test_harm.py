@@ -1,0 +1,370 @@
+"""Do no harm (strata.control.harm): predicted gains, judgement against plain Spark's prediction, reverts with
+their reason, cooldowns, bulk jobs left plain without overload; the Controller's step on a scripted run."""
+
+import pytest
+
+from strata.control.harm import (
+    HarmConfig,
+    HarmGuard,
+    JobModel,
+    Pending,
+    Setting,
+    fair_shares,
+    job_models,
+    judge,
+    objectives,
+    plain_demand,
+    plain_settings,
+)
+from strata.model import Scenario
+from strata.protocol.engine import Decisions, LatencyStats, WindowStats
+
+
+def chain(job, rank, target, rate, cost, templates=("t0",)):
+    tpls = []
+    for k, name in enumerate(templates):
+        tpls.append(
+            {
+                "name": name,
+                "operators": [
+                    {"name": "src", "kind": "source", "cost_per_record": 0.0, "source": {"rate": rate, "seed": rank}},
+                    {"name": "f", "kind": "map", "cost_per_record": cost / (k + 1)},
+                    {"name": "sink", "kind": "sink", "cost_per_record": 0.0},
+                ],
+                "streams": [{"from": "src", "to": "f"}, {"from": "f", "to": "sink", "weight": 1.0 / (k + 1)}],
+            }
+        )
+    return {"id": job, "rank": rank, "target_latency_s": target, "templates": tpls}
+
+
+def scenario(cores=2, crit_rate=100, bulk_rate=100):
+    doc = {
+        "name": "harm",
+        "cluster": {"nodes": [{"name": "n0", "cores": cores}]},
+        "jobs": [chain("crit", 1, 1.0, crit_rate, 0.01), chain("bulk", 2, 30.0, bulk_rate, 0.01, ("full", "lite"))],
+    }
+    return Scenario.model_validate(doc)
+
+
+def linear(offered, cost=0.01, templates=("t0",)):
+    """A job whose importance rate is its on-time source rate, every template costing ``cost`` per record."""
+    return JobModel(offered, templates[0], dict.fromkeys(templates, cost), lambda t, r: r)
+
+
+MODELS = {"crit": linear(100.0), "bulk": linear(100.0, templates=("full", "lite"))}
+SOURCES = {"crit": ["crit.src"], "bulk": ["bulk.src"]}
+
+
+def window(now, read, miss=None, ingest=None):
+    """``read``: job → source records/s read; ``miss``: job → miss share of its outputs; ``ingest``: source PE →
+    records/s offered (default 100 for each job read)."""
+    miss = miss or {}
+    return WindowStats(
+        now=now,
+        start=now - 5.0,
+        key_groups=(),
+        instances=(),
+        node_utilisation={},
+        queue_lengths={},
+        latency={j: LatencyStats(100, 0.1, 0.2, 0.3, 0.4, m) for j, m in miss.items()},
+        rates={f"{j}.src": r for j, r in read.items()},
+        ingest=ingest if ingest is not None else {f"{j}.src": 100.0 for j in read},
+        routing={},
+        placement={},
+        migrating=(),
+        dropped={},
+    )
+
+
+def guard(**knobs):
+    """A guard on the two-job scenario; the windows after a decision count at once unless ``settle_windows``."""
+    return HarmGuard(scenario(), SOURCES, 5.0, HarmConfig(**{"settle_windows": 0, **knobs}))
+
+
+def started(g, cores=1.5):
+    """The plain start: both jobs on their first template, no caps, pool w1."""
+    g.review(
+        Decisions(1, admitted={"crit": "t0", "bulk": "full"}, pools={"crit": "w1", "bulk": "w1"}),
+        0.0,
+        None,
+        MODELS,
+        cores,
+    )
+    return g
+
+
+# ------------------------------------------------------------------ the model, hand-computed
+
+
+def test_fair_shares_weighted_max_min():
+    # parts 1, 1, 2 of 4 cores: b and c need only 1 each; the 2 left go to a
+    assert fair_shares({"a": 3.0, "b": 1.0, "c": 1.0}, {"a": 1, "b": 1, "c": 2}, 4.0) == pytest.approx(
+        {"a": 2.0, "b": 1.0, "c": 1.0}
+    )
+    # weight 8 against 1 on 1.5 cores: 8/9 × 1.5 = 1.33 ≥ crit's 1 core; bulk keeps the other 0.5
+    assert fair_shares({"crit": 1.0, "bulk": 1.0}, {"crit": 8, "bulk": 1}, 1.5) == pytest.approx(
+        {"crit": 1.0, "bulk": 0.5}
+    )
+
+
+def test_plain_prediction_and_overload():
+    plain = plain_settings(MODELS)
+    assert plain == {"crit": Setting("t0"), "bulk": Setting("full")}
+    # 2 cores of demand on 1.5: equal shares, 75 rec/s each
+    assert objectives(MODELS, plain, 1.5) == pytest.approx({"crit": 75.0, "bulk": 75.0})
+    # a cap of 60 on bulk leaves crit 0.9 cores: 90 rec/s
+    capped = {**plain, "bulk": Setting("full", cap=60.0)}
+    assert objectives(MODELS, capped, 1.5) == pytest.approx({"crit": 90.0, "bulk": 60.0})
+    assert plain_demand(MODELS) == pytest.approx(2.0)
+
+
+def test_job_models_cost_and_importance_from_the_learned_scenario():
+    m = job_models(scenario(bulk_rate=50))
+    assert (m["bulk"].first, m["bulk"].offered, m["crit"].offered) == ("full", 50.0, 100.0)
+    # lite: half the cost per record, half the stream weight into its sink
+    assert m["bulk"].cost == pytest.approx({"full": 0.01, "lite": 0.005})
+    assert m["bulk"].value("full", 50.0) == pytest.approx(50.0)
+    assert m["bulk"].value("lite", 50.0) == pytest.approx(25.0)
+
+
+def test_judge_margin_from_the_windows_before():
+    p = Pending("crit", "pool", "weight 8", "weight 1", 20.0, 25.0, (("t0", 74.0), ("t0", 76.0)), (("t0", 60.0),) * 3)
+    model = linear(100.0)
+    # σ of the baseline = 1 → 2σ = 2 < 10% of plain's 75 = 7.5: margin 7.5; observed −15 < min(0, 25) − 7.5
+    v = judge(p, model, 75.0, HarmConfig())
+    assert (v.observed, v.plain, v.margin, v.revert) == (pytest.approx(60.0), 75.0, pytest.approx(7.5), True)
+    # a noisy baseline (σ 10 → margin 20) keeps the same observation
+    noisy = Pending(**{**p.__dict__, "baseline": (("t0", 65.0), ("t0", 85.0))})
+    assert judge(noisy, model, 75.0, HarmConfig()).revert is False
+    # not before judge_windows windows
+    assert judge(Pending(**{**p.__dict__, "seen": p.seen[:2]}), model, 75.0, HarmConfig()) is None
+
+
+# ------------------------------------------------------------------ the guard over a scripted run (1.5 cores: overload)
+
+
+def run_cap(bulk_after, miss_after=0.0):
+    """Plain until t=20 (bulk reads 74, 76, 75, 75), a cap of 60 rec/s on bulk at t=20, then three windows."""
+    g = started(guard())
+    for t, r in zip((5.0, 10.0, 15.0), (74.0, 76.0, 75.0), strict=True):
+        g.review(Decisions(1), t, window(t, {"crit": 75.0, "bulk": r}), MODELS, 1.5)
+    d = g.review(
+        Decisions(1, rate_limits={"bulk.src": 60.0}), 20.0, window(20.0, {"crit": 75.0, "bulk": 75.0}), MODELS, 1.5
+    )
+    assert d.rate_limits == {"bulk.src": 60.0} and d.reverts == ()
+    p = g.pending[("bulk", "rate cap")]
+    # bulk alone capped at 60 against plain's 75: predicted −15/s for bulk
+    assert (p.value, p.shown, p.plain, p.predicted_gain) == ("capped", "60 rec/s", "none", pytest.approx(-15.0))
+    out = []
+    for t in (25.0, 30.0, 35.0):
+        out.append(
+            g.review(Decisions(1), t, window(t, {"crit": 90.0, "bulk": bulk_after}, {"bulk": miss_after}), MODELS, 1.5)
+        )
+    return g, out
+
+
+def test_a_cap_that_cost_more_than_predicted_is_reverted_after_the_judging_windows():
+    # bulk reads its 60 but a third of it late: 40 on time, −35 against plain's 75, below −15 − 7.5
+    g, out = run_cap(60.0, miss_after=1 / 3)
+    assert [d.reverts for d in out[:2]] == [(), ()]
+    last = out[2]
+    assert last.rate_limits == {"bulk.src": None}
+    [(job, why)] = last.reverts
+    assert job == "bulk"
+    assert why == (
+        "rate cap 60 rec/s → none: predicted -15/s vs plain, observed -35/s (40 against plain's 75; "
+        "noise margin 7.5) over 3 windows, decided 15 s ago; held plain 120 s"
+    )
+    assert ("bulk", "rate cap") not in g.pending and g.cooldown == {("bulk", "rate cap"): 155.0}
+
+
+def test_a_cap_within_the_noise_margin_is_kept():
+    # 55 on time: −20 against plain, within −15 − 7.5
+    g, out = run_cap(55.0)
+    assert all(d.reverts == () and d.rate_limits is None for d in out)
+    assert g.kept == {("bulk", "rate cap"): "capped"}
+    # a kept decision is not judged again while its value stands (its rate may move)
+    g.review(
+        Decisions(1, rate_limits={"bulk.src": 50.0}), 40.0, window(40.0, {"crit": 90.0, "bulk": 50.0}), MODELS, 1.5
+    )
+    assert ("bulk", "rate cap") not in g.pending
+
+
+def test_a_reverted_decision_is_not_made_again_within_its_cooldown():
+    g, _ = run_cap(60.0, miss_after=1 / 3)
+    again = g.review(
+        Decisions(1, rate_limits={"bulk.src": 60.0}), 40.0, window(40.0, {"crit": 75.0, "bulk": 75.0}), MODELS, 1.5
+    )
+    assert again.rate_limits == {"bulk.src": None} and again.reverts == ()
+    assert ("bulk", "rate cap") not in g.pending
+    late = g.review(
+        Decisions(1, rate_limits={"bulk.src": 60.0}), 160.0, window(160.0, {"crit": 75.0, "bulk": 75.0}), MODELS, 1.5
+    )
+    assert late.rate_limits == {"bulk.src": 60.0}  # the cooldown is over: decided and judged afresh
+    assert g.pending[("bulk", "rate cap")].made_at == 160.0
+
+
+def test_a_pool_predicted_to_gain_whose_misses_rose_is_reverted():
+    g = started(guard())
+    for t, r in zip((5.0, 10.0, 15.0), (74.0, 76.0, 75.0), strict=True):
+        g.review(Decisions(1), t, window(t, {"crit": r, "bulk": 75.0}), MODELS, 1.5)
+    g.review(
+        Decisions(1, pools={"crit": "w8", "bulk": "w1"}), 20.0, window(20.0, {"crit": 75.0, "bulk": 75.0}), MODELS, 1.5
+    )
+    # weight 8 gives crit its whole core (100/s) against plain's equal share (75/s): +25
+    assert g.pending[("crit", "pool")].predicted_gain == pytest.approx(25.0)
+    assert ("bulk", "pool") not in g.pending  # bulk keeps the default weight
+    outs = [
+        g.review(Decisions(1), t, window(t, {"crit": 100.0, "bulk": 50.0}, {"crit": 0.5}), MODELS, 1.5)
+        for t in (25.0, 30.0, 35.0)
+    ]
+    assert outs[-1].pools == {"crit": "w1", "bulk": "w1"}
+    assert outs[-1].reverts[0][1].startswith("pool weight 8 → weight 1: predicted +25/s vs plain, observed -25/s")
+
+
+def test_a_stop_costing_what_was_predicted_is_kept():
+    g = started(guard())
+    g.review(Decisions(2, admitted={"crit": "t0"}), 5.0, window(5.0, {"crit": 75.0, "bulk": 75.0}), MODELS, 1.5)
+    assert g.pending[("bulk", "admission")].predicted_gain == pytest.approx(-75.0)
+    for t in (10.0, 15.0, 20.0):  # nothing read: counted at once, −75 as predicted
+        d = g.review(Decisions(2), t, window(t, {"crit": 100.0}), MODELS, 1.5)
+    assert d.reverts == () and g.kept == {("bulk", "admission"): "stopped"}
+
+
+def test_no_overload_holds_bulk_jobs_plain():
+    g = guard()
+    sc = scenario()
+    # 3 cores for 2 of demand: bulk is planned on its first template only, its cap and pool are not enforced
+    planned = g.planning(sc.jobs, MODELS, 3.0)
+    assert [[t.name for t in j.templates] for j in planned] == [["t0"], ["full"]]
+    d = Decisions(
+        1, admitted={"crit": "t0", "bulk": "lite"}, pools={"crit": "w8", "bulk": "w2"}, rate_limits={"bulk.src": 50.0}
+    )
+    d = g.review(d, 0.0, None, MODELS, 3.0)
+    assert d.pools == {"crit": "w8", "bulk": "w1"} and d.rate_limits == {"bulk.src": None}
+    assert d.reasons == ("no overload: bulk jobs run as plain Spark runs them",)
+    # a plan that runs bulk on lite is re-planned at once; the critical job's priority is still judged
+    assert g.replan_due({"crit": "t0", "bulk": "lite"}) == ["bulk"]
+    assert g.replan_due({"crit": "t0", "bulk": "full"}) == []
+    assert {k for k in g.pending if k[1] != "template"} == {("crit", "pool")}
+    # overload (2 cores of demand on 1.5) ends it at once; then the planner chooses freely
+    g.review(Decisions(1), 5.0, window(5.0, {"crit": 75.0, "bulk": 75.0}), MODELS, 1.5)
+    assert [[t.name for t in j.templates] for j in g.planning(sc.jobs, MODELS, 1.5)][1] == ["full", "lite"]
+    assert g.replan_due({"crit": "t0", "bulk": "lite"}) == []
+    # calm again only after calm_windows (3) looks in a row at ≤ 90% of the cores (2 of 3: not yet; 2 of 2.2: no)
+    for t, cores in ((10.0, 3.0), (15.0, 3.0), (20.0, 2.2), (25.0, 3.0), (30.0, 3.0)):
+        g.review(Decisions(1), t, window(t, {"crit": 100.0, "bulk": 100.0}), MODELS, cores)
+        assert g.calm is False
+    g.review(Decisions(1), 35.0, window(35.0, {"crit": 100.0, "bulk": 100.0}), MODELS, 3.0)
+    assert g.calm is True and g.replan_due({"crit": "t0", "bulk": "lite"}) == ["bulk"]
+
+
+def test_disabled_guard_changes_nothing():
+    g = guard(enabled=False)
+    d = Decisions(1, admitted={"crit": "t0", "bulk": "lite"}, rate_limits={"bulk.src": 50.0})
+    assert g.review(d, 0.0, None, MODELS, 3.0) is d and d.admitted["bulk"] == "lite" and not g.pending
+
+
+# ------------------------------------------------------------------ the Controller, one hook
+
+
+def test_without_overload_the_controller_leaves_bulk_jobs_as_plain_spark_runs_them():
+    from pathlib import Path
+
+    from strata.control.controller import Controller, HierarchyConfig
+    from strata.model import load_scenario
+    from strata.protocol.engine import Observation
+
+    sc = load_scenario(Path(__file__).parents[1] / "examples" / "pipeline.yaml")  # ~0.7 of 8 cores offered
+    config = HierarchyConfig(pacing="plan")
+    # unguarded, the plan samples counts, caps it at its planned 5000 rec/s and gives it pool w2
+    bare = Controller(sc, HierarchyConfig(pacing="plan", harm=HarmConfig(enabled=False))).start(0.0)
+    assert (bare.admitted["counts"], bare.rate_limits["counts.clicks"], bare.pools["counts"]) == (
+        "sampled",
+        5000.0,
+        "w2",
+    )
+    ctl = Controller(sc, config)
+    d = ctl.start(0.0)
+    assert d.admitted == {"alerts": "default", "counts": "exact"}
+    assert d.rate_limits["counts.clicks"] is None and d.pools["counts"] == "w1"
+    offered = {"alerts.events": 2000.0, "counts.clicks": 4000.0}
+    for t in (5.0, 10.0, 15.0, 20.0):
+        win = window(t, {}, {}, offered)
+        win = WindowStats(**{f: getattr(win, f) for f in WindowStats.__slots__ if f != "rates"}, rates=offered)
+        d = ctl.step(Observation(win))
+        assert d.admitted in (None, {"alerts": "default", "counts": "exact"})
+        assert (d.rate_limits or {}).get("counts.clicks") is None and (d.pools or {}).get("counts", "w1") == "w1"
+        assert d.reverts == ()
+
+
+def overloaded_run(harm: HarmConfig):
+    """crit (150 rec/s, 0.9 cores) and bulk (300 rec/s, 1.8 cores) on 2 cores, L0 pacing at the plan's rates;
+    bulk reads its cap of 150 rec/s with half its outputs late for five windows (two settling, three judged),
+    then 183 rec/s on time."""
+    from strata.control.controller import Controller, HierarchyConfig
+    from strata.protocol.engine import Observation
+
+    doc = {
+        "name": "over",
+        "cluster": {"nodes": [{"name": "n0", "cores": 2}]},
+        "jobs": [chain("crit", 1, 1.0, 150, 0.006), chain("bulk", 2, 30.0, 300, 0.006)],
+    }
+    ctl = Controller(Scenario.model_validate(doc), HierarchyConfig(pacing="plan", harm=harm))
+    out = [ctl.start(0.0)]
+    script = [(t, 150, 0.5) for t in (5, 10, 15, 20, 25)] + [(t, 183, 0.0) for t in range(30, 55, 5)]
+    for t, read, miss in script:
+        offered = {"crit.src": 150.0, "bulk.src": 300.0}
+        win = window(float(t), {"crit": 150.0, "bulk": float(read)}, {"crit": 0.0, "bulk": miss}, offered)
+        out.append(ctl.step(Observation(win)))
+    return ctl, out
+
+
+def test_the_controller_reverts_exactly_the_bad_decision():
+    ctl, out = overloaded_run(HarmConfig())
+    assert out[0].rate_limits == {"crit.src": 150.0, "bulk.src": 150.0} and out[0].triggers == {"bulk": 2.0}
+    reverts = [(k, r) for k, d in enumerate(out) for r in d.reverts]
+    # plain Spark's prediction for bulk: crit's 0.9 cores met, the other 1.1 buy 183.3 rec/s; the cap at 150 was
+    # predicted to cost 33.3, it cost 108.3 (75 on time) — beyond 33.3 + 10% of 183.3. Its trigger, judged on the
+    # same windows, is watched afresh and kept once bulk runs uncapped on time (two settling windows, three judged).
+    assert reverts == [
+        (
+            5,
+            (
+                "bulk",
+                "rate cap 150 rec/s → none: predicted -33.33/s vs plain, observed -108.3/s (75 against plain's "
+                "183.3; noise margin 18.33) over 3 windows, decided 25 s ago; held plain 120 s",
+            ),
+        )
+    ]
+    assert all(d.rate_limits["bulk.src"] is None for d in out[5:])
+    assert ctl._harm.kept == {("bulk", "trigger"): "2 s"}
+    # without the guard the cap stays
+    _, bare = overloaded_run(HarmConfig(enabled=False))
+    assert all(d.rate_limits["bulk.src"] == 150.0 for d in bare) and all(d.reverts == () for d in bare)
+
+
+def test_a_stop_costing_more_than_predicted_is_reverted_through_the_plan():
+    g = started(guard())
+    g.review(Decisions(2, admitted={"crit": "t0"}), 5.0, window(5.0, {"crit": 75.0, "bulk": 75.0}), MODELS, 1.5)
+    # bulk now offers 200 rec/s and 3 cores are live: plain Spark would run it at 200 rec/s, not the 75 predicted
+    grown = {**MODELS, "bulk": linear(200.0, templates=("full", "lite"))}
+    for t in (10.0, 15.0, 20.0):
+        d = g.review(Decisions(2), t, window(t, {"crit": 100.0}), grown, 3.0)
+    [(job, why)] = d.reverts
+    assert job == "bulk" and why.startswith("admission stopped → admitted: predicted -75/s vs plain, observed -200/s")
+    assert why.endswith("; enforced by the next plan of its component")
+    assert g.replan_due({"crit": "t0"}) == ["bulk"]
+    assert [j.required for j in g.planning(scenario().jobs, grown, 3.0)] == [False, True]
+
+
+def test_the_windows_after_a_decision_settle_before_they_are_judged():
+    g = started(guard(settle_windows=2))
+    g.review(Decisions(1, rate_limits={"bulk.src": 60.0}), 5.0, window(5.0, {"crit": 75.0, "bulk": 75.0}), MODELS, 1.5)
+    for t in (10.0, 15.0):  # the transition: left out, however bad
+        g.review(Decisions(1), t, window(t, {"crit": 90.0, "bulk": 0.0}, {"bulk": 1.0}), MODELS, 1.5)
+    p = g.pending[("bulk", "rate cap")]
+    assert (p.settled, p.seen) == (2, ())
+    for t in (20.0, 25.0, 30.0):  # 60 on time: −15, as predicted
+        d = g.review(Decisions(1), t, window(t, {"crit": 90.0, "bulk": 60.0}), MODELS, 1.5)
+    assert d.reverts == () and g.kept == {("bulk", "rate cap"): "capped"}
