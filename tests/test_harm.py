@@ -277,11 +277,12 @@ def test_without_overload_the_controller_leaves_bulk_jobs_as_plain_spark_runs_th
 
     sc = load_scenario(Path(__file__).parents[1] / "examples" / "pipeline.yaml")  # ~0.7 of 8 cores offered
     config = HierarchyConfig(pacing="plan")
-    # unguarded, the plan samples counts, caps it at its planned 5000 rec/s and gives it pool w2
+    # unguarded, the plan samples counts and gives it pool w2 (no cap yet: priors only seed, a cap waits for an
+    # observed window)
     bare = Controller(sc, HierarchyConfig(pacing="plan", harm=HarmConfig(enabled=False))).start(0.0)
     assert (bare.admitted["counts"], bare.rate_limits["counts.clicks"], bare.pools["counts"]) == (
         "sampled",
-        5000.0,
+        None,
         "w2",
     )
     ctl = Controller(sc, config)
@@ -300,8 +301,8 @@ def test_without_overload_the_controller_leaves_bulk_jobs_as_plain_spark_runs_th
 
 def overloaded_run(harm: HarmConfig):
     """crit (150 rec/s, 0.9 cores) and bulk (300 rec/s, 1.8 cores) on 2 cores, L0 pacing at the plan's rates;
-    bulk reads its cap of 150 rec/s with half its outputs late for five windows (two settling, three judged),
-    then 183 rec/s on time."""
+    no cap before a window is observed (priors only seed), so L0 caps bulk at 150 rec/s from the first window
+    (t = 5 s); bulk reads 150 rec/s with half its outputs late up to t = 25 s, then 183 rec/s on time."""
     from strata.control.controller import Controller, HierarchyConfig
     from strata.protocol.engine import Observation
 
@@ -312,7 +313,7 @@ def overloaded_run(harm: HarmConfig):
     }
     ctl = Controller(Scenario.model_validate(doc), HierarchyConfig(pacing="plan", harm=harm))
     out = [ctl.start(0.0)]
-    script = [(t, 150, 0.5) for t in (5, 10, 15, 20, 25)] + [(t, 183, 0.0) for t in range(30, 55, 5)]
+    script = [(t, 150, 0.5) for t in (5, 10, 15, 20, 25)] + [(t, 183, 0.0) for t in range(30, 65, 5)]
     for t, read, miss in script:
         offered = {"crit.src": 150.0, "bulk.src": 300.0}
         win = window(float(t), {"crit": 150.0, "bulk": float(read)}, {"crit": 0.0, "bulk": miss}, offered)
@@ -322,26 +323,29 @@ def overloaded_run(harm: HarmConfig):
 
 def test_the_controller_reverts_exactly_the_bad_decision():
     ctl, out = overloaded_run(HarmConfig())
-    assert out[0].rate_limits == {"crit.src": 150.0, "bulk.src": 150.0} and out[0].triggers == {"bulk": 2.0}
+    assert out[0].rate_limits == {"crit.src": None, "bulk.src": None} and out[0].triggers == {"bulk": 2.0}
+    assert out[1].rate_limits["bulk.src"] == 150.0
     reverts = [(k, r) for k, d in enumerate(out) for r in d.reverts]
-    # plain Spark's prediction for bulk: crit's 0.9 cores met, the other 1.1 buy 183.3 rec/s; the cap at 150 was
-    # predicted to cost 33.3, it cost 108.3 (75 on time) — beyond 33.3 + 10% of 183.3. Its trigger, judged on the
-    # same windows, is watched afresh and kept once bulk runs uncapped on time (two settling windows, three judged).
+    # plain Spark's prediction for bulk: crit's 0.9 cores met, the other 1.1 buy 183.3 rec/s. The trigger (t = 0)
+    # fails its judgement first (t = 25 s), but the cap (t = 5 s, predicted -33.3) is still being judged on the same
+    # windows and the model blames it more: nothing is reverted until it is judged. The cap, settled over t = 10
+    # and 15, judged over t = 20, 25, 30 (75, 75, 183 on time: 111), cost 72.3 — beyond 33.3 + 10% of 183.3. The
+    # trigger, watched afresh, is kept once bulk runs uncapped on time.
     assert reverts == [
         (
-            5,
+            6,
             (
                 "bulk",
-                "rate cap 150 rec/s → none: predicted -33.33/s vs plain, observed -108.3/s (75 against plain's "
+                "rate cap 150 rec/s → none: predicted -33.33/s vs plain, observed -72.33/s (111 against plain's "
                 "183.3; noise margin 18.33) over 3 windows, decided 25 s ago; held plain 120 s",
             ),
         )
     ]
-    assert all(d.rate_limits["bulk.src"] is None for d in out[5:])
+    assert all(d.rate_limits["bulk.src"] is None for d in out[6:])
     assert ctl._harm.kept == {("bulk", "trigger"): "2 s"}
     # without the guard the cap stays
     _, bare = overloaded_run(HarmConfig(enabled=False))
-    assert all(d.rate_limits["bulk.src"] == 150.0 for d in bare) and all(d.reverts == () for d in bare)
+    assert all(d.rate_limits["bulk.src"] == 150.0 for d in bare[1:]) and all(d.reverts == () for d in bare)
 
 
 def test_a_stop_costing_more_than_predicted_is_reverted_through_the_plan():

@@ -375,8 +375,14 @@ class HarmGuard:
         verdicts = []
         for job, bad in failed.items():
             # One change at a time: the job's objective cannot tell its decisions apart, so the one the model says
-            # moves the job most (then the latest) is reverted; the others are watched afresh from here.
-            worst = min(bad, key=lambda v: (v.pending.predicted_gain, -v.pending.made_at))
+            # moves the job most (then the latest) is reverted; the others are watched afresh from here. A decision
+            # on the job that took effect and is still being judged is a suspect too: when it is the one the model
+            # blames, nothing is reverted until it is judged (its verdict decides).
+            judging = [p for p in self.pending.values() if p.job == job and p.made_at < now]
+            suspect = min(judging, key=lambda p: (p.predicted_gain, -p.made_at))
+            if all(v.pending is not suspect for v in bad):
+                continue
+            worst = next(v for v in bad if v.pending is suspect)
             verdicts.append(worst)
             for v in bad:
                 key = (job, v.pending.kind)
