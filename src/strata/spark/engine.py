@@ -288,6 +288,14 @@ class SparkEngine:
             raise CheckpointChanged(changed)
         return said
 
+    def adopt(self, job: str) -> None:
+        """``job`` ran in another application of this run until now (a move between cells: that application
+        stopped it at a batch boundary): its next start here continues its latest segment on disk from its
+        checkpoint, as :meth:`resume` does after an earlier run, so nothing is lost or read twice."""
+        self._earlier[job] = checkpoint.segments(self.run_dir / "jobs" / job)
+        with self._lock:  # a segment this engine ran before is continued by a new query: its batches count anew
+            self._seen = {key: n for key, n in self._seen.items() if key[0] != job}
+
     def _offered(self, job: str, template: str, now: float) -> int:
         """Rows the job's source offers by ``now`` as the source reports it (-1: a source that reports it only
         while its query runs: files, a user's query)."""

@@ -13,6 +13,7 @@ backlog, durations, watermark, state rows), controller, learning (CSV) and
 from __future__ import annotations
 
 import json
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -60,6 +61,7 @@ def output_latency(run: ModeRun, tick_s: float, spark) -> tuple[pd.DataFrame, li
             continue
         check = verify_segment(spark, segment, run.epoch, tick_s)
         check["mode"] = run.mode
+        check["segment"] = segment.index
         checks.append(check)
         sink = committed_output(segment)
         finished = {r["batch_id"]: r["finished"] for r in segment.pipeline.batch_records()}
@@ -100,12 +102,17 @@ def _user_latency(run: ModeRun, segment: Segment) -> pd.DataFrame:
     return out.assign(mode=run.mode, job=segment.job, template=segment.template, delivered=True)
 
 
-def undelivered(run: ModeRun, scenario: Scenario, tick_s: float, horizon_s: float, spark) -> pd.DataFrame:
+def undelivered(
+    run: ModeRun, scenario: Scenario, tick_s: float, horizon_s: float, spark, owed: Collection[str] | None = None
+) -> pd.DataFrame:
     """Outputs that were due (event time < horizon) but not delivered: the reference over the input up to the
     horizon that no committed batch read (generated rows past the last one read; a file source's files none
-    of its committed batches took). Their latency is censored at stop − event time."""
+    of its committed batches took). Their latency is censored at stop − event time. ``owed``: the jobs whose
+    output this run owes (None: all; a cell of a fleet run owes only the jobs it holds at the end)."""
     rows = []
     for job in scenario.jobs:
+        if owed is not None and job.id not in owed:
+            continue
         segments = [s for s in run.engine.segments if s.job == job.id]
         if not segments:
             continue
@@ -218,17 +225,24 @@ class RunResult:
 
 
 def collect(
-    runs: list[ModeRun], scenario: Scenario, horizon_s: float, spark, out: Path, config: dict, timings: dict
+    runs: list[ModeRun],
+    scenario: Scenario,
+    horizon_s: float,
+    spark,
+    out: Path,
+    config: dict,
+    timings: dict,
+    owed: Collection[str] | None = None,
 ) -> RunResult:
     """Measure every mode's run, verify every sink, write the metrics tables the report reads.
 
     ``horizon_s``: event time (seconds after each run's epoch) that is measured; ``config``: the run's knobs, as
-    plain data, for ``run.json``."""
+    plain data, for ``run.json``; ``owed``: the jobs whose undelivered output counts (:func:`undelivered`)."""
     tick = 0.1
     lat_frames, checks, batch_rows, part_rows, decision_rows, gate_rows, obs_rows = [], [], [], [], [], [], []
     for run in runs:
         lat, chk = output_latency(run, tick, spark)
-        lat_frames += [lat, undelivered(run, scenario, tick, horizon_s, spark)]
+        lat_frames += [lat, undelivered(run, scenario, tick, horizon_s, spark, owed)]
         checks += chk
         for r in run.engine.batch_observations():
             batch_rows.append(
