@@ -125,7 +125,7 @@ def test_a_move_reserves_the_target_then_stops_the_job_before_the_target_continu
     fleet.apply(
         Decisions(1, admitted={"a": "t", "b": "t"}, cells={"a": "c0", "b": "c1"}, cell_shares={"c0": 1.0, "c1": 1.0})
     )
-    assert [c for c in calls if c[1] == "apply"][0][2][0].admitted == {"a": "t"}
+    assert next(c for c in calls if c[1] == "apply")[2][0].admitted == {"a": "t"}
     calls.clear()
     fleet.apply(Decisions(2, cells={"a": "c1", "b": "c2"}, cell_shares={"c0": 0.2, "c1": 1.0, "c2": 0.8}))
     assert spawned == ["c2"] and shares.given[-1] == {"c0": 0.2, "c1": 1.0, "c2": 0.8}
