@@ -59,8 +59,9 @@ CELL_MEMORY_GIB = 2.0
 CELL_MEMORY_FRACTION = 0.5
 CELLS_PER_CORE = 2  # without a memory figure: at most this many applications per core
 # One more application's own work, whatever its queries: an idle local Spark application (driver JVM with its
-# listener bus, heartbeats and cleaner; no query) took 0.0094 cores over 30 s on this machine (docs/hierarchy.md,
-# "L0: cells"). A query's driver work (planning, offset and commit logs) goes with the query, not the cell.
+# listener bus, heartbeats and cleaner; no query) took 0.0073–0.0094 cores over 30 s on this machine
+# (benchmarks/bench_cell_overhead.py; docs/hierarchy.md, "L0: cells"). A query's driver work (planning, offset and
+# commit logs) goes with the query, not with the cell.
 CELL_OVERHEAD_CORES = 0.01
 HOP_COST = 0.5  # a reader split from its producer reads the producer's sink, not its in-process table
 MOVE_COST = 0.5  # a move stops the job at a batch boundary and restarts it from its checkpoint (seconds of work)
@@ -217,10 +218,9 @@ def cell_shares(
 
 @dataclass
 class _Instance:
-    """The labelled problem: every cell a job may use, which are pins and which are fresh."""
+    """The labelled problem: the cells each job may use (a pinned job: its pin), which free cells are fresh."""
 
     jobs: list[CellJob]
-    pins: list[str]  # pin cells (always run)
     free: list[str]  # free cells: current's names, then fresh ones
     fresh: list[str]  # free cells no job runs in now (interchangeable)
     slots: int  # how many free cells may run
@@ -253,7 +253,7 @@ def _instance(jobs: Sequence[CellJob], limits: CellLimits, current: Mapping[str,
     stay = {j: c for j, c in current.items() if j in ids and c in allowed[j]}
     forced = {j: c for j, c in current.items() if j in ids and c not in allowed[j]}
     fits = len({stay[j] for j in stay if stay[j] in free}) <= slots
-    return _Instance(list(jobs), pins, free, fresh, slots, allowed, stay, forced, _pair_costs(jobs, limits), fits)
+    return _Instance(list(jobs), free, fresh, slots, allowed, stay, forced, _pair_costs(jobs, limits), fits)
 
 
 def _milp(
@@ -262,9 +262,8 @@ def _milp(
     prog = Program(maximize=False)
     x = {}
     for job in inst.jobs:
-        for k in inst.allowed[job.id]:
-            pinned = job.pin is not None
-            x[job.id, k] = prog.var(1.0 if pinned else 0.0, 1.0, integer=True)
+        for k in inst.allowed[job.id]:  # a pinned job's one cell: fixed to 1
+            x[job.id, k] = prog.var(0.0 if job.pin is None else 1.0, 1.0, integer=True)
         prog.row({x[job.id, k]: 1.0 for k in inst.allowed[job.id]}, 1.0, 1.0)
     opened = {k: prog.binary(limits.cell_overhead_cores) for k in inst.free}
     for k in inst.free:
