@@ -6,7 +6,7 @@ latency-critical query suffers from its neighbours' non-preemptible tasks and fr
 (measured: a critical query in an application of its own, the rest packed together, p99 0.97 s against
 2.18 s in one application; issue 28). A cell costs one more driver. :func:`place_cells` places jobs onto
 cells as SODA's macroW places PEs onto candidate nodes (§4.2): a MILP under a time limit with a feasible
-heuristic behind it (miniW's idea: a greedy start, then 1-opt moves), incremental-movement limits as in
+heuristic behind it (miniW's idea: a greedy start, then 1-opt moves and 2-opt swaps), incremental-movement limits as in
 microW (§4.4: a cap on what changes from the last epoch), fixed placements (pins) as hard constraints.
 
 The model. Jobs j (``CellJob``); cells k: one per pin (``--dedicate JOB`` pins JOB to a cell named by the
@@ -302,14 +302,14 @@ def _moves(where: Mapping[str, str], stay: Mapping[str, str]) -> int:
 
 
 def _heuristic(inst: _Instance, limits: CellLimits, move_limit: float) -> dict[str, str]:
-    """A feasible placement: the brief's greedy start (or ``current`` kept), then 1-opt moves (miniW).
+    """A feasible placement: a greedy start (or ``current`` kept), then 1-opt moves (miniW).
 
     Greedy start: pinned jobs in their pins; the critical jobs, most important first, each in a cell of its
     own while a free cell remains beside one for the rest, which share the last. Its cells are named after
     the current cells they overlap most. With ``current`` (when its cells fit), current kept — new jobs and
-    jobs whose cell became a pin go into the cheapest running cell — is the other start. 1-opt: move one
-    job to another cell (a running one, or an empty one while cells remain) when that lowers the cost within
-    the cell and movement limits, the best move first, until none does.
+    jobs whose cell became a pin go into the cheapest running cell — is the other start. Then miniW's 1-opt
+    moves (one job to another cell: a running one, or an empty one while cells remain) and 2-opt swaps (two
+    jobs exchange cells), the best first, within the cell and movement limits, until none lowers the cost.
     """
     p = _importance(inst.jobs)
     unpinned = [j for j in inst.jobs if j.pin is None]
@@ -365,24 +365,32 @@ def _delta(inst: _Instance, limits: CellLimits, where: Mapping[str, str], job: s
 
 
 def _improve(inst: _Instance, limits: CellLimits, where: Mapping[str, str], move_limit: float) -> dict[str, str]:
+    """miniW's local improvement: the best 1-opt move or 2-opt swap while one lowers the cost."""
     where = dict(where)
+    unpinned = [j.id for j in inst.jobs if j.pin is None]
     while True:
         running = set(where.values())
-        best = (-1e-12, "", "")
-        for job in inst.jobs:
-            for k in inst.allowed[job.id]:
-                opens = k not in running and k in inst.free
-                if k == where[job.id] or (opens and len(running & set(inst.free)) >= inst.slots):
-                    continue
-                moved = dict(where, **{job.id: k})
-                if _moves(moved, inst.stay) > max(move_limit, _moves(where, inst.stay)):
-                    continue
-                d = _delta(inst, limits, where, job.id, k)
-                if d < best[0]:
-                    best = (d, job.id, k)
+        full = len(running & set(inst.free)) >= inst.slots
+        limit = max(move_limit, _moves(where, inst.stay))
+        best: tuple[float, dict[str, str]] = (-1e-12, {})
+        for job in unpinned:
+            for k in inst.free:
+                if k != where[job] and not (full and k not in running):
+                    changed = dict(where, **{job: k})
+                    d = _delta(inst, limits, where, job, k)
+                    if d < best[0] and _moves(changed, inst.stay) <= limit:
+                        best = (d, changed)
+        for i, a in enumerate(unpinned):
+            for b in unpinned[i + 1 :]:
+                if where[a] != where[b]:
+                    half = dict(where, **{a: where[b]})
+                    changed = dict(half, **{b: where[a]})
+                    d = _delta(inst, limits, where, a, where[b]) + _delta(inst, limits, half, b, where[a])
+                    if d < best[0] and _moves(changed, inst.stay) <= limit:
+                        best = (d, changed)
         if not best[1]:
             return where
-        where[best[1]] = best[2]
+        where = best[1]
 
 
 def _names(inst: _Instance, where: Mapping[str, str]) -> dict[str, str]:
