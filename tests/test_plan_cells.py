@@ -269,6 +269,26 @@ def test_the_heuristic_answers_when_the_solver_fails_and_says_so(monkeypatch):
         assert plan.cost >= brute_force(jobs, lim, current) - 1e-9
 
 
+def test_at_the_time_limit_the_better_of_the_incumbent_and_the_heuristic_stands(monkeypatch):
+    solve = cells_module.Program.solve
+
+    def stopped(self, *args, **kwargs):
+        s = solve(self, *args, **kwargs)
+        return Solution("time-limit", s.objective, s.x, s.row_dual, s.mip_gap)
+
+    monkeypatch.setattr(cells_module.Program, "solve", stopped)
+    jobs = [job("a", 0.3, critical=True), job("r", 0.5, rank=2, reads=("a",)), job("b", 1.0, rank=3)]
+    # 1-opt takes the greedy {a},{r,b} (1.2) to the optimum {a,r},{b} (0.7005): HiGHS has nothing better.
+    plan = place_cells(jobs, limits(max_cells=3, hop=1.0))
+    assert plan.solver == "heuristic (highs: time limit, no better answer)"
+    assert plan.cells == {"c0": ("a", "r"), "c1": ("b",)}
+    # Without local search the greedy answer is worse than the incumbent, which stands.
+    monkeypatch.setattr(cells_module, "_improve", lambda inst, limits, where, move_limit: dict(where))
+    plan = place_cells(jobs, limits(max_cells=3, hop=1.0))
+    assert plan.solver == "highs time limit (gap 0.0%)"
+    assert plan.cells == {"c0": ("a", "r"), "c1": ("b",)}
+
+
 def test_cell_shares_of_a_given_placement():
     jobs = one_critical_three_bulk(0.2)
     shares, notes = cell_shares(jobs, limits(cores=4.0), {"x": ("a", "b"), "y": ("c", "d")})

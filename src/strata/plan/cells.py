@@ -6,7 +6,7 @@ latency-critical query suffers from its neighbours' non-preemptible tasks and fr
 (measured: a critical query in an application of its own, the rest packed together, p99 0.97 s against
 2.18 s in one application; issue 28). A cell costs one more driver. :func:`place_cells` places jobs onto
 cells as SODA's macroW places PEs onto candidate nodes (§4.2): a MILP under a time limit with a feasible
-heuristic behind it (miniW's idea: a greedy start, then 1-opt moves), incremental-movement limits as in
+heuristic behind it (miniW's idea: a greedy start, then 1-opt moves and 2-opt swaps), incremental-movement limits as in
 microW (§4.4: a cap on what changes from the last epoch), fixed placements (pins) as hard constraints.
 
 The model. Jobs j (``CellJob``); cells k: one per pin (``--dedicate JOB`` pins JOB to a cell named by the
@@ -59,8 +59,9 @@ CELL_MEMORY_GIB = 2.0
 CELL_MEMORY_FRACTION = 0.5
 CELLS_PER_CORE = 2  # without a memory figure: at most this many applications per core
 # One more application's own work, whatever its queries: an idle local Spark application (driver JVM with its
-# listener bus, heartbeats and cleaner; no query) took 0.0094 cores over 30 s on this machine (docs/hierarchy.md,
-# "L0: cells"). A query's driver work (planning, offset and commit logs) goes with the query, not the cell.
+# listener bus, heartbeats and cleaner; no query) took 0.0073–0.0094 cores over 30 s on this machine
+# (benchmarks/bench_cell_overhead.py; docs/hierarchy.md, "L0: cells"). A query's driver work (planning, offset and
+# commit logs) goes with the query, not with the cell.
 CELL_OVERHEAD_CORES = 0.01
 HOP_COST = 0.5  # a reader split from its producer reads the producer's sink, not its in-process table
 MOVE_COST = 0.5  # a move stops the job at a batch boundary and restarts it from its checkpoint (seconds of work)
@@ -217,10 +218,9 @@ def cell_shares(
 
 @dataclass
 class _Instance:
-    """The labelled problem: every cell a job may use, which are pins and which are fresh."""
+    """The labelled problem: the cells each job may use (a pinned job: its pin), which free cells are fresh."""
 
     jobs: list[CellJob]
-    pins: list[str]  # pin cells (always run)
     free: list[str]  # free cells: current's names, then fresh ones
     fresh: list[str]  # free cells no job runs in now (interchangeable)
     slots: int  # how many free cells may run
@@ -253,7 +253,7 @@ def _instance(jobs: Sequence[CellJob], limits: CellLimits, current: Mapping[str,
     stay = {j: c for j, c in current.items() if j in ids and c in allowed[j]}
     forced = {j: c for j, c in current.items() if j in ids and c not in allowed[j]}
     fits = len({stay[j] for j in stay if stay[j] in free}) <= slots
-    return _Instance(list(jobs), pins, free, fresh, slots, allowed, stay, forced, _pair_costs(jobs, limits), fits)
+    return _Instance(list(jobs), free, fresh, slots, allowed, stay, forced, _pair_costs(jobs, limits), fits)
 
 
 def _milp(
@@ -262,9 +262,8 @@ def _milp(
     prog = Program(maximize=False)
     x = {}
     for job in inst.jobs:
-        for k in inst.allowed[job.id]:
-            pinned = job.pin is not None
-            x[job.id, k] = prog.var(1.0 if pinned else 0.0, 1.0, integer=True)
+        for k in inst.allowed[job.id]:  # a pinned job's one cell: fixed to 1
+            x[job.id, k] = prog.var(0.0 if job.pin is None else 1.0, 1.0, integer=True)
         prog.row({x[job.id, k]: 1.0 for k in inst.allowed[job.id]}, 1.0, 1.0)
     opened = {k: prog.binary(limits.cell_overhead_cores) for k in inst.free}
     for k in inst.free:
@@ -303,14 +302,14 @@ def _moves(where: Mapping[str, str], stay: Mapping[str, str]) -> int:
 
 
 def _heuristic(inst: _Instance, limits: CellLimits, move_limit: float) -> dict[str, str]:
-    """A feasible placement: the brief's greedy start (or ``current`` kept), then 1-opt moves (miniW).
+    """A feasible placement: a greedy start (or ``current`` kept), then 1-opt moves (miniW).
 
     Greedy start: pinned jobs in their pins; the critical jobs, most important first, each in a cell of its
     own while a free cell remains beside one for the rest, which share the last. Its cells are named after
     the current cells they overlap most. With ``current`` (when its cells fit), current kept — new jobs and
-    jobs whose cell became a pin go into the cheapest running cell — is the other start. 1-opt: move one
-    job to another cell (a running one, or an empty one while cells remain) when that lowers the cost within
-    the cell and movement limits, the best move first, until none does.
+    jobs whose cell became a pin go into the cheapest running cell — is the other start. Then miniW's 1-opt
+    moves (one job to another cell: a running one, or an empty one while cells remain) and 2-opt swaps (two
+    jobs exchange cells), the best first, within the cell and movement limits, until none lowers the cost.
     """
     p = _importance(inst.jobs)
     unpinned = [j for j in inst.jobs if j.pin is None]
@@ -366,24 +365,32 @@ def _delta(inst: _Instance, limits: CellLimits, where: Mapping[str, str], job: s
 
 
 def _improve(inst: _Instance, limits: CellLimits, where: Mapping[str, str], move_limit: float) -> dict[str, str]:
+    """miniW's local improvement: the best 1-opt move or 2-opt swap while one lowers the cost."""
     where = dict(where)
+    unpinned = [j.id for j in inst.jobs if j.pin is None]
     while True:
         running = set(where.values())
-        best = (-1e-12, "", "")
-        for job in inst.jobs:
-            for k in inst.allowed[job.id]:
-                opens = k not in running and k in inst.free
-                if k == where[job.id] or (opens and len(running & set(inst.free)) >= inst.slots):
-                    continue
-                moved = dict(where, **{job.id: k})
-                if _moves(moved, inst.stay) > max(move_limit, _moves(where, inst.stay)):
-                    continue
-                d = _delta(inst, limits, where, job.id, k)
-                if d < best[0]:
-                    best = (d, job.id, k)
+        full = len(running & set(inst.free)) >= inst.slots
+        limit = max(move_limit, _moves(where, inst.stay))
+        best: tuple[float, dict[str, str]] = (-1e-12, {})
+        for job in unpinned:
+            for k in inst.free:
+                if k != where[job] and not (full and k not in running):
+                    changed = dict(where, **{job: k})
+                    d = _delta(inst, limits, where, job, k)
+                    if d < best[0] and _moves(changed, inst.stay) <= limit:
+                        best = (d, changed)
+        for i, a in enumerate(unpinned):
+            for b in unpinned[i + 1 :]:
+                if where[a] != where[b]:
+                    half = dict(where, **{a: where[b]})
+                    changed = dict(half, **{b: where[a]})
+                    d = _delta(inst, limits, where, a, where[b]) + _delta(inst, limits, half, b, where[a])
+                    if d < best[0] and _moves(changed, inst.stay) <= limit:
+                        best = (d, changed)
         if not best[1]:
             return where
-        where[best[1]] = best[2]
+        where = best[1]
 
 
 def _names(inst: _Instance, where: Mapping[str, str]) -> dict[str, str]:
