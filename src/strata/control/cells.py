@@ -27,6 +27,9 @@ class CellConfig:
     # Cores a latency-critical job's micro-batch needs at once (its peak, at most the machine's): the tasks
     # of one batch (the source's input partitions) run in parallel, one core each.
     batch_tasks: int = 2
+    # The cores the cells' shares divide (this machine's for a local master; None: the scenario's cluster, on
+    # which L0's plan gives each job its cpu share: those shares are scaled to these cores).
+    cores: float | None = None
     time_limit_s: float = 1.0  # the solver's budget
 
     def __post_init__(self) -> None:
@@ -36,13 +39,20 @@ class CellConfig:
 
 def cell_jobs(scenario: Scenario, cores: Mapping[str, float], critical_s: float, config: CellConfig) -> list[CellJob]:
     """Every job as the cell placement sees it: latency class (target ≤ ``critical_s``), rank, its output's
-    weight, the cores L0's plan gives it (``cores``: job → cpu share), a critical job's peak (a batch's tasks at
-    once), the jobs it reads (a Python job's declaration) and its pin."""
+    weight, the cores L0's plan gives it (``cores``: job → cpu share on the scenario's cluster, scaled to
+    ``config.cores``), a critical job's peak (a batch's tasks at once), the jobs it reads (a Python job's
+    declaration) and its pin.
+
+    Non-critical work is elastic: the OS's weights are work-conserving, so it takes every core the critical
+    cells leave idle. When the plan's shares fill the machine (they do whenever there is demand), the
+    non-critical jobs' cores are scaled down to what the critical jobs' peaks leave, so that the cell shares
+    give the critical cells their bursts rather than each cell its mean alone."""
     pins = dict(config.pins)
-    machine = scenario.cluster.total_cores
+    machine = config.cores or scenario.cluster.total_cores
+    scale = machine / scenario.cluster.total_cores
     out = []
     for job in scenario.jobs:
-        mean = min(max(cores.get(job.id, 0.0), MIN_CORES), machine)
+        mean = min(max(cores.get(job.id, 0.0) * scale, MIN_CORES), machine)
         critical = job.target_latency_s <= critical_s
         tpl = job.templates[0]
         sinks = [st for st in tpl.streams if tpl.operator[st.dst].kind is OperatorKind.SINK]
@@ -58,6 +68,17 @@ def cell_jobs(scenario: Scenario, cores: Mapping[str, float], critical_s: float,
                 pin=pins.get(job.id),
             )
         )
+    peaks = sum(j.peak_cores for j in out if j.critical)
+    elastic = sum(j.cores for j in out if not j.critical)
+    left = machine - peaks
+    if elastic > left and elastic > 0:
+        factor = max(left, MIN_CORES * len(out)) / elastic
+        out = [
+            j
+            if j.critical
+            else replace(j, cores=max(MIN_CORES, j.cores * factor), peak_cores=max(MIN_CORES, j.cores * factor))
+            for j in out
+        ]
     return out
 
 
@@ -69,7 +90,7 @@ def place(
     current: Mapping[str, str] | None,
 ) -> CellPlan:
     """Jobs onto cells on the scenario's machine (or cluster) under ``config``; ``current``: job → cell now."""
-    limits = default_limits(scenario.cluster.total_cores)
+    limits = default_limits(config.cores or scenario.cluster.total_cores)
     if config.max_cells is not None:
         limits = replace(limits, max_cells=config.max_cells)
     jobs = cell_jobs(scenario, cores, critical_s, config)

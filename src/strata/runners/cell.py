@@ -20,14 +20,16 @@ from __future__ import annotations
 import os
 import pickle
 import signal
+import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from multiprocessing.connection import Listener
 from pathlib import Path
 
 from strata.protocol.engine import Decisions, Observation
-from strata.runners.live import RunRequest, check_files, engine_status, load_run, start_session
+from strata.runners.live import RunRequest, analyse, check_files, engine_status, load_run, start_session
 from strata.runners.spark_loop import RunConfig, spark_engine
 from strata.spark.measure import ModeRun, collect
 
@@ -41,13 +43,11 @@ CALLS = frozenset(
 @dataclass(frozen=True)
 class CellSpec:
     """What a cell is started with: its name, the run's request, the run directory's per-job data (``run_dir``,
-    shared by every cell), the sources' epoch, its share of cores at start and the run's knobs."""
+    shared by every cell) and the run's knobs. The sources' epoch comes once every cell is up (:meth:`Cell`)."""
 
     name: str
     request: RunRequest
     run_dir: Path
-    epoch: float
-    share: float
     config: RunConfig
 
     @property
@@ -64,19 +64,18 @@ def gate_bound(share: float, cores: float, reserved: int) -> int:
 
 
 class Cell:
-    """One Spark application of the fleet: its engine, its gate, the jobs it holds, and what it measured."""
+    """One Spark application of the fleet: its engine (sources' ``epoch``), its gate (bound by ``share``), the jobs
+    it holds, and what it measured."""
 
-    def __init__(self, spark, scenario, spec: CellSpec) -> None:
+    def __init__(self, spark, scenario, spec: CellSpec, epoch: float, share: float) -> None:
         self.spark = spark
         self.scenario = scenario
         self.spec = spec
         controlled = spec.request.control
         gate_rows: list[dict] = []
-        gate = replace(spec.config.gate_for(spark), max_running=self._bound(spec.share))
-        self.engine = spark_engine(spark, scenario, spec.run_dir, spec.config, spec.epoch, controlled, gate_rows, gate)
-        self.run = ModeRun(
-            "strata" if controlled else "baseline", spec.epoch, spec.epoch, self.engine, gate_rows=gate_rows
-        )
+        gate = replace(spec.config.gate_for(spark), max_running=self._bound(share))
+        self.engine = spark_engine(spark, scenario, spec.run_dir, spec.config, epoch, controlled, gate_rows, gate)
+        self.run = ModeRun("strata" if controlled else "baseline", epoch, epoch, self.engine, gate_rows=gate_rows)
         self._moved_in: dict[str, tuple[float, str]] = {}  # job → (when its stop elsewhere began, from which cell)
 
     def _bound(self, share: float) -> int:
@@ -158,9 +157,11 @@ class Cell:
         return str(self.spec.home / "metrics")
 
 
-def serve(cell: Cell, listener: Listener) -> None:
+def serve(listener: Listener, begin: Callable[[float, float], Cell]) -> Cell | None:
     """Answer the fleet's calls until it says ``close`` or goes away (then every query stops between batches).
-    An error the fleet can act on (a bad decision, a changed checkpoint) goes back to it; others end the cell."""
+    The first call is ``begin`` (the sources' epoch and the cell's share: the engine is made), then :data:`CALLS`.
+    An error the fleet can act on (a bad decision) goes back to it; others end the cell. Returns the cell."""
+    cell = None
     with listener.accept() as conn:
         while True:
             try:
@@ -169,9 +170,13 @@ def serve(cell: Cell, listener: Listener) -> None:
                 break
             if name == "close":
                 conn.send(("ok", None))
-                return
-            if name not in CALLS:
-                conn.send(("error", ValueError(f"cell {cell.spec.name}: no call {name!r}")))
+                return cell
+            if name == "begin" and cell is None:
+                cell = begin(*args)
+                conn.send(("ok", None))
+                continue
+            if name not in CALLS or cell is None:
+                conn.send(("error", ValueError(f"cell: no call {name!r} (calls: begin once, then {sorted(CALLS)})")))
                 continue
             try:
                 value = getattr(cell, name)(*args)
@@ -179,7 +184,9 @@ def serve(cell: Cell, listener: Listener) -> None:
                 conn.send(("error", KeyError(*err.args) if isinstance(err, KeyError) else ValueError(str(err))))
                 continue
             conn.send(("ok", value))
-    cell.stop_all()
+    if cell is not None:
+        cell.stop_all()
+    return cell
 
 
 def main(spec_file: str) -> int:
@@ -192,17 +199,38 @@ def main(spec_file: str) -> int:
     spark = start_session(spec.request, files.name, spec.home)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # PySpark's own handler would cancel the batches in flight
     scenario = load_run(spark, spec.request, files)
-    cell = Cell(spark, scenario, spec)
+    # Every template analysed here too (the host cell reports problems): it warms this application up — a Python
+    # data source's first batch otherwise waits seconds for its worker, after the sources' epoch.
+    analyse(spark, scenario, spec.home / "analysis")
     with Listener(("127.0.0.1", 0), authkey=key) as listener:
         ready = path.with_suffix(".address")
         host, port = listener.address
         ready.with_suffix(".tmp").write_text(f"{host} {port}")
         os.replace(ready.with_suffix(".tmp"), ready)
         try:
-            serve(cell, listener)
+            serve(listener, lambda epoch, share: Cell(spark, scenario, spec, epoch, share))
         finally:
             spark.stop()
+            end_jvm(spark)
     return 0
+
+
+def end_jvm(spark) -> None:
+    """After ``spark.stop()``: end the session's JVM (PySpark's gateway exits when its stdin closes) and reap it,
+    so its cell holds no process, not even a zombie, when the shares are removed."""
+    context = type(spark.sparkContext)
+    gateway = getattr(context, "_gateway", None)
+    proc = getattr(gateway, "proc", None)
+    if proc is None:
+        return
+    gateway.shutdown()
+    proc.stdin.close()
+    try:
+        proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+    context._gateway = context._jvm = None  # a later session in this process starts its own JVM
 
 
 if __name__ == "__main__":

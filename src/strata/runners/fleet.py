@@ -19,6 +19,7 @@ one live view.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import pickle
 import secrets
@@ -41,7 +42,7 @@ from strata.control.controller import Controller
 from strata.control.loop import run
 from strata.model import Scenario
 from strata.protocol.engine import Decisions, Observation, WindowStats
-from strata.runners.cell import CELLS, Cell, CellSpec
+from strata.runners.cell import CELLS, Cell, CellSpec, end_jvm
 from strata.runners.live import (
     DRAIN_S,
     SPARK_LOG,
@@ -176,13 +177,31 @@ class LocalCell:
 
 
 class RemoteCell:
-    """A cell in a child process, over its connection: each call is one request and its answer."""
+    """A cell in a child process (:func:`launch_cell`), over its connection: each call is one request and its
+    answer."""
 
-    def __init__(self, name: str, process: subprocess.Popen, conn, log: Path) -> None:
+    def __init__(self, name: str, process: subprocess.Popen, log: Path, address: Path, key: bytes) -> None:
         self.name = name
         self.process = process
-        self.conn = conn
         self.log = log
+        self.address = address
+        self.key = key
+        self.conn = None
+
+    def connect(self, timeout_s: float = READY_TIMEOUT_S) -> RemoteCell:
+        """Wait for the cell to be ready (its session up, the jobs loaded) and connect; raises :class:`CellLost`
+        if it ends first or is not ready in time (it is then killed)."""
+        deadline = time.time() + timeout_s
+        while not self.address.exists():
+            if self.process.poll() is not None or time.time() > deadline:
+                if self.process.poll() is None:
+                    self.process.kill()
+                    self.process.wait()
+                raise CellLost(self.name, self.log, self.process.poll())
+            time.sleep(0.2)
+        host, port = self.address.read_text().split()
+        self.conn = Client((host, int(port)), authkey=self.key)
+        return self
 
     def call(self, method: str, *args):
         try:
@@ -196,11 +215,12 @@ class RemoteCell:
 
     def close(self) -> None:
         """Ask the cell to end (its queries already stopped), then wait for it; killed if it hangs."""
-        with contextlib.suppress(CellLost):
-            self.call("close")
-        self.conn.close()
+        if self.conn is not None:
+            with contextlib.suppress(CellLost):
+                self.call("close")
+            self.conn.close()
         try:
-            self.process.wait(timeout=30)
+            self.process.wait(timeout=30 if self.conn is not None else 0)
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait()
@@ -323,14 +343,13 @@ class FleetEngine:
 # ---------------------------------------------------------------------- starting cells
 
 
-def start_cell(spec: CellSpec, shares: CpuShares, key: bytes) -> RemoteCell:
-    """Start cell ``spec.name`` as a child process in its cgroup (dying with this process) and connect to it
-    once it is ready; raises :class:`CellLost` if it ends first or is not ready in :data:`READY_TIMEOUT_S`."""
+def launch_cell(spec: CellSpec, shares: CpuShares, key: bytes) -> RemoteCell:
+    """Start cell ``spec.name`` as a child process in its cgroup (dying with this process); it starts its session
+    and loads the jobs while the fleet goes on (:meth:`RemoteCell.connect` waits for it)."""
     home = spec.home
     home.mkdir(parents=True, exist_ok=True)
     spec_file = home / "cell.spec"
-    address = spec_file.with_suffix(".address")
-    address.unlink(missing_ok=True)
+    spec_file.with_suffix(".address").unlink(missing_ok=True)
     spec_file.touch(mode=0o600)
     spec_file.write_bytes(pickle.dumps((spec, key)))
     log = home / "cell.log"
@@ -343,16 +362,7 @@ def start_cell(spec: CellSpec, shares: CpuShares, key: bytes) -> RemoteCell:
             preexec_fn=shares.preexec(spec.name),
             start_new_session=True,  # Ctrl-C reaches the fleet alone, which stops every cell between batches
         )
-    deadline = time.time() + READY_TIMEOUT_S
-    while not address.exists():
-        if process.poll() is not None or time.time() > deadline:
-            if process.poll() is None:
-                process.kill()
-                process.wait()
-            raise CellLost(spec.name, log, process.poll())
-        time.sleep(0.2)
-    host, port = address.read_text().split()
-    return RemoteCell(spec.name, process, Client((host, int(port)), authkey=key), log)
+    return RemoteCell(spec.name, process, log, spec_file.with_suffix(".address"), key)
 
 
 def jvm_processes(spark) -> list[int]:
@@ -373,22 +383,19 @@ def jvm_processes(spark) -> list[int]:
     return found
 
 
-def end_jvm(spark) -> None:
-    """After ``spark.stop()``: end the session's JVM (PySpark's gateway exits when its stdin closes) and reap it,
-    so its cell holds no process, not even a zombie, when the shares are removed."""
-    context = type(spark.sparkContext)
-    gateway = getattr(context, "_gateway", None)
-    proc = getattr(gateway, "proc", None)
-    if proc is None:
-        return
-    gateway.shutdown()
-    proc.stdin.close()
-    try:
-        proc.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
-    context._gateway = context._jvm = None  # a later session in this process starts its own JVM
+def close_shares(shares: CpuShares, timeout_s: float = 10.0) -> None:
+    """Remove the run's cells once their processes are gone: a process that has just exited may still hold its
+    cgroup for a moment (a zombie until its new parent reaps it), so a busy group is retried until
+    ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            shares.close()
+            return
+        except OSError as err:
+            if err.errno != errno.EBUSY or time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
 
 
 def host_cell(cells: Mapping[str, tuple[str, ...]], shares: Mapping[str, float]) -> str:
@@ -495,7 +502,7 @@ def run_fleet(request: RunRequest, console: Console, errors: Console, max_cells:
             found = ", ".join(map(repr, unknown))
             errors.print(f"[bold red]error[/] --dedicate: expected jobs of this run ({names}); found {found}")
             return 2
-        config = fleet_config(scenario, request.dedicated, max_cells, RunConfig(sink=request.sink))
+        config = fleet_config(scenario, request.dedicated, max_cells, request.master, RunConfig(sink=request.sink))
         shares = CpuShares(f"strata-{os.getpid()}")
         return _run_cells(spark, loading, scenario, config, shares, remote, stop_asked, console, errors)
     except CheckpointChanged as err:
@@ -517,14 +524,19 @@ def run_fleet(request: RunRequest, console: Console, errors: Console, max_cells:
         spark.stop()
         if shares is not None:
             end_jvm(spark)  # it joined the host cell
-            shares.close()
+            close_shares(shares)
 
 
-def fleet_config(scenario: Scenario, pinned: Collection[str], max_cells: int | None, config: RunConfig) -> RunConfig:
+def fleet_config(
+    scenario: Scenario, pinned: Collection[str], max_cells: int | None, master: str | None, config: RunConfig
+) -> RunConfig:
     """``config`` with L0's cell placement on: at most ``max_cells`` applications (None: the planner's default for
-    the machine), each ``pinned`` job in a cell of its own; a batch's tasks as the source's input partitions."""
+    the machine), each ``pinned`` job in a cell of its own; a batch's tasks as the source's input partitions; the
+    cores the shares divide: this machine's for a local ``master``."""
     pins = tuple((job, f"pin-{job}") for job in pinned)
-    cells = CellConfig(max_cells=max_cells, pins=pins, batch_tasks=EngineConfig.input_partitions)
+    local = master is None or master.startswith("local")  # else the cluster's cores are the scenario's
+    cores = float(os.cpu_count() or 1) if local else None
+    cells = CellConfig(max_cells=max_cells, pins=pins, batch_tasks=EngineConfig.input_partitions, cores=cores)
     return replace(config, control=replace(config.control, cells=cells))
 
 
@@ -547,7 +559,6 @@ def _run_cells(
 
     out = Path(request.out)
     run_dir = out / "strata"
-    epoch, said = time_base(run_dir, request.fresh)
     controller = Controller(scenario, config.control)
     start = controller.start(time.time())
     placed = start.cells or {}
@@ -560,22 +571,28 @@ def _run_cells(
     for pid in jvm_processes(spark):
         shares.join(host, pid)
     key = secrets.token_bytes(32)
-
-    def spec(name: str, share: float) -> CellSpec:
-        return CellSpec(name, request, run_dir, epoch, share, config)
-
-    def spawn(name: str, share: float) -> RemoteCell:
-        cell = start_cell(spec(name, share), shares, key)
-        remote.append(cell)
-        said.extend(cell.call("resume", ()))
-        return cell
-
-    local = Cell(spark, scenario, spec(host, shares_now.get(host, scenario.cluster.total_cores)))
+    for name in members:  # the children start their sessions and load the jobs together
+        if name != host:
+            remote.append(launch_cell(CellSpec(name, request, run_dir, config), shares, key))
+    for cell in remote:
+        cell.connect()
+    # the sources' epoch once every cell is up: a cell's start-up is not a backlog its first batch must read
+    epoch, said = time_base(run_dir, request.fresh)
+    local = Cell(spark, scenario, CellSpec(host, request, run_dir, config), epoch, shares_now.get(host, 1.0))
     said += local.resume(request.fresh)  # every job checked (and set aside if fresh) before any query starts
     cells: dict[str, CellHandle] = {host: LocalCell(local)}
-    for name in members:
-        if name != host:
-            cells[name] = spawn(name, shares_now[name])
+    for cell in remote:
+        cell.call("begin", epoch, shares_now[cell.name])
+        cell.call("resume", ())  # what it says of every job, the host cell said already
+        cells[cell.name] = cell
+
+    def spawn(name: str, share: float) -> RemoteCell:
+        cell = launch_cell(CellSpec(name, request, run_dir, config), shares, key)
+        remote.append(cell)
+        cell.connect().call("begin", epoch, share)
+        cell.call("resume", ())
+        return cell
+
     fleet = FleetEngine(cells, shares, spawn)
     for line in said:
         console.print(f"[cyan]▸[/] {line}", highlight=False)
