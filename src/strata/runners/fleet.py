@@ -28,6 +28,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Collection, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field, replace
 from multiprocessing.connection import Client
 from pathlib import Path
@@ -287,18 +288,31 @@ class FleetEngine:
                     self._log(decisions, "cell", job, cell)
             self._placed = set(decisions.cells)
         since = self.clock()
-        for src in sorted({src for src, _ in moves.values()}):  # the jobs leaving a cell stop there first
+        stops = {}  # the jobs leaving a cell stop there first
+        for src in sorted({src for src, _ in moves.values()}):
             staying = {j: t for j, t in self.admitted.items() if self.holder.get(j) == src and j not in moves}
-            self.cells[src].call("apply", Decisions(decisions.epoch, admitted=staying, reasons=decisions.reasons))
+            stops[src] = Decisions(decisions.epoch, admitted=staying, reasons=decisions.reasons)
+        self._apply_each(stops)
         for job, (src, dst) in sorted(moves.items()):
             self.cells[dst].call("adopt", job, since, src)
             detail = f"{src} → {dst}: stopped at a batch boundary, continued from its checkpoint"
             self._log(decisions, "move", job, detail)
         if decisions.admitted is not None:
             self.admitted = dict(decisions.admitted)
-        for name, routed in route(decisions, self.holder, list(self.cells), self.admitted).items():
-            if not routed.empty():
-                self.cells[name].call("apply", routed)
+        routed = route(decisions, self.holder, list(self.cells), self.admitted)
+        self._apply_each({name: d for name, d in routed.items() if not d.empty()})
+
+    def _apply_each(self, decisions: Mapping[str, Decisions]) -> None:
+        """Each cell's decisions, the cells at once (each is its own application: a query's start or stop at a
+        batch boundary takes seconds, and one cell's should not wait for another's)."""
+        if len(decisions) <= 1:
+            for name, d in decisions.items():
+                self.cells[name].call("apply", d)
+            return
+        with ThreadPoolExecutor(len(decisions)) as pool:
+            done = [pool.submit(self.cells[name].call, "apply", d) for name, d in decisions.items()]
+        for future in done:
+            future.result()  # the first error, raised here
 
     def _set_shares(self, decisions: Decisions) -> None:
         self.cell_shares = dict(decisions.cell_shares)
