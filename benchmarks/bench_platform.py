@@ -127,12 +127,12 @@ def run_one(spark, mode: str, seed: int, args, work: Path) -> list[dict]:
 def run_cells(base: Path, seed: int, args) -> list[dict]:
     """The default command (``strata run jobs.py``, a child process reading ``base/input``): the producers start
     once its cells are up; one row per job from its metrics."""
-    log = (base / "cells.log").open("w")
+    if args.cap_reads:
+        raise SystemExit("--cap-reads: not a knob of the default command; run strata-cells without it")
+    log = (base / "cells.log").open("w")  # noqa: SIM115 - the child writes it until it ends
     load = os.getloadavg()[0]
     command = [sys.executable, "-m", "strata", "run", str(JOBS), "--out", str(base / "run")]
     command += ["--duration", str(args.duration + 3.5)]
-    if args.cap_reads:
-        raise SystemExit("--cap-reads: not a knob of the default command; run strata-cells without it")
     child = subprocess.Popen(
         command, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "STRATA_INPUT": str(base / "input")}
     )
@@ -154,7 +154,7 @@ def run_cells(base: Path, seed: int, args) -> list[dict]:
     measured = pd.read_csv(base / "run" / "metrics" / "summary.csv").to_dict("records")
     return [
         {**r, "mode": "strata-cells", "seed": seed, "load_before": load, "python_cpu_s": None, "died": None}
-        for r in summary
+        for r in measured
     ]
 
 
