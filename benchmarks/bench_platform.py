@@ -129,7 +129,7 @@ def run_cells(base: Path, seed: int, args) -> list[dict]:
     once its cells are up; one row per job from its metrics."""
     if args.cap_reads:
         raise SystemExit("--cap-reads: not a knob of the default command; run strata-cells without it")
-    log = (base / "cells.log").open("w")  # noqa: SIM115 - the child writes it until it ends
+    log = (base / "cells.log").open("w")
     load = os.getloadavg()[0]
     command = [sys.executable, "-m", "strata", "run", str(JOBS), "--out", str(base / "run")]
     command += ["--duration", str(args.duration + 3.5)]
