@@ -56,21 +56,15 @@ class FakeShares:
         self.given.append(dict(shares))
 
 
+def observation(job: str, start: float, busy: float, rows: int, ingest: float, units: int) -> Observation:
+    """A cell's window ending at 10 s: ``units`` batches of ``rows`` / ``units`` records each."""
+    w = window(10.0, start, job, busy, rows, ingest)
+    return Observation(w, templates={job: job[0]}, dispatch="llf", units=units, unit_records=rows / units)
+
+
 def test_observations_of_disjoint_cells_merge_into_one():
-    a = Observation(
-        window(10.0, 8.0, "alerts", 1.0, 200, 100.0),
-        templates={"alerts": "t"},
-        dispatch="llf",
-        units=4,
-        unit_records=50.0,
-    )
-    b = Observation(
-        window(10.0, 7.0, "counts", 3.0, 900, 300.0),
-        templates={"counts": "u"},
-        dispatch="llf",
-        units=1,
-        unit_records=900.0,
-    )
+    a = observation("alerts", 8.0, 1.0, 200, 100.0, 4)
+    b = observation("counts", 7.0, 3.0, 900, 300.0, 1)
     obs = merge_observations({"c0": a, "c1": b}, {"c0": 0.5, "c1": 1.5}, now=10.5)
     w = obs.window
     assert (w.now, w.start) == (10.5, 7.0)
@@ -79,7 +73,7 @@ def test_observations_of_disjoint_cells_merge_into_one():
     assert w.routing == {"alerts.agg": (0, 1), "counts.agg": (0, 1)} and w.dropped == {"shed": 6}
     # busy cores over the cell's share: c0 1.0 core-s in 2 s over 0.5 cores; c1 3.0 in 3 s over 1.5
     assert w.node_utilisation == pytest.approx({"c0": 1.0, "c1": 1.0 / 1.5})
-    assert obs.templates == {"alerts": "t", "counts": "u"} and obs.dispatch == "llf"
+    assert obs.templates == {"alerts": "a", "counts": "c"} and obs.dispatch == "llf"
     assert obs.units == 5 and obs.unit_records == pytest.approx((4 * 50 + 900) / 5)
 
 

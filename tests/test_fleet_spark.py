@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+import yaml
 
 from strata.control.loop import run
 from strata.model import load_scenario
@@ -27,28 +28,41 @@ from strata.spark.measure import ModeRun
 
 STRATA = str(Path(sys.executable).with_name("strata"))
 
-SPEC = """
-cluster: {nodes: [{name: n0, cores: 2}]}
-jobs:
-  - id: fast
-    rank: 1
-    target_latency_s: 2.0
-    templates:
-      - operators:
-          - {name: s, kind: source, source: {rate: 100, keys: {count: 10}, seed: 4}}
-          - {name: f, kind: filter, predicate: "value < 0.5"}
-          - {name: o, kind: sink}
-        streams: [{from: s, to: f}, {from: f, to: o}]
-  - id: win
-    rank: 2
-    target_latency_s: 30.0
-    templates:
-      - operators:
-          - {name: s, kind: source, source: {rate: 100, keys: {count: 10}, seed: 5}}
-          - {name: w, kind: window_aggregate, window: {size_s: 2, watermark_s: 1}, aggregate: {fn: count}}
-          - {name: o, kind: sink}
-        streams: [{from: s, to: w}, {from: w, to: o}]
-"""
+
+def job_spec(job: str, rank: int, target_s: float, seed: int, middle: dict) -> dict:
+    """One job of the spec: a generated source (100 records/s, 10 keys), ``middle``, a sink."""
+    source = {"name": "s", "kind": "source", "source": {"rate": 100, "keys": {"count": 10}, "seed": seed}}
+    ops = [source, middle, {"name": "o", "kind": "sink"}]
+    streams = [{"from": "s", "to": middle["name"]}, {"from": middle["name"], "to": "o"}]
+    return {
+        "id": job,
+        "rank": rank,
+        "target_latency_s": target_s,
+        "templates": [{"operators": ops, "streams": streams}],
+    }
+
+
+# a latency-critical filter and a stateful window aggregation
+SPEC = yaml.safe_dump(
+    {
+        "cluster": {"nodes": [{"name": "n0", "cores": 2}]},
+        "jobs": [
+            job_spec("fast", 1, 2.0, 4, {"name": "f", "kind": "filter", "predicate": "value < 0.5"}),
+            job_spec(
+                "win",
+                2,
+                30.0,
+                5,
+                {
+                    "name": "w",
+                    "kind": "window_aggregate",
+                    "window": {"size_s": 2, "watermark_s": 1},
+                    "aggregate": {"fn": "count"},
+                },
+            ),
+        ],
+    }
+)
 
 
 class MoveOnce:
@@ -147,15 +161,11 @@ def cell_processes(out: Path) -> list[int]:
 
 @pytest.mark.spark
 def test_sigkill_of_the_fleet_leaves_no_cell_and_a_restart_resumes_every_cell_exactly(tmp_path):
-    spec = tmp_path / "spec.yaml"
-    spec.write_text(SPEC)
+    (spec := tmp_path / "spec.yaml").write_text(SPEC)
     out = tmp_path / "out"
-    log = open(tmp_path / "first.log", "w")  # noqa: SIM115 - the subprocess writes it until it ends
-    fleet = subprocess.Popen(
-        [STRATA, "run", str(spec), "--cells", "2", "--duration", "600", "--out", str(out)],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
+    with open(tmp_path / "first.log", "w") as log:  # the fleet's own output, until it is killed
+        command = [STRATA, "run", str(spec), "--cells", "2", "--duration", "600", "--out", str(out)]
+        fleet = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
     try:
         deadline = time.monotonic() + 240
         sinks = [out / "strata" / "jobs" / job / "0-default" / "sinks" for job in ("fast", "win")]
@@ -169,7 +179,6 @@ def test_sigkill_of_the_fleet_leaves_no_cell_and_a_restart_resumes_every_cell_ex
     finally:
         if fleet.poll() is None:
             fleet.kill()
-        log.close()
     deadline = time.monotonic() + 30
     while (left := cell_processes(out)) and time.monotonic() < deadline:
         time.sleep(0.5)

@@ -31,6 +31,7 @@ from pathlib import Path
 from strata.protocol.engine import Decisions, Observation
 from strata.runners.live import RunRequest, analyse, check_files, engine_status, load_run, start_session
 from strata.runners.spark_loop import RunConfig, spark_engine
+from strata.spark.engine import decision_row
 from strata.spark.measure import ModeRun, collect
 
 CELLS = "cells"  # OUT/cells/<cell>: a cell's Spark work directory, log, spec and metrics
@@ -122,17 +123,9 @@ class Cell:
                 continue
             del self._moved_in[job]
             waited = first["finished"] - since
-            self.engine.decisions.append(
-                {
-                    "t": first["finished"],
-                    "epoch": 0,
-                    "kind": "resumed",
-                    "job": job,
-                    "detail": f"{waited:.1f} s from its stop in {origin} to its first batch in {self.spec.name}",
-                    "reasons": "move",
-                    "resume_s": waited,
-                }
-            )
+            detail = f"{waited:.1f} s from its stop in {origin} to its first batch in {self.spec.name}"
+            row = decision_row(first["finished"], Decisions(0, reasons=("move",)), "resumed", job, detail)
+            self.engine.decisions.append({**row, "resume_s": waited})
         return obs
 
     def status(self) -> dict:

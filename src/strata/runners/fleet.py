@@ -30,7 +30,7 @@ import time
 from collections.abc import Callable, Collection, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field, replace
-from multiprocessing.connection import Client
+from multiprocessing.connection import Client, Connection
 from pathlib import Path
 from typing import Protocol
 
@@ -52,15 +52,16 @@ from strata.runners.live import (
     View,
     check_files,
     prepare,
+    refuse_changed,
     start_session,
     time_base,
 )
 from strata.runners.shares import CpuShares
 from strata.runners.spark_loop import Recorder, RunConfig
 from strata.spark.checkpoint import CheckpointChanged
-from strata.spark.engine import EngineConfig
+from strata.spark.engine import EngineConfig, decision_row
 from strata.spark.java import JavaError
-from strata.spark.measure import ModeRun, job_summary
+from strata.spark.measure import ModeRun, job_summary, write_metrics
 from strata.spark.session import MasterUnreachable
 
 READY_TIMEOUT_S = 180.0  # how long a cell may take to start its session and load the jobs
@@ -177,17 +178,17 @@ class LocalCell:
         return None
 
 
+@dataclass
 class RemoteCell:
-    """A cell in a child process (:func:`launch_cell`), over its connection: each call is one request and its
-    answer."""
+    """A cell in a child process (:func:`launch_cell`), over its connection (made once it is ready: ``address``
+    holds where it listens, ``key`` authenticates): each call is one request and its answer."""
 
-    def __init__(self, name: str, process: subprocess.Popen, log: Path, address: Path, key: bytes) -> None:
-        self.name = name
-        self.process = process
-        self.log = log
-        self.address = address
-        self.key = key
-        self.conn = None
+    name: str
+    process: subprocess.Popen
+    log: Path
+    address: Path
+    key: bytes
+    conn: Connection | None = None
 
     def connect(self, timeout_s: float = READY_TIMEOUT_S) -> RemoteCell:
         """Wait for the cell to be ready (its session up, the jobs loaded) and connect; raises :class:`CellLost`
@@ -324,16 +325,7 @@ class FleetEngine:
         self._log(decisions, "cell shares", "*", f"{detail} cores ({getattr(self.shares, 'backend', '?')})")
 
     def _log(self, decisions: Decisions, kind: str, job: str, detail: str) -> None:
-        self.decisions.append(
-            {
-                "t": self.clock(),
-                "epoch": decisions.epoch,
-                "kind": kind,
-                "job": job,
-                "detail": detail,
-                "reasons": ", ".join(decisions.reasons),
-            }
-        )
+        self.decisions.append(decision_row(self.clock(), decisions, kind, job, detail))
 
     def status(self) -> dict:
         """The live view's dict (:func:`strata.runners.live.engine_status`) over every cell, with job → cell."""
@@ -435,8 +427,6 @@ def merge_metrics(
     (a segment a move continued in another cell is checked there: the earlier cell's check of the same segment
     covers only a prefix and is dropped); the per-job summary recomputed over every cell's rows; the fleet's own
     observations, controller steps, learning and decisions (cells, shares, moves) added."""
-    import json
-
     names = ("latency", "batches", "partitions", "checks", "decisions", "gate", "progress")
     tables: dict[str, pd.DataFrame] = {}
     for name in names:
@@ -469,18 +459,7 @@ def merge_metrics(
         [{"mode": fleet.mode, **row, "t": row["time"] - epoch} for row in fleet.controller_log]
     )
     tables["learning"] = pd.DataFrame([{"mode": fleet.mode, **row} for row in fleet.learned])
-    metrics = out / "metrics"
-    metrics.mkdir(parents=True, exist_ok=True)
-    for name, frame in tables.items():
-        frame.to_csv(metrics / f"{name}.csv", index=False)
-    meta = {
-        "scenario": scenario.name,
-        **config,
-        "timings": {},
-        "targets": {j.id: j.target_latency_s for j in scenario.jobs},
-        "ranks": {j.id: j.rank for j in scenario.jobs},
-    }
-    (metrics / "run.json").write_text(json.dumps(meta, indent=1, default=str))
+    write_metrics(out, tables, scenario, config, {})
     return tables
 
 
@@ -520,12 +499,7 @@ def run_fleet(request: RunRequest, console: Console, errors: Console, max_cells:
         shares = CpuShares(f"strata-{os.getpid()}")
         return _run_cells(spark, loading, scenario, config, shares, remote, stop_asked, console, errors)
     except CheckpointChanged as err:
-        errors.print(
-            f"[bold red]error[/] --out {out}: {err}; start the job afresh with --fresh JOB (its old "
-            "checkpoint and outputs are kept aside) or use another --out",
-            highlight=False,
-            soft_wrap=True,
-        )
+        refuse_changed(errors, out, err)
         return 2
     except CellLost as err:
         errors.print(f"[bold red]error[/] {err}", highlight=False, soft_wrap=True)

@@ -267,6 +267,16 @@ def prepare(spark, request: RunRequest, files: RunFiles, out: Path, errors: Cons
     return scenario
 
 
+def refuse_changed(errors: Console, out: Path, err: CheckpointChanged) -> None:
+    """Say that ``out`` holds checkpoints of a changed query, and what to do about it."""
+    errors.print(
+        f"[bold red]error[/] --out {out}: {err}; start the job afresh with --fresh JOB (its old "
+        "checkpoint and outputs are kept aside) or use another --out",
+        highlight=False,
+        soft_wrap=True,
+    )
+
+
 def run_live(request: RunRequest, console: Console, errors: Console, declared: Collection[PythonJob] = ()) -> int:
     """The ``strata run --cells 1`` command: every job in this one Spark application. Raises SpecError (located)
     before any query starts; returns the exit code.
@@ -332,12 +342,7 @@ def run_live(request: RunRequest, console: Console, errors: Console, declared: C
                     on_engine=attach,
                 )
             except CheckpointChanged as err:
-                errors.print(
-                    f"[bold red]error[/] --out {out}: {err}; start the job afresh with --fresh JOB (its old "
-                    "checkpoint and outputs are kept aside) or use another --out",
-                    highlight=False,
-                    soft_wrap=True,
-                )
+                refuse_changed(errors, out, err)
                 result = None
         if result is None:
             return 2

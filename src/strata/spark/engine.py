@@ -179,16 +179,7 @@ class SparkEngine:
             self._move(decisions)
 
     def _log(self, decisions: Decisions, kind: str, job: str, detail: str) -> None:
-        self.decisions.append(
-            {
-                "t": self.clock(),
-                "epoch": decisions.epoch,
-                "kind": kind,
-                "job": job,
-                "detail": detail,
-                "reasons": ", ".join(decisions.reasons),
-            }
-        )
+        self.decisions.append(decision_row(self.clock(), decisions, kind, job, detail))
 
     def _admit(self, decisions: Decisions) -> None:
         wanted = decisions.admitted
@@ -644,6 +635,18 @@ class SparkEngine:
                 self.gate.forget(job)
             segment.stopped_at = self.clock()
             segment.end_row = self.end_row(segment)
+
+
+def decision_row(t: float, decisions: Decisions, kind: str, job: str, detail: str) -> dict:
+    """One enforced change, as the report's timeline (``decisions.csv``) shows it."""
+    return {
+        "t": t,
+        "epoch": decisions.epoch,
+        "kind": kind,
+        "job": job,
+        "detail": detail,
+        "reasons": ", ".join(decisions.reasons),
+    }
 
 
 def cause(error) -> str:

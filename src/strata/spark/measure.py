@@ -296,6 +296,12 @@ def collect(
         ),
         "learning": pd.DataFrame([{"mode": run.mode, **row} for run in runs for row in run.learned]),
     }
+    write_metrics(out, tables, scenario, config, timings)
+    return RunResult(summary, tables["checks"], tables["decisions"], out, timings)
+
+
+def write_metrics(out: Path, tables: dict[str, pd.DataFrame], scenario: Scenario, config: dict, timings: dict) -> None:
+    """The tables as ``out/metrics/<name>.csv`` and ``run.json`` (the run's knobs, timings, targets and ranks)."""
     metrics = out / "metrics"
     metrics.mkdir(parents=True, exist_ok=True)
     for name, frame in tables.items():
@@ -308,4 +314,3 @@ def collect(
         "ranks": {j.id: j.rank for j in scenario.jobs},
     }
     (metrics / "run.json").write_text(json.dumps(meta, indent=1, default=str))
-    return RunResult(summary, tables["checks"], tables["decisions"], out, timings)
