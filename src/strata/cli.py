@@ -520,6 +520,8 @@ def run(
         given = "--cells 1" if cells == 1 else "--no-control"
         errors.print(f"[bold red]error[/] --dedicate: expected cells (a job pinned to its own); found {given}")
         raise typer.Exit(code=2)
+    settings = spark_settings(conf, properties_file, verbose)
+    out = out or (Path("runs") / (program.stem or "jobs") if declared else Path("runs/latest"))
     fleet = control and cells != 1  # plain Spark (--no-control) is one application, as a team runs it
     if fleet and declared:
         # the other cells are other processes: they declare the jobs by running the program's file
@@ -530,13 +532,12 @@ def run(
             )
             raise typer.Exit(code=2)
         files, declared = [program, *files], []
-    settings = spark_settings(conf, properties_file, verbose)
     try:
         request = RunRequest(
             tuple(files),
             duration,
             master,
-            out or (Path("runs") / (program.stem or "jobs") if declared else Path("runs/latest")),
+            out,
             sink,
             control,
             tuple(fresh or ()),
