@@ -276,6 +276,8 @@ class CpuShares:
         for cell, cores in shares.items():
             if not math.isfinite(cores) or cores < 0:
                 raise ValueError(f"CpuShares.set: cell {cell!r} has {cores!r} cores; expected a number ≥ 0")
+        if not shares:
+            return
         if self.backend == NICE:
             self._nice.update(nice_levels(shares))
             for cell in shares:
