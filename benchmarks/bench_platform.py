@@ -129,6 +129,8 @@ def run_cells(base: Path, seed: int, args) -> list[dict]:
     once its cells are up; one row per job from its metrics."""
     if args.cap_reads:
         raise SystemExit("--cap-reads: not a knob of the default command; run strata-cells without it")
+    for name in ("events", "clicks"):  # platform_input's directories, empty: the queries are analysed on them
+        (base / "input" / name).mkdir(parents=True)
     log = (base / "cells.log").open("w")
     load = os.getloadavg()[0]
     command = [sys.executable, "-m", "strata", "run", str(JOBS), "--out", str(base / "run")]
