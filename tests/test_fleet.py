@@ -3,6 +3,8 @@ job, cell shares and moves enforced in order; L0's cell decisions from the Contr
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from strata.control.cells import CellConfig
@@ -12,6 +14,7 @@ from strata.protocol.engine import Decisions, InstanceLoad, KeyGroupLoad, Latenc
 from strata.runners.cell import gate_bound
 from strata.runners.fleet import FleetEngine, host_cell, merge_observations, route
 
+ROOT = Path(__file__).resolve().parents[1]
 PIPELINE = "src/strata/examples/pipeline.yaml"
 
 
@@ -138,7 +141,7 @@ def test_a_move_reserves_the_target_then_stops_the_job_before_the_target_continu
 
 
 def test_the_controller_places_jobs_onto_cells_only_when_the_engine_runs_cells():
-    scenario = load_scenario(PIPELINE)
+    scenario = load_scenario(ROOT / PIPELINE)
     plain = Controller(scenario, HierarchyConfig(plan=HierarchyConfig().plan)).start(0.0)
     assert plain.cells is None and plain.cell_shares is None
     d = Controller(scenario, HierarchyConfig(cells=CellConfig(max_cells=2))).start(0.0)
@@ -156,3 +159,33 @@ def test_the_host_cell_and_each_cells_gate_bound():
     assert host_cell({"c0": ("a",), "c1": ("b",)}, {"c0": 0.5, "c1": 1.5}) == "c1"
     assert gate_bound(2.0, 2.0, 1) == 1  # the whole machine: as one application's gate
     assert gate_bound(1.6, 2.0, 1) == 2 and gate_bound(0.3, 2.0, 1) == 1
+
+
+def test_cells_1_and_no_control_run_one_application_and_the_default_runs_cells(tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from strata.cli import app
+
+    called: list[tuple[str, object]] = []
+    monkeypatch.setattr("strata.runners.live.run_live", lambda request, *a: called.append(("one", request)) or 0)
+    monkeypatch.setattr(
+        "strata.runners.fleet.run_fleet", lambda request, c, e, cells: called.append(("fleet", cells)) or 0
+    )
+    spec = str(ROOT / PIPELINE)
+    for args, expected in (
+        ([], ("fleet", None)),
+        (["--cells", "3"], ("fleet", 3)),
+        (["--dedicate", "alerts"], ("fleet", None)),
+        (["--cells", "1"], "one"),
+        (["--no-control"], "one"),
+    ):
+        called.clear()
+        result = CliRunner().invoke(app, ["run", spec, "--out", str(tmp_path), *args])
+        assert result.exit_code == 0, result.output
+        assert (called[0][0] if expected == "one" else called[0]) == expected, args
+    for args, said in (
+        (["--cells", "1", "--dedicate", "alerts"], "--dedicate: expected cells"),
+        (["--cells", "0"], "--cells: expected a number of applications ≥ 1"),
+    ):
+        result = CliRunner().invoke(app, ["run", spec, "--out", str(tmp_path), *args])
+        assert result.exit_code == 2 and said in result.output, result.output
