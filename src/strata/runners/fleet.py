@@ -495,6 +495,14 @@ def run_fleet(request: RunRequest, console: Console, errors: Console, max_cells:
             found = ", ".join(map(repr, unknown))
             errors.print(f"[bold red]error[/] --dedicate: expected jobs of this run ({names}); found {found}")
             return 2
+        pinned = set(request.dedicated)
+        needed = len(pinned) + (len(scenario.jobs) > len(pinned))
+        if max_cells is not None and needed > max_cells:
+            errors.print(
+                f"[bold red]error[/] --cells {max_cells}: expected room for a cell per --dedicate job and one for "
+                f"the others; found {needed} needed"
+            )
+            return 2
         config = fleet_config(scenario, request.dedicated, max_cells, request.master, RunConfig(sink=request.sink))
         shares = CpuShares(f"strata-{os.getpid()}")
         return _run_cells(spark, loading, scenario, config, shares, remote, stop_asked, console, errors)
