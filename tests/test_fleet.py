@@ -3,6 +3,7 @@ job, cell shares and moves enforced in order; L0's cell decisions from the Contr
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -189,3 +190,17 @@ def test_cells_1_and_no_control_run_one_application_and_the_default_runs_cells(t
     ):
         result = CliRunner().invoke(app, ["run", spec, "--out", str(tmp_path), *args])
         assert result.exit_code == 2 and said in result.output, result.output
+
+
+def test_a_restarted_fleet_removes_the_empty_cgroups_of_fleets_killed_before_it(tmp_path):
+    from strata.runners.fleet import RUN_PREFIX, sweep_stale
+    from strata.runners.shares import CpuShares
+
+    (tmp_path / "cpu.shares").write_text("1024\n")  # a fake cgroup v1 root
+    dead, alive = tmp_path / "strata-strata-999999999", tmp_path / f"strata-strata-{os.getppid()}"
+    for group in (dead, alive):
+        (group / "cell-c0").mkdir(parents=True)
+    (tmp_path / "strata-other").mkdir()  # not a fleet's
+    shares = CpuShares(f"{RUN_PREFIX}{os.getpid()}", root=tmp_path)
+    assert shares.backend == "cgroup-v1" and sweep_stale(shares) == [dead]
+    assert not dead.exists() and alive.is_dir() and shares.group.is_dir() and (tmp_path / "strata-other").is_dir()

@@ -56,7 +56,7 @@ from strata.runners.live import (
     start_session,
     time_base,
 )
-from strata.runners.shares import CpuShares
+from strata.runners.shares import NICE, CpuShares, dir_name, started
 from strata.runners.spark_loop import Recorder, RunConfig
 from strata.spark.checkpoint import CheckpointChanged
 from strata.spark.engine import EngineConfig, decision_row
@@ -404,6 +404,30 @@ def close_shares(shares: CpuShares, timeout_s: float = 10.0) -> None:
             time.sleep(0.2)
 
 
+RUN_PREFIX = "strata-"  # a fleet's CpuShares run name: strata-<its pid>
+
+
+def sweep_stale(shares: CpuShares) -> list[Path]:
+    """Remove the empty cgroups of earlier fleets that ended without closing theirs (SIGKILL: nothing runs after
+    it; their cells died with them): those named by a pid that no longer runs. Returns what was removed."""
+    if shares.backend == NICE:
+        return []
+    removed = []
+    mine = dir_name("strata-", RUN_PREFIX)
+    for group in shares.group.parent.glob(f"{mine}*"):
+        pid = group.name.removeprefix(mine)
+        if group == shares.group or not pid.isdigit() or started(int(pid)) is not None:
+            continue
+        try:
+            for cell in (c for c in group.iterdir() if c.is_dir()):
+                cell.rmdir()
+            group.rmdir()
+        except OSError:  # a process still in it, or not ours to remove: left alone
+            continue
+        removed.append(group)
+    return removed
+
+
 def host_cell(cells: Mapping[str, tuple[str, ...]], shares: Mapping[str, float]) -> str:
     """The cell this process hosts: the one with the most jobs (then the biggest share): this process also runs
     the Controller, whose work then competes with bulk jobs, and the latency-critical cells get fresh JVMs."""
@@ -504,7 +528,8 @@ def run_fleet(request: RunRequest, console: Console, errors: Console, max_cells:
             )
             return 2
         config = fleet_config(scenario, request.dedicated, max_cells, request.master, RunConfig(sink=request.sink))
-        shares = CpuShares(f"strata-{os.getpid()}")
+        shares = CpuShares(f"{RUN_PREFIX}{os.getpid()}")
+        sweep_stale(shares)
         return _run_cells(spark, loading, scenario, config, shares, remote, stop_asked, console, errors)
     except CheckpointChanged as err:
         refuse_changed(errors, out, err)
