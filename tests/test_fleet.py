@@ -204,3 +204,77 @@ def test_a_restarted_fleet_removes_the_empty_cgroups_of_fleets_killed_before_it(
     shares = CpuShares(f"{RUN_PREFIX}{os.getpid()}", root=tmp_path)
     assert shares.backend == "cgroup-v1" and sweep_stale(shares) == [dead]
     assert not dead.exists() and alive.is_dir() and shares.group.is_dir() and (tmp_path / "strata-other").is_dir()
+
+
+def test_the_cells_metrics_merge_into_one_set_with_a_moved_jobs_sink_checked_once(tmp_path):
+    import pandas as pd
+
+    from strata.runners.fleet import merge_metrics
+    from strata.spark.measure import ModeRun
+
+    scenario = load_scenario(ROOT / PIPELINE)
+    check = {
+        "template": "t",
+        "expected": 10,
+        "missing": 0,
+        "duplicated": 0,
+        "wrong": 0,
+        "unverifiable": "",
+        "mode": "strata",
+        "segment": 0,
+    }
+    tables = {  # counts ran in c1, then moved to c0 (its segment continued there: 300 rows read in all)
+        "c0": {
+            "checks": [{**check, "job": "alerts", "rows_read": 50}, {**check, "job": "counts", "rows_read": 300}],
+            "batches": [{"mode": "strata", "job": "counts", "batch_id": 2, "rows_in": 100.0}],
+            "latency": [
+                {
+                    "mode": "strata",
+                    "job": "counts",
+                    "template": "sampled",
+                    "event_s": 1.0,
+                    "latency_s": 40.0,
+                    "delivered": True,
+                }
+            ],
+        },
+        "c1": {
+            "checks": [{**check, "job": "counts", "rows_read": 200}],
+            "batches": [{"mode": "strata", "job": "counts", "batch_id": b, "rows_in": 100.0} for b in (0, 1)],
+            "latency": [
+                {
+                    "mode": "strata",
+                    "job": "counts",
+                    "template": "sampled",
+                    "event_s": 2.0,
+                    "latency_s": 1.0,
+                    "delivered": True,
+                }
+            ],
+        },
+    }
+    dirs = {}
+    for cell, frames in tables.items():
+        dirs[cell] = tmp_path / cell
+        dirs[cell].mkdir()
+        for name, rows in frames.items():
+            pd.DataFrame(rows).to_csv(dirs[cell] / f"{name}.csv", index=False)
+    fleet = FleetEngine({}, FakeShares(), holder={"alerts": "c0", "counts": "c0"})
+    fleet.decisions.append(
+        {"t": 105.0, "epoch": 2, "kind": "move", "job": "counts", "detail": "c1 → c0", "reasons": ""}
+    )
+    run_ = ModeRun("strata", 100.0, 110.0, None)
+    merged = merge_metrics(tmp_path / "out", dirs, run_, fleet, scenario, 10.0, {})
+    checks = merged["checks"].set_index("job")
+    assert list(checks.index) == ["alerts", "counts"] and checks.loc["counts", "rows_read"] == 300
+    assert checks.loc["counts", "cell"] == "c0"
+    assert sorted(merged["batches"]["cell"]) == ["c0", "c1", "c1"]
+    summary = merged["summary"].set_index("job")
+    # counts: 300 rows over the 10 s run; two outputs, one over its 30 s target
+    assert summary.loc["counts", "throughput"] == 30.0 and summary.loc["counts", "outputs"] == 2
+    assert summary.loc["counts", "misses"] == 1 and summary.loc["counts", "cell"] == "c0"
+    moves = merged["decisions"][merged["decisions"]["kind"] == "move"]
+    assert list(moves["t"]) == [5.0] and list(moves["cell"]) == ["fleet"]
+    assert (tmp_path / "out" / "metrics" / "summary.csv").exists() and (
+        tmp_path / "out" / "metrics" / "run.json"
+    ).exists()

@@ -120,7 +120,7 @@ def test_a_job_moves_between_cells_mid_run_and_every_sink_is_exact(spark, tmp_pa
         held = {"c0": ("fast", "win"), "c1": ()}
         dirs = {c: Path(fleet.cells[c].call("finish", horizon, stop, held[c], {})) for c in ("c0", "c1")}
         fleet_run = ModeRun("strata", epoch, stop, None)
-        tables = merge_metrics(out, dirs, fleet_run, fleet.decisions, scenario, horizon, {})
+        tables = merge_metrics(out, dirs, fleet_run, fleet, scenario, horizon, {})
     finally:
         child.close()
         close_shares(shares)
@@ -140,6 +140,7 @@ def test_a_job_moves_between_cells_mid_run_and_every_sink_is_exact(spark, tmp_pa
     assert list(resumed["job"]) == ["win"] and 0 < resumed["resume_s"].iloc[0] <= 60.0
     summary = tables["summary"].set_index("job")
     assert summary.loc["win", "delivered"] > 0 and summary.loc["fast", "delivered"] > 0
+    assert list(summary["cell"]) == ["c0", "c0"]
 
 
 def cell_processes(out: Path) -> list[int]:

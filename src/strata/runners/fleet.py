@@ -440,8 +440,8 @@ def host_cell(cells: Mapping[str, tuple[str, ...]], shares: Mapping[str, float])
 def merge_metrics(
     out: Path,
     cell_dirs: Mapping[str, Path],
-    fleet: ModeRun,
-    fleet_decisions: list[dict],
+    run_: ModeRun,
+    fleet: FleetEngine,
     scenario: Scenario,
     horizon_s: float,
     config: dict,
@@ -450,7 +450,8 @@ def merge_metrics(
     each row with its ``cell``: a moved job's rows from both cells; its sink checked once, over its whole output
     (a segment a move continued in another cell is checked there: the earlier cell's check of the same segment
     covers only a prefix and is dropped); the per-job summary recomputed over every cell's rows; the fleet's own
-    observations, controller steps, learning and decisions (cells, shares, moves) added."""
+    observations, controller steps, learning and decisions (cells, shares, moves) added; each job's cell at the
+    end in the summary."""
     names = ("latency", "batches", "partitions", "checks", "decisions", "gate", "progress")
     tables: dict[str, pd.DataFrame] = {}
     for name in names:
@@ -463,8 +464,8 @@ def merge_metrics(
                 except pd.errors.EmptyDataError:
                     continue
         tables[name] = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
-    epoch = fleet.epoch
-    own = pd.DataFrame([{"mode": fleet.mode, **d, "t": d["t"] - epoch, "cell": "fleet"} for d in fleet_decisions])
+    epoch = run_.epoch
+    own = pd.DataFrame([{"mode": run_.mode, **d, "t": d["t"] - epoch, "cell": "fleet"} for d in fleet.decisions])
     tables["decisions"] = pd.concat([tables["decisions"], own], ignore_index=True).sort_values("t", kind="stable")
     checks = tables["checks"]
     if not checks.empty:  # the check with the most input of each segment covers its whole output
@@ -473,16 +474,15 @@ def merge_metrics(
     latency = tables["latency"]
     if latency.empty:
         latency = pd.DataFrame(columns=["mode", "job", "event_s"])
-    tables["summary"] = pd.DataFrame(
-        job_summary(
-            latency, tables["batches"], tables["partitions"], scenario, fleet.mode, horizon_s, fleet.stop - epoch
-        )
+    summary = job_summary(
+        latency, tables["batches"], tables["partitions"], scenario, run_.mode, horizon_s, run_.stop - epoch
     )
-    tables["observations"] = pd.DataFrame([{"mode": fleet.mode, **o} for o in fleet.observations])
+    tables["summary"] = pd.DataFrame([{**row, "cell": fleet.holder.get(row["job"])} for row in summary])
+    tables["observations"] = pd.DataFrame([{"mode": run_.mode, **o} for o in run_.observations])
     tables["controller"] = pd.DataFrame(
-        [{"mode": fleet.mode, **row, "t": row["time"] - epoch} for row in fleet.controller_log]
+        [{"mode": run_.mode, **row, "t": row["time"] - epoch} for row in run_.controller_log]
     )
-    tables["learning"] = pd.DataFrame([{"mode": fleet.mode, **row} for row in fleet.learned])
+    tables["learning"] = pd.DataFrame([{"mode": run_.mode, **row} for row in run_.learned])
     write_metrics(out, tables, scenario, config, {})
     return tables
 
@@ -662,7 +662,7 @@ def _run_cells(
     }
     held = {c: tuple(j for j, cc in fleet.holder.items() if cc == c) for c in fleet.cells}
     dirs = {c: Path(fleet.cells[c].call("finish", horizon, run_.stop, held[c], knobs)) for c in fleet.cells}
-    tables = merge_metrics(out, dirs, run_, fleet.decisions, scenario, horizon, knobs)
+    tables = merge_metrics(out, dirs, run_, fleet, scenario, horizon, knobs)
     console.print(view.render())
     checks = tables["checks"]
     if not checks.empty:
