@@ -20,9 +20,13 @@ the input:
 - ``strata``: Strata in control (admission, pools, the gate, learned costs; with ``--cap-reads`` also L0's rate
   caps as read limits, each change a restart).
 - ``strata+dedicated``: the dedicated deployment with Strata in control of each application, as
-  ``strata run jobs.py --dedicate alerts`` makes it (the alert query in a child application at normal
-  priority, the others under ``nice`` +10; here the roles of parent and child are swapped so that this process
-  keeps the producers).
+  ``strata run jobs.py --dedicate alerts`` made it before cells (the alert query in a child application at
+  normal priority, the others under ``nice`` +10; here the roles of parent and child are swapped so that this
+  process keeps the producers).
+- ``strata-cells``: the default command, ``strata run jobs.py``, as a user runs it (a child process): L0 places
+  the queries onto cells (Spark applications with OS-enforced CPU shares) under one hierarchy. The producers
+  start once its cells are up (its ``▸ cells`` line), so its start-up is not a backlog; its own run directory's
+  metrics give its rows (its sources' epoch is its own, within a second of the producers').
 
 Usage: ``.venv/bin/python benchmarks/bench_platform.py [--duration 60] [--seeds 1] [--rate 300]``. Prints a
 table; writes ``benchmarks/results/platform.json``. Timing-dependent: the load average is recorded.
@@ -43,6 +47,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+import pandas as pd
 from rich.console import Console
 from rich.table import Table
 
@@ -58,9 +63,10 @@ JOBS = ROOT / "src" / "strata" / "examples" / "platform" / "jobs.py"
 RESULTS = ROOT / "benchmarks" / "results" / "platform.json"
 CRITICAL = "alerts"
 STATIC_LIMITS = {"active_users": 2, "attributed_clicks": 2, "sessions": 2, "enriched": 2}
-MODES = ("alone", "fifo", "fair", "fair+limits", "dedicated", "strata", "strata+dedicated")
+MODES = ("alone", "fifo", "fair", "fair+limits", "dedicated", "strata", "strata+dedicated", "strata-cells")
 BASELINES = ("fifo", "fair", "fair+limits", "dedicated")
-STRATA = ("strata", "strata+dedicated")
+STRATA = ("strata", "strata+dedicated", "strata-cells")
+CELLS_READY = "▸ cells ("  # what `strata run` prints once its cells are up, before its loop starts
 # the second application of a dedicated deployment, by the mode of its first: the other queries, under FAIR
 # pools by hand or under Strata
 BULK = {"dedicated": "bulk", "strata+dedicated": "strata-bulk"}
@@ -96,6 +102,8 @@ def run_one(spark, mode: str, seed: int, args, work: Path) -> list[dict]:
     base = work / f"{mode}-{seed}"
     shutil.rmtree(base, ignore_errors=True)
     base.mkdir(parents=True)
+    if mode == "strata-cells":
+        return run_cells(base, seed, args)
     bulk = None
     if mode in BULK:
         bulk = bulk_application(base, seed, BULK[mode], args)
@@ -114,6 +122,42 @@ def run_one(spark, mode: str, seed: int, args, work: Path) -> list[dict]:
             raise RuntimeError(f"the dedicated mode's bulk application failed: see {base / 'bulk.log'}")
         rows += [{**r, "mode": mode} for r in json.loads((base / "bulk.json").read_text())]
     return rows
+
+
+def run_cells(base: Path, seed: int, args) -> list[dict]:
+    """The default command (``strata run jobs.py``, a child process reading ``base/input``): the producers start
+    once its cells are up; one row per job from its metrics."""
+    if args.cap_reads:
+        raise SystemExit("--cap-reads: not a knob of the default command; run strata-cells without it")
+    for name in ("events", "clicks"):  # platform_input's directories, empty: the queries are analysed on them
+        (base / "input" / name).mkdir(parents=True)
+    log = (base / "cells.log").open("w")
+    load = os.getloadavg()[0]
+    command = [sys.executable, "-m", "strata", "run", str(JOBS), "--out", str(base / "run")]
+    command += ["--duration", str(args.duration + 3.5)]
+    child = subprocess.Popen(
+        command, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "STRATA_INPUT": str(base / "input")}
+    )
+    deadline = time.time() + 300
+    while CELLS_READY not in (base / "cells.log").read_text(errors="replace"):
+        if child.poll() is not None or time.time() > deadline:
+            child.kill()
+            raise RuntimeError(f"strata-cells did not start its cells: see {base / 'cells.log'}")
+        time.sleep(0.2)
+    _, producers = start_input(base, seed, args)
+    try:
+        code = child.wait(timeout=args.duration + 600)
+    finally:
+        for p in producers:
+            p.stop()
+        log.close()
+    if code not in (0, 1):  # 1: a query died or a sink mismatched, which its rows show
+        raise RuntimeError(f"strata-cells exited {code}: see {base / 'cells.log'}")
+    measured = pd.read_csv(base / "run" / "metrics" / "summary.csv").to_dict("records")
+    return [
+        {**r, "mode": "strata-cells", "seed": seed, "load_before": load, "python_cpu_s": None, "died": None}
+        for r in measured
+    ]
 
 
 def bulk_application(base: Path, seed: int, mode: str, args):

@@ -57,7 +57,3 @@ def test_choose_jobs_splits_one_jobs_file_into_applications(tmp_path, monkeypatc
         choose_jobs(scenario, ["alert"], [])
     with pytest.raises(JobChoiceError, match="at least one job"):
         choose_jobs(scenario, ["alerts"], ["alerts"])
-    rest = choose_jobs(scenario, [], [], ["alerts"])  # --dedicate alerts: the rest run here
-    assert "alerts" not in {j.id for j in rest.jobs} and len(rest.jobs) == 5
-    with pytest.raises(JobChoiceError, match="--dedicate: expected jobs of this run"):
-        choose_jobs(scenario, [], [], ["alert"])

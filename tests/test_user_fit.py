@@ -7,6 +7,7 @@ from __future__ import annotations
 import functools
 import io
 import textwrap
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -116,14 +117,18 @@ def test_the_users_settings_win_except_what_the_engine_relies_on():
     assert strata_owned({"spark.scheduler.mode": "FAIR", "spark.sql.shuffle.partitions": "8"}) == []
 
 
-def test_the_dedicated_application_gets_the_same_settings():
-    request = RunRequest(
-        ("jobs.py",), dedicated=("alerts",), spark=SparkSettings((("spark.a", "1"), ("spark.b", "x y")), True)
-    )
-    argv = request.argv()
-    assert argv[argv.index("--conf") : argv.index("--conf") + 4] == ["--conf", "spark.a=1", "--conf", "spark.b=x y"]
-    assert "--verbose" in argv
-    assert "--conf" not in RunRequest(("jobs.py",)).argv()
+def test_every_cell_gets_the_same_settings(tmp_path):
+    """A fleet's child cell is started from its pickled spec: the run's request, the user's Spark settings in it."""
+    import pickle
+
+    from strata.runners.cell import CellSpec
+    from strata.runners.spark_loop import RunConfig
+
+    settings = SparkSettings((("spark.a", "1"), ("spark.b", "x y")), True)
+    request = RunRequest(("jobs.py",), dedicated=("alerts",), spark=settings)
+    spec = pickle.loads(pickle.dumps(CellSpec("c1", request, tmp_path / "strata", RunConfig())))
+    assert spec.request.spark == settings and spec.request.spark.as_dict == {"spark.a": "1", "spark.b": "x y"}
+    assert spec.home == Path("runs/latest") / "cells" / "c1"
 
 
 def test_spark_log_lines_go_to_the_log_file_and_to_the_terminal_only_when_verbose(tmp_path):

@@ -472,11 +472,19 @@ def run(
         ),
     ] = None,
     skip_jobs: Annotated[list[str] | None, typer.Option("--skip-jobs", help="Leave this job out (repeatable).")] = None,
+    cells: Annotated[
+        int | None,
+        typer.Option(
+            help="At most this many Spark applications (cells, each with a CPU share the OS enforces) for the "
+            "jobs; L0 places the jobs onto them (default: what the machine fits). 1: every job in one "
+            'application, as plain Spark runs them (docs/spark.md, "Cells").',
+        ),
+    ] = None,
     dedicate: Annotated[
         list[str] | None,
         typer.Option(
-            help="Run this job (repeatable) in a Spark application of its own at this priority, the others here "
-            "under nice +10: the kernel then gives it the cores whenever it has work (docs/spark.md)."
+            help="Pin this job (repeatable) to a cell (Spark application) of its own; L0 places the others "
+            '(docs/spark.md, "Cells").'
         ),
     ] = None,
     conf: ConfOption = None,
@@ -505,19 +513,31 @@ def run(
     if dedicate and jobs:
         errors.print("[bold red]error[/] --dedicate: expected no --jobs with it; found --jobs")
         raise typer.Exit(code=2)
-    if dedicate and declared:
-        # the dedicated application is another process: it declares the jobs by running the program's file
+    if cells is not None and cells < 1:
+        errors.print(f"[bold red]error[/] --cells: expected a number of applications ≥ 1; found {cells}")
+        raise typer.Exit(code=2)
+    if dedicate and (cells == 1 or not control):
+        given = "--cells 1" if cells == 1 else "--no-control"
+        errors.print(f"[bold red]error[/] --dedicate: expected cells (a job pinned to its own); found {given}")
+        raise typer.Exit(code=2)
+    settings = spark_settings(conf, properties_file, verbose)
+    out = out or (Path("runs") / (program.stem or "jobs") if declared else Path("runs/latest"))
+    fleet = control and cells != 1  # plain Spark (--no-control) is one application, as a team runs it
+    if fleet and declared:
+        # the other cells are other processes: they declare the jobs by running the program's file
         if program.suffix != ".py" or not program.is_file():
-            errors.print(f"[bold red]error[/] --dedicate: expected a jobs program file to start from; found {program}")
+            errors.print(
+                f"[bold red]error[/] strata run: expected a jobs program file to start cells from; found "
+                f"{program} (--cells 1 runs the jobs declared here in one application)"
+            )
             raise typer.Exit(code=2)
         files, declared = [program, *files], []
-    settings = spark_settings(conf, properties_file, verbose)
     try:
         request = RunRequest(
             tuple(files),
             duration,
             master,
-            out or (Path("runs") / (program.stem or "jobs") if declared else Path("runs/latest")),
+            out,
             sink,
             control,
             tuple(fresh or ()),
@@ -526,10 +546,10 @@ def run(
             tuple(dedicate or ()),
             settings,
         )
-        if dedicate:
-            from strata.runners.dedicated import run_dedicated
+        if fleet:
+            from strata.runners.fleet import run_fleet
 
-            code = run_dedicated(request, console, errors)
+            code = run_fleet(request, console, errors, cells)
         else:
             code = run_live(request, console, errors, declared)
     except SpecError as err:

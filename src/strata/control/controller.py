@@ -52,6 +52,7 @@ import networkx as nx
 from strata.adapt.blocks import BALANCING, PLACEMENT, Composition
 from strata.balance.level import TaskLevel, uncoordinated
 from strata.control.budgets import l1_budget, pool_names, pools
+from strata.control.cells import CellConfig, place
 from strata.control.estimation import ResourceLearner, mean_offered_rates, offered_demand
 from strata.control.harm import HarmConfig, HarmGuard, job_models
 from strata.control.micro_batches import BatchSizing, ReadLimitRestarts, trigger_intervals
@@ -110,6 +111,9 @@ class HierarchyConfig:
     read_limit_ratio: float = 1.5  # a read limit is changed (restart) only when it moves by this factor or more
     restart_every_s: float = 20.0  # and a query is restarted for a new read limit at most this often
     harm: HarmConfig = field(default_factory=HarmConfig)  # do no harm: judge, revert (strata.control.harm)
+    # L0's cell placement (strata.control.cells): set only for an engine that runs cells (strata.runners.fleet);
+    # None: no cell decisions.
+    cells: CellConfig | None = None
 
     def triggers(self, scenario: Scenario) -> dict[str, float]:
         """Job → processing-time trigger (s) of ``scenario``'s jobs under these knobs."""
@@ -179,6 +183,8 @@ class Controller:
             headroom=cfg.headroom,
         )
         self._margin: dict[str, float] = {}  # job → rate multiplier its last re-plan used
+        self._cells: dict[str, str] | None = None  # job → cell in force (engines that run cells)
+        self._cell_shares: dict[str, float] = {}
         # The one estimator of the model (costs, selectivities, offered rates); before any observation a source is
         # expected at its arrival process's long-run mean rate.
         self.estimator = ResourceLearner()
@@ -213,6 +219,7 @@ class Controller:
             replan=("*",),
             reasons=("start",),
         )
+        self._place_cells(d)
         self.log.append(StepLog(now, self.epoch, (), ("*",), 0, 0, {}, self.dispatch))
         return self._no_harm(d, now, None)
 
@@ -303,6 +310,8 @@ class Controller:
             d.placement = {pe: list(self.placement[pe]) for pe in sorted(changed)}
         if obs.dispatch != self.dispatch:
             d.dispatch = self.dispatch
+        if replanned:
+            self._place_cells(d)
         d = self._no_harm(d, now, obs.window)
         placement_moves = sum(
             1 for pe in changed for a, b in zip(old_place.get(pe, []), self.placement[pe], strict=False) if a[0] != b[0]
@@ -596,6 +605,24 @@ class Controller:
         for job, cores in (offered_demand(self.model(), unseen) if unseen else {}).items():
             shares[job] = max(shares.get(job, 0.0), cores)
         return shares
+
+    def _place_cells(self, d: Decisions) -> None:
+        """L0's jobs → cells and cell shares into ``d`` (when the engine runs cells), from the plan in force's cpu
+        shares, kept near the placement in force (the movement limit); only what changed."""
+        cfg = self.config.cells
+        if cfg is None:
+            return
+        cells = place(self.scenario, self._pools(), self.config.critical_latency_s, cfg, self._cells)
+        self._note(
+            f"cells ({cells.solver}): "
+            + "; ".join(f"{c} {cells.shares[c]:.2f} cores: {', '.join(j)}" for c, j in sorted(cells.cells.items()))
+        )
+        placed = {job: cell for cell, jobs in cells.cells.items() for job in jobs}
+        if placed != self._cells:
+            d.cells = placed
+        if cells.shares != self._cell_shares:
+            d.cell_shares = dict(cells.shares)
+        self._cells, self._cell_shares = placed, dict(cells.shares)
 
     def _note(self, text: str) -> None:
         self.plan.notes.append(text)

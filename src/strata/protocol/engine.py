@@ -100,6 +100,11 @@ class Decisions:
     - ``moves`` (L1): key-group moves, AutoFlow's live protocol by default.
     - ``dispatch`` (meta, learner): name of the L2 strategy to run from the next
       unit of work on; engines switch between units, never inside one.
+    - ``cells`` (L0, cell placement, :func:`strata.plan.cells.place_cells`): job → the cell (one Spark
+      application) that runs it, for engines that run cells (:mod:`strata.runners.fleet`); a job whose cell
+      changes moves: stopped at a batch boundary, restarted from its checkpoint in the new cell.
+    - ``cell_shares`` (L0, with ``cells``): cell → cores it is entitled to (the OS enforces it:
+      :class:`strata.runners.shares.CpuShares`).
     - ``epoch``: the controller's epoch counter; ``replan``: the components
       (job names, or ``"*"`` for a full epoch) re-planned in this step, and
       ``reasons``: the signals that caused it — for logs and reports only.
@@ -117,6 +122,8 @@ class Decisions:
     limit_mode: str = "defer"
     moves: list[Move] = field(default_factory=list)
     dispatch: str | None = None
+    cells: dict[str, str] | None = None
+    cell_shares: dict[str, float] | None = None
     replan: tuple[str, ...] = ()
     reasons: tuple[str, ...] = ()
     # (job, why) for each decision reverted in this step (strata.control.harm): its field above carries the plain
@@ -134,6 +141,8 @@ class Decisions:
             and self.rate_limits is None
             and not self.moves
             and self.dispatch is None
+            and self.cells is None
+            and self.cell_shares is None
         )
 
 

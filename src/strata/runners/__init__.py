@@ -6,8 +6,9 @@ that builds an engine, hands it and a controller to
 console views, signals, child processes, run directories.
 
 - :mod:`~strata.runners.spark_loop`: one scenario on Spark under the loop (``strata run``, both demo modes);
-- :mod:`~strata.runners.live`: ``strata run``: the live Spark run with its console view and resume;
-- :mod:`~strata.runners.dedicated`: jobs in a Spark application (child process) of their own;
+- :mod:`~strata.runners.live`: ``strata run --cells 1``: one Spark application with its console view and resume;
+- :mod:`~strata.runners.fleet`: ``strata run``: the jobs as cells (Spark applications with OS-enforced CPU
+  shares: :mod:`~strata.runners.shares`) under one hierarchy; :mod:`~strata.runners.cell`: one cell;
 - :mod:`~strata.runners.sim_loop`: ``strata simulate``: the loop on the discrete-event simulator;
 - :mod:`~strata.runners.demo`: ``strata demo``: plain Spark vs Strata on the same seeded input;
 - :mod:`~strata.runners.producer`: seeded files for user queries to read (the platform example, benchmarks);

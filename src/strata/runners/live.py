@@ -45,18 +45,35 @@ def _fmt(value, spec: str) -> str:
     return "–" if value is None else format(value, spec)
 
 
+def engine_status(engine) -> dict:
+    """What the live view shows of one :class:`~strata.spark.engine.SparkEngine` (plain data, so a cell in another
+    process can send it): job → template running, job → pool, source PE → rate cap, job → its floor (its batch
+    time alone, learned from the batches Spark accounted), the latest decisions."""
+    return {
+        "running": {job: s.template for job, s in engine.running.items()},
+        "floors": job_floors(engine.batch_observations(), engine.spark.sparkContext.defaultParallelism),
+        "pools": dict(engine.gate.base_pools) if engine.gate is not None else {},
+        "caps": dict(engine.caps),
+        "decisions": list(engine.decisions[-6:]),
+    }
+
+
 class View:
-    """The live table: per job its template, pool, cap, offered rate and latency; then the latest decisions."""
+    """The live table: per job its cell, template, pool, cap, offered rate and latency; then the latest decisions.
+
+    ``status``: a callable giving :func:`engine_status`'s dict (with ``cells``, job → cell, for a fleet run)."""
 
     def __init__(self, scenario: Scenario, title: str) -> None:
         self.scenario = scenario
         self.title = title
         self.started = time.time()
-        self.engine = None
+        self.status = None
         self.last: tuple[Observation, Decisions] | None = None
 
     def render(self) -> Group:
         table = Table(title=f"{self.title} — {time.time() - self.started:.0f} s", title_justify="left")
+        status = self.status() if self.status is not None else {}
+        cells = status.get("cells")
         columns = (
             "job",
             "rank",
@@ -70,23 +87,21 @@ class View:
             "miss",
             "target s",
         )
-        for col in columns:
-            table.add_column(col, justify="left" if col in ("job", "template", "pool") else "right")
-        engine = self.engine
+        for col in (("cell",) if cells else ()) + columns:
+            table.add_column(col, justify="left" if col in ("cell", "job", "template", "pool") else "right")
         obs = self.last[0] if self.last is not None else None
-        cores = engine.spark.sparkContext.defaultParallelism if engine is not None else 1
-        floors = job_floors(engine.batch_observations(), cores) if engine is not None else {}
+        running, pools, caps = status.get("running", {}), status.get("pools", {}), status.get("caps", {})
+        floors = status.get("floors", {})
         for job in self.scenario.jobs:
-            running = engine.running.get(job.id) if engine is not None else None
-            pool = engine.gate.base_pools.get(job.id) if engine is not None and engine.gate is not None else None
+            template = running.get(job.id)
             src = next((pe for pe in (obs.window.ingest if obs else {}) if pe.partition(".")[0] == job.id), None)
-            caps = engine.caps if engine is not None else {}
             lat = obs.window.latency.get(job.id) if obs is not None else None
             table.add_row(
+                *((cells.get(job.id, "–"),) if cells else ()),
                 job.id,
                 str(job.rank),
-                running.template if running is not None else "[yellow]held[/]",
-                pool or "default",
+                template if template is not None else "[yellow]held[/]",
+                pools.get(job.id) or "default",
                 _fmt(obs.window.ingest.get(src) if src else None, ".0f"),
                 _fmt(caps.get(src) if src else None, ".0f"),
                 _fmt(lat.p50 if lat else None, ".2f"),
@@ -98,7 +113,7 @@ class View:
         recent = Table(title="latest decisions", title_justify="left", show_header=True)
         for col in ("t s", "kind", "job", "detail", "why"):
             recent.add_column(col)
-        for d in engine.decisions[-6:] if engine is not None else []:
+        for d in status.get("decisions", []):
             recent.add_row(f"{d['t'] - self.started:.0f}", d["kind"], d["job"], d["detail"], d["reasons"][:60])
         return Group(table, recent)
 
@@ -130,7 +145,7 @@ def analyse(spark, scenario: Scenario, scratch: Path, unreproducible: list[str] 
     return problems
 
 
-def _time_base(run_dir: Path, fresh: Collection[str]) -> tuple[float, list[str]]:
+def time_base(run_dir: Path, fresh: Collection[str]) -> tuple[float, list[str]]:
     """The sources' epoch of the run in ``run_dir``: an earlier run's (resumed on the same time base), else now + 2 s.
 
     Generated records are a function of their offset and the epoch, so a
@@ -147,38 +162,27 @@ def _time_base(run_dir: Path, fresh: Collection[str]) -> tuple[float, list[str]]
 
 
 class JobChoiceError(ValueError):
-    """``--jobs``/``--skip-jobs``/``--dedicate`` name a job the run does not declare, leave no job, or split a
-    shared stream."""
+    """``--jobs``/``--skip-jobs`` name a job the run does not declare, leave no job, or split a shared stream."""
 
 
-def choose_jobs(
-    scenario: Scenario,
-    only: Collection[str],
-    skip: Collection[str],
-    dedicated: Collection[str] = (),
-) -> Scenario:
-    """The run restricted to ``only`` (all jobs when empty) less ``skip`` and less ``dedicated`` (the jobs
-    :mod:`strata.runners.dedicated` runs in an application of their own).
-
-    One jobs file can then run as several Spark applications — e.g. a latency-critical job in its own
-    application and the rest in another started under ``nice`` (docs/spark.md, "A dedicated application") —
-    each under its own control loop. A job reading another job's output must run in the producer's
-    application: the shared stream is the producer's output directory under the run directory."""
+def choose_jobs(scenario: Scenario, only: Collection[str], skip: Collection[str]) -> Scenario:
+    """The run restricted to ``only`` (all jobs when empty) less ``skip``. A job reading another job's output runs
+    with its producer (the shared stream is the producer's output under the run directory)."""
     names = [j.id for j in scenario.jobs]
-    for flag, given in (("--jobs", only), ("--skip-jobs", skip), ("--dedicate", dedicated)):
+    for flag, given in (("--jobs", only), ("--skip-jobs", skip)):
         unknown = [n for n in given if n not in names]
         if unknown:
             found = ", ".join(repr(n) for n in unknown)
             raise JobChoiceError(f"{flag}: expected jobs of this run ({', '.join(names)}); found {found}")
-    keep = [n for n in names if (not only or n in only) and n not in skip and n not in dedicated]
+    keep = [n for n in names if (not only or n in only) and n not in skip]
     if not keep:
-        raise JobChoiceError("--jobs/--skip-jobs/--dedicate: expected at least one job left to run here; found none")
+        raise JobChoiceError("--jobs/--skip-jobs: expected at least one job left to run here; found none")
     for job in (j.declared for j in scenario.jobs if j.declared is not None):
         for producer in job.reads if job.id in keep else ():
             if producer not in keep:
                 raise JobChoiceError(
-                    f"--jobs/--skip-jobs/--dedicate: job {job.id!r} reads {producer!r}'s output, so both run in one "
-                    f"application; found {producer!r} left out"
+                    f"--jobs/--skip-jobs: job {job.id!r} reads {producer!r}'s output, so both run; found "
+                    f"{producer!r} left out"
                 )
     if len(keep) == len(names):
         return scenario
@@ -189,9 +193,9 @@ def choose_jobs(
 class RunRequest:
     """What ``strata run`` is asked to do: the files, for how long, on which master, where, how, which jobs.
 
-    ``only``/``skip``: the jobs to run, or to leave out, of those declared; ``dedicated``: those another
-    application runs (:func:`choose_jobs`, :mod:`strata.runners.dedicated`); ``spark``: the user's Spark
-    settings and log verbosity, for every application the run starts."""
+    ``only``/``skip``: the jobs to run, or to leave out, of those declared (:func:`choose_jobs`); ``dedicated``:
+    those pinned to a cell of their own (:mod:`strata.runners.fleet`); ``spark``: the user's Spark settings and
+    log verbosity, for every application the run starts."""
 
     files: tuple[Path | str, ...]
     duration_s: float = 120.0
@@ -205,31 +209,22 @@ class RunRequest:
     dedicated: tuple[str, ...] = ()
     spark: SparkSettings = field(default_factory=SparkSettings)
 
-    def argv(self) -> list[str]:
-        """The ``strata run`` arguments that make this request (how a dedicated application is started)."""
-        args = ["run", *map(str, self.files), "--duration", str(self.duration_s), "--out", str(self.out)]
-        args += ["--sink", self.sink, "--control" if self.control else "--no-control"]
-        for flag, names in (("--fresh", self.fresh), ("--jobs", self.only), ("--skip-jobs", self.skip)):
-            args += [a for n in names for a in (flag, n)]
-        args += [a for n in self.dedicated for a in ("--dedicate", n)]
-        args += [a for k, v in self.spark.conf for a in ("--conf", f"{k}={v}")] + ["--verbose"] * self.spark.verbose
-        return args + (["--master", self.master] if self.master else [])
+
+@dataclass(frozen=True)
+class RunFiles:
+    """A request's files, statically checked: YAML specs and Python jobs files, and the run's name."""
+
+    yaml: tuple[Path | str, ...]
+    python: tuple[Path | str, ...]
+    name: str
 
 
-def run_live(request: RunRequest, console: Console, errors: Console, declared: Collection[PythonJob] = ()) -> int:
-    """The ``strata run`` command; raises SpecError (located) before any query starts; returns the exit code.
-
-    ``request.files``: YAML spec files (cluster and jobs; checked before Spark starts) and Python files declaring
-    jobs (run once the session exists: a module-level UDF needs one, as under spark-submit); ``declared``: jobs
-    already declared in this process (a jobs file run as ``__main__``)."""
-    from strata.report import write_report
-    from strata.report.console import verification_line
-    from strata.report.tables import verdict
-    from strata.spark.measure import collect
-    from strata.spark.session import build_session
-
-    yaml_files = [f for f in request.files if Path(f).suffix != ".py"]
-    python_files = [f for f in request.files if Path(f).suffix == ".py"]
+def check_files(request: RunRequest) -> RunFiles:
+    """The request's files split by kind; the YAML templates checked before Spark starts (raises SpecError,
+    located)."""
+    yaml_files = tuple(f for f in request.files if Path(f).suffix != ".py")
+    python_files = tuple(f for f in request.files if Path(f).suffix == ".py")
+    name = Path(python_files[0]).stem if python_files else "jobs"
     if yaml_files:
         yaml_scenario = load_scenario(*yaml_files)
         problems = [
@@ -240,49 +235,93 @@ def run_live(request: RunRequest, console: Console, errors: Console, declared: C
         ]
         if problems:
             raise locate_problems(yaml_files, problems)
-    name = Path(python_files[0]).stem if python_files else yaml_scenario.name if yaml_files else "jobs"
-    out = Path(request.out)
-    mode = "strata" if request.control else "baseline"
-    out.mkdir(parents=True, exist_ok=True)
+        name = name if python_files else yaml_scenario.name
+    return RunFiles(yaml_files, python_files, name)
+
+
+def start_session(request: RunRequest, name: str, work: Path):
+    """The Spark session of one application of the run: its work directory and Spark's log under ``work``."""
+    from strata.spark.session import build_session
+
+    return build_session(
+        f"strata-run-{name}",
+        master=request.master,
+        shuffle_partitions=2,
+        pools=POOLS,
+        work_dir=work / "spark",
+        settings=request.spark,
+        log_file=work / SPARK_LOG,
+    )
+
+
+def load_run(spark, request: RunRequest, files: RunFiles, declared: Collection[PythonJob] = ()) -> Scenario:
+    """The run's jobs (the Python files run once the session exists: a module-level UDF needs one) less those
+    ``--jobs``/``--skip-jobs`` leave out; raises SpecError (located) or :class:`JobChoiceError`."""
+    jobs = list(declared) + [j for f in files.python for j in load_jobs(f)]
+    scenario = with_python_jobs(jobs, list(files.yaml), files.name)
+    return choose_jobs(scenario, request.only, request.skip)
+
+
+def prepare(spark, request: RunRequest, files: RunFiles, out: Path, errors: Console, declared=()) -> Scenario | None:
+    """Load the run's jobs and analyse every template before any query starts (raises SpecError, located);
+    None (said on ``errors``) when the job choice is bad. Templates no replay reproduces are warned of."""
     try:
-        spark = build_session(
-            f"strata-run-{name}",
-            master=request.master,
-            shuffle_partitions=2,
-            pools=POOLS,
-            work_dir=out / "spark",
-            settings=request.spark,
-            log_file=out / SPARK_LOG,
-        )
-    except (JavaError, MasterUnreachable) as err:
-        errors.print(f"[bold red]error[/] {err}", highlight=False, soft_wrap=True)
-        return 2
-    try:
-        jobs = list(declared) + [j for f in python_files for j in load_jobs(f)]
-        scenario = with_python_jobs(jobs, yaml_files, name)
-        scenario = choose_jobs(scenario, request.only, request.skip, request.dedicated)
-    except SpecError:
-        spark.stop()
-        raise
+        scenario = load_run(spark, request, files, declared)
     except JobChoiceError as err:
-        spark.stop()
         errors.print(f"[bold red]error[/] {err}", highlight=False, soft_wrap=True)
-        return 2
+        return None
     unreproducible: list[str] = []
-    try:
-        problems = analyse(spark, scenario, out / mode / "analysis", unreproducible)
-    except SpecError:
-        spark.stop()
-        raise
-    if problems:  # located before any query starts, as the static checks above
-        spark.stop()
-        raise locate_problems(yaml_files, problems)
+    problems = analyse(spark, scenario, out / "analysis", unreproducible)
+    if problems:  # located before any query starts, as the static checks
+        raise locate_problems(list(files.yaml), problems)
     for line in unreproducible:
         errors.print(
             f"[yellow]warning[/] {line}; exactly once cannot hold across a replay, and its sink is not verified",
             highlight=False,
             soft_wrap=True,
         )
+    return scenario
+
+
+def refuse_changed(errors: Console, out: Path, err: CheckpointChanged) -> None:
+    """Say that ``out`` holds checkpoints of a changed query, and what to do about it."""
+    errors.print(
+        f"[bold red]error[/] --out {out}: {err}; start the job afresh with --fresh JOB (its old "
+        "checkpoint and outputs are kept aside) or use another --out",
+        highlight=False,
+        soft_wrap=True,
+    )
+
+
+def run_live(request: RunRequest, console: Console, errors: Console, declared: Collection[PythonJob] = ()) -> int:
+    """The ``strata run --cells 1`` command: every job in this one Spark application. Raises SpecError (located)
+    before any query starts; returns the exit code.
+
+    ``request.files``: YAML spec files (cluster and jobs; checked before Spark starts) and Python files declaring
+    jobs (run once the session exists: a module-level UDF needs one, as under spark-submit); ``declared``: jobs
+    already declared in this process (a jobs file run as ``__main__``)."""
+    from strata.report import write_report
+    from strata.report.console import verification_line
+    from strata.report.tables import verdict
+    from strata.spark.measure import collect
+
+    files = check_files(request)
+    out = Path(request.out)
+    mode = "strata" if request.control else "baseline"
+    out.mkdir(parents=True, exist_ok=True)
+    try:
+        spark = start_session(request, files.name, out)
+    except (JavaError, MasterUnreachable) as err:
+        errors.print(f"[bold red]error[/] {err}", highlight=False, soft_wrap=True)
+        return 2
+    try:
+        scenario = prepare(spark, request, files, out / mode, errors, declared)
+    except SpecError:
+        spark.stop()
+        raise
+    if scenario is None:
+        spark.stop()
+        return 2
     who = "Strata in control" if request.control else "plain Spark"
     title = f"strata run {scenario.name} on {spark.sparkContext.master} ({who})"
     view = View(scenario, title)
@@ -291,7 +330,7 @@ def run_live(request: RunRequest, console: Console, errors: Console, declared: C
     # (what Kubernetes and systemd send), instead end the loop after its step, and the batches in flight finish.
     previous = {sig: signal.signal(sig, lambda signum, _: stop_asked.append(signum)) for sig in STOP_SIGNALS}
     try:
-        epoch, said = _time_base(out / mode, request.fresh)
+        epoch, said = time_base(out / mode, request.fresh)
         for line in said:
             console.print(f"[cyan]▸[/] {line}", highlight=False)
         with Live(view.render(), console=console, refresh_per_second=2) as live:
@@ -301,7 +340,7 @@ def run_live(request: RunRequest, console: Console, errors: Console, declared: C
                 live.update(view.render())
 
             def attach(engine) -> None:
-                view.engine = engine
+                view.status = lambda: engine_status(engine)
                 for line in engine.resume(request.fresh):  # refuses a changed query before any query starts
                     live.console.print(f"[cyan]▸[/] {line}", highlight=False)
 
@@ -319,12 +358,7 @@ def run_live(request: RunRequest, console: Console, errors: Console, declared: C
                     on_engine=attach,
                 )
             except CheckpointChanged as err:
-                errors.print(
-                    f"[bold red]error[/] --out {out}: {err}; start the job afresh with --fresh JOB (its old "
-                    "checkpoint and outputs are kept aside) or use another --out",
-                    highlight=False,
-                    soft_wrap=True,
-                )
+                refuse_changed(errors, out, err)
                 result = None
         if result is None:
             return 2

@@ -115,6 +115,68 @@ def job_floors(batches: list[dict], cores: int) -> dict[str, float]:
     return {job: f for job, rows in by_job.items() if (f := batch_floor(rows, cores)) is not None}
 
 
+def spark_engine(
+    spark,
+    scenario: Scenario,
+    out: Path,
+    config: RunConfig,
+    epoch: float,
+    controlled: bool,
+    gate_rows: list[dict],
+    gate: GateConfig | None = None,
+) -> SparkEngine:
+    """The Spark engine adapter of one application: with the dispatch gate (``gate``, default
+    :meth:`RunConfig.gate_for` the session) when Strata is in control, released batches into ``gate_rows``."""
+    core = GateCore(gate or config.gate_for(spark))
+    return SparkEngine(
+        spark,
+        scenario,
+        out,
+        EngineConfig(
+            epoch=epoch,
+            state_partitions=config.state_partitions,
+            managed=keyed_operators(scenario),
+            sink=config.sink,
+            pools={} if controlled else config.pools,
+            read_limits={} if controlled else config.read_limits,
+        ),
+        gate=Gate(core, on_release=gate_rows.append) if controlled else None,
+        attribute=attribute,
+        read_restarts=config.control.read_restarts() if controlled else None,
+    )
+
+
+class Recorder:
+    """The loop's ``on_step`` of a run: every window's observation as a plain row, and the estimator's model
+    (``controller``: a Controller; None: plain Spark, nothing learned), then ``on_step``."""
+
+    def __init__(
+        self,
+        run_: ModeRun,
+        scenario: Scenario,
+        controller: Controller | None,
+        on_step: Callable[[str, Observation, Decisions, dict], None] | None = None,
+    ) -> None:
+        self.run = run_
+        self.scenario = scenario
+        self.controller = controller
+        self.on_step = on_step
+
+    def __call__(self, obs: Observation, decisions: Decisions) -> None:
+        epoch = self.run.epoch
+        row = {
+            "t": obs.now - epoch,
+            **{f"p99:{j}": s.p99 for j, s in obs.window.latency.items()},
+            **{f"in:{pe}": r for pe, r in obs.window.ingest.items()},
+            **{f"cap:{pe}": cap for pe, cap in (decisions.rate_limits or {}).items()},
+        }
+        self.run.observations.append(row)
+        if self.controller is not None:
+            self.run.learned += learned_rows(self.controller.estimator, self.scenario, obs.now - epoch)
+        if self.on_step is not None:
+            self.on_step(self.run.mode, obs, decisions, row)
+
+
 def run_mode(
     spark,
     scenario: Scenario,
@@ -135,23 +197,7 @@ def run_mode(
     """
     controlled = mode == "strata"
     gate_rows: list[dict] = []
-    gate = Gate(GateCore(config.gate_for(spark)), on_release=gate_rows.append) if controlled else None
-    engine = SparkEngine(
-        spark,
-        scenario,
-        out,
-        EngineConfig(
-            epoch=epoch,
-            state_partitions=config.state_partitions,
-            managed=keyed_operators(scenario),
-            sink=config.sink,
-            pools={} if controlled else config.pools,
-            read_limits={} if controlled else config.read_limits,
-        ),
-        gate=gate,
-        attribute=attribute,
-        read_restarts=config.control.read_restarts() if controlled else None,
-    )
+    engine = spark_engine(spark, scenario, out, config, epoch, controlled, gate_rows)
     if on_engine is not None:
         try:
             on_engine(engine)  # e.g. resume from the run directory: may refuse before any query starts
@@ -162,20 +208,7 @@ def run_mode(
     # plain Spark runs on the triggers Strata picks, so the modes differ only in what Strata decides as they run
     triggers = config.control.triggers(scenario)
     controller = Controller(scenario, config.control) if controlled else Plain(scenario, triggers)
-
-    def record(obs: Observation, decisions: Decisions) -> None:
-        row = {
-            "t": obs.now - epoch,
-            **{f"p99:{j}": s.p99 for j, s in obs.window.latency.items()},
-            **{f"in:{pe}": r for pe, r in obs.window.ingest.items()},
-            **{f"cap:{pe}": cap for pe, cap in (decisions.rate_limits or {}).items()},
-        }
-        run_.observations.append(row)
-        if controlled:
-            run_.learned += learned_rows(controller.estimator, scenario, obs.now - epoch)
-        if on_step is not None:
-            on_step(mode, obs, decisions, row)
-
+    record = Recorder(run_, scenario, controller if controlled else None, on_step)
     started = time.time()
     try:
         window_s = config.control.window_s

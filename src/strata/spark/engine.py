@@ -194,16 +194,7 @@ class SparkEngine:
             self._move(decisions)
 
     def _log(self, decisions: Decisions, kind: str, job: str, detail: str) -> None:
-        self.decisions.append(
-            {
-                "t": self.clock(),
-                "epoch": decisions.epoch,
-                "kind": kind,
-                "job": job,
-                "detail": detail,
-                "reasons": ", ".join(decisions.reasons),
-            }
-        )
+        self.decisions.append(decision_row(self.clock(), decisions, kind, job, detail))
 
     def _admit(self, decisions: Decisions) -> None:
         wanted = decisions.admitted
@@ -302,6 +293,14 @@ class SparkEngine:
         if changed:
             raise CheckpointChanged(changed)
         return said
+
+    def adopt(self, job: str) -> None:
+        """``job`` ran in another application of this run until now (a move between cells: that application
+        stopped it at a batch boundary): its next start here continues its latest segment on disk from its
+        checkpoint, as :meth:`resume` does after an earlier run, so nothing is lost or read twice."""
+        self._earlier[job] = checkpoint.segments(self.run_dir / "jobs" / job)
+        with self._lock:  # a segment this engine ran before is continued by a new query: its batches count anew
+            self._seen = {key: n for key, n in self._seen.items() if key[0] != job}
 
     def _offered(self, job: str, template: str, now: float) -> int:
         """Rows the job's source offers by ``now`` as the source reports it (-1: a source that reports it only
@@ -703,6 +702,18 @@ class SparkEngine:
                 self.gate.forget(job)
             segment.stopped_at = self.clock()
             segment.end_row = self.end_row(segment)
+
+
+def decision_row(t: float, decisions: Decisions, kind: str, job: str, detail: str) -> dict:
+    """One enforced change, as the report's timeline (``decisions.csv``) shows it."""
+    return {
+        "t": t,
+        "epoch": decisions.epoch,
+        "kind": kind,
+        "job": job,
+        "detail": detail,
+        "reasons": ", ".join(decisions.reasons),
+    }
 
 
 def cause(error) -> str:

@@ -13,6 +13,7 @@ backlog, durations, watermark, state rows), controller, learning (CSV) and
 from __future__ import annotations
 
 import json
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -61,6 +62,7 @@ def output_latency(run: ModeRun, tick_s: float, spark) -> tuple[pd.DataFrame, li
             continue
         check = verify_segment(spark, segment, run.epoch, tick_s)
         check["mode"] = run.mode
+        check["segment"] = segment.index
         checks.append(check)
         sink = committed_output(segment)
         finished = {r["batch_id"]: r["finished"] for r in segment.pipeline.batch_records()}
@@ -101,12 +103,17 @@ def _user_latency(run: ModeRun, segment: Segment) -> pd.DataFrame:
     return out.assign(mode=run.mode, job=segment.job, template=segment.template, delivered=True)
 
 
-def undelivered(run: ModeRun, scenario: Scenario, tick_s: float, horizon_s: float, spark) -> pd.DataFrame:
+def undelivered(
+    run: ModeRun, scenario: Scenario, tick_s: float, horizon_s: float, spark, owed: Collection[str] | None = None
+) -> pd.DataFrame:
     """Outputs that were due (event time < horizon) but not delivered: the reference over the input up to the
     horizon that no committed batch read (generated rows past the last one read; a file source's files none
-    of its committed batches took). Their latency is censored at stop − event time."""
+    of its committed batches took). Their latency is censored at stop − event time. ``owed``: the jobs whose
+    output this run owes (None: all; a cell of a fleet run owes only the jobs it holds at the end)."""
     rows = []
     for job in scenario.jobs:
+        if owed is not None and job.id not in owed:
+            continue
         segments = [s for s in run.engine.segments if s.job == job.id]
         if not segments:
             continue
@@ -222,17 +229,24 @@ class RunResult:
 
 
 def collect(
-    runs: list[ModeRun], scenario: Scenario, horizon_s: float, spark, out: Path, config: dict, timings: dict
+    runs: list[ModeRun],
+    scenario: Scenario,
+    horizon_s: float,
+    spark,
+    out: Path,
+    config: dict,
+    timings: dict,
+    owed: Collection[str] | None = None,
 ) -> RunResult:
     """Measure every mode's run, verify every sink, write the metrics tables the report reads.
 
     ``horizon_s``: event time (seconds after each run's epoch) that is measured; ``config``: the run's knobs, as
-    plain data, for ``run.json``."""
+    plain data, for ``run.json``; ``owed``: the jobs whose undelivered output counts (:func:`undelivered`)."""
     tick = 0.1
     lat_frames, checks, batch_rows, part_rows, decision_rows, gate_rows, obs_rows = [], [], [], [], [], [], []
     for run in runs:
         lat, chk = output_latency(run, tick, spark)
-        lat_frames += [lat, undelivered(run, scenario, tick, horizon_s, spark)]
+        lat_frames += [lat, undelivered(run, scenario, tick, horizon_s, spark, owed)]
         checks += chk
         for r in run.engine.batch_observations():
             batch_rows.append(
@@ -288,6 +302,12 @@ def collect(
         ),
         "learning": pd.DataFrame([{"mode": run.mode, **row} for run in runs for row in run.learned]),
     }
+    write_metrics(out, tables, scenario, config, timings)
+    return RunResult(summary, tables["checks"], tables["decisions"], out, timings)
+
+
+def write_metrics(out: Path, tables: dict[str, pd.DataFrame], scenario: Scenario, config: dict, timings: dict) -> None:
+    """The tables as ``out/metrics/<name>.csv`` and ``run.json`` (the run's knobs, timings, targets and ranks)."""
     metrics = out / "metrics"
     metrics.mkdir(parents=True, exist_ok=True)
     for name, frame in tables.items():
@@ -300,4 +320,3 @@ def collect(
         "ranks": {j.id: j.rank for j in scenario.jobs},
     }
     (metrics / "run.json").write_text(json.dumps(meta, indent=1, default=str))
-    return RunResult(summary, tables["checks"], tables["decisions"], out, timings)

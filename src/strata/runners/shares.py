@@ -1,0 +1,340 @@
+"""A cell's CPU share, enforced by the operating system (issue 28; docs/spark.md, "Cells' CPU shares").
+
+SODA's decisions "are enforced by System S during the following epoch" (Wolf et al., §1.2), each PE in a PE
+Execution Container that keeps it apart from the others (§2). Here a cell — one Spark application: its Python
+driver, its JVM and the JVM's Python workers — is that container, and the cores L0 gives it are enforced by the
+kernel's fair scheduler (CFS), through the first of these that this process can write:
+
+- ``cgroup-v1``: a group ``strata-<run>`` in the ``cpu`` hierarchy, one child group per cell, ``cpu.shares`` =
+  :data:`V1_PER_CORE` per core (kernel range 2–262144);
+- ``cgroup-v2``: the same in the unified hierarchy with ``cpu.weight`` = :data:`V2_PER_CORE` per core (range
+  1–10000), ``+cpu`` written into the parent's and the run group's ``cgroup.subtree_control``;
+- ``nice``: each cell's processes (every thread of each) reniced by its share relative to the largest
+  (:func:`nice_levels`).
+
+Weights, not quotas (``cpu.cfs_quota_us`` / ``cpu.max``): a weight only divides contended cores, so a cell whose
+neighbours are idle still gets every core, as plain Spark would (DESIGN.md rule 8, do no harm).
+
+Orphans: :meth:`CpuShares.preexec` also gives the child ``PR_SET_PDEATHSIG`` = SIGKILL
+(:mod:`strata.spark.orphans`), so a cell dies with the fleet process even when that is SIGKILLed; a cell's JVM
+follows its Python driver (PySpark's gateway JVM exits when the driver's pipe to its stdin closes), and the
+JVM's Python workers follow the JVM the same way. :meth:`CpuShares.close` SIGKILLs whatever is still in the
+run's cells before removing the groups.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import shutil
+import signal
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+from urllib.parse import quote
+
+from strata.spark.orphans import parent_death_signal
+
+V1, V2, NICE = "cgroup-v1", "cgroup-v2", "nice"
+V1_PER_CORE, V1_MIN, V1_MAX = 1024, 2, 262144  # 1024 is the kernel's default cpu.shares: one nice-0 task's weight
+V2_PER_CORE, V2_MIN, V2_MAX = 100, 1, 10000  # 100 is the kernel's default cpu.weight
+NICE_STEP = 1.25  # CFS: each nice level weighs 1.25× less (sched_prio_to_weight: 0 → 1024, 5 → 335, 10 → 110)
+MAX_NICE = 19
+CLOSE_TIMEOUT_S = 10.0
+
+
+def cgroup_weights(shares: Mapping[str, float], per_core: int, low: int, high: int) -> dict[str, int]:
+    """cell → its weight: ``per_core`` × cores, rounded; if the largest would pass ``high`` every weight is scaled
+    down alike (the proportions hold), and none is below ``low`` (a cell with no share still runs on idle cores)."""
+    top = max(shares.values(), default=0.0)
+    scale = min(per_core, high / top) if top > 0 else per_core
+    return {cell: max(low, min(high, round(cores * scale))) for cell, cores in shares.items()}
+
+
+def nice_levels(shares: Mapping[str, float]) -> dict[str, int]:
+    """cell → nice: the largest share at 0, each other ``round(log_1.25(largest / share))`` above it, at most 19.
+
+    CFS weighs a nice-n thread 1024 / 1.25ⁿ, so two busy threads, one per cell, split a core in the ratio of their
+    cells' shares: 1.5 against 0.5 cores gives nice 0 and 5, weights 1024 and 335, a 3.06 : 1 split. Nice is per
+    thread, not per cell: a cell with more busy threads gets more than its share; cgroups have no such bias."""
+    top = max(shares.values(), default=0.0)
+    return {
+        cell: 0 if cores >= top else MAX_NICE if cores <= 0 else min(MAX_NICE, round(math.log(top / cores, NICE_STEP)))
+        for cell, cores in shares.items()
+    }
+
+
+def standalone_conf(cores: int, executor_cores: int | None = None) -> dict[str, str]:
+    """A cell's share on a Spark standalone cluster: at most ``cores`` cores in all (``spark.cores.max``), in
+    executors of ``executor_cores`` each (``spark.executor.cores``; None: unset, so each worker gives the
+    application one executor with as many of its free cores as ``spark.cores.max`` still allows). Spark reads both
+    when the application starts: changing a cell's share on a cluster means restarting it (a move)."""
+    if isinstance(cores, bool) or not isinstance(cores, int) or cores < 1:
+        raise ValueError(f"standalone_conf: cores must be a whole number ≥ 1, got {cores!r}")
+    conf = {"spark.cores.max": str(cores)}
+    if executor_cores is not None:
+        if isinstance(executor_cores, bool) or not isinstance(executor_cores, int) or not 1 <= executor_cores <= cores:
+            raise ValueError(f"standalone_conf: executor_cores must be in 1..{cores}, got {executor_cores!r}")
+        if cores % executor_cores:
+            raise ValueError(
+                f"standalone_conf: cores {cores} is not a multiple of executor_cores {executor_cores}: "
+                f"Spark would leave {cores % executor_cores} of them unused"
+            )
+        conf["spark.executor.cores"] = str(executor_cores)
+    return conf
+
+
+def cgroup_kind(where: Path) -> str | None:
+    """Which cgroup hierarchy ``where`` is the root of, if it can carry cpu shares: v1 with the ``cpu`` controller
+    (it has ``cpu.shares``), v2 with ``cpu`` among its ``cgroup.controllers``; else None."""
+    if (where / "cpu.shares").is_file():
+        return V1
+    try:
+        return V2 if "cpu" in (where / "cgroup.controllers").read_text().split() else None
+    except OSError:
+        return None
+
+
+def cgroup_mounts(mounts: str) -> list[Path]:
+    """The mount points of cgroup hierarchies in ``/proc/self/mounts`` text that may carry the ``cpu``
+    controller: v1 ones mounted with it first, then v2 (in a hybrid setup ``cpu`` is on v1, never on both)."""
+    v1, v2 = [], []
+    for line in mounts.splitlines():
+        fields = line.split()
+        if len(fields) >= 4 and fields[2] == "cgroup" and "cpu" in fields[3].split(","):
+            v1.append(Path(fields[1]))
+        elif len(fields) >= 4 and fields[2] == "cgroup2":
+            v2.append(Path(fields[1]))
+    return v1 + v2
+
+
+def process_stat(pid: int) -> list[str] | None:
+    """The fields of ``/proc/<pid>/stat`` after the command name (so index 0 is field 3, the state), or None
+    when there is no such process."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    return text[text.rindex(")") + 2 :].split()
+
+
+def started(pid: int) -> str | None:
+    """When process ``pid`` started (clock ticks since boot): with the pid, it names one process even after the
+    pid is reused."""
+    fields = process_stat(pid)
+    return fields[19] if fields is not None else None
+
+
+def alive(pid: int) -> bool:
+    """Whether process ``pid`` runs (a zombie has ended: it only waits for its parent to read its status)."""
+    fields = process_stat(pid)
+    return fields is not None and fields[0] != "Z"
+
+
+def descendants(pids: set[int]) -> set[int]:
+    """``pids`` and every living process below them."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        fields = process_stat(int(entry)) if entry.isdigit() else None
+        if fields is not None:
+            children.setdefault(int(fields[1]), []).append(int(entry))
+    found, todo = set(pids), list(pids)
+    while todo:
+        for child in children.get(todo.pop(), ()):
+            if child not in found:
+                found.add(child)
+                todo.append(child)
+    return found
+
+
+def renice(pid: int, nice: int) -> bool:
+    """Set every thread of process ``pid`` to ``nice`` (Linux's nice is per thread: renicing the pid alone
+    would leave a running JVM's threads where they were); threads and processes that ended meanwhile are skipped.
+    False if the kernel refused (lowering a nice needs CAP_SYS_NICE)."""
+    try:
+        threads = os.listdir(f"/proc/{pid}/task")
+    except FileNotFoundError:
+        return True
+    for tid in threads:
+        try:
+            os.setpriority(os.PRIO_PROCESS, int(tid), nice)
+        except ProcessLookupError:
+            pass
+        except PermissionError:
+            return False
+    return True
+
+
+def dir_name(prefix: str, name: str) -> str:
+    """A directory name for a run or cell name: percent-encoded, so any name is one path component and two names
+    never meet, and prefixed, so it never collides with a control file (``tasks``, ``cpu.shares``)."""
+    return prefix + quote(name, safe="")
+
+
+class CpuShares:
+    """The CPU shares of one fleet run's cells (issue 28, Deliver 1). ``backend``: ``"cgroup-v1"``,
+    ``"cgroup-v2"`` or ``"nice"``: the first that works, found by creating the run's group in each cgroup
+    hierarchy carrying ``cpu`` (``root``: only that directory, for tests on a fake cgroup tree).
+
+    A cell's group is made the first time the cell is named. Before any :meth:`set`, a cell weighs one core
+    (``nice`` 0). Spawn cells with ``preexec_fn=shares.preexec(cell)``; :meth:`close` when the run ends (also
+    as a context manager)."""
+
+    def __init__(self, run: str, root: Path | None = None):
+        self.run = run
+        candidates = [Path(root)] if root is not None else cgroup_mounts(Path("/proc/self/mounts").read_text())
+        self.backend, self.group = NICE, Path()
+        for where in candidates:
+            kind = cgroup_kind(where)
+            if kind is not None and self._create(kind, where):
+                break
+        if self.backend == NICE:
+            # the nice backend's "group" is a directory of pid files, one per cell ("pid start-time" lines)
+            self.group = Path(tempfile.mkdtemp(prefix=dir_name("strata-", run) + "-"))
+        self._nice: dict[str, int] = {}
+        self._closed = False
+        self.unenforced: set[str] = set()
+        """Cells whose last share could not be applied (``nice`` without CAP_SYS_NICE: a nice only goes up)."""
+
+    def _create(self, kind: str, where: Path) -> bool:
+        group = where / dir_name("strata-", self.run)
+        try:
+            if kind == V2:
+                (where / "cgroup.subtree_control").write_text("+cpu")
+            group.mkdir(exist_ok=True)
+            if kind == V2:
+                (group / "cgroup.subtree_control").write_text("+cpu")
+        except OSError:
+            return False
+        self.backend, self.group = kind, group
+        return True
+
+    def __enter__(self) -> CpuShares:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def cell_path(self, cell: str) -> Path:
+        """The cell's cgroup directory (its pid file with the ``nice`` backend), made if it is not there yet."""
+        if self._closed:
+            raise RuntimeError(f"the CPU shares of run {self.run!r} are closed")
+        path = self.group / dir_name("cell-", cell)
+        if self.backend == NICE:
+            path.touch()
+        else:
+            path.mkdir(exist_ok=True)
+        return path
+
+    def preexec(self, cell: str) -> Callable[[], None]:
+        """For ``subprocess.Popen(preexec_fn=...)``, called in the process that spawns, just before: the child
+        joins ``cell`` (its cgroup, or the cell's nice and pid file) and gets ``PR_SET_PDEATHSIG`` = SIGKILL, so it
+        never outlives this process — more exactly, the thread calling Popen: spawn cells from the main thread."""
+        path = self.cell_path(cell)
+        die_with_parent = parent_death_signal()
+        if self.backend == NICE:
+            nice = self._nice.get(cell, 0)
+
+            def enter() -> None:
+                os.setpriority(os.PRIO_PROCESS, 0, nice)
+                with open(path, "a") as pids:
+                    pids.write(f"{os.getpid()} {started(os.getpid())}\n")
+                die_with_parent()
+
+        else:
+            procs = str(path / "cgroup.procs")
+
+            def enter() -> None:
+                with open(procs, "w") as group:
+                    group.write(str(os.getpid()))
+                die_with_parent()
+
+        return enter
+
+    def join(self, cell: str, pid: int) -> None:
+        """Move running process ``pid`` into ``cell``: its future children follow it; its present ones (and,
+        with cgroups, their threads) stay where they are, except with ``nice``, where its whole tree is reniced."""
+        path = self.cell_path(cell)
+        if self.backend == NICE:
+            start = started(pid)
+            if start is None:
+                raise ProcessLookupError(f"no process {pid} to join cell {cell!r}")
+            with open(path, "a") as pids:
+                pids.write(f"{pid} {start}\n")
+            if not all([renice(member, self._nice.get(cell, 0)) for member in descendants({pid})]):
+                self.unenforced.add(cell)
+        else:
+            (path / "cgroup.procs").write_text(str(pid))
+
+    def set(self, shares: Mapping[str, float]) -> None:
+        """Give each cell its cores: cgroup weights proportional to them (:func:`cgroup_weights`; the run's own
+        group weighs the total, as that many busy nice-0 processes would against the rest of the machine), or
+        nice levels by each cell's share relative to the largest (:func:`nice_levels`). Cells not named keep
+        theirs."""
+        for cell, cores in shares.items():
+            if not math.isfinite(cores) or cores < 0:
+                raise ValueError(f"CpuShares.set: cell {cell!r} has {cores!r} cores; expected a number ≥ 0")
+        if not shares:
+            return
+        if self.backend == NICE:
+            self._nice.update(nice_levels(shares))
+            for cell in shares:
+                if all([renice(member, self._nice[cell]) for member in self.members(cell)]):
+                    self.unenforced.discard(cell)
+                else:
+                    self.unenforced.add(cell)
+            return
+        knob, per_core, low, high = (
+            ("cpu.shares", V1_PER_CORE, V1_MIN, V1_MAX)
+            if self.backend == V1
+            else ("cpu.weight", V2_PER_CORE, V2_MIN, V2_MAX)
+        )
+        total = cgroup_weights({"": sum(shares.values())}, per_core, low, high)[""]
+        (self.group / knob).write_text(str(total))
+        for cell, weight in cgroup_weights(shares, per_core, low, high).items():
+            (self.cell_path(cell) / knob).write_text(str(weight))
+
+    def members(self, cell: str) -> set[int]:
+        """The processes in ``cell`` now: its cgroup's, or (``nice``) those that joined it and still run, with
+        every process below them."""
+        path = self.group / dir_name("cell-", cell)
+        return self._members(path)
+
+    def _members(self, path: Path) -> set[int]:
+        try:
+            text = (path / "cgroup.procs").read_text() if self.backend != NICE else path.read_text()
+        except FileNotFoundError:
+            return set()
+        if self.backend != NICE:
+            return {int(pid) for pid in text.split()}
+        joined = {int(pid) for pid, start in (line.split() for line in text.splitlines()) if started(int(pid)) == start}
+        return descendants(joined)
+
+    def _cells(self) -> Iterator[Path]:
+        if self.group.is_dir():
+            yield from (path for path in self.group.iterdir() if path.name.startswith("cell-"))
+
+    def close(self) -> None:
+        """End the run's cells and remove their groups: every process still in one is SIGKILLed first — a cell
+        left running would be the orphan the fleet must never leave, and moving it to the parent group would
+        leave it running with no share at all. Call it after stopping the cells cleanly. Idempotent."""
+        if self._closed:
+            return
+        deadline = time.monotonic() + CLOSE_TIMEOUT_S
+        for path in list(self._cells()):
+            while members := {pid for pid in self._members(path) if alive(pid)}:
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"cell {path} still holds processes {sorted(members)} after SIGKILL")
+                for pid in members:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(pid, signal.SIGKILL)
+                time.sleep(0.02)
+            if self.backend != NICE:
+                path.rmdir()
+        if self.backend == NICE:
+            shutil.rmtree(self.group, ignore_errors=True)
+        else:
+            self.group.rmdir()
+        self._closed = True

@@ -1,0 +1,281 @@
+"""Cells' CPU shares (issue 28): the weight and nice mappings, the cgroup v1/v2 file protocol on fake cgroup trees,
+the real cgroup v1 hierarchy of this machine (skipped where it is not writable), the kernel enforcing a 3:1 split,
+and a cell dying with its parent."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from strata.runners.shares import (
+    NICE,
+    V1,
+    V2,
+    CpuShares,
+    alive,
+    cgroup_mounts,
+    cgroup_weights,
+    nice_levels,
+    process_stat,
+    standalone_conf,
+)
+
+REAL_V1 = Path("/sys/fs/cgroup/cpu")
+SRC = Path(__file__).resolve().parents[1] / "src"
+
+
+def nice_of(pid: int) -> int:
+    return int(process_stat(pid)[16])
+
+
+def fake_v1(root: Path) -> Path:
+    (root / "cpu.shares").write_text("1024\n")
+    return root
+
+
+def fake_v2(root: Path) -> Path:
+    (root / "cgroup.controllers").write_text("cpuset cpu io memory pids\n")
+    (root / "cgroup.subtree_control").write_text("")
+    return root
+
+
+def sleeper(preexec) -> subprocess.Popen:
+    return subprocess.Popen(["sleep", "30"], preexec_fn=preexec)
+
+
+def wait_gone(pid: int, timeout_s: float) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if not alive(pid):
+            return True
+        time.sleep(0.02)
+    return False
+
+
+def test_cgroup_weights_are_per_core_and_keep_proportions_at_the_kernel_limits():
+    shares = {"c0": 1.5, "c1": 0.5}
+    assert cgroup_weights(shares, 1024, 2, 262144) == {"c0": 1536, "c1": 512}
+    assert cgroup_weights(shares, 100, 1, 10000) == {"c0": 150, "c1": 50}
+    # 300 cores would pass v1's 262144: both scale by 262144/300, so the 3:1 ratio holds
+    assert cgroup_weights({"a": 300.0, "b": 100.0}, 1024, 2, 262144) == {"a": 262144, "b": 87381}
+    assert cgroup_weights({"a": 2.0, "idle": 0.0}, 100, 1, 10000) == {"a": 200, "idle": 1}
+
+
+def test_nice_levels_follow_cfs_weights_1_25_per_step():
+    assert nice_levels({"crit": 1.5, "bulk": 0.5}) == {"crit": 0, "bulk": 5}  # log_1.25(3) = 4.92
+    assert nice_levels({"a": 1.0, "b": 1.0}) == {"a": 0, "b": 0}
+    assert nice_levels({"a": 1.0, "b": 0.25}) == {"a": 0, "b": 6}  # log_1.25(4) = 6.21
+    assert nice_levels({"a": 100.0, "b": 1.0, "c": 0.0}) == {"a": 0, "b": 19, "c": 19}
+
+
+def test_standalone_conf_gives_the_cells_cores_and_refuses_what_spark_would_waste():
+    assert standalone_conf(1) == {"spark.cores.max": "1"}
+    assert standalone_conf(4, 2) == {"spark.cores.max": "4", "spark.executor.cores": "2"}
+    for bad in [(0,), (1.5,), (True,), (2, 3), (3, 2), (2, 0)]:
+        with pytest.raises(ValueError, match="standalone_conf"):
+            standalone_conf(*bad)
+
+
+def test_cgroup_mounts_finds_v1_cpu_before_v2():
+    mounts = textwrap.dedent("""\
+        tmpfs /sys/fs/cgroup tmpfs rw,relatime,mode=755 0 0
+        cgroup /sys/fs/cgroup/cpuacct cgroup rw,relatime,cpuacct 0 0
+        cgroup2 /sys/fs/cgroup/unified cgroup2 rw,relatime 0 0
+        cgroup /sys/fs/cgroup/cpu cgroup rw,relatime,cpu 0 0
+        cgroup /sys/fs/cgroup/cpu,cpuacct cgroup rw,cpu,cpuacct 0 0
+        """)
+    assert cgroup_mounts(mounts) == [
+        Path("/sys/fs/cgroup/cpu"),
+        Path("/sys/fs/cgroup/cpu,cpuacct"),
+        Path("/sys/fs/cgroup/unified"),
+    ]
+
+
+def test_v1_file_protocol_on_a_fake_tree(tmp_path):
+    root = fake_v1(tmp_path)
+    shares = CpuShares("run/1", root=root)
+    assert shares.backend == V1
+    group = root / "strata-run%2F1"  # any run name is one path component
+    assert shares.group == group and group.is_dir()
+    shares.set({"c0": 1.5, "c1": 0.5})
+    assert (group / "cell-c0" / "cpu.shares").read_text() == "1536"
+    assert (group / "cell-c1" / "cpu.shares").read_text() == "512"
+    assert (group / "cpu.shares").read_text() == "2048"  # the run weighs its 2 cores against the rest
+    child = sleeper(shares.preexec("c0"))
+    try:
+        assert (group / "cell-c0" / "cgroup.procs").read_text() == str(child.pid)
+        shares.join("c1", child.pid)
+        assert (group / "cell-c1" / "cgroup.procs").read_text() == str(child.pid)
+        assert shares.members("c1") == {child.pid}
+    finally:
+        child.kill()
+        child.wait()
+
+
+def test_v2_file_protocol_on_a_fake_tree(tmp_path):
+    root = fake_v2(tmp_path)
+    shares = CpuShares("r", root=root)
+    assert shares.backend == V2
+    group = root / "strata-r"
+    assert (root / "cgroup.subtree_control").read_text() == "+cpu"
+    assert (group / "cgroup.subtree_control").read_text() == "+cpu"
+    shares.set({"c0": 1.5, "c1": 0.5})
+    assert (group / "cell-c0" / "cpu.weight").read_text() == "150"
+    assert (group / "cell-c1" / "cpu.weight").read_text() == "50"
+    assert (group / "cpu.weight").read_text() == "200"
+    child = sleeper(shares.preexec("c1"))
+    try:
+        assert (group / "cell-c1" / "cgroup.procs").read_text() == str(child.pid)
+    finally:
+        child.kill()
+        child.wait()
+
+
+def test_a_hierarchy_without_cpu_or_that_refuses_the_group_falls_back_to_nice(tmp_path):
+    (tmp_path / "no-cpu").mkdir()
+    (tmp_path / "no-cpu" / "cgroup.controllers").write_text("memory pids\n")
+    (tmp_path / "refusing").mkdir()
+    refusing = fake_v2(tmp_path / "refusing")
+    (refusing / "cgroup.subtree_control").unlink()
+    (refusing / "cgroup.subtree_control").mkdir()  # the write of +cpu fails, as EBUSY/EACCES would
+    for root in (tmp_path / "no-cpu", refusing, tmp_path / "empty"):
+        root.mkdir(exist_ok=True)
+        with CpuShares("r", root=root) as shares:
+            assert shares.backend == NICE
+            assert not (root / "strata-r").exists()
+
+
+def test_nice_backend_renices_every_thread_of_a_cell_and_its_children_and_close_kills_them(tmp_path):
+    busy = tmp_path / "tree.py"
+    busy.write_text(
+        "import subprocess, threading, time\n"
+        "child = subprocess.Popen(['sleep', '30'])\n"
+        "for _ in range(3): threading.Thread(target=time.sleep, args=(30,), daemon=True).start()\n"
+        "print(child.pid, flush=True)\n"
+        "time.sleep(30)\n"
+    )
+    shares = CpuShares("r", root=tmp_path / "empty")
+    assert shares.backend == NICE
+    shares.set({"crit": 1.5, "bulk": 0.5})
+    parent = subprocess.Popen(
+        [sys.executable, str(busy)], stdout=subprocess.PIPE, text=True, preexec_fn=shares.preexec("bulk")
+    )
+    try:
+        grandchild = int(parent.stdout.readline())
+        threads = [int(t) for t in os.listdir(f"/proc/{parent.pid}/task")]
+        assert len(threads) >= 4
+        assert {nice_of(t) for t in threads} == {5} and nice_of(grandchild) == 5
+        shares.set({"crit": 1.0, "bulk": 0.25})
+        assert {nice_of(t) for t in threads} == {6} and nice_of(grandchild) == 6
+        assert shares.members("bulk") == {parent.pid, grandchild} and shares.unenforced == set()
+        group = shares.group
+        shares.close()
+        assert parent.wait(5) == -signal.SIGKILL
+        assert wait_gone(grandchild, 1.0)
+        assert not group.exists()
+    finally:
+        parent.kill()
+        parent.wait()
+
+
+def test_a_cell_dies_within_a_second_of_its_parents_sigkill(tmp_path):
+    """The parent spawns ``sleep`` as a cell and is SIGKILLed; the same without ``preexec`` shows the child would
+    outlive it."""
+    script = tmp_path / "parent.py"
+    script.write_text(
+        "import subprocess, sys, time\n"
+        "from pathlib import Path\n"
+        "from strata.runners.shares import CpuShares\n"
+        "shares = CpuShares('orphans', root=Path(sys.argv[1]))\n"
+        "preexec = shares.preexec('c0') if sys.argv[2] == 'cell' else None\n"
+        "child = subprocess.Popen(['sleep', '30'], preexec_fn=preexec)\n"
+        "print(child.pid, flush=True)\n"
+        "time.sleep(30)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(SRC)}
+    for mode in ("cell", "plain"):
+        parent = subprocess.Popen(
+            [sys.executable, str(script), str(fake_v1(tmp_path)), mode], stdout=subprocess.PIPE, text=True, env=env
+        )
+        child = int(parent.stdout.readline())
+        assert alive(child)
+        parent.kill()
+        parent.wait()
+        gone = wait_gone(child, 1.0)
+        if mode == "plain":
+            os.kill(child, signal.SIGKILL)
+        assert gone == (mode == "cell"), mode
+
+
+REAL_V1_WRITABLE = (REAL_V1 / "cpu.shares").is_file() and os.access(REAL_V1, os.W_OK)
+
+
+@pytest.mark.skipif(not REAL_V1_WRITABLE, reason="no writable cgroup v1 cpu hierarchy at /sys/fs/cgroup/cpu")
+def test_real_cgroup_v1_group_holds_a_cell_and_close_removes_it():
+    run = f"test-{os.getpid()}"
+    shares = CpuShares(run)
+    assert shares.backend == V1 and shares.group == REAL_V1 / f"strata-{run}"
+    child = sleeper(shares.preexec("c0"))
+    try:
+        cell = shares.group / "cell-c0"
+        assert (cell / "cgroup.procs").read_text().split() == [str(child.pid)]
+        memberships = {line.split(":", 1)[1] for line in Path(f"/proc/{child.pid}/cgroup").read_text().splitlines()}
+        assert f"cpu:/strata-{run}/cell-c0" in memberships
+        shares.set({"c0": 1.5, "c1": 0.5})
+        assert (cell / "cpu.shares").read_text().strip() == "1536"
+        assert (shares.group / "cell-c1" / "cpu.shares").read_text().strip() == "512"
+        shares.close()
+        assert child.wait(5) == -signal.SIGKILL  # still in its cell at close: killed, not left behind
+        assert not shares.group.exists()
+    finally:
+        child.kill()
+        child.wait()
+        shares.close()
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = process_stat(pid)
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def busy_split(shares: CpuShares, seconds: float) -> float:
+    """Two busy loops pinned to one core, in cells c0 and c1: c0's cpu time over c1's."""
+    loops = []
+    for cell in ("c0", "c1"):
+        enter = shares.preexec(cell)
+
+        def pinned(enter=enter):
+            enter()
+            os.sched_setaffinity(0, {0})
+
+        loops.append(subprocess.Popen([sys.executable, "-c", "while True: pass"], preexec_fn=pinned))
+    try:
+        time.sleep(0.3)  # past the interpreters' start-up
+        before = [cpu_seconds(p.pid) for p in loops]
+        time.sleep(seconds)
+        used = [cpu_seconds(p.pid) - b for p, b in zip(loops, before, strict=True)]
+    finally:
+        for p in loops:
+            p.kill()
+            p.wait()
+    return used[0] / used[1]
+
+
+@pytest.mark.skipif(not REAL_V1_WRITABLE, reason="no writable cgroup v1 cpu hierarchy at /sys/fs/cgroup/cpu")
+def test_the_kernel_splits_a_contended_core_3_to_1_by_cgroup_shares():
+    with CpuShares(f"test-split-{os.getpid()}") as shares:
+        shares.set({"c0": 1.5, "c1": 0.5})
+        assert 2.3 < busy_split(shares, 1.5) < 3.9
+
+
+def test_the_kernel_splits_a_contended_core_about_3_to_1_by_nice(tmp_path):
+    with CpuShares("split", root=tmp_path) as shares:
+        shares.set({"c0": 1.5, "c1": 0.5})  # nice 0 and 5: weights 1024 and 335
+        assert 2.3 < busy_split(shares, 1.5) < 3.9
