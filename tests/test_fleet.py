@@ -160,6 +160,8 @@ def test_the_host_cell_and_each_cells_gate_bound():
     assert host_cell({"c0": ("a",), "c1": ("b",)}, {"c0": 0.5, "c1": 1.5}) == "c1"
     assert gate_bound(2.0, 2.0, 1) == 1  # the whole machine: as one application's gate
     assert gate_bound(1.6, 2.0, 1) == 2 and gate_bound(0.3, 2.0, 1) == 1
+    # a cell with no latency-critical job shields nothing: its batches run as plain Spark runs them
+    assert gate_bound(0.3, 2.0, 1, shields_critical=False) == 2 and gate_bound(2.0, 2.0, 1, False) == 2
 
 
 def test_cells_1_and_no_control_run_one_application_and_the_default_runs_cells(tmp_path, monkeypatch):

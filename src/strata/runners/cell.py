@@ -33,6 +33,7 @@ from strata.runners.live import RunRequest, analyse, check_files, engine_status,
 from strata.runners.spark_loop import RunConfig, job_floors, spark_engine
 from strata.spark.engine import decision_row
 from strata.spark.measure import ModeRun, collect
+from strata.spark.session import warm_python_workers
 
 CELLS = "cells"  # OUT/cells/<cell>: a cell's Spark work directory, log, spec and metrics
 CALLS = frozenset(
@@ -57,9 +58,14 @@ class CellSpec:
         return Path(self.request.out) / CELLS / self.name
 
 
-def gate_bound(share: float, cores: float, reserved: int) -> int:
-    """Batches the cell's gate lets run at once: its share of cores, less the reserved cores when it has the
-    whole machine (as one application's gate), at least 1."""
+def gate_bound(share: float, cores: float, reserved: int, shields_critical: bool = True) -> int:
+    """Batches the cell's gate lets run at once. A cell holding a latency-critical job: its share of cores, less
+    the reserved cores when it has the whole machine (as one application's gate), at least 1. A cell without one
+    has nothing to shield inside it, and the OS's weights already split the cores between cells (work-conserving:
+    a cell may use what the others leave idle): as many batches as the machine has cores, as plain Spark runs
+    them (serialising its batches behind a 0.3-core share held a bulk cell's first batches 30 s, bench_platform)."""
+    if not shields_critical:
+        return max(1, round(cores))
     whole = share >= cores - 1e-9
     return max(1, round(share) - (reserved if whole else 0))
 
@@ -74,14 +80,25 @@ class Cell:
         self.spec = spec
         controlled = spec.request.control
         gate_rows: list[dict] = []
-        gate = replace(spec.config.gate_for(spark), max_running=self._bound(share))
+        self._share = share
+        self._shields = False  # no job admitted yet (the bound follows admission: :meth:`apply`)
+        gate = replace(spec.config.gate_for(spark), max_running=self._bound())
         self.engine = spark_engine(spark, scenario, spec.run_dir, spec.config, epoch, controlled, gate_rows, gate)
         self.run = ModeRun("strata" if controlled else "baseline", epoch, epoch, self.engine, gate_rows=gate_rows)
         self._moved_in: dict[str, tuple[float, str]] = {}  # job → (when its stop elsewhere began, from which cell)
 
-    def _bound(self, share: float) -> int:
+    def _bound(self) -> int:
         cores = self.scenario.cluster.total_cores
-        return gate_bound(share, cores, self.spec.config.control.gate_reserved_cores)
+        return gate_bound(self._share, cores, self.spec.config.control.gate_reserved_cores, self._shields)
+
+    def _rebound(self) -> None:
+        """The gate's bound from the cell's share and whether it runs a latency-critical job now."""
+        critical_s = self.spec.config.control.critical_latency_s
+        running = self.engine.running
+        self._shields = any(j.target_latency_s <= critical_s for j in self.scenario.jobs if j.id in running)
+        gate = self.engine.gate
+        if gate is not None:
+            gate.core.config = replace(gate.core.config, max_running=self._bound())
 
     # ------------------------------------------------------------------ the fleet's calls
 
@@ -105,12 +122,13 @@ class Cell:
 
     def share(self, cores: float) -> None:
         """The cell's share changed: its gate's bound follows (from the next release on)."""
-        gate = self.engine.gate
-        if gate is not None:
-            gate.core.config = replace(gate.core.config, max_running=self._bound(cores))
+        self._share = cores
+        self._rebound()
 
     def apply(self, decisions: Decisions) -> None:
         self.engine.apply(decisions)
+        if decisions.admitted is not None:
+            self._rebound()
 
     def observe(self) -> Observation:
         """The window's observation; a moved-in job's first committed batch here is logged with how long it took
@@ -196,6 +214,7 @@ def main(spec_file: str) -> int:
     # Every template analysed here too (the host cell reports problems): it warms this application up — a Python
     # data source's first batch otherwise waits seconds for its worker, after the sources' epoch.
     analyse(spark, scenario, spec.home / "analysis")
+    warm_python_workers(spark)
     with Listener(("127.0.0.1", 0), authkey=key) as listener:
         ready = path.with_suffix(".address")
         host, port = listener.address

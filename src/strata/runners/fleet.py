@@ -57,12 +57,12 @@ from strata.runners.live import (
     time_base,
 )
 from strata.runners.shares import NICE, CpuShares, dir_name, started
-from strata.runners.spark_loop import Recorder, RunConfig
+from strata.runners.spark_loop import Recorder, RunConfig, job_floors
 from strata.spark.checkpoint import CheckpointChanged
 from strata.spark.engine import EngineConfig, decision_row
 from strata.spark.java import JavaError
 from strata.spark.measure import ModeRun, job_summary, write_metrics
-from strata.spark.session import MasterUnreachable
+from strata.spark.session import MasterUnreachable, warm_python_workers
 
 READY_TIMEOUT_S = 180.0  # how long a cell may take to start its session and load the jobs
 CLOSE_TIMEOUT_S = 120.0  # how long a cell may take to measure and verify its sinks at the end
@@ -481,8 +481,11 @@ def merge_metrics(
     latency = tables["latency"]
     if latency.empty:
         latency = pd.DataFrame(columns=["mode", "job", "event_s"])
+    batches = tables["batches"]
+    cores = max(1, round(scenario.cluster.total_cores))
+    floors = job_floors(batches.to_dict("records"), cores) if not batches.empty else {}
     summary = job_summary(
-        latency, tables["batches"], tables["partitions"], scenario, run_.mode, horizon_s, run_.stop - epoch
+        latency, batches, tables["partitions"], scenario, run_.mode, horizon_s, run_.stop - epoch, floors
     )
     tables["summary"] = pd.DataFrame([{**row, "cell": fleet.holder.get(row["job"])} for row in summary])
     tables["observations"] = pd.DataFrame([{"mode": run_.mode, **o} for o in run_.observations])
@@ -520,6 +523,7 @@ def run_fleet(request: RunRequest, console: Console, errors: Console, max_cells:
         scenario = prepare(spark, loading, files, out / "strata", errors, declared)
         if scenario is None:
             return 2
+        warm_python_workers(spark)
         unknown = [j for j in request.dedicated if j not in scenario.job]
         if unknown:
             names = ", ".join(j.id for j in scenario.jobs)

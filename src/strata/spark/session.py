@@ -178,3 +178,16 @@ def check_master(master: str, timeout_s: float = 5.0) -> None:
         except OSError as e:
             reasons.append(f"{host}:{port} ({e.strerror or e})")
     raise MasterUnreachable(f"--master {master}: no Spark master answers at {', '.join(reasons)}")
+
+
+def warm_python_workers(spark) -> None:
+    """Start the session's Python workers, one per core, with pandas and Arrow imported in them, before any
+    query's first batch needs them (PySpark reuses its workers: ``spark.python.worker.reuse``, on by default).
+
+    A cold worker costs a query's first batch seconds — a cell started for a run measured its latency-critical
+    query's first batches at 4.7 s against 0.6 s once warm (bench_platform, strata-cells) — and a fleet's cells
+    start together, so that cost would fall after the sources' epoch, as a backlog."""
+    cores = spark.sparkContext.defaultParallelism
+    numbers = spark.range(0, 2 * cores, numPartitions=cores)
+    numbers.mapInPandas(lambda frames: frames, numbers.schema).count()
+    numbers.rdd.map(lambda row: row.id).count()
