@@ -30,11 +30,13 @@ def scenario(targets: dict[str, float]) -> Scenario:
     return Scenario.model_validate({"name": "t", "cluster": {"nodes": [{"name": "n", "cores": 2}]}, "jobs": jobs})
 
 
-def test_triggers_are_a_fifteenth_of_the_target_at_most_5_s_and_none_for_critical_jobs():
+def test_triggers_are_a_fifteenth_of_the_target_at_most_5_s_and_a_twentieth_for_critical_jobs():
     sc = scenario({"alerts": 2.0, "edge": 5.0, "sessions": 30.0, "daily": 600.0})
-    assert trigger_intervals(sc, 5.0, 15.0, 5.0) == {"sessions": 2.0, "daily": 5.0}
-    assert HierarchyConfig().triggers(sc) == {"sessions": 2.0, "daily": 5.0}  # the defaults: 5 s, 15, 5 s
-    assert trigger_intervals(sc, 1.0, 10.0, 60.0) == {"alerts": 0.2, "edge": 0.5, "sessions": 3.0, "daily": 60.0}
+    expected = {"alerts": 0.1, "edge": 0.25, "sessions": 2.0, "daily": 5.0}
+    assert trigger_intervals(sc, 5.0, 15.0, 5.0, 0.05) == expected
+    assert HierarchyConfig().triggers(sc) == expected  # the defaults: 5 s, 15, 5 s, 0.05
+    both = {"alerts": 0.2, "edge": 0.5, "sessions": 3.0, "daily": 60.0}
+    assert trigger_intervals(sc, 1.0, 10.0, 60.0, 0.05) == both  # alerts (2 s) is not critical under 1 s
 
 
 def test_the_gate_bound_is_the_cores_less_the_reserved_at_least_one():
@@ -74,7 +76,7 @@ def test_the_controller_hands_spark_its_triggers_and_the_pools_of_its_cpu_shares
     sc = scenario({"alerts": 2.0, "sessions": 30.0})
     config = replace(HierarchyConfig(), plan=Options(budget_s=0.5))
     d = Controller(sc, config).start(0.0)
-    assert d.triggers == {"sessions": 2.0}
+    assert d.triggers == {"alerts": 0.1, "sessions": 2.0}  # alerts polls every 0.05 × its 2 s target
     assert d.cpu_share is not None and d.pools == pool_names(d.cpu_share)
     plain = Plain(sc, {"sessions": 2.0}).start(0.0)
     assert plain.triggers == {"sessions": 2.0} and plain.pools is None and plain.cpu_share is None

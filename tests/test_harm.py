@@ -323,7 +323,7 @@ def overloaded_run(harm: HarmConfig):
 
 def test_the_controller_reverts_exactly_the_bad_decision():
     ctl, out = overloaded_run(HarmConfig())
-    assert out[0].rate_limits == {"crit.src": None, "bulk.src": None} and out[0].triggers == {"bulk": 2.0}
+    assert out[0].rate_limits == {"crit.src": None, "bulk.src": None} and out[0].triggers == {"crit": 0.05, "bulk": 2.0}
     assert out[1].rate_limits["bulk.src"] == 150.0
     reverts = [(k, r) for k, d in enumerate(out) for r in d.reverts]
     # plain Spark's prediction for bulk: crit's 0.9 cores met, the other 1.1 buy 183.3 rec/s. The trigger (t = 0)
@@ -342,7 +342,7 @@ def test_the_controller_reverts_exactly_the_bad_decision():
         )
     ]
     assert all(d.rate_limits["bulk.src"] is None for d in out[6:])
-    assert ctl._harm.kept == {("bulk", "trigger"): "2 s"}
+    assert ctl._harm.kept == {("crit", "trigger"): "0.05 s", ("bulk", "trigger"): "2 s"}
     # without the guard the cap stays
     _, bare = overloaded_run(HarmConfig(enabled=False))
     assert all(d.rate_limits["bulk.src"] == 150.0 for d in bare[1:]) and all(d.reverts == () for d in bare)

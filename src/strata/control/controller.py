@@ -98,7 +98,8 @@ class HierarchyConfig:
     # Micro-batch knobs (strata.control.micro_batches; engines that run micro-batches, i.e. Spark).
     critical_latency_s: float = 5.0  # a job with a latency target this short or shorter is latency-critical
     batches_per_target: float = 15.0  # trigger of a non-critical job: its target / this ...
-    trigger_max_s: float = 5.0  # ... at most this (critical jobs: no trigger, batches back to back)
+    trigger_max_s: float = 5.0  # ... at most this
+    critical_poll: float = 0.05  # a critical job's trigger: this × its target (how often its driver polls for input)
     gate_reserved_cores: int = 1  # the gate lets the session's cores less this run at once (at least 1)
     # Bulk batches sized so their longest task fits the critical jobs' slack (micro_batches.BatchSizing), as caps
     # with the pacing's: for engines whose units of work are micro-batches (strata run and the demo set it).
@@ -117,7 +118,9 @@ class HierarchyConfig:
 
     def triggers(self, scenario: Scenario) -> dict[str, float]:
         """Job → processing-time trigger (s) of ``scenario``'s jobs under these knobs."""
-        return trigger_intervals(scenario, self.critical_latency_s, self.batches_per_target, self.trigger_max_s)
+        return trigger_intervals(
+            scenario, self.critical_latency_s, self.batches_per_target, self.trigger_max_s, self.critical_poll
+        )
 
     def read_restarts(self) -> ReadLimitRestarts:
         """The read-limit restart policy these knobs describe (given to the engine)."""

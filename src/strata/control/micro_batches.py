@@ -6,7 +6,12 @@ knobs", lists every default):
 - **Trigger intervals** (:func:`trigger_intervals`): a job with a latency
   target above ``critical_latency_s`` runs a micro-batch every
   ``target / batches_per_target`` seconds, at most ``trigger_max_s``; a
-  latency-critical job runs its batches back to back (no trigger). Cameo's
+  latency-critical job polls for new input every ``critical_poll`` × its
+  target (a batch that overruns it is followed at once): back to back, Spark's
+  driver re-lists a file source every ``pollingDelay`` (10 ms) while no input
+  is new — measured, an alert query's otherwise idle driver JVM took more than
+  one of two cores (bench_platform, strata-cells), which no FAIR pool and no
+  cell share below a core can take back. Cameo's
   deadline dispatch (Xu et al., §4) needs several batches inside a target to
   order; a longer trigger only adds latency.
 - **The gate's concurrency bound** (:func:`gate_config`): the session's cores
@@ -43,11 +48,17 @@ from strata.model import OperatorKind, Scenario, joined_graph
 from strata.model.graph import topological_order
 
 
-def trigger_intervals(scenario: Scenario, critical_s: float, per_target: float, most_s: float) -> dict[str, float]:
-    """Job → processing-time trigger (s) for every job whose latency target is over ``critical_s``:
-    ``min(most_s, target / per_target)``; latency-critical jobs are absent (batches back to back)."""
+def trigger_intervals(
+    scenario: Scenario, critical_s: float, per_target: float, most_s: float, critical_poll: float
+) -> dict[str, float]:
+    """Job → processing-time trigger (s): ``min(most_s, target / per_target)`` for a job whose latency target is
+    over ``critical_s``; ``target × critical_poll`` for a latency-critical one (how often its driver polls for
+    new input; its batches still follow each other at once while input waits)."""
     return {
-        j.id: min(most_s, j.target_latency_s / per_target) for j in scenario.jobs if j.target_latency_s > critical_s
+        j.id: min(most_s, j.target_latency_s / per_target)
+        if j.target_latency_s > critical_s
+        else j.target_latency_s * critical_poll
+        for j in scenario.jobs
     }
 
 
