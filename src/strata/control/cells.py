@@ -31,9 +31,6 @@ class CellConfig:
     # which L0's plan gives each job its cpu share: those shares are scaled to these cores).
     cores: float | None = None
     time_limit_s: float = 1.0  # the solver's budget
-    # A streaming query's driver work in cores, beside its tasks: one tiny query on a 1 s trigger took 0.18–0.20
-    # cores of its application over an idle one's 0.01 (benchmarks/bench_cell_overhead.py).
-    query_driver_cores: float = 0.2
 
     def __post_init__(self) -> None:
         if self.max_cells is not None and self.max_cells < 1:
@@ -42,24 +39,20 @@ class CellConfig:
 
 def cell_jobs(scenario: Scenario, cores: Mapping[str, float], critical_s: float, config: CellConfig) -> list[CellJob]:
     """Every job as the cell placement sees it: latency class (target ≤ ``critical_s``), rank, its output's
-    weight, the cores it needs (``cores``: job → cpu share of L0's plan on the scenario's cluster, scaled to
-    ``config.cores``, plus its query's driver work, ``config.query_driver_cores``), a critical job's peak (a
-    batch's tasks at once), the jobs it reads (a Python job's declaration) and its pin.
+    weight, the cores L0's plan gives it (``cores``: job → cpu share on the scenario's cluster, scaled to
+    ``config.cores``), a critical job's peak (a batch's tasks at once), the jobs it reads (a Python job's
+    declaration) and its pin.
 
-    The plan's shares are task work (what Spark's task metrics account); a query's driver work (planning,
-    listing its source, offset and commit logs) runs outside any task and still takes cores from whatever
-    shares its application: without it, the five bulk queries of bench_platform looked like 0.05 cores and
-    their cell's weight, a sixth of the critical cell's, held their first batches 10–20 s. The shares then give
-    each cell at least what its jobs need and the critical cells what is left, up to their bursts
-    (:func:`strata.plan.cells.cell_shares`); the OS's weights are work-conserving, so a cell takes the cores the
-    others leave idle."""
+    Non-critical work is elastic: the OS's weights are work-conserving, so it takes every core the critical
+    cells leave idle. When the plan's shares fill the machine (they do whenever there is demand), the
+    non-critical jobs' cores are scaled down to what the critical jobs' peaks leave, so that the cell shares
+    give the critical cells their bursts rather than each cell its mean alone."""
     pins = dict(config.pins)
     machine = config.cores or scenario.cluster.total_cores
     scale = machine / scenario.cluster.total_cores
     out = []
     for job in scenario.jobs:
-        work = cores.get(job.id, 0.0) * scale + config.query_driver_cores
-        mean = min(max(work, MIN_CORES), machine)
+        mean = min(max(cores.get(job.id, 0.0) * scale, MIN_CORES), machine)
         critical = job.target_latency_s <= critical_s
         tpl = job.templates[0]
         sinks = [st for st in tpl.streams if tpl.operator[st.dst].kind is OperatorKind.SINK]
@@ -75,6 +68,17 @@ def cell_jobs(scenario: Scenario, cores: Mapping[str, float], critical_s: float,
                 pin=pins.get(job.id),
             )
         )
+    peaks = sum(j.peak_cores for j in out if j.critical)
+    elastic = sum(j.cores for j in out if not j.critical)
+    left = machine - peaks
+    if elastic > left and elastic > 0:
+        factor = max(left, MIN_CORES * len(out)) / elastic
+        out = [
+            j
+            if j.critical
+            else replace(j, cores=max(MIN_CORES, j.cores * factor), peak_cores=max(MIN_CORES, j.cores * factor))
+            for j in out
+        ]
     return out
 
 
