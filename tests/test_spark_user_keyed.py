@@ -28,7 +28,7 @@ from strata.protocol.engine import Decisions
 from strata.protocol.units import Move
 from strata.runners.producer import Producer
 from strata.runners.spark_loop import RunConfig, run_mode
-from strata.spark.engine import EngineConfig, SparkEngine
+from strata.spark.engine import SETTLE_S, EngineConfig, SparkEngine
 from strata.spark.files import planned_files
 
 EVENTS = "id LONG, event_time TIMESTAMP, key LONG, value DOUBLE"
@@ -296,8 +296,14 @@ def test_a_key_group_move_and_a_replayed_batch_keep_the_output_exactly_once(spar
         assert DieOnce.died and pipeline.query.exception() is not None
         pipeline.start()  # from the checkpoint: batch 1 is replayed, its manifest already written
         wait_for(pipeline, kept(int(files[2 * third].name[5:17])))
-        obs = engine.observe()
-        loads = {kg.key_group: kg.records for kg in obs.window.key_groups if kg.pe == "totals.keyed"}
+        # a committed batch is observed once Spark's task metrics for it settle (at most SETTLE_S later)
+        deadline = time.time() + 2 * SETTLE_S
+        while True:
+            obs = engine.observe()
+            loads = {kg.key_group: kg.records for kg in obs.window.key_groups if kg.pe == "totals.keyed"}
+            if loads or time.time() > deadline:
+                break
+            time.sleep(0.25)
         assert loads and obs.window.routing["totals.keyed"] == pipeline.store.routing
         # L1's knob: the two hottest key groups to the other partition, applied at the next batch
         hot = sorted(loads, key=loads.get, reverse=True)[:2]
