@@ -202,3 +202,20 @@ def test_cli_headroom_plans_with_held_cpu_and_rejects_bad_values(tmp_path):
     # a given plan runs as it was made: --headroom is for the controller's plans
     res = runner.invoke(app, ["simulate", str(spec), "--duration", "1", "--plan", str(out), "--headroom", "0.25"])
     assert res.exit_code == 2 and "strata plan --headroom" in res.output
+
+
+def test_a_replan_re_plans_a_job_whose_template_in_force_is_no_longer_offered():
+    import dataclasses
+    from pathlib import Path
+
+    from strata.model import load_scenario
+
+    sc = load_scenario(Path(__file__).parents[1] / "examples" / "pipeline.yaml")
+    first = plan(sc, options=Options(budget_s=0.5))
+    counts = sc.job["counts"]
+    second = counts.templates[1].name
+    forced = dataclasses.replace(first, templates={**first.templates, "counts": second})
+    only_first = counts.model_copy(update={"templates": counts.templates[:1]})
+    held = Scenario(name=sc.name, cluster=sc.cluster, jobs=[only_first if j.id == "counts" else j for j in sc.jobs])
+    out = replan(held, forced, set(), Options(budget_s=0.5))
+    assert out.templates.get("counts") == counts.templates[0].name

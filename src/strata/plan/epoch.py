@@ -287,8 +287,16 @@ def replan(
     re-decided among the affected jobs only.
     """
     opt = options or Options()
-    old = joined_graph(scenario, {j: t for j, t in previous.templates.items() if j in scenario.job})
-    affected = set(jobs) & set(scenario.job)
+    offered = {
+        j: t
+        for j, t in previous.templates.items()
+        if j in scenario.job and any(tpl.name == t for tpl in scenario.job[j].templates)
+    }
+    old = joined_graph(scenario, offered)
+    # a job whose template in force is no longer offered (the do-no-harm guard holds it to its first) is re-planned
+    # as a new one: its old PEs are not in the scenario's graph
+    withdrawn = {j for j in previous.templates if j in scenario.job and j not in offered}
+    affected = (set(jobs) | withdrawn) & set(scenario.job)
     for comp in nx.weakly_connected_components(old):
         comp_jobs = {old.nodes[p]["job"] for p in comp}
         if comp_jobs & affected:
@@ -315,7 +323,7 @@ def replan(
         racks=list(scenario.cluster.racks),
     )
     sub = Scenario(name=scenario.name, cluster=residual, jobs=[scenario.job[j] for j in sorted(affected)])
-    part = plan(sub, _restrict(previous, affected), opt, clock)
+    part = plan(sub, _restrict(previous, affected - withdrawn), opt, clock)
     templates = {**{j: previous.templates[j] for j in kept}, **part.templates}
     admitted = sorted(templates, key=lambda j: (scenario.job[j].rank, j))
     rejected = {j: why for j, why in previous.rejected.items() if j not in affected and j in scenario.job}
