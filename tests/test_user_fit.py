@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import io
+import logging
 import textwrap
 from pathlib import Path
 
@@ -23,7 +24,7 @@ from strata.report.html import DPI, _timeline
 from strata.report.tables import decisions_by_lane
 from strata.runners.live import RunRequest
 from strata.spark.conf import ConfError, SparkSettings, parse_conf, read_properties, user_conf
-from strata.spark.logs import log4j2_properties, users_own_logging
+from strata.spark.logs import log4j2_properties, python_loggers_to, users_own_logging
 from strata.spark.session import session_conf, strata_owned
 
 # ---------------------------------------------------------------------- Spark settings
@@ -143,6 +144,14 @@ def test_spark_log_lines_go_to_the_log_file_and_to_the_terminal_only_when_verbos
     (tmp_path / "log4j2.properties").write_text("rootLogger.level = info\n")
     assert users_own_logging({}, {"SPARK_CONF_DIR": str(tmp_path)})
     assert not users_own_logging({}, {})
+
+
+def test_a_foreach_batch_traceback_goes_to_the_log_file_not_the_terminal(tmp_path, capsys):
+    # py4j's callback server logs every foreachBatch call that raised, e.g. a batch cancelled by a query's stop
+    python_loggers_to(tmp_path / "python.log", verbose=False)
+    logging.getLogger("py4j.clientserver").error("There was an exception while executing the Python Proxy")
+    assert "Python Proxy" in (tmp_path / "python.log").read_text()
+    assert "Python Proxy" not in capsys.readouterr().err
 
 
 def test_main_takes_exactly_strata_runs_options(tmp_path, monkeypatch):

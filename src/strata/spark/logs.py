@@ -20,6 +20,11 @@ from pathlib import Path
 PYSPARK_LOGGERS = ("SQLQueryContextLogger", "DataFrameQueryContextLogger")
 """PySpark's loggers that print an analysis error as JSON on stderr before the exception reaches Strata."""
 
+PY4J_LOGGERS = ("py4j.clientserver", "py4j.java_gateway")
+"""py4j's loggers: the callback server logs the traceback of every ``foreachBatch`` call that raised — a batch
+cancelled because Strata stopped its query, or a user's error that Strata reports itself, located, from the
+query's exception."""
+
 JVM_OPTION = "-Dlog4j2.configurationFile"
 
 
@@ -99,11 +104,11 @@ def stderr_into(log_file: Path, keep_terminal: bool) -> Iterator[None]:
 
 
 def python_loggers_to(log_file: Path, verbose: bool) -> None:
-    """PySpark's query-context loggers write to ``log_file`` (and stderr with ``verbose``) instead of stderr."""
+    """PySpark's query-context loggers and py4j's write to ``log_file`` (and stderr with ``verbose``) instead of
+    stderr."""
     from pyspark.logger import PySparkLogger
 
-    for name in PYSPARK_LOGGERS:
-        logger = PySparkLogger.getLogger(name)
+    for logger in [PySparkLogger.getLogger(n) for n in PYSPARK_LOGGERS] + [logging.getLogger(n) for n in PY4J_LOGGERS]:
         logger.propagate = False
         for handler in list(logger.handlers):
             logger.removeHandler(handler)
