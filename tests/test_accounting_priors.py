@@ -3,12 +3,15 @@ below what it is offered; the floor of a latency-critical job from the accounted
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 
 from strata.control.controller import Controller, HierarchyConfig
 from strata.control.estimation import BatchAccount, batch_floor, offered_demand
 from strata.model import Scenario
 from strata.protocol.engine import Observation, WindowStats
+from strata.runners.live import Floors
 from tests.test_accounting import chain_job, on_one_node
 
 
@@ -92,3 +95,20 @@ def test_the_report_shows_the_floor_beside_the_p99():
     assert "floor s" not in {
         m for _, m in {(r["job"], r["metric"]) for r in comparison(summary.drop(columns="floor_s"), pd.DataFrame())}
     }
+
+
+def test_the_live_views_floors_are_recomputed_at_most_every_few_seconds():
+    class Engine:  # what Floors reads of a SparkEngine
+        spark = SimpleNamespace(sparkContext=SimpleNamespace(defaultParallelism=2))
+        reads = 0
+
+        def batch_observations(self):
+            self.reads += 1
+            # 0.6 core-s over 2 cores: 0.3 s of work; 0.5 s batch less 0.4 s of tasks over 2 cores: 0.3 s of driver
+            return [{"job": "alerts", "cpu_s": 0.4, "python_s": 0.2, "width": 2, "run_s": 0.4, "batch_ms": 500.0}]
+
+    engine = Engine()
+    floors = Floors(engine, every_s=3600.0)
+    assert floors() == pytest.approx({"alerts": 0.6})
+    assert floors() == pytest.approx({"alerts": 0.6}) and engine.reads == 1
+    assert Floors(engine, every_s=0.0)() == pytest.approx({"alerts": 0.6}) and engine.reads == 2

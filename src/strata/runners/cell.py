@@ -29,7 +29,7 @@ from multiprocessing.connection import Listener
 from pathlib import Path
 
 from strata.protocol.engine import Decisions, Observation
-from strata.runners.live import RunRequest, analyse, check_files, engine_status, load_run, start_session
+from strata.runners.live import Floors, RunRequest, analyse, check_files, engine_status, load_run, start_session
 from strata.runners.spark_loop import RunConfig, job_floors, spark_engine
 from strata.spark.engine import decision_row
 from strata.spark.measure import ModeRun, collect
@@ -85,6 +85,7 @@ class Cell:
         gate = replace(spec.config.gate_for(spark), max_running=self._bound())
         self.engine = spark_engine(spark, scenario, spec.run_dir, spec.config, epoch, controlled, gate_rows, gate)
         self.run = ModeRun("strata" if controlled else "baseline", epoch, epoch, self.engine, gate_rows=gate_rows)
+        self.floors = Floors(self.engine)
         self._moved_in: dict[str, tuple[float, str]] = {}  # job → (when its stop elsewhere began, from which cell)
 
     def _bound(self) -> int:
@@ -147,7 +148,7 @@ class Cell:
         return obs
 
     def status(self) -> dict:
-        return engine_status(self.engine)
+        return engine_status(self.engine, self.floors)
 
     def failures(self) -> dict[str, str]:
         return self.engine.failures()

@@ -45,13 +45,34 @@ def _fmt(value, spec: str) -> str:
     return "–" if value is None else format(value, spec)
 
 
-def engine_status(engine) -> dict:
+class Floors:
+    """Each job's floor (its batch time alone, learned from the batches Spark accounted: :func:`job_floors`) for
+    the live view, recomputed at most every ``every_s``: the view renders twice a second in every cell, and a
+    floor learned over every batch so far moves slowly, while recomputing it reads each batch's progress from
+    the JVM on the driver the queries share."""
+
+    def __init__(self, engine, every_s: float = 5.0) -> None:
+        self.engine = engine
+        self.every_s = every_s
+        self._at = -float("inf")
+        self._floors: dict[str, float] = {}
+
+    def __call__(self) -> dict[str, float]:
+        now = time.monotonic()
+        if now - self._at >= self.every_s:
+            cores = self.engine.spark.sparkContext.defaultParallelism
+            self._floors = job_floors(self.engine.batch_observations(), cores)
+            self._at = now
+        return self._floors
+
+
+def engine_status(engine, floors: Floors) -> dict:
     """What the live view shows of one :class:`~strata.spark.engine.SparkEngine` (plain data, so a cell in another
-    process can send it): job → template running, job → pool, source PE → rate cap, job → its floor (its batch
-    time alone, learned from the batches Spark accounted), the latest decisions."""
+    process can send it): job → template running, job → pool, source PE → rate cap, job → its floor
+    (``floors``'), the latest decisions."""
     return {
         "running": {job: s.template for job, s in engine.running.items()},
-        "floors": job_floors(engine.batch_observations(), engine.spark.sparkContext.defaultParallelism),
+        "floors": dict(floors()),
         "pools": dict(engine.gate.base_pools) if engine.gate is not None else {},
         "caps": dict(engine.caps),
         "decisions": list(engine.decisions[-6:]),
@@ -340,7 +361,8 @@ def run_live(request: RunRequest, console: Console, errors: Console, declared: C
                 live.update(view.render())
 
             def attach(engine) -> None:
-                view.status = lambda: engine_status(engine)
+                floors = Floors(engine)
+                view.status = lambda: engine_status(engine, floors)
                 for line in engine.resume(request.fresh):  # refuses a changed query before any query starts
                     live.console.print(f"[cyan]▸[/] {line}", highlight=False)
 
