@@ -64,6 +64,13 @@ PLAIN_LABELS = {
 }
 
 
+COUNTS = {"extra_misses"}  # figures that are counts, not ratios
+
+
+def spec_of(name: str) -> str:
+    return "+.0f" if name in COUNTS else ".2f"
+
+
 def order_for(index: int) -> tuple[str, ...]:
     """The modes' order for the seed at ``index``: as ``strata demo`` runs them, then reversed, alternately."""
     return MODES if index % 2 == 0 else tuple(reversed(MODES))
@@ -86,7 +93,7 @@ def cell(row: dict, against: str, name: str) -> str:
     """A target's figure in the seed's row and whether it was met; "—" when there was no job to judge."""
     if name not in row[against]:
         return "—"
-    return f"{figure(row[against][name], '.2f')} {mark(row[f'{against}_met'][name])}"
+    return f"{figure(row[against][name], spec_of(name))} {mark(row[f'{against}_met'][name])}"
 
 
 def side(rows: list[dict], jobs: list[str], column: str, spec: str) -> str:
@@ -176,7 +183,7 @@ def main() -> None:
         rows.append(row)
         console.print(
             f"seed {seed} ({', '.join(row['order'])}): vs FAIR "
-            + ", ".join(f"{k} {figure(v, '.2f')}" for k, v in row["versus_fair"].items())
+            + ", ".join(f"{k} {figure(v, spec_of(k))}" for k, v in row["versus_fair"].items())
             + f"; lost/dup {row['lost_or_duplicated']}, load average {row['load_average_before'][0]:.1f} → "
             f"{row['load_average_after'][0]:.1f}"
         )
@@ -191,7 +198,7 @@ def main() -> None:
         console.print(
             f"worst seed vs {against}: "
             + "; ".join(
-                f"{labels[name]} {figure(w['value'], '.2f')} (seed {w['seed']}) {mark(w['met'])}"
+                f"{labels[name]} {figure(w['value'], spec_of(name))} (seed {w['seed']}) {mark(w['met'])}"
                 for name, w in worst.items()
             )
         )
