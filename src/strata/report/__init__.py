@@ -3,7 +3,9 @@
 ``tables`` reads a run directory's metrics tables and lays out the side-by-side
 comparison; ``plots`` draws latency over time, latency CDFs, partition load and
 the decisions timeline; ``html`` writes ``report.html``, which opens in any
-browser with no server (``strata report RUN_DIR`` rebuilds it).
+browser with no server (``strata report RUN_DIR`` rebuilds it); ``targets``
+judges a run's summary against the demo's targets (Strata vs FAIR by hand, vs
+plain Spark) and finds the worst seed.
 """
 
 from strata.report.html import write_report

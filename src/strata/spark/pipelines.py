@@ -533,8 +533,9 @@ class Pipeline:
 
     def _run_batch(self, df, batch_id: int) -> None:
         started = time.time()
-        if self.pool is not None:
-            df.sparkSession.sparkContext.setLocalProperty("spark.scheduler.pool", self.pool)
+        # set even when None (Spark's default pool): the callback thread may be one an earlier run's query
+        # used, and a pool it set there would otherwise still hold for this query's jobs
+        df.sparkSession.sparkContext.setLocalProperty("spark.scheduler.pool", self.pool)
         for hook in self.hooks:
             hook.before(self, batch_id)
         released = time.time()
