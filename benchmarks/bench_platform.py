@@ -143,6 +143,7 @@ def run_one(spark, mode: str, seed: int, args, work: Path) -> list[dict]:
     base.mkdir(parents=True)
     if mode == "strata-cells":
         return run_cells(base, seed, args)
+    load = os.getloadavg()[0]
     here = applications(mode)[:1] if spark is not None else ()
     children = {app: launch(base, app, seed, args) for app in applications(mode) if app not in here}
     producers: list = []
@@ -165,8 +166,9 @@ def run_one(spark, mode: str, seed: int, args, work: Path) -> list[dict]:
         for child in children.values():
             if child.poll() is None:
                 child.kill()
-    latency = pd.concat([latency_of(base / f"run-{app}", 0.0) for app in applications(mode)], ignore_index=True)
-    return with_settled([{**r, "mode": mode} for r in rows], mode, latency, args)
+    frames = [latency_of(base / f"run-{app}", 0.0) for app in applications(mode)]
+    latency = pd.concat([f for f in frames if not f.empty] or [pd.DataFrame()], ignore_index=True)
+    return with_settled([{**r, "mode": mode, "load_before": load} for r in rows], mode, latency, args)
 
 
 def run_cells(base: Path, seed: int, args) -> list[dict]:
@@ -267,7 +269,6 @@ def run_jobs(spark, app: str, seed: int, base: Path, epoch: float, args) -> list
         read_limits=STATIC_LIMITS if app == "fair+limits" else {},
         control=replace(RunConfig().control, cap_reads=args.cap_reads),
     )
-    load = os.getloadavg()[0]
     cpu = os.times()
     out = base / f"run-{app}"
     result = run_mode(
@@ -283,7 +284,6 @@ def run_jobs(spark, app: str, seed: int, base: Path, epoch: float, args) -> list
                 **r,
                 "mode": app,
                 "seed": seed,
-                "load_before": load,
                 "python_cpu_s": python_cpu,
                 "died": failures.get(r["job"]),
             }
@@ -298,7 +298,7 @@ def latency_of(run_dir: Path, shift_s: float) -> pd.DataFrame:
     if not path.exists() or path.stat().st_size <= 1:
         return pd.DataFrame()
     frame = pd.read_csv(path)
-    return frame.assign(event_s=frame["event_s"] + shift_s) if not frame.empty else frame
+    return frame.assign(event_s=frame["event_s"] + shift_s) if not frame.empty else pd.DataFrame()
 
 
 def steady(latency: pd.DataFrame, scenario: Scenario, settle_s: float, horizon_s: float) -> dict[str, dict]:
@@ -389,6 +389,11 @@ BADNESS = {
 }
 
 
+def _parts(value) -> tuple:
+    """A figure's parts: a (baseline, Strata) pair's two, or the one value."""
+    return value if isinstance(value, tuple) else (value,)
+
+
 def worst(ratios: list[dict]) -> list[dict]:
     """Per Strata mode and baseline, the worst seed's value of each figure (:data:`BADNESS`; a figure missing on
     a seed is skipped), and in ``seeds`` which seed gave it; ``floor_p99`` is that of the worst p99 ratio's
@@ -408,11 +413,6 @@ def worst(ratios: list[dict]) -> list[dict]:
     return out
 
 
-def _parts(value) -> tuple:
-    """A figure's parts: a (baseline, Strata) pair's two, or the one value."""
-    return value if isinstance(value, tuple) else (value,)
-
-
 def fmt(x, spec: str) -> str:
     return "–" if x is None or x != x else format(x, spec)
 
@@ -422,7 +422,7 @@ def print_tables(rows: list[dict], ratios: list[dict], args) -> None:
     title = f"platform ({args.protocol}): {args.duration:g} s, rate {args.rate:g}/s × {args.burst:g} bursts, local[2]"
     table = Table(title=title)
     columns = ("seed", "mode", "job", "outputs", "p50 s", "p99 s", "misses", "rows/s", "importance")
-    for col in (*columns, f"settled ≥{args.settle:g} s: p99 s", "misses", "importance"):
+    for col in (*columns, f"settled ≥{args.settle:g} s: outputs", "p99 s", "misses", "importance"):
         table.add_column(col, justify="left" if col in ("mode", "job") else "right")
     for r in rows:
         table.add_row(
@@ -435,11 +435,12 @@ def print_tables(rows: list[dict], ratios: list[dict], args) -> None:
             str(r["misses"]),
             fmt(r["throughput"], ".0f"),
             fmt(r["importance"], ".1f"),
+            str(r["outputs_settled"]),
             fmt(r["p99_settled_s"], ".2f"),
             str(r["misses_settled"]),
             fmt(r["importance_settled"], ".1f"),
         )
-    console = Console()
+    console = Console(width=None if sys.stdout.isatty() else 220)  # a log keeps every column whole
     console.print(table)
     versus = Table(
         title=f"{CRITICAL} (critical) and the bulk queries: each baseline against Strata; whole run and settled "
