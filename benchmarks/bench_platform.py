@@ -40,10 +40,12 @@ In every mode the producers start when the mode's applications are up (each sess
 order of the modes is reversed on every other seed, as whoever runs last gains from a machine that keeps
 warming up.
 
-Measured: each job's outputs with event time in the run's horizon (the whole run: the headline), and beside
-them the same counting only outputs whose event time is at least ``--settle`` s (default 20) after the
-producers' epoch (``settled``: the steady state after start-up, the same cut for every mode; for
-``strata-cells`` its event times are moved from its own sources' epoch to the producers').
+Measured on the same windows for every mode, on the producers' clock (``strata-cells``' times are moved from its
+own sources' epoch to the producers'): the whole run (the headline) counts each job's outputs with event time
+from the epoch to ``--duration`` less 4 s delivered by ``--duration`` (p50, p99, misses, on-time importance)
+and the input rows its batches committed by then per second; beside it the settled figures count only outputs
+of event time at least ``--settle`` s (default 20) after the epoch and rows committed from then on (the steady
+state after start-up). Each run's own figures (to its own stop) are kept in the JSON as ``<figure>_own``.
 
 Usage: ``.venv/bin/python benchmarks/bench_platform.py [--duration 60] [--seeds 1 2 3] [--rate 300]``. Prints a
 table; writes ``benchmarks/results/platform.json``. Timing-dependent: the load average is recorded.
@@ -166,9 +168,11 @@ def run_one(spark, mode: str, seed: int, args, work: Path) -> list[dict]:
         for child in children.values():
             if child.poll() is None:
                 child.kill()
-    frames = [latency_of(base / f"run-{app}", 0.0) for app in applications(mode)]
-    latency = pd.concat([f for f in frames if not f.empty] or [pd.DataFrame()], ignore_index=True)
-    return with_settled([{**r, "mode": mode, "load_before": load} for r in rows], mode, latency, args)
+    tables = [metrics_of(base / f"run-{app}", 0.0) for app in applications(mode)]
+    latency, batches = (
+        pd.concat([t[i] for t in tables if not t[i].empty] or [pd.DataFrame()], ignore_index=True) for i in (0, 1)
+    )
+    return on_common_windows([{**r, "mode": mode, "load_before": load} for r in rows], mode, latency, batches, args)
 
 
 def run_cells(base: Path, seed: int, args) -> list[dict]:
@@ -207,7 +211,7 @@ def run_cells(base: Path, seed: int, args) -> list[dict]:
         for r in measured
     ]
     own_epoch = float(json.loads((out / "strata" / "run.json").read_text())["epoch"])  # its sources' epoch
-    return with_settled(rows, "strata-cells", latency_of(out, own_epoch - epoch), args)
+    return on_common_windows(rows, "strata-cells", *metrics_of(out, own_epoch - epoch), args)
 
 
 def launch(base: Path, app: str, seed: int, args) -> subprocess.Popen:
@@ -291,43 +295,67 @@ def run_jobs(spark, app: str, seed: int, base: Path, epoch: float, args) -> list
     return rows
 
 
-def latency_of(run_dir: Path, shift_s: float) -> pd.DataFrame:
-    """A run directory's per-output latencies (``metrics/latency.csv``), event times moved by ``shift_s`` (the
-    run's own sources' epoch less the producers')."""
-    path = run_dir / "metrics" / "latency.csv"
-    if not path.exists() or path.stat().st_size <= 1:
-        return pd.DataFrame()
-    frame = pd.read_csv(path)
-    return frame.assign(event_s=frame["event_s"] + shift_s) if not frame.empty else pd.DataFrame()
+def metrics_of(run_dir: Path, shift_s: float) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """A run directory's per-output latencies and per-batch rows (``metrics/latency.csv``, ``batches.csv``), their
+    times moved by ``shift_s`` (the run's own sources' epoch less the producers')."""
+    tables = []
+    for name, column in (("latency", "event_s"), ("batches", "t_finished")):
+        path = run_dir / "metrics" / f"{name}.csv"
+        frame = pd.read_csv(path) if path.exists() and path.stat().st_size > 1 else pd.DataFrame()
+        tables.append(frame.assign(**{column: frame[column] + shift_s}) if not frame.empty else pd.DataFrame())
+    return tables[0], tables[1]
 
 
-def steady(latency: pd.DataFrame, scenario: Scenario, settle_s: float, horizon_s: float) -> dict[str, dict]:
-    """Per job of ``scenario``, its outputs with event time in [``settle_s``, ``horizon_s``) after the producers'
-    epoch (``latency``: one row per output, as ``metrics/latency.csv`` holds them): their count, p99, misses
-    and on-time importance (:func:`strata.spark.measure.job_summary` over that window)."""
+def window_figures(
+    latency: pd.DataFrame, batches: pd.DataFrame, scenario: Scenario, start_s: float, horizon_s: float, stop_s: float
+) -> dict[str, dict]:
+    """Per job of ``scenario``, what a window measured (times in seconds from the producers' epoch): the outputs
+    with event time in [``start_s``, ``horizon_s``) delivered by ``stop_s`` (count, p50, p99, misses, on-time
+    importance) and the input rows its batches committed from ``start_s`` to ``stop_s`` per second;
+    :func:`strata.spark.measure.job_summary` over that window. ``latency`` and ``batches``: as ``metrics/``
+    holds them."""
     if latency.empty:
         latency = pd.DataFrame(columns=["job", "event_s", "latency_s", "template", "delivered"])
-    window = latency.assign(mode="settled", event_s=latency["event_s"] - settle_s)
+    if not batches.empty:
+        batches = batches[(batches["t_finished"] >= start_s) & (batches["t_finished"] <= stop_s)]
+        batches = batches.assign(mode="window")
+    by_stop = ~latency["delivered"].astype(bool) | (latency["event_s"] + latency["latency_s"] <= stop_s)
+    window = latency[by_stop].assign(mode="window", event_s=lambda f: f["event_s"] - start_s)
     measured = job_summary(
-        window, pd.DataFrame(), pd.DataFrame(), scenario, "settled", max(0.0, horizon_s - settle_s), 1.0
+        window, batches, pd.DataFrame(), scenario, "window", max(0.0, horizon_s - start_s), stop_s - start_s
     )
-    return {
-        r["job"]: {
-            "outputs_settled": r["outputs"],
-            "p99_settled_s": r["p99_s"],
-            "misses_settled": r["misses"],
-            "importance_settled": r["importance"],
-        }
-        for r in measured
-    }
+    return {r["job"]: r for r in measured}
 
 
-def with_settled(rows: list[dict], mode: str, latency: pd.DataFrame, args) -> list[dict]:
-    """``rows`` (one per job of ``mode``) with their settled figures (:func:`steady`, from ``--settle`` on)."""
+WHOLE = ("outputs", "delivered", "p50_s", "p99_s", "misses", "miss_rate", "throughput", "importance")
+SETTLED = {
+    "outputs": "outputs_settled",
+    "p99_s": "p99_settled_s",
+    "misses": "misses_settled",
+    "throughput": "throughput_settled",
+    "importance": "importance_settled",
+}
+
+
+def on_common_windows(rows: list[dict], mode: str, latency: pd.DataFrame, batches: pd.DataFrame, args) -> list[dict]:
+    """``rows`` (one per job of ``mode``) measured on the windows every mode shares (:func:`window_figures`: from
+    the producers' epoch, delivered or committed by ``--duration``): the whole run (event time from 0) in place
+    of the run's own figures, kept as ``<figure>_own`` (those count to the run's own stop: for the in-process
+    modes the batches that finish while the queries stop, for ``strata-cells`` its own epoch and a stop that
+    comes as late as its start-up), and beside it the settled one (event time from ``--settle``)."""
     ids = {j.id for app in applications(mode) for j in jobs_of(app)}
     scenario = with_python_jobs([j for j in load_jobs(JOBS) if j.id in ids], [], "platform")
-    settled = steady(latency, scenario, args.settle, horizon_of(args))
-    return [{**r, **settled[r["job"]]} for r in rows]
+    whole = window_figures(latency, batches, scenario, 0.0, horizon_of(args), args.duration)
+    settled = window_figures(latency, batches, scenario, args.settle, horizon_of(args), args.duration)
+    return [
+        {
+            **r,
+            **{f"{k}_own": r[k] for k in WHOLE},
+            **{k: whole[r["job"]][k] for k in WHOLE},
+            **{name: settled[r["job"]][k] for k, name in SETTLED.items()},
+        }
+        for r in rows
+    ]
 
 
 def summary(rows: list[dict]) -> list[dict]:
@@ -340,8 +368,11 @@ def summary(rows: list[dict]) -> list[dict]:
         def of(mode: str, job: str, key: str, mine=mine):
             return next((r[key] for r in mine if r["mode"] == mode and r["job"] == job), None)
 
-        def bulk(mode: str, mine=mine) -> float:
-            return sum(r["throughput"] or 0.0 for r in mine if r["mode"] == mode and r["job"] != CRITICAL)
+        def bulk(mode: str, key: str, mine=mine) -> float:
+            return sum(r[key] or 0.0 for r in mine if r["mode"] == mode and r["job"] != CRITICAL)
+
+        def share(base: str, mine_mode: str, key: str) -> float | None:
+            return bulk(mine_mode, key) / bulk(base, key) if bulk(base, key) else None
 
         def total(mode: str, key: str, mine=mine) -> float:
             return sum(r[key] or 0.0 for r in mine if r["mode"] == mode)
@@ -364,7 +395,8 @@ def summary(rows: list[dict]) -> list[dict]:
                             of(base, CRITICAL, "misses_settled"),
                             of(mine_mode, CRITICAL, "misses_settled"),
                         ),
-                        "bulk_share": bulk(mine_mode) / bulk(base) if bulk(base) else None,
+                        "bulk_share": share(base, mine_mode, "throughput"),
+                        "bulk_share_settled": share(base, mine_mode, "throughput_settled"),
                         "importance": (total(base, "importance"), total(mine_mode, "importance")),
                         "importance_settled": (
                             total(base, "importance_settled"),
@@ -382,6 +414,7 @@ BADNESS = {
     "p99_ratio": lambda x: -x,
     "p99_settled_ratio": lambda x: -x,
     "bulk_share": lambda x: -x,
+    "bulk_share_settled": lambda x: -x,
     "misses": lambda pair: pair[1] - pair[0],
     "misses_settled": lambda pair: pair[1] - pair[0],
     "importance": lambda pair: pair[0] - pair[1],
@@ -422,7 +455,7 @@ def print_tables(rows: list[dict], ratios: list[dict], args) -> None:
     title = f"platform ({args.protocol}): {args.duration:g} s, rate {args.rate:g}/s × {args.burst:g} bursts, local[2]"
     table = Table(title=title)
     columns = ("seed", "mode", "job", "outputs", "p50 s", "p99 s", "misses", "rows/s", "importance")
-    for col in (*columns, f"settled ≥{args.settle:g} s: outputs", "p99 s", "misses", "importance"):
+    for col in (*columns, f"settled ≥{args.settle:g} s: outputs", "p99 s", "misses", "rows/s", "importance"):
         table.add_column(col, justify="left" if col in ("mode", "job") else "right")
     for r in rows:
         table.add_row(
@@ -438,6 +471,7 @@ def print_tables(rows: list[dict], ratios: list[dict], args) -> None:
             str(r["outputs_settled"]),
             fmt(r["p99_settled_s"], ".2f"),
             str(r["misses_settled"]),
+            fmt(r["throughput_settled"], ".0f"),
             fmt(r["importance_settled"], ".1f"),
         )
     console = Console(width=None if sys.stdout.isatty() else 220)  # a log keeps every column whole
@@ -448,8 +482,9 @@ def print_tables(rows: list[dict], ratios: list[dict], args) -> None:
     )
     for col in ("seed", "Strata as", "baseline", "p99 ÷ Strata's", "settled", "misses (base / Strata)", "settled"):
         versus.add_column(col, justify="left" if col in ("Strata as", "baseline") else "right")
-    for col in ("bulk rows/s: Strata ÷ base", "importance (base / Strata)", "settled", f"{CRITICAL} alone p99 s"):
+    for col in ("bulk rows/s: Strata ÷ base", "settled", "importance (base / Strata)", "settled"):
         versus.add_column(col, justify="right")
+    versus.add_column(f"{CRITICAL} alone p99 s", justify="right")
 
     def cell(r: dict, key: str, text: str) -> str:
         seeds = r.get("seeds")
@@ -468,6 +503,7 @@ def print_tables(rows: list[dict], ratios: list[dict], args) -> None:
             pair(r, "misses", ""),
             pair(r, "misses_settled", ""),
             cell(r, "bulk_share", fmt(r["bulk_share"], ".2f")),
+            cell(r, "bulk_share_settled", fmt(r["bulk_share_settled"], ".2f")),
             pair(r, "importance", ".1f"),
             pair(r, "importance_settled", ".1f"),
             fmt(r["floor_p99"], ".2f"),

@@ -1,4 +1,4 @@
-"""bench_platform's pure parts: the modes' order across seeds, the settled window, each pair's worst seed."""
+"""bench_platform's pure parts: the modes' order across seeds, a measured window, each pair's worst seed."""
 
 from __future__ import annotations
 
@@ -28,27 +28,30 @@ def test_every_other_seed_runs_the_modes_in_reverse(bench):
     assert bench.order_of(modes, 2) == modes
 
 
-def test_settled_figures_count_only_outputs_from_the_settle_time_to_the_horizon(bench):
+def test_a_window_counts_outputs_from_its_start_to_the_horizon_delivered_by_the_stop(bench):
     scenario = with_python_jobs(bench.jobs_of("alone"), [], "platform")  # alerts: target 2 s, weight 100
     latency = pd.DataFrame(
         {
             "job": "alerts",
-            "event_s": [5.0, 21.0, 22.0, 30.0, 50.0, 57.0],  # 5 s: start-up; 57 s: past the horizon
-            "latency_s": [10.0, 0.5, 3.0, 1.0, 1.0, 0.2],
+            # 5 s: start-up; 55 s: delivered after the stop (60 s); 57 s: past the horizon (56 s)
+            "event_s": [5.0, 21.0, 22.0, 30.0, 50.0, 55.0, 57.0],
+            "latency_s": [10.0, 0.5, 3.0, 1.0, 1.0, 5.5, 0.2],
             "template": "udf_filter",
             "delivered": True,
         }
     )
-    settled = bench.steady(latency, scenario, 20.0, 56.0)["alerts"]
-    assert settled["outputs_settled"] == 4
-    assert settled["misses_settled"] == 1
-    assert settled["p99_settled_s"] == pytest.approx(1.0 + 0.97 * 2.0)  # between 1.0 and 3.0 of [0.5, 1, 1, 3]
-    assert settled["importance_settled"] == pytest.approx(100.0 * 3 / 36.0)  # on time per second of the window
-    whole = bench.steady(latency, scenario, 0.0, 56.0)["alerts"]
-    assert (whole["outputs_settled"], whole["misses_settled"]) == (5, 2)
-    assert whole["importance_settled"] == pytest.approx(100.0 * 3 / 56.0)
-    nothing = bench.steady(pd.DataFrame(), scenario, 20.0, 56.0)["alerts"]
-    assert (nothing["outputs_settled"], nothing["p99_settled_s"], nothing["importance_settled"]) == (0, None, 0.0)
+    batches = pd.DataFrame({"job": "alerts", "t_finished": [15.0, 25.0, 59.0, 61.0], "rows_in": [100, 200, 300, 400]})
+    settled = bench.window_figures(latency, batches, scenario, 20.0, 56.0, 60.0)["alerts"]
+    assert (settled["outputs"], settled["misses"]) == (4, 1)
+    assert settled["p99_s"] == pytest.approx(1.0 + 0.97 * 2.0)  # between 1.0 and 3.0 of [0.5, 1, 1, 3]
+    assert settled["importance"] == pytest.approx(100.0 * 3 / 36.0)  # on time per second of the window
+    assert settled["throughput"] == pytest.approx((200 + 300) / 40.0)  # committed from 20 s to the stop
+    whole = bench.window_figures(latency, batches, scenario, 0.0, 56.0, 60.0)["alerts"]
+    assert (whole["outputs"], whole["misses"]) == (5, 2)
+    assert whole["importance"] == pytest.approx(100.0 * 3 / 56.0)
+    assert whole["throughput"] == pytest.approx(600 / 60.0)
+    nothing = bench.window_figures(pd.DataFrame(), pd.DataFrame(), scenario, 20.0, 56.0, 60.0)["alerts"]
+    assert (nothing["outputs"], nothing["p99_s"], nothing["importance"], nothing["throughput"]) == (0, None, 0.0, 0.0)
 
 
 def test_the_worst_seed_is_picked_per_figure_for_strata(bench):
@@ -62,6 +65,7 @@ def test_the_worst_seed_is_picked_per_figure_for_strata(bench):
             "misses": misses,
             "misses_settled": (None, 0),
             "bulk_share": share,
+            "bulk_share_settled": share,
             "importance": importance,
             "importance_settled": importance,
             "floor_p99": floor,
@@ -78,5 +82,6 @@ def test_the_worst_seed_is_picked_per_figure_for_strata(bench):
     assert (row["p99_settled_ratio"], row["seeds"]["p99_settled_ratio"]) == (1.5, 1)  # seed 2 measured none
     assert (row["misses"], row["seeds"]["misses"]) == ((0, 5), 2)
     assert (row["bulk_share"], row["seeds"]["bulk_share"]) == (0.9, 3)
+    assert (row["bulk_share_settled"], row["seeds"]["bulk_share_settled"]) == (0.9, 3)
     assert (row["importance"], row["seeds"]["importance"]) == ((1000.0, 950.0), 2)
     assert (row["misses_settled"], row["seeds"]["misses_settled"]) == (None, None)
