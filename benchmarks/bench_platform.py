@@ -278,7 +278,7 @@ def run_jobs(spark, app: str, seed: int, base: Path, epoch: float, args) -> list
     result = run_mode(
         spark, scenario, "strata" if app in CONTROLLED else "baseline", out, config, epoch, epoch + args.duration
     )
-    python_cpu = sum(os.times()[:2]) - sum(cpu[:2])  # this process: Strata's loop, the producers, py4j calls
+    python_cpu = sum(os.times()[:2]) - sum(cpu[:2])  # this process: Strata's loop, py4j calls (warm: the producers)
     measured = collect([result], scenario, horizon_of(args), spark, out, {"config": {}}, {})
     failures = result.engine.failures()
     rows = []
