@@ -360,7 +360,8 @@ def on_common_windows(rows: list[dict], mode: str, latency: pd.DataFrame, batche
 
 def summary(rows: list[dict]) -> list[dict]:
     """Per seed and baseline: the critical query's p99 and misses over Strata's, Strata's bulk throughput over
-    the baseline's, and both total importances; whole run and settled."""
+    the baseline's, both total importances, and the critical query's p99 alone (the floor); whole run and
+    settled."""
     out = []
     for seed in sorted({r["seed"] for r in rows}):
         mine = [r for r in rows if r["seed"] == seed]
@@ -402,7 +403,7 @@ def summary(rows: list[dict]) -> list[dict]:
                             total(base, "importance_settled"),
                             total(mine_mode, "importance_settled"),
                         ),
-                        "floor_p99": of("alone", CRITICAL, "p99_s"),
+                        "floor_p99": (of("alone", CRITICAL, "p99_s"), of("alone", CRITICAL, "p99_settled_s")),
                     }
                 )
     return out
@@ -429,8 +430,8 @@ def _parts(value) -> tuple:
 
 def worst(ratios: list[dict]) -> list[dict]:
     """Per Strata mode and baseline, the worst seed's value of each figure (:data:`BADNESS`; a figure missing on
-    a seed is skipped), and in ``seeds`` which seed gave it; ``floor_p99`` is that of the worst p99 ratio's
-    seed."""
+    a seed is skipped), and in ``seeds`` which seed gave it; ``floor_p99``: the alert query's p99 alone on the
+    seed of the worst p99 ratio, whole run and settled."""
     out = []
     for pair in dict.fromkeys((r["strata"], r["baseline"]) for r in ratios):
         mine = [r for r in ratios if (r["strata"], r["baseline"]) == pair]
@@ -440,8 +441,10 @@ def worst(ratios: list[dict]) -> list[dict]:
             pick = max(known, key=lambda r, key=key, bad=bad: bad(r[key]), default=None)
             row[key] = pick[key] if pick is not None else None
             row["seeds"][key] = pick["seed"] if pick is not None else None
-        p99_seed = row["seeds"]["p99_ratio"]
-        row["floor_p99"] = next((r["floor_p99"] for r in mine if r["seed"] == p99_seed), None)
+        row["floor_p99"] = tuple(
+            next((r["floor_p99"][i] for r in mine if r["seed"] == row["seeds"][key]), None)
+            for i, key in enumerate(("p99_ratio", "p99_settled_ratio"))
+        )
         out.append(row)
     return out
 
@@ -484,7 +487,7 @@ def print_tables(rows: list[dict], ratios: list[dict], args) -> None:
         versus.add_column(col, justify="left" if col in ("Strata as", "baseline") else "right")
     for col in ("bulk rows/s: Strata ÷ base", "settled", "importance (base / Strata)", "settled"):
         versus.add_column(col, justify="right")
-    versus.add_column(f"{CRITICAL} alone p99 s", justify="right")
+    versus.add_column(f"{CRITICAL} alone p99 s (settled)", justify="right")
 
     def cell(r: dict, key: str, text: str) -> str:
         seeds = r.get("seeds")
@@ -506,7 +509,7 @@ def print_tables(rows: list[dict], ratios: list[dict], args) -> None:
             cell(r, "bulk_share_settled", fmt(r["bulk_share_settled"], ".2f")),
             pair(r, "importance", ".1f"),
             pair(r, "importance_settled", ".1f"),
-            fmt(r["floor_p99"], ".2f"),
+            " / ".join(fmt(x, ".2f") for x in r["floor_p99"]),
         )
     console.print(versus)
 
