@@ -4,8 +4,7 @@ The queries are ``examples/platform/jobs.py`` as a Spark team wrote them: an ale
 (rank 1, target 2 s), two chained window aggregations, a stream–stream join of clicks and impressions,
 sessionization over Zipf-skewed users, a pandas-UDF scoring model, and a job reading the chained aggregation's
 output (a shared stream). They read directories that :mod:`strata.runners.producer` fills at seeded, bursty
-rates (the same records in every mode). The modes, one after the other in one session, each on a fresh copy of
-the input:
+rates (the same records in every mode), each mode on a fresh copy of the input. The modes:
 
 - ``alone``: the alert query by itself on plain Spark: the floor no scheduler can go below on this machine;
 - ``fifo``: plain Spark, one pool (FIFO inside it), as it comes;
@@ -17,22 +16,43 @@ the input:
   Spark application of its own, the other queries in a second application (FAIR pools by hand) started at
   ``nice`` +10 (``--bulk-nice``), so the operating system gives the alert query's JVM and Python workers the
   cores first whenever it has work; both read the same input directories;
-- ``strata``: Strata in control (admission, pools, the gate, learned costs; with ``--cap-reads`` also L0's rate
-  caps as read limits, each change a restart).
+- ``strata``: Strata in control of one application (admission, pools, the gate, learned costs; with
+  ``--cap-reads`` also L0's rate caps as read limits, each change a restart);
 - ``strata+dedicated``: the dedicated deployment with Strata in control of each application, as
-  ``strata run jobs.py --dedicate alerts`` made it before cells (the alert query in a child application at
-  normal priority, the others under ``nice`` +10; here the roles of parent and child are swapped so that this
-  process keeps the producers).
+  ``strata run jobs.py --dedicate alerts`` made it before cells (the alert query's application at normal
+  priority, the others' under ``nice`` +10);
 - ``strata-cells``: the default command, ``strata run jobs.py``, as a user runs it (a child process): L0 places
-  the queries onto cells (Spark applications with OS-enforced CPU shares) under one hierarchy. The producers
-  start once its cells are up (its ``▸ cells`` line), so its start-up is not a backlog; its own run directory's
-  metrics give its rows (its sources' epoch is its own, within a second of the producers').
+  the queries onto cells (Spark applications with OS-enforced CPU shares) under one hierarchy; its own run
+  directory's metrics give its rows.
 
-Usage: ``.venv/bin/python benchmarks/bench_platform.py [--duration 60] [--seeds 1] [--rate 300]``. Prints a
+Protocol (``--protocol``). ``cold`` (the default): every mode runs as a user starts it. Each application is a
+fresh process (this script re-invoked with ``--serve``) that builds its own SparkSession and runs no warm-up;
+a dedicated mode's two applications start together, both cold. ``warm`` (for comparison with earlier
+figures): a mode's first application runs in this script's own session after a 15 s warm-up run of the alert
+query, and a dedicated mode's second application runs a 15 s warm-up of its own queries before the epoch, so
+they start with JIT-compiled code and warm Python workers. ``strata-cells`` cannot be warm: the default
+command starts fresh applications by what it is, so it runs cold under both protocols and a warm comparison
+against it favours the baselines.
+
+In every mode the producers start when the mode's applications are up (each session built; for
+``strata-cells`` its ``▸ cells`` line), from an epoch 3 s ahead, and the queries start 0.5 s after it
+(``strata-cells`` starts its own at once, on the empty directories). Seeds run one after the other; the
+order of the modes is reversed on every other seed, as whoever runs last gains from a machine that keeps
+warming up.
+
+Measured on the same windows for every mode, on the producers' clock (``strata-cells``' times are moved from its
+own sources' epoch to the producers'): the whole run (the headline) counts each job's outputs with event time
+from the epoch to ``--duration`` less 4 s delivered by ``--duration`` (p50, p99, misses, on-time importance)
+and the input rows its batches committed by then per second; beside it the settled figures count only outputs
+of event time at least ``--settle`` s (default 20) after the epoch and rows committed from then on (the steady
+state after start-up). Each run's own figures (to its own stop) are kept in the JSON as ``<figure>_own``.
+
+Usage: ``.venv/bin/python benchmarks/bench_platform.py [--duration 60] [--seeds 1 2 3] [--rate 300]``. Prints a
 table; writes ``benchmarks/results/platform.json``. Timing-dependent: the load average is recorded.
-User queries are timed at their sinks, not verified here (the tests verify them). The summary gives, per seed,
-the alert query's p99 and misses as ratios of each baseline's to Strata's, the bulk queries' summed throughput
-as Strata's share of each baseline's, and total importance.
+User queries are timed at their sinks, not verified here (the tests verify them). The summary gives, per seed
+and then the worst seed for each figure, the alert query's p99 and misses as ratios of each baseline's to
+Strata's, the bulk queries' summed throughput as Strata's share of each baseline's, and total importance;
+whole run and settled.
 """
 
 from __future__ import annotations
@@ -51,12 +71,13 @@ import pandas as pd
 from rich.console import Console
 from rich.table import Table
 
-from strata.model import SourceSpec
+from strata.model import Scenario, SourceSpec
 from strata.model.user import load_jobs, with_python_jobs
 from strata.protocol.units import POOLS
+from strata.runners.live import DRAIN_S
 from strata.runners.producer import platform_input
 from strata.runners.spark_loop import RunConfig, hand_pools, run_mode
-from strata.spark.measure import collect
+from strata.spark.measure import collect, job_summary
 
 ROOT = Path(__file__).resolve().parents[1]
 JOBS = ROOT / "src" / "strata" / "examples" / "platform" / "jobs.py"
@@ -64,6 +85,7 @@ RESULTS = ROOT / "benchmarks" / "results" / "platform.json"
 CRITICAL = "alerts"
 STATIC_LIMITS = {"active_users": 2, "attributed_clicks": 2, "sessions": 2, "enriched": 2}
 MODES = ("alone", "fifo", "fair", "fair+limits", "dedicated", "strata", "strata+dedicated", "strata-cells")
+COMPARED = ("alone", "fifo", "fair", "dedicated", "strata", "strata-cells")  # the default --modes
 BASELINES = ("fifo", "fair", "fair+limits", "dedicated")
 STRATA = ("strata", "strata+dedicated", "strata-cells")
 CELLS_READY = "▸ cells ("  # what `strata run` prints once its cells are up, before its loop starts
@@ -71,17 +93,35 @@ CELLS_READY = "▸ cells ("  # what `strata run` prints once its cells are up, b
 # pools by hand or under Strata
 BULK = {"dedicated": "bulk", "strata+dedicated": "strata-bulk"}
 CONTROLLED = ("strata", "strata+dedicated", "strata-bulk")
+WARM_UP_S = 15.0  # the warm protocol's warm-up run
 
 
-def jobs_of(mode: str) -> list:
-    """The declared jobs a mode runs in this process: the critical one alone, the others (a dedicated
-    deployment's second application), or all of them."""
+def applications(mode: str) -> tuple[str, ...]:
+    """The Spark applications a mode runs, named as the modes :func:`serve` runs: a dedicated deployment's two
+    (the alert query's, then the others'), else the mode's one."""
+    return (mode, BULK[mode]) if mode in BULK else (mode,)
+
+
+def jobs_of(app: str) -> list:
+    """The declared jobs one application runs: the critical one alone, the others (a dedicated deployment's
+    second application), or all of them."""
     declared = load_jobs(JOBS)
-    if mode == "alone" or mode in BULK:
+    if app == "alone" or app in BULK:
         return [j for j in declared if j.id == CRITICAL]
-    if mode in BULK.values():
+    if app in BULK.values():
         return [j for j in declared if j.id != CRITICAL]
     return declared
+
+
+def order_of(modes: list[str], index: int) -> list[str]:
+    """The order in which the ``index``-th seed (0, 1, …) runs the modes: as given, reversed on every other seed
+    (the JVM and the machine keep warming up, and whoever runs last gains)."""
+    return list(modes) if index % 2 == 0 else list(reversed(modes))
+
+
+def horizon_of(args) -> float:
+    """The event time measured (seconds after the producers' epoch): the run less its drain."""
+    return max(0.0, args.duration - DRAIN_S)
 
 
 def start_input(base: Path, seed: int, args) -> tuple[float, list]:
@@ -97,31 +137,42 @@ def start_input(base: Path, seed: int, args) -> tuple[float, list]:
 
 
 def run_one(spark, mode: str, seed: int, args, work: Path) -> list[dict]:
-    """One mode on a fresh input directory filled in real time from the same seeded source. A dedicated mode
-    runs its bulk queries in a second Spark application (:func:`bulk_application`) on the same input."""
+    """One mode on a fresh input directory filled in real time from the same seeded source, once its
+    applications are up. ``spark``: this script's session, which runs the mode's first application (warm
+    protocol), or None: every application a process of its own (:func:`launch`; cold protocol)."""
     base = work / f"{mode}-{seed}"
     shutil.rmtree(base, ignore_errors=True)
     base.mkdir(parents=True)
     if mode == "strata-cells":
         return run_cells(base, seed, args)
-    bulk = None
-    if mode in BULK:
-        bulk = bulk_application(base, seed, BULK[mode], args)
-    epoch, producers = start_input(base, seed, args)
-    if bulk is not None:  # written whole, then renamed: the second application polls for it
-        (base / "go.tmp").write_text(repr(epoch))
-        (base / "go.tmp").rename(base / "go")
-    time.sleep(3.5)  # the first files exist, so every query can start
+    load = os.getloadavg()[0]
+    here = applications(mode)[:1] if spark is not None else ()
+    children = {app: launch(base, app, seed, args) for app in applications(mode) if app not in here}
+    producers: list = []
     try:
-        rows = run_jobs(spark, mode, seed, base, epoch, args)
+        wait_ready(base, children)
+        epoch, producers = start_input(base, seed, args)
+        (base / "go.tmp").write_text(repr(epoch))  # written whole, then renamed: the applications poll for it
+        (base / "go.tmp").rename(base / "go")
+        rows = []
+        if here:
+            time.sleep(max(0.0, epoch + 0.5 - time.time()))  # the first files exist, so every query can start
+            rows = run_jobs(spark, here[0], seed, base, epoch, args)
+        for app, child in children.items():
+            if child.wait(timeout=args.duration + 300) != 0:
+                raise RuntimeError(f"{mode}: the application {app} failed: see {base / f'{app}.log'}")
+            rows += json.loads((base / f"{app}.json").read_text())
     finally:
         for p in producers:
             p.stop()
-    if bulk is not None:
-        if bulk.wait(timeout=args.duration + 300) != 0:
-            raise RuntimeError(f"the dedicated mode's bulk application failed: see {base / 'bulk.log'}")
-        rows += [{**r, "mode": mode} for r in json.loads((base / "bulk.json").read_text())]
-    return rows
+        for child in children.values():
+            if child.poll() is None:
+                child.kill()
+    tables = [metrics_of(base / f"run-{app}", 0.0) for app in applications(mode)]
+    latency, batches = (
+        pd.concat([t[i] for t in tables if not t[i].empty] or [pd.DataFrame()], ignore_index=True) for i in (0, 1)
+    )
+    return on_common_windows([{**r, "mode": mode, "load_before": load} for r in rows], mode, latency, batches, args)
 
 
 def run_cells(base: Path, seed: int, args) -> list[dict]:
@@ -131,20 +182,21 @@ def run_cells(base: Path, seed: int, args) -> list[dict]:
         raise SystemExit("--cap-reads: not a knob of the default command; run strata-cells without it")
     for name in ("events", "clicks"):  # platform_input's directories, empty: the queries are analysed on them
         (base / "input" / name).mkdir(parents=True)
-    log = (base / "cells.log").open("w")
+    out = base / "run-strata-cells"
+    log = (base / "strata-cells.log").open("w")
     load = os.getloadavg()[0]
-    command = [sys.executable, "-m", "strata", "run", str(JOBS), "--out", str(base / "run")]
+    command = [sys.executable, "-m", "strata", "run", str(JOBS), "--out", str(out)]
     command += ["--duration", str(args.duration + 3.5)]
     child = subprocess.Popen(
         command, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "STRATA_INPUT": str(base / "input")}
     )
     deadline = time.time() + 300
-    while CELLS_READY not in (base / "cells.log").read_text(errors="replace"):
+    while CELLS_READY not in (base / "strata-cells.log").read_text(errors="replace"):
         if child.poll() is not None or time.time() > deadline:
             child.kill()
-            raise RuntimeError(f"strata-cells did not start its cells: see {base / 'cells.log'}")
+            raise RuntimeError(f"strata-cells did not start its cells: see {base / 'strata-cells.log'}")
         time.sleep(0.2)
-    _, producers = start_input(base, seed, args)
+    epoch, producers = start_input(base, seed, args)
     try:
         code = child.wait(timeout=args.duration + 600)
     finally:
@@ -152,83 +204,90 @@ def run_cells(base: Path, seed: int, args) -> list[dict]:
             p.stop()
         log.close()
     if code not in (0, 1):  # 1: a query died or a sink mismatched, which its rows show
-        raise RuntimeError(f"strata-cells exited {code}: see {base / 'cells.log'}")
-    measured = pd.read_csv(base / "run" / "metrics" / "summary.csv").to_dict("records")
-    return [
+        raise RuntimeError(f"strata-cells exited {code}: see {base / 'strata-cells.log'}")
+    measured = pd.read_csv(out / "metrics" / "summary.csv").to_dict("records")
+    rows = [
         {**r, "mode": "strata-cells", "seed": seed, "load_before": load, "python_cpu_s": None, "died": None}
         for r in measured
     ]
+    own_epoch = float(json.loads((out / "strata" / "run.json").read_text())["epoch"])  # its sources' epoch
+    return on_common_windows(rows, "strata-cells", *metrics_of(out, own_epoch - epoch), args)
 
 
-def bulk_application(base: Path, seed: int, mode: str, args):
-    """Start the dedicated mode's second Spark application (this script with ``--bulk-of``) at ``nice`` +N and
-    return it once its JVM is warm (``base/ready``); it starts its queries when ``base/go`` holds the epoch."""
-    command = [sys.executable, __file__, "--bulk-of", str(base), "--modes", mode, "--seeds", str(seed)]
+def launch(base: Path, app: str, seed: int, args) -> subprocess.Popen:
+    """Start one application of a mode in a process of its own (this script with ``--serve``); a dedicated
+    deployment's second application at ``nice`` +``--bulk-nice``."""
+    command = [sys.executable, __file__, "--serve", str(base), "--modes", app, "--seeds", str(seed)]
     command += ["--duration", str(args.duration), "--rate", str(args.rate), "--burst", str(args.burst)]
-    log = (base / "bulk.log").open("w")
-    child = subprocess.Popen(["nice", "-n", str(args.bulk_nice), *command], stdout=log, stderr=log)
+    command += ["--protocol", args.protocol, *(["--cap-reads"] if args.cap_reads else [])]
+    if app in BULK.values():
+        command = ["nice", "-n", str(args.bulk_nice), *command]
+    log = (base / f"{app}.log").open("w")
+    return subprocess.Popen(command, stdout=log, stderr=log)
+
+
+def wait_ready(base: Path, children: dict[str, subprocess.Popen]) -> None:
+    """Return once every application in ``children`` is up (its ``base/<app>.ready``)."""
     deadline = time.time() + 300
-    while not (base / "ready").exists():
-        if child.poll() is not None or time.time() > deadline:
-            child.kill()
-            raise RuntimeError(f"the dedicated mode's bulk application did not start: see {base / 'bulk.log'}")
-        time.sleep(0.2)
-    return child
+    for app, child in children.items():
+        while not (base / f"{app}.ready").exists():
+            if child.poll() is not None or time.time() > deadline:
+                raise RuntimeError(f"the application {app} did not start: see {base / f'{app}.log'}")
+            time.sleep(0.2)
 
 
-def serve_bulk(base: Path, args) -> None:
-    """A dedicated deployment's second application (mode ``args.modes[0]``): warm up, wait for the epoch, run
-    the bulk queries on ``base/input`` (its producers belong to the first application) and write their rows."""
+def serve(base: Path, args) -> None:
+    """One application (mode ``args.modes[0]``) in a process of its own: build its session (warm protocol: then a
+    warm-up run on input of its own), say it is up (``base/<app>.ready``), wait for the epoch (``base/go``), run
+    its queries on ``base/input`` (the producers belong to the benchmark's process) and write their rows
+    (``base/<app>.json``)."""
     from strata.spark.session import build_session
 
-    spark = build_session("bench-platform-bulk", cores=2, shuffle_partitions=2, pools=POOLS, work_dir=base / "spark")
+    app = args.modes[0]
+    spark = build_session(
+        f"bench-platform-{app}", cores=2, shuffle_partitions=2, pools=POOLS, work_dir=base / f"spark-{app}"
+    )
     spark.sparkContext.setLogLevel("FATAL")
     try:
-        warm = argparse.Namespace(**{**vars(args), "duration": 15.0})
-        run_one(spark, args.modes[0], 0, warm, base / "warmup")
-        (base / "ready").touch()
+        if args.protocol == "warm":
+            run_one(spark, app, 0, argparse.Namespace(**{**vars(args), "duration": WARM_UP_S}), base / "warmup")
+        (base / f"{app}.ready").touch()
         while not (base / "go").exists():
             time.sleep(0.05)
         epoch = float((base / "go").read_text())
         time.sleep(max(0.0, epoch + 0.5 - time.time()))
-        rows = run_jobs(spark, args.modes[0], args.seeds[0], base, epoch, args)
+        rows = run_jobs(spark, app, args.seeds[0], base, epoch, args)
     finally:
         spark.stop()
-    (base / "bulk.json").write_text(json.dumps(rows, default=str))
+    (base / f"{app}.json").write_text(json.dumps(rows, default=str))
 
 
-def run_jobs(spark, mode: str, seed: int, base: Path, epoch: float, args) -> list[dict]:
-    """Run ``mode``'s jobs on ``base/input`` from ``epoch`` for the run's duration; one row per job."""
+def run_jobs(spark, app: str, seed: int, base: Path, epoch: float, args) -> list[dict]:
+    """Run application ``app``'s jobs on ``base/input`` from ``epoch`` for the run's duration, its run directory
+    ``base/run-<app>``; one row per job."""
     os.environ["STRATA_INPUT"] = str(base / "input")  # read by the jobs' file when it is loaded
-    scenario = with_python_jobs(jobs_of(mode), [], "platform")
+    scenario = with_python_jobs(jobs_of(app), [], "platform")
     config = RunConfig(
         sink="parquet",
-        pools=hand_pools(scenario) if mode in ("fair", "fair+limits", "bulk") else {},
-        read_limits=STATIC_LIMITS if mode == "fair+limits" else {},
+        pools=hand_pools(scenario) if app in ("fair", "fair+limits", "bulk") else {},
+        read_limits=STATIC_LIMITS if app == "fair+limits" else {},
         control=replace(RunConfig().control, cap_reads=args.cap_reads),
     )
-    load = os.getloadavg()[0]
     cpu = os.times()
+    out = base / f"run-{app}"
     result = run_mode(
-        spark,
-        scenario,
-        "strata" if mode in CONTROLLED else "baseline",
-        base / "run",
-        config,
-        epoch,
-        epoch + args.duration,
+        spark, scenario, "strata" if app in CONTROLLED else "baseline", out, config, epoch, epoch + args.duration
     )
-    python_cpu = sum(os.times()[:2]) - sum(cpu[:2])  # this process: Strata's loop, the producers, py4j calls
-    measured = collect([result], scenario, max(0.0, args.duration - 4.0), spark, base / "run", {"config": {}}, {})
+    python_cpu = sum(os.times()[:2]) - sum(cpu[:2])  # this process: Strata's loop, py4j calls (warm: the producers)
+    measured = collect([result], scenario, horizon_of(args), spark, out, {"config": {}}, {})
     failures = result.engine.failures()
     rows = []
     for r in measured.summary.to_dict("records"):
         rows.append(
             {
                 **r,
-                "mode": mode,
+                "mode": app,
                 "seed": seed,
-                "load_before": load,
                 "python_cpu_s": python_cpu,
                 "died": failures.get(r["job"]),
             }
@@ -236,9 +295,73 @@ def run_jobs(spark, mode: str, seed: int, base: Path, epoch: float, args) -> lis
     return rows
 
 
+def metrics_of(run_dir: Path, shift_s: float) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """A run directory's per-output latencies and per-batch rows (``metrics/latency.csv``, ``batches.csv``), their
+    times moved by ``shift_s`` (the run's own sources' epoch less the producers')."""
+    tables = []
+    for name, column in (("latency", "event_s"), ("batches", "t_finished")):
+        path = run_dir / "metrics" / f"{name}.csv"
+        frame = pd.read_csv(path) if path.exists() and path.stat().st_size > 1 else pd.DataFrame()
+        tables.append(frame.assign(**{column: frame[column] + shift_s}) if not frame.empty else pd.DataFrame())
+    return tables[0], tables[1]
+
+
+def window_figures(
+    latency: pd.DataFrame, batches: pd.DataFrame, scenario: Scenario, start_s: float, horizon_s: float, stop_s: float
+) -> dict[str, dict]:
+    """Per job of ``scenario``, what a window measured (times in seconds from the producers' epoch): the outputs
+    with event time in [``start_s``, ``horizon_s``) delivered by ``stop_s`` (count, p50, p99, misses, on-time
+    importance) and the input rows its batches committed from ``start_s`` to ``stop_s`` per second;
+    :func:`strata.spark.measure.job_summary` over that window. ``latency`` and ``batches``: as ``metrics/``
+    holds them."""
+    if latency.empty:
+        latency = pd.DataFrame(columns=["job", "event_s", "latency_s", "template", "delivered"])
+    if not batches.empty:
+        batches = batches[(batches["t_finished"] >= start_s) & (batches["t_finished"] <= stop_s)]
+        batches = batches.assign(mode="window")
+    by_stop = ~latency["delivered"].astype(bool) | (latency["event_s"] + latency["latency_s"] <= stop_s)
+    window = latency[by_stop].assign(mode="window", event_s=lambda f: f["event_s"] - start_s)
+    measured = job_summary(
+        window, batches, pd.DataFrame(), scenario, "window", max(0.0, horizon_s - start_s), stop_s - start_s
+    )
+    return {r["job"]: r for r in measured}
+
+
+WHOLE = ("outputs", "delivered", "p50_s", "p99_s", "misses", "miss_rate", "throughput", "importance")
+SETTLED = {
+    "outputs": "outputs_settled",
+    "p99_s": "p99_settled_s",
+    "misses": "misses_settled",
+    "throughput": "throughput_settled",
+    "importance": "importance_settled",
+}
+
+
+def on_common_windows(rows: list[dict], mode: str, latency: pd.DataFrame, batches: pd.DataFrame, args) -> list[dict]:
+    """``rows`` (one per job of ``mode``) measured on the windows every mode shares (:func:`window_figures`: from
+    the producers' epoch, delivered or committed by ``--duration``): the whole run (event time from 0) in place
+    of the run's own figures, kept as ``<figure>_own`` (those count to the run's own stop: for the in-process
+    modes the batches that finish while the queries stop, for ``strata-cells`` its own epoch and a stop that
+    comes as late as its start-up), and beside it the settled one (event time from ``--settle``)."""
+    ids = {j.id for app in applications(mode) for j in jobs_of(app)}
+    scenario = with_python_jobs([j for j in load_jobs(JOBS) if j.id in ids], [], "platform")
+    whole = window_figures(latency, batches, scenario, 0.0, horizon_of(args), args.duration)
+    settled = window_figures(latency, batches, scenario, args.settle, horizon_of(args), args.duration)
+    return [
+        {
+            **r,
+            **{f"{k}_own": r[k] for k in WHOLE},
+            **{k: whole[r["job"]][k] for k in WHOLE},
+            **{name: settled[r["job"]][k] for k, name in SETTLED.items()},
+        }
+        for r in rows
+    ]
+
+
 def summary(rows: list[dict]) -> list[dict]:
     """Per seed and baseline: the critical query's p99 and misses over Strata's, Strata's bulk throughput over
-    the baseline's, and both total importances."""
+    the baseline's, both total importances, and the critical query's p99 alone (the floor); whole run and
+    settled."""
     out = []
     for seed in sorted({r["seed"] for r in rows}):
         mine = [r for r in rows if r["seed"] == seed]
@@ -246,72 +369,97 @@ def summary(rows: list[dict]) -> list[dict]:
         def of(mode: str, job: str, key: str, mine=mine):
             return next((r[key] for r in mine if r["mode"] == mode and r["job"] == job), None)
 
-        def bulk(mode: str, mine=mine) -> float:
-            return sum(r["throughput"] or 0.0 for r in mine if r["mode"] == mode and r["job"] != CRITICAL)
+        def bulk(mode: str, key: str, mine=mine) -> float:
+            return sum(r[key] or 0.0 for r in mine if r["mode"] == mode and r["job"] != CRITICAL)
 
-        def total(mode: str, mine=mine) -> float:
-            return sum(r["importance"] or 0.0 for r in mine if r["mode"] == mode)
+        def share(base: str, mine_mode: str, key: str) -> float | None:
+            return bulk(mine_mode, key) / bulk(base, key) if bulk(base, key) else None
+
+        def total(mode: str, key: str, mine=mine) -> float:
+            return sum(r[key] or 0.0 for r in mine if r["mode"] == mode)
+
+        def ratio(base: str, mine_mode: str, key: str) -> float | None:
+            b, m = of(base, CRITICAL, key), of(mine_mode, CRITICAL, key)
+            return b / m if b and m else None
 
         for mine_mode in (m for m in STRATA if any(r["mode"] == m for r in mine)):
-            p99, misses = of(mine_mode, CRITICAL, "p99_s"), of(mine_mode, CRITICAL, "misses")
             for base in (b for b in BASELINES if any(r["mode"] == b for r in mine)):
-                b99, bmiss = of(base, CRITICAL, "p99_s"), of(base, CRITICAL, "misses")
                 out.append(
                     {
                         "seed": seed,
                         "strata": mine_mode,
                         "baseline": base,
-                        "p99_ratio": b99 / p99 if b99 and p99 else None,
-                        "misses": (bmiss, misses),
-                        "bulk_share": bulk(mine_mode) / bulk(base) if bulk(base) else None,
-                        "importance": (total(base), total(mine_mode)),
-                        "floor_p99": of("alone", CRITICAL, "p99_s"),
+                        "p99_ratio": ratio(base, mine_mode, "p99_s"),
+                        "p99_settled_ratio": ratio(base, mine_mode, "p99_settled_s"),
+                        "misses": (of(base, CRITICAL, "misses"), of(mine_mode, CRITICAL, "misses")),
+                        "misses_settled": (
+                            of(base, CRITICAL, "misses_settled"),
+                            of(mine_mode, CRITICAL, "misses_settled"),
+                        ),
+                        "bulk_share": share(base, mine_mode, "throughput"),
+                        "bulk_share_settled": share(base, mine_mode, "throughput_settled"),
+                        "importance": (total(base, "importance"), total(mine_mode, "importance")),
+                        "importance_settled": (
+                            total(base, "importance_settled"),
+                            total(mine_mode, "importance_settled"),
+                        ),
+                        "floor_p99": (of("alone", CRITICAL, "p99_s"), of("alone", CRITICAL, "p99_settled_s")),
                     }
                 )
     return out
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--duration", type=float, default=60.0)
-    parser.add_argument("--seeds", type=int, nargs="+", default=[1])
-    parser.add_argument("--rate", type=float, default=300.0, help="mean events/s (bursts at --burst x)")
-    parser.add_argument("--burst", type=float, default=3.0)
-    parser.add_argument("--modes", nargs="+", choices=MODES + tuple(BULK.values()), default=list(MODES))
-    parser.add_argument(
-        "--cap-reads", action="store_true", help="Strata mode: L0's rate caps as read limits (each change restarts)"
-    )
-    parser.add_argument(
-        "--bulk-nice", type=int, default=10, help="dedicated mode: the bulk application's nice value (0-19)"
-    )
-    parser.add_argument("--bulk-of", type=Path, help=argparse.SUPPRESS)  # the dedicated mode's second application
-    parser.add_argument("--work", type=Path, default=Path("/tmp/strata-bench-platform"))
-    parser.add_argument("--out", type=Path, default=RESULTS)
-    args = parser.parse_args()
-    if args.bulk_of is not None:
-        serve_bulk(args.bulk_of, args)
-        return
-    from strata.spark.session import build_session
+# How bad a summary figure is for Strata (higher: worse), by key: ratios of the baseline's to Strata's fall,
+# Strata's misses rise past the baseline's, its total importance falls below the baseline's.
+BADNESS = {
+    "p99_ratio": lambda x: -x,
+    "p99_settled_ratio": lambda x: -x,
+    "bulk_share": lambda x: -x,
+    "bulk_share_settled": lambda x: -x,
+    "misses": lambda pair: pair[1] - pair[0],
+    "misses_settled": lambda pair: pair[1] - pair[0],
+    "importance": lambda pair: pair[0] - pair[1],
+    "importance_settled": lambda pair: pair[0] - pair[1],
+}
 
-    spark = build_session("bench-platform", cores=2, shuffle_partitions=2, pools=POOLS, work_dir=args.work / "spark")
-    spark.sparkContext.setLogLevel("FATAL")
-    rows: list[dict] = []
-    try:
-        # not measured: the session's first queries pay the JVM's and the Python workers' warm-up, which would
-        # fall on whichever mode ran first
-        run_one(spark, "alone", 0, argparse.Namespace(**{**vars(args), "duration": 15.0}), args.work / "warmup")
-        for seed in args.seeds:
-            for mode in args.modes:
-                rows += run_one(spark, mode, seed, args, args.work)
-    finally:
-        spark.stop()
-    table = Table(title=f"platform: {args.duration:g} s, rate {args.rate:g}/s × {args.burst:g} bursts, local[2]")
-    for col in ("seed", "mode", "job", "outputs", "p50 s", "p99 s", "misses", "rows/s", "importance"):
+
+def _parts(value) -> tuple:
+    """A figure's parts: a (baseline, Strata) pair's two, or the one value."""
+    return value if isinstance(value, tuple) else (value,)
+
+
+def worst(ratios: list[dict]) -> list[dict]:
+    """Per Strata mode and baseline, the worst seed's value of each figure (:data:`BADNESS`; a figure missing on
+    a seed is skipped), and in ``seeds`` which seed gave it; ``floor_p99``: the alert query's p99 alone on the
+    seed of the worst p99 ratio, whole run and settled."""
+    out = []
+    for pair in dict.fromkeys((r["strata"], r["baseline"]) for r in ratios):
+        mine = [r for r in ratios if (r["strata"], r["baseline"]) == pair]
+        row: dict = {"seed": "worst", "strata": pair[0], "baseline": pair[1], "seeds": {}}
+        for key, bad in BADNESS.items():
+            known = [r for r in mine if r[key] is not None and None not in _parts(r[key])]
+            pick = max(known, key=lambda r, key=key, bad=bad: bad(r[key]), default=None)
+            row[key] = pick[key] if pick is not None else None
+            row["seeds"][key] = pick["seed"] if pick is not None else None
+        row["floor_p99"] = tuple(
+            next((r["floor_p99"][i] for r in mine if r["seed"] == row["seeds"][key]), None)
+            for i, key in enumerate(("p99_ratio", "p99_settled_ratio"))
+        )
+        out.append(row)
+    return out
+
+
+def fmt(x, spec: str) -> str:
+    return "–" if x is None or x != x else format(x, spec)
+
+
+def print_tables(rows: list[dict], ratios: list[dict], args) -> None:
+    """The per-job table and the comparison (per seed, then each pair's worst seed)."""
+    title = f"platform ({args.protocol}): {args.duration:g} s, rate {args.rate:g}/s × {args.burst:g} bursts, local[2]"
+    table = Table(title=title)
+    columns = ("seed", "mode", "job", "outputs", "p50 s", "p99 s", "misses", "rows/s", "importance")
+    for col in (*columns, f"settled ≥{args.settle:g} s: outputs", "p99 s", "misses", "rows/s", "importance"):
         table.add_column(col, justify="left" if col in ("mode", "job") else "right")
-
-    def fmt(x, spec):
-        return "–" if x is None or x != x else format(x, spec)
-
     for r in rows:
         table.add_row(
             str(r["seed"]),
@@ -323,38 +471,112 @@ def main() -> None:
             str(r["misses"]),
             fmt(r["throughput"], ".0f"),
             fmt(r["importance"], ".1f"),
+            str(r["outputs_settled"]),
+            fmt(r["p99_settled_s"], ".2f"),
+            str(r["misses_settled"]),
+            fmt(r["throughput_settled"], ".0f"),
+            fmt(r["importance_settled"], ".1f"),
         )
-    console = Console()
+    console = Console(width=None if sys.stdout.isatty() else 220)  # a log keeps every column whole
     console.print(table)
-    ratios = summary(rows)
-    versus = Table(title=f"{CRITICAL} (critical) and the bulk queries: each baseline against Strata")
-    for col in (
-        "seed",
-        "Strata as",
-        "baseline",
-        "p99 ÷ Strata's",
-        "misses (base / Strata)",
-        "bulk rows/s: Strata ÷ base",
-    ):
+    versus = Table(
+        title=f"{CRITICAL} (critical) and the bulk queries: each baseline against Strata; whole run and settled "
+        f"(event time ≥ {args.settle:g} s); 'worst': each figure's worst seed for Strata (its seed in brackets)"
+    )
+    for col in ("seed", "Strata as", "baseline", "p99 ÷ Strata's", "settled", "misses (base / Strata)", "settled"):
         versus.add_column(col, justify="left" if col in ("Strata as", "baseline") else "right")
-    versus.add_column("importance (base / Strata)", justify="right")
-    versus.add_column(f"{CRITICAL} alone p99 s", justify="right")
-    for r in ratios:
+    for col in ("bulk rows/s: Strata ÷ base", "settled", "importance (base / Strata)", "settled"):
+        versus.add_column(col, justify="right")
+    versus.add_column(f"{CRITICAL} alone p99 s (settled)", justify="right")
+
+    def cell(r: dict, key: str, text: str) -> str:
+        seeds = r.get("seeds")
+        return text if seeds is None or seeds[key] is None or len(args.seeds) < 2 else f"{text} ({seeds[key]})"
+
+    def pair(r: dict, key: str, spec: str) -> str:
+        return cell(r, key, "–" if r[key] is None else " / ".join(fmt(x, spec) for x in r[key]))
+
+    for r in [*ratios, *worst(ratios)]:
         versus.add_row(
             str(r["seed"]),
             r["strata"],
             r["baseline"],
-            fmt(r["p99_ratio"], ".2f"),
-            "{} / {}".format(*r["misses"]),
-            fmt(r["bulk_share"], ".2f"),
-            "{:.1f} / {:.1f}".format(*r["importance"]),
-            fmt(r["floor_p99"], ".2f"),
+            cell(r, "p99_ratio", fmt(r["p99_ratio"], ".2f")),
+            cell(r, "p99_settled_ratio", fmt(r["p99_settled_ratio"], ".2f")),
+            pair(r, "misses", ""),
+            pair(r, "misses_settled", ""),
+            cell(r, "bulk_share", fmt(r["bulk_share"], ".2f")),
+            cell(r, "bulk_share_settled", fmt(r["bulk_share_settled"], ".2f")),
+            pair(r, "importance", ".1f"),
+            pair(r, "importance_settled", ".1f"),
+            " / ".join(fmt(x, ".2f") for x in r["floor_p99"]),
         )
     console.print(versus)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--duration", type=float, default=60.0)
+    parser.add_argument("--seeds", type=int, nargs="+", default=[1])
+    parser.add_argument("--rate", type=float, default=300.0, help="mean events/s (bursts at --burst x)")
+    parser.add_argument("--burst", type=float, default=3.0)
+    parser.add_argument("--modes", nargs="+", choices=MODES + tuple(BULK.values()), default=list(COMPARED))
+    parser.add_argument(
+        "--protocol",
+        choices=("cold", "warm"),
+        default="cold",
+        help="cold: every application a fresh process, no warm-up; warm: the baselines after warm-up runs",
+    )
+    parser.add_argument(
+        "--settle", type=float, default=20.0, help="settled figures: outputs of event time ≥ this after the epoch"
+    )
+    parser.add_argument(
+        "--cap-reads", action="store_true", help="Strata mode: L0's rate caps as read limits (each change restarts)"
+    )
+    parser.add_argument(
+        "--bulk-nice", type=int, default=10, help="dedicated mode: the bulk application's nice value (0-19)"
+    )
+    parser.add_argument("--serve", type=Path, help=argparse.SUPPRESS)  # one application of a mode (launch)
+    parser.add_argument("--work", type=Path, default=Path("/tmp/strata-bench-platform"))
+    parser.add_argument("--out", type=Path, default=RESULTS)
+    args = parser.parse_args()
+    if args.serve is not None:
+        serve(args.serve, args)
+        return
+    if not 0 <= args.settle < horizon_of(args):
+        parser.error(f"--settle: expected 0 ≤ s < the measured horizon ({horizon_of(args):g} s); found {args.settle:g}")
+    spark = None
+    if args.protocol == "warm":
+        from strata.spark.session import build_session
+
+        spark = build_session(
+            "bench-platform", cores=2, shuffle_partitions=2, pools=POOLS, work_dir=args.work / "spark"
+        )
+        spark.sparkContext.setLogLevel("FATAL")
+    rows: list[dict] = []
+    try:
+        if spark is not None:
+            # not measured: the session's first queries pay the JVM's and the Python workers' warm-up, which
+            # would fall on whichever mode ran first
+            warm = argparse.Namespace(**{**vars(args), "duration": WARM_UP_S})
+            run_one(spark, "alone", 0, warm, args.work / "warmup")
+        for index, seed in enumerate(args.seeds):
+            for mode in order_of(args.modes, index):
+                rows += run_one(spark, mode, seed, args, args.work)
+    finally:
+        if spark is not None:
+            spark.stop()
+    ratios = summary(rows)
+    print_tables(rows, ratios, args)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(
         json.dumps(
-            {"args": {k: str(v) for k, v in vars(args).items()}, "rows": rows, "summary": ratios},
+            {
+                "args": {k: str(v) for k, v in vars(args).items()},
+                "rows": rows,
+                "summary": ratios,
+                "worst": worst(ratios),
+            },
             indent=1,
             default=str,
         )
