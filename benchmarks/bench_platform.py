@@ -28,11 +28,16 @@ the input:
   start once its cells are up (its ``▸ cells`` line), so its start-up is not a backlog; its own run directory's
   metrics give its rows (its sources' epoch is its own, within a second of the producers').
 
-Usage: ``.venv/bin/python benchmarks/bench_platform.py [--duration 60] [--seeds 1] [--rate 300]``. Prints a
-table; writes ``benchmarks/results/platform.json``. Timing-dependent: the load average is recorded.
-User queries are timed at their sinks, not verified here (the tests verify them). The summary gives, per seed,
-the alert query's p99 and misses as ratios of each baseline's to Strata's, the bulk queries' summed throughput
-as Strata's share of each baseline's, and total importance.
+``--workload team_b`` runs the same modes on a second team's queries, which Strata was not developed on
+(``benchmarks/workloads/team_b/jobs.py``: a pandas-UDF filter over CSV files, rank 1, target 1.5 s, critical;
+a windowed count, a CPU-heavy Python UDF and a stream–static join over Parquet files; a deduplication of CSV
+orders), fed by :func:`strata.runners.producer.team_b_input` at bursts of 3× for 10 s of every 30 s.
+
+Usage: ``.venv/bin/python benchmarks/bench_platform.py [--workload platform] [--duration 60] [--seeds 1]
+[--rate 300]``. Prints a table; writes ``benchmarks/results/<workload>.json``. Timing-dependent: the load
+average is recorded. User queries are timed at their sinks, not verified here (the tests verify them). The
+summary gives, per seed, the critical query's p99 and misses as ratios of each baseline's to Strata's, the bulk
+queries' summed throughput as Strata's share of each baseline's, and total importance.
 """
 
 from __future__ import annotations
@@ -44,7 +49,8 @@ import shutil
 import subprocess
 import sys
 import time
-from dataclasses import replace
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pandas as pd
@@ -54,15 +60,49 @@ from rich.table import Table
 from strata.model import SourceSpec
 from strata.model.user import load_jobs, with_python_jobs
 from strata.protocol.units import POOLS
-from strata.runners.producer import platform_input
+from strata.runners.producer import platform_input, team_b_input, team_b_layout
 from strata.runners.spark_loop import RunConfig, hand_pools, run_mode
 from strata.spark.measure import collect
 
 ROOT = Path(__file__).resolve().parents[1]
 JOBS = ROOT / "src" / "strata" / "examples" / "platform" / "jobs.py"
-RESULTS = ROOT / "benchmarks" / "results" / "platform.json"
-CRITICAL = "alerts"
+RESULTS = ROOT / "benchmarks" / "results"
 STATIC_LIMITS = {"active_users": 2, "attributed_clicks": 2, "sessions": 2, "enriched": 2}
+
+
+@dataclass(frozen=True)
+class Workload:
+    """A set of queries to run in every mode: its jobs file, its latency-critical job, the producers of its
+    input (``input(root, source, epoch, end_s)``), its input's layout made before any query starts
+    (``layout(root, source)``: empty directories, static tables), fair+limits' read limits, and its bursts
+    (``burst`` × the rate for ``on_s`` of every ``period_s``)."""
+
+    jobs: Path
+    critical: str
+    input: Callable
+    layout: Callable
+    static_limits: dict[str, int]
+    period_s: float
+    on_s: float
+
+
+def platform_layout(root: Path, source: SourceSpec) -> None:
+    for name in ("events", "clicks"):  # platform_input's directories, empty: the queries are analysed on them
+        (root / name).mkdir(parents=True, exist_ok=True)
+
+
+WORKLOADS = {
+    "platform": Workload(JOBS, "alerts", platform_input, platform_layout, STATIC_LIMITS, 20.0, 5.0),
+    "team_b": Workload(
+        ROOT / "benchmarks" / "workloads" / "team_b" / "jobs.py",
+        "anomalies",
+        team_b_input,
+        team_b_layout,
+        {"bucket_counts": 2, "route_scores": 2, "enriched": 2, "orders_once": 2},
+        30.0,
+        10.0,
+    ),
+}
 MODES = ("alone", "fifo", "fair", "fair+limits", "dedicated", "strata", "strata+dedicated", "strata-cells")
 BASELINES = ("fifo", "fair", "fair+limits", "dedicated")
 STRATA = ("strata", "strata+dedicated", "strata-cells")
@@ -73,24 +113,29 @@ BULK = {"dedicated": "bulk", "strata+dedicated": "strata-bulk"}
 CONTROLLED = ("strata", "strata+dedicated", "strata-bulk")
 
 
-def jobs_of(mode: str) -> list:
+def jobs_of(mode: str, workload: Workload) -> list:
     """The declared jobs a mode runs in this process: the critical one alone, the others (a dedicated
     deployment's second application), or all of them."""
-    declared = load_jobs(JOBS)
+    declared = load_jobs(workload.jobs)
     if mode == "alone" or mode in BULK:
-        return [j for j in declared if j.id == CRITICAL]
+        return [j for j in declared if j.id == workload.critical]
     if mode in BULK.values():
-        return [j for j in declared if j.id != CRITICAL]
+        return [j for j in declared if j.id != workload.critical]
     return declared
+
+
+def source_of(seed: int, args) -> SourceSpec:
+    """The seeded source every mode's input is made from, with the workload's bursts."""
+    workload = WORKLOADS[args.workload]
+    arrivals = {"process": "onoff", "period_s": workload.period_s, "on_s": workload.on_s, "burst_factor": args.burst}
+    return SourceSpec(rate=args.rate, arrivals=arrivals, keys={"count": 200, "zipf_s": 1.1}, seed=seed)
 
 
 def start_input(base: Path, seed: int, args) -> tuple[float, list]:
     """Producers filling ``base/input`` from the seeded source, from an epoch 3 s ahead (the same records in
     every mode)."""
-    arrivals = {"process": "onoff", "period_s": 20.0, "on_s": 5.0, "burst_factor": args.burst}
-    source = SourceSpec(rate=args.rate, arrivals=arrivals, keys={"count": 200, "zipf_s": 1.1}, seed=seed)
     epoch = time.time() + 3.0
-    producers = platform_input(base / "input", source, epoch, args.duration + 5.0)
+    producers = WORKLOADS[args.workload].input(base / "input", source_of(seed, args), epoch, args.duration + 5.0)
     for p in producers:
         p.start()
     return epoch, producers
@@ -129,11 +174,10 @@ def run_cells(base: Path, seed: int, args) -> list[dict]:
     once its cells are up; one row per job from its metrics."""
     if args.cap_reads:
         raise SystemExit("--cap-reads: not a knob of the default command; run strata-cells without it")
-    for name in ("events", "clicks"):  # platform_input's directories, empty: the queries are analysed on them
-        (base / "input" / name).mkdir(parents=True)
+    WORKLOADS[args.workload].layout(base / "input", source_of(seed, args))
     log = (base / "cells.log").open("w")
     load = os.getloadavg()[0]
-    command = [sys.executable, "-m", "strata", "run", str(JOBS), "--out", str(base / "run")]
+    command = [sys.executable, "-m", "strata", "run", str(WORKLOADS[args.workload].jobs), "--out", str(base / "run")]
     command += ["--duration", str(args.duration + 3.5)]
     child = subprocess.Popen(
         command, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "STRATA_INPUT": str(base / "input")}
@@ -165,6 +209,7 @@ def bulk_application(base: Path, seed: int, mode: str, args):
     return it once its JVM is warm (``base/ready``); it starts its queries when ``base/go`` holds the epoch."""
     command = [sys.executable, __file__, "--bulk-of", str(base), "--modes", mode, "--seeds", str(seed)]
     command += ["--duration", str(args.duration), "--rate", str(args.rate), "--burst", str(args.burst)]
+    command += ["--workload", args.workload]
     log = (base / "bulk.log").open("w")
     child = subprocess.Popen(["nice", "-n", str(args.bulk_nice), *command], stdout=log, stderr=log)
     deadline = time.time() + 300
@@ -200,11 +245,12 @@ def serve_bulk(base: Path, args) -> None:
 def run_jobs(spark, mode: str, seed: int, base: Path, epoch: float, args) -> list[dict]:
     """Run ``mode``'s jobs on ``base/input`` from ``epoch`` for the run's duration; one row per job."""
     os.environ["STRATA_INPUT"] = str(base / "input")  # read by the jobs' file when it is loaded
-    scenario = with_python_jobs(jobs_of(mode), [], "platform")
+    workload = WORKLOADS[args.workload]
+    scenario = with_python_jobs(jobs_of(mode, workload), [], args.workload)
     config = RunConfig(
         sink="parquet",
         pools=hand_pools(scenario) if mode in ("fair", "fair+limits", "bulk") else {},
-        read_limits=STATIC_LIMITS if mode == "fair+limits" else {},
+        read_limits=workload.static_limits if mode == "fair+limits" else {},
         control=replace(RunConfig().control, cap_reads=args.cap_reads),
     )
     load = os.getloadavg()[0]
@@ -236,7 +282,7 @@ def run_jobs(spark, mode: str, seed: int, base: Path, epoch: float, args) -> lis
     return rows
 
 
-def summary(rows: list[dict]) -> list[dict]:
+def summary(rows: list[dict], critical: str) -> list[dict]:
     """Per seed and baseline: the critical query's p99 and misses over Strata's, Strata's bulk throughput over
     the baseline's, and both total importances."""
     out = []
@@ -247,15 +293,15 @@ def summary(rows: list[dict]) -> list[dict]:
             return next((r[key] for r in mine if r["mode"] == mode and r["job"] == job), None)
 
         def bulk(mode: str, mine=mine) -> float:
-            return sum(r["throughput"] or 0.0 for r in mine if r["mode"] == mode and r["job"] != CRITICAL)
+            return sum(r["throughput"] or 0.0 for r in mine if r["mode"] == mode and r["job"] != critical)
 
         def total(mode: str, mine=mine) -> float:
             return sum(r["importance"] or 0.0 for r in mine if r["mode"] == mode)
 
         for mine_mode in (m for m in STRATA if any(r["mode"] == m for r in mine)):
-            p99, misses = of(mine_mode, CRITICAL, "p99_s"), of(mine_mode, CRITICAL, "misses")
+            p99, misses = of(mine_mode, critical, "p99_s"), of(mine_mode, critical, "misses")
             for base in (b for b in BASELINES if any(r["mode"] == b for r in mine)):
-                b99, bmiss = of(base, CRITICAL, "p99_s"), of(base, CRITICAL, "misses")
+                b99, bmiss = of(base, critical, "p99_s"), of(base, critical, "misses")
                 out.append(
                     {
                         "seed": seed,
@@ -265,7 +311,7 @@ def summary(rows: list[dict]) -> list[dict]:
                         "misses": (bmiss, misses),
                         "bulk_share": bulk(mine_mode) / bulk(base) if bulk(base) else None,
                         "importance": (total(base), total(mine_mode)),
-                        "floor_p99": of("alone", CRITICAL, "p99_s"),
+                        "floor_p99": of("alone", critical, "p99_s"),
                     }
                 )
     return out
@@ -273,6 +319,7 @@ def summary(rows: list[dict]) -> list[dict]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--workload", choices=tuple(WORKLOADS), default="platform")
     parser.add_argument("--duration", type=float, default=60.0)
     parser.add_argument("--seeds", type=int, nargs="+", default=[1])
     parser.add_argument("--rate", type=float, default=300.0, help="mean events/s (bursts at --burst x)")
@@ -286,8 +333,10 @@ def main() -> None:
     )
     parser.add_argument("--bulk-of", type=Path, help=argparse.SUPPRESS)  # the dedicated mode's second application
     parser.add_argument("--work", type=Path, default=Path("/tmp/strata-bench-platform"))
-    parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--out", type=Path, help="default: benchmarks/results/<workload>.json")
     args = parser.parse_args()
+    args.out = args.out or RESULTS / f"{args.workload}.json"
+    critical = WORKLOADS[args.workload].critical
     if args.bulk_of is not None:
         serve_bulk(args.bulk_of, args)
         return
@@ -305,7 +354,7 @@ def main() -> None:
                 rows += run_one(spark, mode, seed, args, args.work)
     finally:
         spark.stop()
-    table = Table(title=f"platform: {args.duration:g} s, rate {args.rate:g}/s × {args.burst:g} bursts, local[2]")
+    table = Table(title=f"{args.workload}: {args.duration:g} s, rate {args.rate:g}/s × {args.burst:g} bursts, local[2]")
     for col in ("seed", "mode", "job", "outputs", "p50 s", "p99 s", "misses", "rows/s", "importance"):
         table.add_column(col, justify="left" if col in ("mode", "job") else "right")
 
@@ -326,8 +375,8 @@ def main() -> None:
         )
     console = Console()
     console.print(table)
-    ratios = summary(rows)
-    versus = Table(title=f"{CRITICAL} (critical) and the bulk queries: each baseline against Strata")
+    ratios = summary(rows, critical)
+    versus = Table(title=f"{critical} (critical) and the bulk queries: each baseline against Strata")
     for col in (
         "seed",
         "Strata as",
@@ -338,7 +387,7 @@ def main() -> None:
     ):
         versus.add_column(col, justify="left" if col in ("Strata as", "baseline") else "right")
     versus.add_column("importance (base / Strata)", justify="right")
-    versus.add_column(f"{CRITICAL} alone p99 s", justify="right")
+    versus.add_column(f"{critical} alone p99 s", justify="right")
     for r in ratios:
         versus.add_row(
             str(r["seed"]),

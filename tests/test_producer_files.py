@@ -82,3 +82,11 @@ def test_team_b_input_writes_the_static_table_first(tmp_path):
 def test_an_unknown_format_is_refused(tmp_path):
     with pytest.raises(ValueError, match="expected one of json, csv, parquet; found 'avro'"):
         Producer(tmp_path, SOURCE, EPOCH, 10.0, fmt="avro")
+
+
+def test_the_static_table_is_written_once(tmp_path):
+    team_b_input(tmp_path, SOURCE, EPOCH, 10.0)
+    table = tmp_path / "users" / "users.csv"
+    before = table.stat().st_ino
+    team_b_input(tmp_path, SOURCE, EPOCH, 10.0)  # the producers of a run whose layout was made beforehand
+    assert table.stat().st_ino == before
