@@ -25,6 +25,9 @@ import strata.api as strata
 
 INPUT = os.environ.get("STRATA_INPUT", "runs/team_b/input")
 EVENT_SCHEMA = "id BIGINT, event_time TIMESTAMP, key BIGINT, value DOUBLE"
+# Spark maps a CSV file's columns to a given schema by position (the header line is skipped, not read), so the
+# CSV schema lists the columns in the files' order
+CSV_SCHEMA = "id BIGINT, key BIGINT, value DOUBLE, event_time TIMESTAMP"
 
 
 def out_of_band(value: pd.Series, key: pd.Series) -> pd.Series:
@@ -39,7 +42,7 @@ anomalies = strata.job("anomalies", rank=1, required=True, target_latency_s=1.5,
 @anomalies.template
 def banded(spark):
     is_anomaly = F.pandas_udf(out_of_band, "boolean")
-    readings = spark.readStream.option("header", "true").schema(EVENT_SCHEMA).csv(f"{INPUT}/events_csv")
+    readings = spark.readStream.option("header", "true").schema(CSV_SCHEMA).csv(f"{INPUT}/events_csv")
     return readings.where(is_anomaly("value", "key"))
 
 
@@ -97,7 +100,7 @@ orders_once = strata.job("orders_once", rank=5, target_latency_s=60.0)
 @orders_once.template
 def deduplicated(spark):
     """Orders arrive at least once; each order once (its id and time: the watermark then bounds the state)."""
-    orders = spark.readStream.option("header", "true").schema(EVENT_SCHEMA).csv(f"{INPUT}/orders_csv")
+    orders = spark.readStream.option("header", "true").schema(CSV_SCHEMA).csv(f"{INPUT}/orders_csv")
     return orders.withWatermark("event_time", "5 seconds").dropDuplicates(["id", "event_time"])
 
 
