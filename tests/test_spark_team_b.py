@@ -15,8 +15,8 @@ from strata.model import SourceSpec
 from strata.model.inputs import static_dimension
 from strata.model.user import load_jobs, with_python_jobs
 from strata.runners.producer import team_b_input
-from strata.runners.spark_loop import RunConfig, run_mode
-from strata.spark.engine import SparkEngine
+from strata.runners.spark_loop import RunConfig
+from tests.conftest import rows_read, run_until
 
 JOBS = Path(__file__).resolve().parents[1] / "benchmarks" / "workloads" / "team_b" / "jobs.py"
 SOURCE = SourceSpec(rate=120, keys={"count": 30, "zipf_s": 1.0}, seed=4)
@@ -53,31 +53,16 @@ def test_team_b_queries_equal_pandas(spark, tmp_path, monkeypatch):
     assert events.equals(inputs["events_parquet"]) and len(orders) > len(events)  # orders: some twice
     monkeypatch.setenv("STRATA_INPUT", str(tmp_path / "in"))  # read by the jobs file when it is loaded
     scenario = with_python_jobs(load_jobs(JOBS), [], "team_b")
-    engines: list[SparkEngine] = []
+    wanted = {"anomalies": len(events), "route_scores": len(events), "enriched": len(events)}
+    wanted |= {"bucket_counts": len(events), "orders_once": len(orders)}
 
-    def done() -> bool:
-        if not engines:
-            return False
-        engine = engines[0]
-        rows = {s.job: sum(engine.progress.of(s.pipeline.query).values()) for s in engine.segments}
-        wanted = {"anomalies": len(events), "route_scores": len(events), "enriched": len(events)}
-        wanted |= {"bucket_counts": len(events), "orders_once": len(orders)}
+    def enough(engine) -> bool:
+        rows = rows_read(engine)
         counts = next((s.pipeline for s in engine.segments if s.job == "bucket_counts"), None)
         # a window is written by the batch after the one whose watermark passed its end (Spark's no-data batch)
         return all(rows.get(j, 0) >= n for j, n in wanted.items()) and counts is not None and not counts.result().empty
 
-    epoch = time.time() + 1
-    result = run_mode(
-        spark,
-        scenario,
-        "strata",
-        tmp_path / "run",
-        RunConfig(sink="memory"),
-        epoch,
-        epoch + 120,
-        should_stop=done,
-        on_engine=engines.append,
-    )
+    result = run_until(spark, scenario, tmp_path / "run", RunConfig(sink="memory"), enough)
     engine = result.engine
     assert not engine.failures()
     out = {s.job: s.pipeline.result() for s in engine.segments}
