@@ -35,8 +35,9 @@ command starts fresh applications by what it is, so it runs cold under both prot
 against it favours the baselines.
 
 In every mode the producers start when the mode's applications are up (each session built; for
-``strata-cells`` its ``▸ cells`` line), from an epoch 3 s ahead, and the queries start 0.5 s after it
-(``strata-cells`` starts its own at once, on the empty directories). Seeds run one after the other; the
+``strata-cells`` its ``▸ cells`` line), from an epoch 3 s ahead, and every application starts its queries
+at once, on the input's directories made empty beforehand (as ``strata-cells`` does): no mode's queries start
+on a backlog. Seeds run one after the other; the
 order of the modes is reversed on every other seed, as whoever runs last gains from a machine that keeps
 warming up.
 
@@ -64,7 +65,8 @@ import shutil
 import subprocess
 import sys
 import time
-from dataclasses import replace
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pandas as pd
@@ -75,15 +77,49 @@ from strata.model import Scenario, SourceSpec
 from strata.model.user import load_jobs, with_python_jobs
 from strata.protocol.units import POOLS
 from strata.runners.live import DRAIN_S
-from strata.runners.producer import platform_input
+from strata.runners.producer import platform_input, team_b_input, team_b_layout
 from strata.runners.spark_loop import RunConfig, hand_pools, run_mode
 from strata.spark.measure import collect, job_summary
 
 ROOT = Path(__file__).resolve().parents[1]
 JOBS = ROOT / "src" / "strata" / "examples" / "platform" / "jobs.py"
-RESULTS = ROOT / "benchmarks" / "results" / "platform.json"
-CRITICAL = "alerts"
+RESULTS = ROOT / "benchmarks" / "results"
 STATIC_LIMITS = {"active_users": 2, "attributed_clicks": 2, "sessions": 2, "enriched": 2}
+
+
+@dataclass(frozen=True)
+class Workload:
+    """A set of queries to run in every mode: its jobs file, its latency-critical job, the producers of its
+    input (``input(root, source, epoch, end_s)``), its input's layout made before any query starts
+    (``layout(root, source)``: empty directories, static tables), fair+limits' read limits, and its bursts
+    (``burst`` × the rate for ``on_s`` of every ``period_s``)."""
+
+    jobs: Path
+    critical: str
+    input: Callable
+    layout: Callable
+    static_limits: dict[str, int]
+    period_s: float
+    on_s: float
+
+
+def platform_layout(root: Path, source: SourceSpec) -> None:
+    for name in ("events", "clicks"):  # platform_input's directories, empty: the queries are analysed on them
+        (root / name).mkdir(parents=True, exist_ok=True)
+
+
+WORKLOADS = {
+    "platform": Workload(JOBS, "alerts", platform_input, platform_layout, STATIC_LIMITS, 20.0, 5.0),
+    "team_b": Workload(
+        ROOT / "benchmarks" / "workloads" / "team_b" / "jobs.py",
+        "anomalies",
+        team_b_input,
+        team_b_layout,
+        {"bucket_counts": 2, "route_scores": 2, "enriched": 2, "orders_once": 2},
+        30.0,
+        10.0,
+    ),
+}
 MODES = ("alone", "fifo", "fair", "fair+limits", "dedicated", "strata", "strata+dedicated", "strata-cells")
 COMPARED = ("alone", "fifo", "fair", "dedicated", "strata", "strata-cells")  # the default --modes
 BASELINES = ("fifo", "fair", "fair+limits", "dedicated")
@@ -102,14 +138,14 @@ def applications(mode: str) -> tuple[str, ...]:
     return (mode, BULK[mode]) if mode in BULK else (mode,)
 
 
-def jobs_of(app: str) -> list:
+def jobs_of(app: str, workload: Workload) -> list:
     """The declared jobs one application runs: the critical one alone, the others (a dedicated deployment's
     second application), or all of them."""
-    declared = load_jobs(JOBS)
+    declared = load_jobs(workload.jobs)
     if app == "alone" or app in BULK:
-        return [j for j in declared if j.id == CRITICAL]
+        return [j for j in declared if j.id == workload.critical]
     if app in BULK.values():
-        return [j for j in declared if j.id != CRITICAL]
+        return [j for j in declared if j.id != workload.critical]
     return declared
 
 
@@ -124,13 +160,18 @@ def horizon_of(args) -> float:
     return max(0.0, args.duration - DRAIN_S)
 
 
+def source_of(seed: int, args) -> SourceSpec:
+    """The seeded source every mode's input is made from, with the workload's bursts."""
+    workload = WORKLOADS[args.workload]
+    arrivals = {"process": "onoff", "period_s": workload.period_s, "on_s": workload.on_s, "burst_factor": args.burst}
+    return SourceSpec(rate=args.rate, arrivals=arrivals, keys={"count": 200, "zipf_s": 1.1}, seed=seed)
+
+
 def start_input(base: Path, seed: int, args) -> tuple[float, list]:
     """Producers filling ``base/input`` from the seeded source, from an epoch 3 s ahead (the same records in
     every mode)."""
-    arrivals = {"process": "onoff", "period_s": 20.0, "on_s": 5.0, "burst_factor": args.burst}
-    source = SourceSpec(rate=args.rate, arrivals=arrivals, keys={"count": 200, "zipf_s": 1.1}, seed=seed)
     epoch = time.time() + 3.0
-    producers = platform_input(base / "input", source, epoch, args.duration + 5.0)
+    producers = WORKLOADS[args.workload].input(base / "input", source_of(seed, args), epoch, args.duration + 5.0)
     for p in producers:
         p.start()
     return epoch, producers
@@ -146,6 +187,7 @@ def run_one(spark, mode: str, seed: int, args, work: Path) -> list[dict]:
     if mode == "strata-cells":
         return run_cells(base, seed, args)
     load = os.getloadavg()[0]
+    WORKLOADS[args.workload].layout(base / "input", source_of(seed, args))  # every query starts before its input
     here = applications(mode)[:1] if spark is not None else ()
     children = {app: launch(base, app, seed, args) for app in applications(mode) if app not in here}
     producers: list = []
@@ -156,7 +198,6 @@ def run_one(spark, mode: str, seed: int, args, work: Path) -> list[dict]:
         (base / "go.tmp").rename(base / "go")
         rows = []
         if here:
-            time.sleep(max(0.0, epoch + 0.5 - time.time()))  # the first files exist, so every query can start
             rows = run_jobs(spark, here[0], seed, base, epoch, args)
         for app, child in children.items():
             if child.wait(timeout=args.duration + 300) != 0:
@@ -180,12 +221,11 @@ def run_cells(base: Path, seed: int, args) -> list[dict]:
     once its cells are up; one row per job from its metrics."""
     if args.cap_reads:
         raise SystemExit("--cap-reads: not a knob of the default command; run strata-cells without it")
-    for name in ("events", "clicks"):  # platform_input's directories, empty: the queries are analysed on them
-        (base / "input" / name).mkdir(parents=True)
+    WORKLOADS[args.workload].layout(base / "input", source_of(seed, args))
     out = base / "run-strata-cells"
     log = (base / "strata-cells.log").open("w")
     load = os.getloadavg()[0]
-    command = [sys.executable, "-m", "strata", "run", str(JOBS), "--out", str(out)]
+    command = [sys.executable, "-m", "strata", "run", str(WORKLOADS[args.workload].jobs), "--out", str(out)]
     command += ["--duration", str(args.duration + 3.5)]
     child = subprocess.Popen(
         command, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "STRATA_INPUT": str(base / "input")}
@@ -219,7 +259,7 @@ def launch(base: Path, app: str, seed: int, args) -> subprocess.Popen:
     deployment's second application at ``nice`` +``--bulk-nice``."""
     command = [sys.executable, __file__, "--serve", str(base), "--modes", app, "--seeds", str(seed)]
     command += ["--duration", str(args.duration), "--rate", str(args.rate), "--burst", str(args.burst)]
-    command += ["--protocol", args.protocol, *(["--cap-reads"] if args.cap_reads else [])]
+    command += ["--protocol", args.protocol, "--workload", args.workload, *(["--cap-reads"] if args.cap_reads else [])]
     if app in BULK.values():
         command = ["nice", "-n", str(args.bulk_nice), *command]
     log = (base / f"{app}.log").open("w")
@@ -255,7 +295,6 @@ def serve(base: Path, args) -> None:
         while not (base / "go").exists():
             time.sleep(0.05)
         epoch = float((base / "go").read_text())
-        time.sleep(max(0.0, epoch + 0.5 - time.time()))
         rows = run_jobs(spark, app, args.seeds[0], base, epoch, args)
     finally:
         spark.stop()
@@ -266,11 +305,12 @@ def run_jobs(spark, app: str, seed: int, base: Path, epoch: float, args) -> list
     """Run application ``app``'s jobs on ``base/input`` from ``epoch`` for the run's duration, its run directory
     ``base/run-<app>``; one row per job."""
     os.environ["STRATA_INPUT"] = str(base / "input")  # read by the jobs' file when it is loaded
-    scenario = with_python_jobs(jobs_of(app), [], "platform")
+    workload = WORKLOADS[args.workload]
+    scenario = with_python_jobs(jobs_of(app, workload), [], args.workload)
     config = RunConfig(
         sink="parquet",
         pools=hand_pools(scenario) if app in ("fair", "fair+limits", "bulk") else {},
-        read_limits=STATIC_LIMITS if app == "fair+limits" else {},
+        read_limits=workload.static_limits if app == "fair+limits" else {},
         control=replace(RunConfig().control, cap_reads=args.cap_reads),
     )
     cpu = os.times()
@@ -343,8 +383,9 @@ def on_common_windows(rows: list[dict], mode: str, latency: pd.DataFrame, batche
     of the run's own figures, kept as ``<figure>_own`` (those count to the run's own stop: for the in-process
     modes the batches that finish while the queries stop, for ``strata-cells`` its own epoch and a stop that
     comes as late as its start-up), and beside it the settled one (event time from ``--settle``)."""
-    ids = {j.id for app in applications(mode) for j in jobs_of(app)}
-    scenario = with_python_jobs([j for j in load_jobs(JOBS) if j.id in ids], [], "platform")
+    workload = WORKLOADS[args.workload]
+    ids = {j.id for app in applications(mode) for j in jobs_of(app, workload)}
+    scenario = with_python_jobs([j for j in load_jobs(workload.jobs) if j.id in ids], [], args.workload)
     whole = window_figures(latency, batches, scenario, 0.0, horizon_of(args), args.duration)
     settled = window_figures(latency, batches, scenario, args.settle, horizon_of(args), args.duration)
     return [
@@ -358,7 +399,7 @@ def on_common_windows(rows: list[dict], mode: str, latency: pd.DataFrame, batche
     ]
 
 
-def summary(rows: list[dict]) -> list[dict]:
+def summary(rows: list[dict], critical: str) -> list[dict]:
     """Per seed and baseline: the critical query's p99 and misses over Strata's, Strata's bulk throughput over
     the baseline's, both total importances, and the critical query's p99 alone (the floor); whole run and
     settled."""
@@ -370,7 +411,7 @@ def summary(rows: list[dict]) -> list[dict]:
             return next((r[key] for r in mine if r["mode"] == mode and r["job"] == job), None)
 
         def bulk(mode: str, key: str, mine=mine) -> float:
-            return sum(r[key] or 0.0 for r in mine if r["mode"] == mode and r["job"] != CRITICAL)
+            return sum(r[key] or 0.0 for r in mine if r["mode"] == mode and r["job"] != critical)
 
         def share(base: str, mine_mode: str, key: str) -> float | None:
             return bulk(mine_mode, key) / bulk(base, key) if bulk(base, key) else None
@@ -379,7 +420,7 @@ def summary(rows: list[dict]) -> list[dict]:
             return sum(r[key] or 0.0 for r in mine if r["mode"] == mode)
 
         def ratio(base: str, mine_mode: str, key: str) -> float | None:
-            b, m = of(base, CRITICAL, key), of(mine_mode, CRITICAL, key)
+            b, m = of(base, critical, key), of(mine_mode, critical, key)
             return b / m if b and m else None
 
         for mine_mode in (m for m in STRATA if any(r["mode"] == m for r in mine)):
@@ -391,10 +432,10 @@ def summary(rows: list[dict]) -> list[dict]:
                         "baseline": base,
                         "p99_ratio": ratio(base, mine_mode, "p99_s"),
                         "p99_settled_ratio": ratio(base, mine_mode, "p99_settled_s"),
-                        "misses": (of(base, CRITICAL, "misses"), of(mine_mode, CRITICAL, "misses")),
+                        "misses": (of(base, critical, "misses"), of(mine_mode, critical, "misses")),
                         "misses_settled": (
-                            of(base, CRITICAL, "misses_settled"),
-                            of(mine_mode, CRITICAL, "misses_settled"),
+                            of(base, critical, "misses_settled"),
+                            of(mine_mode, critical, "misses_settled"),
                         ),
                         "bulk_share": share(base, mine_mode, "throughput"),
                         "bulk_share_settled": share(base, mine_mode, "throughput_settled"),
@@ -403,7 +444,7 @@ def summary(rows: list[dict]) -> list[dict]:
                             total(base, "importance_settled"),
                             total(mine_mode, "importance_settled"),
                         ),
-                        "floor_p99": (of("alone", CRITICAL, "p99_s"), of("alone", CRITICAL, "p99_settled_s")),
+                        "floor_p99": (of("alone", critical, "p99_s"), of("alone", critical, "p99_settled_s")),
                     }
                 )
     return out
@@ -455,6 +496,7 @@ def fmt(x, spec: str) -> str:
 
 def print_tables(rows: list[dict], ratios: list[dict], args) -> None:
     """The per-job table and the comparison (per seed, then each pair's worst seed)."""
+    critical = WORKLOADS[args.workload].critical
     title = f"platform ({args.protocol}): {args.duration:g} s, rate {args.rate:g}/s × {args.burst:g} bursts, local[2]"
     table = Table(title=title)
     columns = ("seed", "mode", "job", "outputs", "p50 s", "p99 s", "misses", "rows/s", "importance")
@@ -480,14 +522,14 @@ def print_tables(rows: list[dict], ratios: list[dict], args) -> None:
     console = Console(width=None if sys.stdout.isatty() else 220)  # a log keeps every column whole
     console.print(table)
     versus = Table(
-        title=f"{CRITICAL} (critical) and the bulk queries: each baseline against Strata; whole run and settled "
+        title=f"{critical} (critical) and the bulk queries: each baseline against Strata; whole run and settled "
         f"(event time ≥ {args.settle:g} s); 'worst': each figure's worst seed for Strata (its seed in brackets)"
     )
     for col in ("seed", "Strata as", "baseline", "p99 ÷ Strata's", "settled", "misses (base / Strata)", "settled"):
         versus.add_column(col, justify="left" if col in ("Strata as", "baseline") else "right")
     for col in ("bulk rows/s: Strata ÷ base", "settled", "importance (base / Strata)", "settled"):
         versus.add_column(col, justify="right")
-    versus.add_column(f"{CRITICAL} alone p99 s (settled)", justify="right")
+    versus.add_column(f"{critical} alone p99 s (settled)", justify="right")
 
     def cell(r: dict, key: str, text: str) -> str:
         seeds = r.get("seeds")
@@ -516,6 +558,7 @@ def print_tables(rows: list[dict], ratios: list[dict], args) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--workload", choices=tuple(WORKLOADS), default="platform")
     parser.add_argument("--duration", type=float, default=60.0)
     parser.add_argument("--seeds", type=int, nargs="+", default=[1])
     parser.add_argument("--rate", type=float, default=300.0, help="mean events/s (bursts at --burst x)")
@@ -538,8 +581,9 @@ def main() -> None:
     )
     parser.add_argument("--serve", type=Path, help=argparse.SUPPRESS)  # one application of a mode (launch)
     parser.add_argument("--work", type=Path, default=Path("/tmp/strata-bench-platform"))
-    parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--out", type=Path, help="default: benchmarks/results/<workload>.json")
     args = parser.parse_args()
+    args.out = args.out or RESULTS / f"{args.workload}.json"
     if args.serve is not None:
         serve(args.serve, args)
         return
@@ -566,7 +610,7 @@ def main() -> None:
     finally:
         if spark is not None:
             spark.stop()
-    ratios = summary(rows)
+    ratios = summary(rows, WORKLOADS[args.workload].critical)
     print_tables(rows, ratios, args)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(

@@ -1,7 +1,10 @@
-"""Shared fixtures: one local SparkSession for every test marked ``spark``."""
+"""Shared fixtures: one local SparkSession for every test marked ``spark``; running a scenario under Strata until
+its queries have read their input."""
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -18,3 +21,29 @@ def spark(tmp_path_factory):
     session = build_session("strata-tests", cores=2, shuffle_partitions=2, work_dir=tmp_path_factory.mktemp("spark"))
     yield session
     session.stop()
+
+
+def rows_read(engine) -> dict[str, int]:
+    """Input rows each job's queries have read so far (Spark's progress), by job."""
+    return {s.job: sum(engine.progress.of(s.pipeline.query).values()) for s in engine.segments}
+
+
+def run_until(spark, scenario, run_dir: Path, config, enough: Callable, timeout_s: float = 120.0, **hooks):
+    """Run ``scenario`` under Strata's control loop until ``enough(engine)`` holds (or ``timeout_s`` passes);
+    the run's result. ``hooks``: more of ``run_mode``'s callbacks (``on_step``)."""
+    from strata.runners.spark_loop import run_mode
+
+    engines: list = []
+    epoch = time.time() + 1
+    return run_mode(
+        spark,
+        scenario,
+        "strata",
+        run_dir,
+        config,
+        epoch,
+        epoch + timeout_s,
+        should_stop=lambda: bool(engines) and enough(engines[0]),
+        on_engine=engines.append,
+        **hooks,
+    )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import sys
 from pathlib import Path
 
 import pandas as pd
@@ -17,8 +18,10 @@ SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_platform.py
 def bench():
     spec = importlib.util.spec_from_file_location("bench_platform", SCRIPT)
     module = importlib.util.module_from_spec(spec)
+    sys.modules["bench_platform"] = module  # its dataclasses look their module up
     spec.loader.exec_module(module)
-    return module
+    yield module
+    del sys.modules["bench_platform"]
 
 
 def test_every_other_seed_runs_the_modes_in_reverse(bench):
@@ -29,7 +32,8 @@ def test_every_other_seed_runs_the_modes_in_reverse(bench):
 
 
 def test_a_window_counts_outputs_from_its_start_to_the_horizon_delivered_by_the_stop(bench):
-    scenario = with_python_jobs(bench.jobs_of("alone"), [], "platform")  # alerts: target 2 s, weight 100
+    alerts = bench.jobs_of("alone", bench.WORKLOADS["platform"])  # target 2 s, weight 100
+    scenario = with_python_jobs(alerts, [], "platform")
     latency = pd.DataFrame(
         {
             "job": "alerts",

@@ -27,9 +27,10 @@ from strata.model.user import DeclarationError, collecting, load_jobs, with_pyth
 from strata.protocol.engine import Decisions
 from strata.protocol.units import Move
 from strata.runners.producer import Producer
-from strata.runners.spark_loop import RunConfig, run_mode
+from strata.runners.spark_loop import RunConfig
 from strata.spark.engine import SETTLE_S, EngineConfig, SparkEngine
 from strata.spark.files import planned_files
+from tests.conftest import rows_read, run_until
 
 EVENTS = "id LONG, event_time TIMESTAMP, key LONG, value DOUBLE"
 SOURCE = SourceSpec(rate=400, keys={"count": 40, "zipf_s": 1.1}, seed=3)
@@ -186,7 +187,6 @@ def test_keyed_aggregates_under_strata_equal_pandas_and_report_key_group_loads(s
     files, events = staged(tmp_path / "in", 6.0)
     scenario = with_python_jobs(declare(tmp_path / "in"), [], "keyed", cores=2)
     kept = int((events["value"] > 0.2).sum())
-    engines: list[SparkEngine] = []
     loads: dict[str, dict[int, int]] = {"totals.keyed": {}, "windows.per_key": {}}
     routed: set[str] = set()
 
@@ -196,26 +196,13 @@ def test_keyed_aggregates_under_strata_equal_pandas_and_report_key_group_loads(s
             if kg.pe in loads:
                 loads[kg.pe][kg.key_group] = loads[kg.pe].get(kg.key_group, 0) + kg.records
 
-    def done() -> bool:
-        if not engines:
-            return False
-        rows = {s.job: sum(engines[0].progress.of(s.pipeline.query).values()) for s in engines[0].segments}
+    def enough(engine) -> bool:
+        rows = rows_read(engine)
         # Spark pushes the filter into the JSON reader: the totals query's input rows are those it keeps
         return rows.get("totals", 0) >= kept and rows.get("windows", 0) >= len(events)
 
-    epoch = time.time() + 1
-    result = run_mode(
-        spark,
-        scenario,
-        "strata",
-        tmp_path / "run",
-        RunConfig(sink="memory", state_partitions=2),
-        epoch,
-        epoch + 120,
-        on_step=step,
-        should_stop=done,
-        on_engine=engines.append,
-    )
+    config = RunConfig(sink="memory", state_partitions=2)
+    result = run_until(spark, scenario, tmp_path / "run", config, enough, on_step=step)
     engine = result.engine
     assert not engine.failures()
     by_job = {s.job: s.pipeline for s in engine.segments}

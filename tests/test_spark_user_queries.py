@@ -21,11 +21,12 @@ from strata.model import SourceSpec, SpecError
 from strata.model.user import DeclarationError, collecting, job, load_jobs, memory, with_python_jobs
 from strata.protocol.engine import Decisions
 from strata.runners.producer import Producer, clicks
-from strata.runners.spark_loop import RunConfig, run_mode
+from strata.runners.spark_loop import RunConfig
 from strata.spark.engine import EngineConfig, SparkEngine
 from strata.spark.files import planned_files
 from strata.spark.pipelines import PipelineOptions
 from strata.spark.user import UserPipeline
+from tests.conftest import rows_read, run_until
 
 EVENTS = "id LONG, event_time TIMESTAMP, key LONG, value DOUBLE"
 CLICKS = "id LONG, event_time TIMESTAMP, key LONG, value DOUBLE, impression LONG"
@@ -123,13 +124,9 @@ def test_python_jobs_and_a_yaml_job_run_under_strata_and_equal_pandas(spark, tmp
     (reader,) = scenario.job["even_alerts"].templates
     assert [(st.src, st.dst) for st in reader.streams] == [("alerts.query", "query"), ("query", "out")]
     events, clicks = inputs["events"], inputs["clicks"]
-    engines: list[SparkEngine] = []
 
-    def done() -> bool:
-        if not engines:
-            return False
-        engine = engines[0]
-        rows = {s.job: sum(engine.progress.of(s.pipeline.query).values()) for s in engine.segments}
+    def enough(engine) -> bool:
+        rows = rows_read(engine)
         chained = engine.running.get("chained")
         return (
             rows.get("alerts", 0) >= len(events)
@@ -139,18 +136,7 @@ def test_python_jobs_and_a_yaml_job_run_under_strata_and_equal_pandas(spark, tmp
             and not chained.pipeline.result().empty
         )
 
-    epoch = time.time() + 1
-    result = run_mode(
-        spark,
-        scenario,
-        "strata",
-        tmp_path / "run",
-        RunConfig(sink="memory"),
-        epoch,
-        epoch + 90,
-        should_stop=done,
-        on_engine=engines.append,
-    )
+    result = run_until(spark, scenario, tmp_path / "run", RunConfig(sink="memory"), enough, timeout_s=90.0)
     engine = result.engine
     assert not engine.failures()
     by_job = {s.job: s.pipeline for s in engine.segments}

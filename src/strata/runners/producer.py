@@ -1,4 +1,5 @@
-"""A producer process for file sources: JSON files written atomically into a directory at seeded, bursty rates.
+"""A producer process for file sources: JSON, CSV or Parquet files written atomically into a directory at seeded,
+bursty rates.
 
 The workload driver for user queries over directories (tests, ``bench_platform``
 and the platform example): records come from the one input definition
@@ -7,8 +8,9 @@ source emits), so the files hold records ``[lo, hi)`` of a source spec and any
 run's input can be recomputed exactly. Every ``file_s`` seconds of wall time
 the records whose event time has passed go into one file, written under a
 hidden name and renamed (Spark's file source never sees a partial file).
-Columns: ``id``, ``event_time`` (ISO-8601 UTC, µs), ``key``, ``value`` plus
-``extra`` columns computed from them.
+Columns: ``id``, ``event_time`` (ISO-8601 UTC, µs, in JSON and CSV; a UTC
+timestamp in µs in Parquet, the unit Spark reads), ``key``, ``value`` plus
+``extra`` columns computed from them; CSV files have a header line.
 """
 
 from __future__ import annotations
@@ -24,9 +26,37 @@ import numpy as np
 import pandas as pd
 
 from strata.model import SourceSpec
-from strata.model.inputs import Timeline, Workload, record_columns
+from strata.model.inputs import Timeline, Workload, record_columns, static_dimension
 
 Extra = Callable[[pd.DataFrame], pd.DataFrame]
+FORMATS = ("json", "csv", "parquet")
+
+
+def iso_times(frame: pd.DataFrame) -> pd.DataFrame:
+    """``event_time`` (if the frame has one) as ISO-8601 UTC text with µs (what the JSON and CSV files hold)."""
+    if "event_time" not in frame:
+        return frame
+    return frame.assign(event_time=frame["event_time"].dt.strftime("%Y-%m-%dT%H:%M:%S.%fZ"))
+
+
+def write_file(frame: pd.DataFrame, path: Path, fmt: str) -> None:
+    """``frame`` into ``path`` as ``fmt`` (one of :data:`FORMATS`). Parquet keeps µs: pandas' ns timestamps
+    would be Parquet ``TIMESTAMP(NANOS)``, which Spark does not read."""
+    if fmt == "json":
+        lines = "\n".join(json.dumps(r) for r in iso_times(frame).to_dict(orient="records"))
+        path.write_text(lines + "\n")
+    elif fmt == "csv":
+        iso_times(frame).to_csv(path, index=False)
+    else:
+        frame.to_parquet(path, engine="pyarrow", index=False, coerce_timestamps="us")
+
+
+def publish(frame: pd.DataFrame, final: Path, fmt: str) -> None:
+    """Write under a hidden name, then rename: a file source never sees a partial file (Spark skips names
+    starting with ``.``)."""
+    tmp = final.with_name(f".{final.name}.tmp")
+    write_file(frame, tmp, fmt)
+    os.replace(tmp, final)
 
 
 class Producer(threading.Thread):
@@ -41,14 +71,17 @@ class Producer(threading.Thread):
         file_s: float = 0.5,
         tick_s: float = 0.1,
         extra: Extra | None = None,
+        fmt: str = "json",
     ) -> None:
+        if fmt not in FORMATS:
+            raise ValueError(f"Producer fmt: expected one of {', '.join(FORMATS)}; found {fmt!r}")
         super().__init__(daemon=True, name=f"producer-{Path(directory).name}")
         self.directory = Path(directory)
         self.directory.mkdir(parents=True, exist_ok=True)
         self.workload = Workload.of(source)
         self.timeline = Timeline(self.workload, tick_s)
         self.epoch, self.end_s, self.file_s, self.tick_s = epoch, end_s, file_s, tick_s
-        self.extra = extra
+        self.extra, self.fmt = extra, fmt
         self.written = 0  # records written so far
         self.files = 0
         self._halt = threading.Event()
@@ -61,13 +94,7 @@ class Producer(threading.Thread):
         return self.extra(frame) if self.extra is not None else frame
 
     def write(self, lo: int, hi: int) -> None:
-        frame = self.rows(lo, hi)
-        text = frame.assign(event_time=frame["event_time"].dt.strftime("%Y-%m-%dT%H:%M:%S.%fZ"))
-        lines = "\n".join(json.dumps(r) for r in text.to_dict(orient="records"))
-        final = self.directory / f"part-{lo:012d}.json"
-        tmp = self.directory / f".{final.name}.tmp"
-        tmp.write_text(lines + "\n")
-        os.replace(tmp, final)
+        publish(self.rows(lo, hi), self.directory / f"part-{lo:012d}.{self.fmt}", self.fmt)
         self.files += 1
 
     def run(self) -> None:
@@ -106,6 +133,46 @@ def platform_input(root: str | Path, source: SourceSpec, epoch: float, end_s: fl
     return [
         Producer(root / "events", source, epoch, end_s),
         Producer(root / "clicks", source, epoch, end_s, extra=clicks()),
+    ]
+
+
+def redelivered(every: int = 10) -> Extra:
+    """At-least-once delivery: the records whose id is a multiple of ``every`` appear twice in their file (the
+    same row both times), so a deduplicating query has a known answer: the records, each once."""
+
+    def of(frame: pd.DataFrame) -> pd.DataFrame:
+        return pd.concat([frame, frame[frame["id"] % every == 0]], ignore_index=True)
+
+    return of
+
+
+TEAM_B_DIRECTORIES = ("events_csv", "events_parquet", "orders_csv")  # team_b_input's producers' directories
+TEAM_B_DIMENSION = "users"  # its static table's directory: ``key``, ``dim``
+
+
+def team_b_layout(root: str | Path, source: SourceSpec) -> None:
+    """The second benchmark workload's directories (empty) and its static table, written once (if not there yet)
+    before any query starts, since a stream–static join's static side is listed when the query is planned: one
+    row per key of ``source`` (``key``, ``dim`` ~ U[0, 1), as a generated static side), a CSV file with a header."""
+    root = Path(root)
+    for name in TEAM_B_DIRECTORIES:
+        (root / name).mkdir(parents=True, exist_ok=True)
+    (root / TEAM_B_DIMENSION).mkdir(parents=True, exist_ok=True)
+    table = root / TEAM_B_DIMENSION / "users.csv"
+    if not table.exists():  # not rewritten under running queries when their producers start
+        publish(pd.DataFrame(static_dimension(source.keys.count, source.seed)), table, "csv")
+
+
+def team_b_input(root: str | Path, source: SourceSpec, epoch: float, end_s: float) -> list[Producer]:
+    """The second benchmark workload's input (``benchmarks/workloads/team_b``): the source's records as CSV
+    (``events_csv/``) and as Parquet (``events_parquet/``), orders redelivered at least once as CSV
+    (``orders_csv/``), and the static table (:func:`team_b_layout`)."""
+    root = Path(root)
+    team_b_layout(root, source)
+    return [
+        Producer(root / "events_csv", source, epoch, end_s, fmt="csv"),
+        Producer(root / "events_parquet", source, epoch, end_s, fmt="parquet"),
+        Producer(root / "orders_csv", source, epoch, end_s, extra=redelivered(), fmt="csv"),
     ]
 
 
