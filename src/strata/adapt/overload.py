@@ -179,11 +179,14 @@ def _fair(
 class NodeLoads:
     """Each window's :class:`JobLoad` per node, measured from the observation (no generator or schedule known).
 
-    Per job and node: arrivals = records processed + growth of the queues of
-    its instances there (so a job falling behind is counted at what it is
-    offered, not at what it got); service = Σ busy / Σ records of those
+    Per job and node: arrivals = records processed + change of the queues of
+    its instances there (conservation of records: a job falling behind is
+    counted at what it is offered, not at what it got, and one draining a
+    backlog at what arrives, not at what it drains); service = Σ busy / Σ records of those
     instances (the last measured when they processed nothing); backlog =
-    records queued; overdue: the job's miss rate in the window (its outputs
+    records queued, at its instances there and at its sources' instances
+    there (``sources``: source PE → job; records a source has yet to pass on
+    wait for a core as the job's do); overdue: the job's miss rate in the window (its outputs
     were its oldest records; with a queue and no output, all of it).
     ``job_of``: PE → job; ``targets``/``weights``: per job;
     ``cores``: per node (a node the engine reports down has none).
@@ -193,6 +196,7 @@ class NodeLoads:
     targets: Mapping[str, float]
     cores: Mapping[str, float]
     weights: Mapping[str, float] = field(default_factory=dict)
+    sources: Mapping[str, str] = field(default_factory=dict)
     _queued: dict[tuple[str, int], int] = field(default_factory=dict)
     _service: dict[tuple[str, str], float] = field(default_factory=dict)
 
@@ -200,10 +204,16 @@ class NodeLoads:
         w = obs.window
         span = max(w.now - w.start, 1e-9)
         acc: dict[tuple[str, str], list[float]] = {}  # (node, job) → [records in, busy, records done, queued]
+        waiting: dict[tuple[str, str], list[float]] = {}  # (node, job) → [growth, records] of its sources' queues
         for i in w.instances:
             job = self.job_of.get(i.pe)
-            grew = max(0, i.queued - self._queued.get((i.pe, i.instance), 0))
+            grew = i.queued - self._queued.get((i.pe, i.instance), 0)  # signed: a draining backlog was no arrival
             self._queued[(i.pe, i.instance)] = i.queued
+            if i.pe in self.sources:
+                q = waiting.setdefault((i.node, self.sources[i.pe]), [0.0, 0.0])
+                q[0] += grew
+                q[1] += i.queued
+                continue
             if job is None or (i.busy <= 0 and (i.records > 0 or i.queued == 0)):
                 continue  # free operators (sources, sinks) process records in no time; idle ones carry no work
             a = acc.setdefault((i.node, job), [0.0, 0.0, 0.0, 0.0])
@@ -212,7 +222,12 @@ class NodeLoads:
             a[2] += i.records
             a[3] += i.queued
         out: dict[str, list[JobLoad]] = {}
-        for (node, job), (arrived, busy, done, queued) in acc.items():
+        for (node, job), (in_, busy, done, queued) in acc.items():
+            # Records a source has yet to pass on wait for a turn on the node's cores as the job's work does: they
+            # are the job's backlog there (the dispatch queue), each to cost the job's service time.
+            src_grew, src_queued = waiting.get((node, job), (0.0, 0.0))
+            arrived = max(0.0, in_ + src_grew)
+            queued += src_queued
             if done > 0 and busy > 0:
                 self._service[(node, job)] = busy / done
             service = self._service.get((node, job))

@@ -202,7 +202,8 @@ class Selector:
         self.tracker = FeatureTracker(job_of=job_maps(self.scenario)[0])
         self.cores = {n.name: float(n.cores) for n in self.scenario.cluster.nodes}
         targets = {j.id: j.target_latency_s for j in self.scenario.jobs}
-        self.loads = NodeLoads(job_maps(self.scenario)[0], targets, self.cores)
+        job_of, sources, _ = job_maps(self.scenario)
+        self.loads = NodeLoads(job_of, targets, self.cores, sources=sources)
         self.model_switches = 0
         self.model_error = Effect()  # score − predicted score of what ran, since the incumbent last changed
         self._predicted: dict[str, float | None] = {}  # dispatch block → predicted score of the coming window
@@ -214,6 +215,7 @@ class Selector:
         self._index = {c: i for i, c in enumerate(self.candidates)}
         self._values = [sorted({_blocks(c)[k] for c in self.candidates}) for k in range(len(LEVELS))]
         self._ran: Composition | None = None
+        self._interim: Composition | None = None  # what runs while a change is unconfirmed
         self._run_for = 0  # windows in a row ``_ran`` has run
         self._queued = 0
         self._scored = 0  # windows in a row with a score: the horizon is whole once it reaches ``horizon``
@@ -269,7 +271,9 @@ class Selector:
             pick = self._model_pick(self.default.dispatch, self._predicted)
             comp = replace(self.default, dispatch=pick) if pick is not None else self.default
             comp = comp if comp in self._index else self.default
+            self._interim = comp
         else:
+            self._interim = None
             self._adopt()
             if self._trial is None and self._scored >= self.horizon:
                 self._start_trial()
@@ -320,7 +324,9 @@ class Selector:
         if near:
             self.segment = self.stored.pop(min(near)[1])
         else:
-            self.segment = Segment(self.default)
+            # What ran while the change was unconfirmed was chosen on the new workload's own measurements: the
+            # default, or the dispatch the model confidently predicted to beat it there. The new segment keeps it.
+            self.segment = Segment(self._interim or self.default)
         self.segment.start = self._now
         self._segments += 1
         self._trial = None
@@ -457,18 +463,20 @@ class Selector:
         if self._pending is not None or len(self._recent) < 2:
             return
         credit = self.segment.credit
+        inc = self.segment.incumbent.dispatch
         untried, tried = [], []
         for level, value, comp in self._alternatives():
+            # A dispatch block the model confidently predicts no better than the incumbent's is not tried: a trial
+            # of it would spend windows on a composition predicted worse (and, under load, leave the incumbent a
+            # backlog in an order it serves late), and the budget goes where a gain is possible.
+            if level == 0 and self._model_gain(value, inc, self._foreseen, upper=True) is not None:
+                continue
             e = credit.effects[level].get(value)
             prior = self.blocks_prior[level].get(value, 0.0) if level < len(self.blocks_prior) else 0.0
             if e is None or e.n == 0:
                 predicted = self._foreseen.get(value) if level == 0 else None
-                # A dispatch block the model confidently predicts no better than the incumbent's waits until the
-                # other levels' untried blocks have been tried: the trial budget goes where a gain is possible.
-                inc = self.segment.incumbent.dispatch
-                later = level == 0 and self._model_gain(value, inc, self._foreseen, upper=True) is not None
                 key = (
-                    len(LEVELS) if later else level,
+                    level,
                     -self._mattered(level, value),
                     -(predicted or 0.0),
                     -prior,
