@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from strata.model import Scenario, joined_graph, propagate
+from strata.model import Scenario, joined_graph, offered_rates, propagate
 from strata.model.job import OperatorKind
 from strata.model.traffic import as_emitted
 from strata.protocol.engine import Observation
@@ -177,6 +177,22 @@ def yields(scenario: Scenario, templates: Mapping[str, str] | None = None, batch
         elif op.kind is OperatorKind.SINK:
             out[job] = out.get(job, 0.0) + sum(rates[u] for u in graph.predecessors(pe))
     return {job: out.get(job, 0.0) / r for job, r in src.items() if r > 0}
+
+
+def unit_costs(scenario: Scenario, templates: Mapping[str, str] | None = None) -> dict[str, float]:
+    """Job → declared core-seconds of work per source record (each operator's cost × the records it is offered per
+    source record): the service time a job's records are taken to need before any of them has been measured."""
+    graph = joined_graph(as_emitted(scenario), templates)
+    offered = offered_rates(graph)
+    src: dict[str, float] = {}
+    work: dict[str, float] = {}
+    for pe in graph:
+        job, op = graph.nodes[pe]["job"], graph.nodes[pe]["op"]
+        if op.kind is OperatorKind.SOURCE:
+            src[job] = src.get(job, 0.0) + offered[pe]
+        else:
+            work[job] = work.get(job, 0.0) + offered[pe] * op.cost_per_record
+    return {job: work.get(job, 0.0) / r for job, r in src.items() if r > 0}
 
 
 def outcomes(obs: Observation, job_yield: Mapping[str, float], sources: Mapping[str, str]) -> dict[str, tuple]:

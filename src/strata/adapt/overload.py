@@ -183,7 +183,8 @@ class NodeLoads:
     its instances there (conservation of records: a job falling behind is
     counted at what it is offered, not at what it got, and one draining a
     backlog at what arrives, not at what it drains); service = Σ busy / Σ records of those
-    instances (the last measured when they processed nothing); backlog =
+    instances (the last measured when they processed nothing; before any,
+    ``costs``: job → its declared service time); backlog =
     records queued, at its instances there and at its sources' instances
     there (``sources``: source PE → job; records a source has yet to pass on
     wait for a core as the job's do); overdue: the job's miss rate in the window (its outputs
@@ -197,6 +198,7 @@ class NodeLoads:
     cores: Mapping[str, float]
     weights: Mapping[str, float] = field(default_factory=dict)
     sources: Mapping[str, str] = field(default_factory=dict)
+    costs: Mapping[str, float] = field(default_factory=dict)
     _queued: dict[tuple[str, int], int] = field(default_factory=dict)
     _service: dict[tuple[str, str], float] = field(default_factory=dict)
 
@@ -222,15 +224,18 @@ class NodeLoads:
             a[2] += i.records
             a[3] += i.queued
         out: dict[str, list[JobLoad]] = {}
+        # Records a source has yet to pass on wait for a turn on the node's cores as the job's work does: they are
+        # the job's backlog there (the dispatch queue), each to cost the job's service time — a job whose records
+        # all wait there (it has had no turn yet) is a class of the node all the same.
+        for key in waiting.keys() - acc.keys():
+            acc[key] = [0.0, 0.0, 0.0, 0.0]
         for (node, job), (in_, busy, done, queued) in acc.items():
-            # Records a source has yet to pass on wait for a turn on the node's cores as the job's work does: they
-            # are the job's backlog there (the dispatch queue), each to cost the job's service time.
             src_grew, src_queued = waiting.get((node, job), (0.0, 0.0))
             arrived = max(0.0, in_ + src_grew)
             queued += src_queued
             if done > 0 and busy > 0:
                 self._service[(node, job)] = busy / done
-            service = self._service.get((node, job))
+            service = self._service.get((node, job), self.costs.get(job))
             if service is None or node in obs.nodes_down or job not in self.targets:
                 continue
             # The job's outputs late in the window: the share of its queue taken to be past its deadline too.

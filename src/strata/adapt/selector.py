@@ -44,7 +44,16 @@ import numpy as np
 
 from strata.adapt.blocks import PRIOR, Composition
 from strata.adapt.credit import Effect, ExplorationBudget, LevelCredit, differences
-from strata.adapt.features import ChangeDetector, FeatureTracker, backlog, learning_reward, outcomes, score, yields
+from strata.adapt.features import (
+    ChangeDetector,
+    FeatureTracker,
+    backlog,
+    learning_reward,
+    outcomes,
+    score,
+    unit_costs,
+    yields,
+)
 from strata.adapt.overload import NodeLoads, predicted_score
 from strata.model import Scenario, chosen_templates, job_maps
 from strata.protocol.engine import Observation
@@ -203,7 +212,7 @@ class Selector:
         self.cores = {n.name: float(n.cores) for n in self.scenario.cluster.nodes}
         targets = {j.id: j.target_latency_s for j in self.scenario.jobs}
         job_of, sources, _ = job_maps(self.scenario)
-        self.loads = NodeLoads(job_of, targets, self.cores, sources=sources)
+        self.loads = NodeLoads(job_of, targets, self.cores, sources=sources, costs=unit_costs(self.scenario))
         self.model_switches = 0
         self.model_error = Effect()  # score − predicted score of what ran, since the incumbent last changed
         self._predicted: dict[str, float | None] = {}  # dispatch block → predicted score of the coming window
