@@ -477,8 +477,12 @@ class Selector:
         for level, value, comp in self._alternatives():
             # A dispatch block the model confidently predicts no better than the incumbent's is not tried: a trial
             # of it would spend windows on a composition predicted worse (and, under load, leave the incumbent a
-            # backlog in an order it serves late), and the budget goes where a gain is possible.
-            if level == 0 and self._model_gain(value, inc, self._foreseen, upper=True) is not None:
+            # backlog in an order it serves late), and the budget goes where a gain is possible. Nor is one it
+            # predicts to do exactly what the incumbent's does, whatever its error: the two orders cannot differ
+            # on the classes measured (one class of work per node, or two disciplines ordering them alike).
+            if level == 0 and (
+                self._model_gain(value, inc, self._foreseen, upper=True) is not None or self._alike(value, inc)
+            ):
                 continue
             e = credit.effects[level].get(value)
             prior = self.blocks_prior[level].get(value, 0.0) if level < len(self.blocks_prior) else 0.0
@@ -501,6 +505,11 @@ class Selector:
         self._trial_left = self.trial[pick[0]]
         self._trial_rewards = []
         self._trial_baseline = list(self._recent)[-self.bracket :]
+
+    def _alike(self, value: str, base: str) -> bool:
+        """Whether the model predicts dispatch ``value`` to score exactly what ``base`` does (both predicted)."""
+        a, b = self._foreseen.get(value), self._foreseen.get(base)
+        return self.model and a is not None and b is not None and abs(a - b) <= 1e-9
 
     def _mattered(self, level: int, value: str) -> float:
         """The largest effect, either way, ``value`` had in a stored segment (0 if none measured it).
