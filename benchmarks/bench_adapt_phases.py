@@ -124,8 +124,9 @@ EVALUATION = (
 # drifts, a node loss at other times, the arrival at another time — on seeds never run; it is run once, at the end.
 ROUND3_SEEDS = (201, 202, 203)
 ROUND3 = tuple(
-    Shape(name, phases, order, burst, zipf, drift, node_loss=loss, arrival=arrival)
-    for name, phases, order, burst, zipf, drift, loss, arrival in (
+    # name, phases, order, burst, zipf, drift_s, node_loss, arrival
+    Shape(*row)
+    for row in (
         ("coarse-first+late-loss", (80, 35, 50), (1, 0, 2), 7.0, 1.3, 20.0, (120.0, 150.0), None),
         ("long-fine+arrival", (110, 40, 70), (0, 2, 1), 3.0, 1.1, 45.0, None, 60.0),
         ("skew-first+early-loss", (50, 60, 100), (2, 1, 0), 10.0, 1.5, 10.0, (10.0, 35.0), None),
@@ -136,8 +137,9 @@ ROUND3 = tuple(
 # round 3's, Zipf 1.0–1.6 drifting every 12–60 s, n1 lost inside the skewed phase, arrivals early and late.
 ROUND4_SEEDS = (301, 302, 303)
 ROUND4 = tuple(
-    Shape(name, phases, order, burst, zipf, drift, node_loss=loss, arrival=arrival)
-    for name, phases, order, burst, zipf, drift, loss, arrival in (
+    # name, phases, order, burst, zipf, drift_s, node_loss, arrival
+    Shape(*row)
+    for row in (
         ("coarse-skew-fine+mid-loss", (40, 100, 55), (1, 2, 0), 8.5, 1.35, 25.0, (60.0, 95.0), None),
         ("skew-fine-coarse+early-arrival", (65, 30, 95), (2, 0, 1), 2.5, 1.6, 12.0, None, 30.0),
         ("long-fine+skew-loss+late-arrival", (120, 45, 35), (0, 1, 2), 5.5, 1.0, 60.0, (175.0, 195.0), 150.0),
