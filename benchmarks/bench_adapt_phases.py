@@ -29,7 +29,12 @@ of round 4's meta level, round 3 having been seen): three more shapes
 (coarse, skewed, fine / skewed, fine, coarse / fine, coarse, skewed; phases
 30–120 s; burst factors 2.5–8.5; Zipf 1.0–1.6 drifting every 12–60 s; n1 lost
 at 60–95 s or 175–195 s, inside the skewed phase; arrivals at 30 s and 150 s)
-on seeds 301–303, run once at the end.
+on seeds 301–303, run once at the end. Measured (docs/hierarchy.md, round
+4's code): adaptive 0.625 against the best fixed sjf/threshold/planner
+0.620 on round4, regret 9.5% (target ≤ 8%: not met); round3 0.533 (best
+fixed 0.515, regret 8.5%); evaluation 0.575 (0.562, 11.4%); tuning 0.824
+(0.798, 5.0%); the meta level's own wall time 3.4–4.3% of the run's under
+the benchmark lock (``--quick``).
 
 Every candidate composition (``CANDIDATES``: four dispatch strategies × the
 three balancing modes, SODA's planner) runs each workload fixed; the
