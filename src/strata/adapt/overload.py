@@ -1,6 +1,6 @@
 """What each dispatch order is predicted to keep on time, from a queueing model of each node (overload-aware prior).
 
-The meta level learns which dispatch block suits the workload, but it need
+The meta level (emergent scheduling, Dean & Porter) learns which dispatch block suits the workload, but it need
 not learn blind what queueing theory already predicts. Each node is modelled
 as one server of speed ``cores`` (a c-core node as an M/G/1 queue with
 service times divided by c), each job on it as a class of Poisson arrivals

@@ -169,7 +169,9 @@ class Selector:
     ``blocks_prior``: per level, block value → prior mean, the order untried
     blocks are tried in (``()``: by name); ``model``: whether the queueing
     model of :mod:`strata.adapt.overload` predicts each dispatch block's
-    score — it orders untried dispatch blocks ahead of ``blocks_prior``, and
+    score — it orders untried dispatch blocks ahead of ``blocks_prior``, keeps
+    from trials the ones it confidently predicts no better than the
+    incumbent's or predicts to score exactly what it does, and
     switches the incumbent's dispatch when its predicted gain exceeds ``z``
     times its measured error on the incumbent (root mean square over at
     least ``n_model`` windows) and ``margin``.
@@ -461,7 +463,9 @@ class Selector:
     def _start_trial(self) -> None:
         """The most promising one-level change the budget allows, once the incumbent has a baseline.
 
-        Untried blocks first (dispatch, then balancing, then placement; within
+        Dispatch blocks the model confidently predicts no better than the
+        incumbent's, or to score exactly what it does, are left out. Untried
+        blocks first (dispatch, then balancing, then placement; within
         a level the one that mattered most in stored segments, then by
         prior), then the tried one of highest optimistic gain
         (mean + ``z`` standard errors) if that could still clear ``margin`` and
