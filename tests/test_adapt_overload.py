@@ -130,3 +130,29 @@ def test_the_model_switches_dispatch_only_as_far_as_it_has_predicted_what_ran():
         blind.model_error.add(err)
     blind._adopt()
     assert blind.segment.incumbent == Composition("llf")
+
+
+def test_node_loads_see_the_dispatch_queue_at_sources_and_do_not_count_a_drained_backlog_as_arrivals():
+    # Records a source has yet to pass on wait for a core as the job's own do; a job none of whose records has had a
+    # turn yet (b) is a class all the same, at its declared service time until one is measured.
+    nl = NodeLoads(
+        {"a.src": "a", "a.f": "a", "b.src": "b", "b.f": "b"},
+        {"a": 1.0, "b": 2.0},
+        {"n0": 2.0},
+        sources={"a.src": "a", "b.src": "b"},
+        costs={"a": 0.03, "b": 0.1},
+    )
+
+    def window(now, *per_pe):  # (records, busy core-seconds, queued) of a.src, a.f, b.src, b.f in turn
+        pes = ("a.src", "a.f", "b.src", "b.f")
+        return obs(
+            now, instances=[InstanceLoad(pe, 0, "n0", r, b, q, 0) for pe, (r, b, q) in zip(pes, per_pe, strict=True)]
+        )
+
+    loads = nl.update(window(5.0, (100, 0.0, 40), (100, 2.0, 10), (0, 0.0, 30), (0, 0.0, 0)))
+    # a: 100 done + 10 + 40 more queued = 150 in 5 s; 0.02 s measured; 50 queued. b: 30 in, all queued, 0.1 s.
+    assert loads["n0"] == [JobLoad("a", 30.0, 0.02, 1.0, 50, 1.0, 1.0), JobLoad("b", 6.0, 0.1, 2.0, 30, 1.0, 1.0)]
+    loads = nl.update(window(10.0, (60, 0.0, 0), (110, 2.2, 0), (50, 0.0, 0), (50, 4.0, 0)))
+    # Conservation: a processed 110 while its queues shrank by 50, so 60 arrived (12/s, not the 22/s it drained);
+    # b processed 50 while 30 of them were queued before: 20 arrived; its service is now measured (0.08 s).
+    assert loads["n0"] == [JobLoad("a", 12.0, 0.02, 1.0, 0, 1.0, 0.0), JobLoad("b", 4.0, 0.08, 2.0, 0, 1.0, 0.0)]

@@ -25,13 +25,14 @@ costs as much as making it late), averaged over jobs — in [0, 1].
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
+import networkx as nx
 import numpy as np
 
-from strata.model import Scenario, joined_graph, propagate
-from strata.model.job import OperatorKind
+from strata.model import Scenario, joined_graph, offered_rates, propagate
+from strata.model.job import Operator, OperatorKind
 from strata.model.traffic import as_emitted
 from strata.protocol.engine import Observation
 
@@ -168,15 +169,34 @@ def yields(scenario: Scenario, templates: Mapping[str, str] | None = None, batch
     aggregates at what the engines emit, :func:`strata.model.traffic.as_emitted`, as the plan projects)."""
     graph = joined_graph(as_emitted(scenario, batch), templates)
     rates = propagate(graph)
+
+    def outputs(pe: str, op: Operator) -> float:
+        return sum(rates[u] for u in graph.predecessors(pe)) if op.kind is OperatorKind.SINK else 0.0
+
+    return _per_source_record(graph, rates, outputs)
+
+
+def unit_costs(scenario: Scenario, templates: Mapping[str, str] | None = None) -> dict[str, float]:
+    """Job → declared core-seconds of work per source record (each operator's cost × the records it is offered per
+    source record): the service time a job's records are taken to need before any of them has been measured."""
+    graph = joined_graph(as_emitted(scenario), templates)
+    offered = offered_rates(graph)
+    return _per_source_record(graph, offered, lambda pe, op: offered[pe] * op.cost_per_record)
+
+
+def _per_source_record(
+    graph: nx.DiGraph, rates: Mapping[str, float], amount: Callable[[str, Operator], float]
+) -> dict[str, float]:
+    """Job → Σ ``amount`` over its PEs other than sources, per record its sources emit (``rates``)."""
     src: dict[str, float] = {}
-    out: dict[str, float] = {}
+    total: dict[str, float] = {}
     for pe in graph:
         job, op = graph.nodes[pe]["job"], graph.nodes[pe]["op"]
         if op.kind is OperatorKind.SOURCE:
             src[job] = src.get(job, 0.0) + rates[pe]
-        elif op.kind is OperatorKind.SINK:
-            out[job] = out.get(job, 0.0) + sum(rates[u] for u in graph.predecessors(pe))
-    return {job: out.get(job, 0.0) / r for job, r in src.items() if r > 0}
+        else:
+            total[job] = total.get(job, 0.0) + amount(pe, op)
+    return {job: total.get(job, 0.0) / r for job, r in src.items() if r > 0}
 
 
 def outcomes(obs: Observation, job_yield: Mapping[str, float], sources: Mapping[str, str]) -> dict[str, tuple]:

@@ -1,6 +1,6 @@
 """What each dispatch order is predicted to keep on time, from a queueing model of each node (overload-aware prior).
 
-The meta level learns which dispatch block suits the workload, but it need
+The meta level (emergent scheduling, Dean & Porter) learns which dispatch block suits the workload, but it need
 not learn blind what queueing theory already predicts. Each node is modelled
 as one server of speed ``cores`` (a c-core node as an M/G/1 queue with
 service times divided by c), each job on it as a class of Poisson arrivals
@@ -179,11 +179,15 @@ def _fair(
 class NodeLoads:
     """Each window's :class:`JobLoad` per node, measured from the observation (no generator or schedule known).
 
-    Per job and node: arrivals = records processed + growth of the queues of
-    its instances there (so a job falling behind is counted at what it is
-    offered, not at what it got); service = Σ busy / Σ records of those
-    instances (the last measured when they processed nothing); backlog =
-    records queued; overdue: the job's miss rate in the window (its outputs
+    Per job and node: arrivals = records processed + change of the queues of
+    its instances there (conservation of records: a job falling behind is
+    counted at what it is offered, not at what it got, and one draining a
+    backlog at what arrives, not at what it drains); service = Σ busy / Σ records of those
+    instances (the last measured when they processed nothing; before any,
+    ``costs``: job → its declared service time); backlog =
+    records queued, at its instances there and at its sources' instances
+    there (``sources``: source PE → job; records a source has yet to pass on
+    wait for a core as the job's do); overdue: the job's miss rate in the window (its outputs
     were its oldest records; with a queue and no output, all of it).
     ``job_of``: PE → job; ``targets``/``weights``: per job;
     ``cores``: per node (a node the engine reports down has none).
@@ -193,6 +197,8 @@ class NodeLoads:
     targets: Mapping[str, float]
     cores: Mapping[str, float]
     weights: Mapping[str, float] = field(default_factory=dict)
+    sources: Mapping[str, str] = field(default_factory=dict)
+    costs: Mapping[str, float] = field(default_factory=dict)
     _queued: dict[tuple[str, int], int] = field(default_factory=dict)
     _service: dict[tuple[str, str], float] = field(default_factory=dict)
 
@@ -200,10 +206,16 @@ class NodeLoads:
         w = obs.window
         span = max(w.now - w.start, 1e-9)
         acc: dict[tuple[str, str], list[float]] = {}  # (node, job) → [records in, busy, records done, queued]
+        waiting: dict[tuple[str, str], list[float]] = {}  # (node, job) → [growth, records] of its sources' queues
         for i in w.instances:
             job = self.job_of.get(i.pe)
-            grew = max(0, i.queued - self._queued.get((i.pe, i.instance), 0))
+            grew = i.queued - self._queued.get((i.pe, i.instance), 0)  # signed: a draining backlog was no arrival
             self._queued[(i.pe, i.instance)] = i.queued
+            if i.pe in self.sources:
+                q = waiting.setdefault((i.node, self.sources[i.pe]), [0.0, 0.0])
+                q[0] += grew
+                q[1] += i.queued
+                continue
             if job is None or (i.busy <= 0 and (i.records > 0 or i.queued == 0)):
                 continue  # free operators (sources, sinks) process records in no time; idle ones carry no work
             a = acc.setdefault((i.node, job), [0.0, 0.0, 0.0, 0.0])
@@ -212,10 +224,18 @@ class NodeLoads:
             a[2] += i.records
             a[3] += i.queued
         out: dict[str, list[JobLoad]] = {}
-        for (node, job), (arrived, busy, done, queued) in acc.items():
+        # Records a source has yet to pass on wait for a turn on the node's cores as the job's work does: they are
+        # the job's backlog there (the dispatch queue), each to cost the job's service time — a job whose records
+        # all wait there (it has had no turn yet) is a class of the node all the same.
+        for key in waiting.keys() - acc.keys():
+            acc[key] = [0.0, 0.0, 0.0, 0.0]
+        for (node, job), (in_, busy, done, queued) in acc.items():
+            src_grew, src_queued = waiting.get((node, job), (0.0, 0.0))
+            arrived = max(0.0, in_ + src_grew)
+            queued += src_queued
             if done > 0 and busy > 0:
                 self._service[(node, job)] = busy / done
-            service = self._service.get((node, job))
+            service = self._service.get((node, job), self.costs.get(job))
             if service is None or node in obs.nodes_down or job not in self.targets:
                 continue
             # The job's outputs late in the window: the share of its queue taken to be past its deadline too.

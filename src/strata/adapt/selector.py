@@ -44,7 +44,16 @@ import numpy as np
 
 from strata.adapt.blocks import PRIOR, Composition
 from strata.adapt.credit import Effect, ExplorationBudget, LevelCredit, differences
-from strata.adapt.features import ChangeDetector, FeatureTracker, backlog, learning_reward, outcomes, score, yields
+from strata.adapt.features import (
+    ChangeDetector,
+    FeatureTracker,
+    backlog,
+    learning_reward,
+    outcomes,
+    score,
+    unit_costs,
+    yields,
+)
 from strata.adapt.overload import NodeLoads, predicted_score
 from strata.model import Scenario, chosen_templates, job_maps
 from strata.protocol.engine import Observation
@@ -160,7 +169,9 @@ class Selector:
     ``blocks_prior``: per level, block value → prior mean, the order untried
     blocks are tried in (``()``: by name); ``model``: whether the queueing
     model of :mod:`strata.adapt.overload` predicts each dispatch block's
-    score — it orders untried dispatch blocks ahead of ``blocks_prior``, and
+    score — it orders untried dispatch blocks ahead of ``blocks_prior``, keeps
+    from trials the ones it confidently predicts no better than the
+    incumbent's or predicts to score exactly what it does, and
     switches the incumbent's dispatch when its predicted gain exceeds ``z``
     times its measured error on the incumbent (root mean square over at
     least ``n_model`` windows) and ``margin``.
@@ -202,7 +213,8 @@ class Selector:
         self.tracker = FeatureTracker(job_of=job_maps(self.scenario)[0])
         self.cores = {n.name: float(n.cores) for n in self.scenario.cluster.nodes}
         targets = {j.id: j.target_latency_s for j in self.scenario.jobs}
-        self.loads = NodeLoads(job_maps(self.scenario)[0], targets, self.cores)
+        job_of, sources, _ = job_maps(self.scenario)
+        self.loads = NodeLoads(job_of, targets, self.cores, sources=sources, costs=unit_costs(self.scenario))
         self.model_switches = 0
         self.model_error = Effect()  # score − predicted score of what ran, since the incumbent last changed
         self._predicted: dict[str, float | None] = {}  # dispatch block → predicted score of the coming window
@@ -214,6 +226,7 @@ class Selector:
         self._index = {c: i for i, c in enumerate(self.candidates)}
         self._values = [sorted({_blocks(c)[k] for c in self.candidates}) for k in range(len(LEVELS))]
         self._ran: Composition | None = None
+        self._interim: Composition | None = None  # what runs while a change is unconfirmed
         self._run_for = 0  # windows in a row ``_ran`` has run
         self._queued = 0
         self._scored = 0  # windows in a row with a score: the horizon is whole once it reaches ``horizon``
@@ -269,7 +282,9 @@ class Selector:
             pick = self._model_pick(self.default.dispatch, self._predicted)
             comp = replace(self.default, dispatch=pick) if pick is not None else self.default
             comp = comp if comp in self._index else self.default
+            self._interim = comp
         else:
+            self._interim = None
             self._adopt()
             if self._trial is None and self._scored >= self.horizon:
                 self._start_trial()
@@ -320,7 +335,9 @@ class Selector:
         if near:
             self.segment = self.stored.pop(min(near)[1])
         else:
-            self.segment = Segment(self.default)
+            # What ran while the change was unconfirmed was chosen on the new workload's own measurements: the
+            # default, or the dispatch the model confidently predicted to beat it there. The new segment keeps it.
+            self.segment = Segment(self._interim or self.default)
         self.segment.start = self._now
         self._segments += 1
         self._trial = None
@@ -446,7 +463,9 @@ class Selector:
     def _start_trial(self) -> None:
         """The most promising one-level change the budget allows, once the incumbent has a baseline.
 
-        Untried blocks first (dispatch, then balancing, then placement; within
+        Dispatch blocks the model confidently predicts no better than the
+        incumbent's, or to score exactly what it does, are left out. Untried
+        blocks first (dispatch, then balancing, then placement; within
         a level the one that mattered most in stored segments, then by
         prior), then the tried one of highest optimistic gain
         (mean + ``z`` standard errors) if that could still clear ``margin`` and
@@ -457,18 +476,24 @@ class Selector:
         if self._pending is not None or len(self._recent) < 2:
             return
         credit = self.segment.credit
+        inc = self.segment.incumbent.dispatch
         untried, tried = [], []
         for level, value, comp in self._alternatives():
+            # A dispatch block the model confidently predicts no better than the incumbent's is not tried: a trial
+            # of it would spend windows on a composition predicted worse (and, under load, leave the incumbent a
+            # backlog in an order it serves late), and the budget goes where a gain is possible. Nor is one it
+            # predicts to do exactly what the incumbent's does, whatever its error: the two orders cannot differ
+            # on the classes measured (one class of work per node, or two disciplines ordering them alike).
+            if level == 0 and (
+                self._model_gain(value, inc, self._foreseen, upper=True) is not None or self._alike(value, inc)
+            ):
+                continue
             e = credit.effects[level].get(value)
             prior = self.blocks_prior[level].get(value, 0.0) if level < len(self.blocks_prior) else 0.0
             if e is None or e.n == 0:
                 predicted = self._foreseen.get(value) if level == 0 else None
-                # A dispatch block the model confidently predicts no better than the incumbent's waits until the
-                # other levels' untried blocks have been tried: the trial budget goes where a gain is possible.
-                inc = self.segment.incumbent.dispatch
-                later = level == 0 and self._model_gain(value, inc, self._foreseen, upper=True) is not None
                 key = (
-                    len(LEVELS) if later else level,
+                    level,
                     -self._mattered(level, value),
                     -(predicted or 0.0),
                     -prior,
@@ -484,6 +509,11 @@ class Selector:
         self._trial_left = self.trial[pick[0]]
         self._trial_rewards = []
         self._trial_baseline = list(self._recent)[-self.bracket :]
+
+    def _alike(self, value: str, base: str) -> bool:
+        """Whether the model predicts dispatch ``value`` to score exactly what ``base`` does (both predicted)."""
+        a, b = self._foreseen.get(value), self._foreseen.get(base)
+        return self.model and a is not None and b is not None and abs(a - b) <= 1e-9
 
     def _mattered(self, level: int, value: str) -> float:
         """The largest effect, either way, ``value`` had in a stored segment (0 if none measured it).
