@@ -3,6 +3,7 @@ job, cell shares and moves enforced in order; L0's cell decisions from the Contr
 
 from __future__ import annotations
 
+import io
 import os
 from pathlib import Path
 
@@ -193,6 +194,35 @@ def test_on_a_standalone_cluster_the_cells_fit_its_cores_and_start_with_them():
     assert [(c, args) for c, m, args in calls if m == "share"] == [("c0", (6.0,)), ("c1", (2.0,))]
     assert shares.unenforced == {"c0", "c1"}
     assert fleet.decisions[-1]["detail"] == "c0 4.00, c1 4.00; held c0 6, c1 2 cores (standalone)"
+
+
+def test_more_cells_than_a_clusters_cores_is_a_located_error_before_any_cell_starts(tmp_path, monkeypatch):
+    from rich.console import Console
+
+    from strata.runners import fleet
+
+    class Session:
+        stopped = False
+
+        def stop(self) -> None:
+            self.stopped = True
+
+    session, master = Session(), "spark://127.0.0.1:7077"
+    started: list = []
+    monkeypatch.setattr(fleet, "check_master", lambda m: started.append(("checked", m)))
+    monkeypatch.setattr(fleet, "start_session", lambda request, *a: started.append(request.master) or session)
+    monkeypatch.setattr(fleet, "prepare", lambda *a: load_scenario(ROOT / PIPELINE))  # 8 cores
+    monkeypatch.setattr(fleet, "launch_cell", lambda *a: pytest.fail("no cell may start"))
+    said = io.StringIO()
+    errors = Console(file=said, width=300)
+    request = RunRequest(files=(str(ROOT / PIPELINE),), master=master, out=tmp_path)
+    assert fleet.run_fleet(request, Console(file=io.StringIO()), errors, max_cells=9) == 2
+    assert started == [("checked", master), "local[1]"] and session.stopped  # the fleet's own session: local
+    assert f"--master {master}: the spec's cluster has 8 cores" in said.getvalue()
+    assert (
+        "expected at most 8 cells (--cells, a cell per --dedicate job and one for the others); found 9"
+        in said.getvalue()
+    )
 
 
 def test_the_host_cell_and_each_cells_gate_bound():

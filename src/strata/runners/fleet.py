@@ -63,7 +63,7 @@ from strata.spark.checkpoint import CheckpointChanged
 from strata.spark.engine import EngineConfig, decision_row
 from strata.spark.java import JavaError
 from strata.spark.measure import ModeRun, job_summary, write_metrics
-from strata.spark.session import MasterUnreachable, warm_python_workers
+from strata.spark.session import MasterUnreachable, check_master, warm_python_workers
 
 READY_TIMEOUT_S = 180.0  # how long a cell may take to start its session and load the jobs
 CLOSE_TIMEOUT_S = 120.0  # how long a cell may take to measure and verify its sinks at the end
@@ -515,6 +515,8 @@ def run_fleet(request: RunRequest, console: Console, errors: Console, max_cells:
     loading = replace(request, dedicated=())  # pinned jobs run here too, in cells of their own
     cluster = on_cluster(request.master)
     try:  # on a cluster this process's own session only loads the jobs: every cell is an application there
+        if cluster:
+            check_master(request.master)  # in seconds, before the cells would each find it out
         spark = start_session(replace(request, master=LOADER_MASTER) if cluster else request, files.name, out)
     except (JavaError, MasterUnreachable) as err:
         errors.print(f"[bold red]error[/] {err}", highlight=False, soft_wrap=True)
@@ -528,7 +530,8 @@ def run_fleet(request: RunRequest, console: Console, errors: Console, max_cells:
         scenario = prepare(spark, loading, files, out / "strata", errors, declared)
         if scenario is None:
             return 2
-        warm_python_workers(spark)
+        if not cluster:  # on a cluster this session runs no job
+            warm_python_workers(spark)
         unknown = [j for j in request.dedicated if j not in scenario.job]
         if unknown:
             names = ", ".join(j.id for j in scenario.jobs)
