@@ -12,8 +12,10 @@ observations (:func:`merge_observations`) and whose ``apply`` routes each job's 
 (:func:`route`), sets the cells' shares, and moves a job whose cell changed — reserve the target (its share is
 set first), stop the job at a batch boundary in its cell, continue it from its checkpoint in the target.
 The fleet hosts one cell in-process (:class:`strata.runners.cell.Cell`) and starts the others as child
-processes (:mod:`strata.runners.cell`). One run directory, one metrics set (:func:`merge_metrics`), one report,
-one live view.
+processes (:mod:`strata.runners.cell`). On a standalone cluster (``--master spark://…``) every cell is a child
+whose application starts with the whole cores of its first share (:class:`~strata.runners.shares.ClusterCores`;
+the cluster's workers enforce them) and the fleet's own session is local, only to load the jobs. One run
+directory, one metrics set (:func:`merge_metrics`), one report, one live view.
 """
 
 from __future__ import annotations
