@@ -680,9 +680,9 @@ def _run_cells(
         cells[host] = LocalCell(local)
     for cell in remote:
         cell.call("begin", epoch, held[cell.name])
-        # the first cell checks every job (a host cell, else the first child); what the others say, it said
-        lines = cell.call("resume", () if cells else request.fresh)
-        said += [] if cells else lines
+        first = not cells  # the first cell checks every job (the host cell, else the first child)
+        lines = cell.call("resume", request.fresh if first else ())
+        said += lines if first else []  # what the others say of every job, the first said already
         cells[cell.name] = cell
 
     def spawn(name: str, share: float) -> RemoteCell:
