@@ -3,6 +3,7 @@ job, cell shares and moves enforced in order; L0's cell decisions from the Contr
 
 from __future__ import annotations
 
+import io
 import os
 from pathlib import Path
 
@@ -13,7 +14,19 @@ from strata.control.controller import Controller, HierarchyConfig
 from strata.model import load_scenario
 from strata.protocol.engine import Decisions, InstanceLoad, KeyGroupLoad, LatencyStats, Move, Observation, WindowStats
 from strata.runners.cell import gate_bound
-from strata.runners.fleet import FleetEngine, host_cell, merge_observations, route
+from strata.runners.fleet import (
+    FleetEngine,
+    cell_request,
+    cells_over,
+    fleet_config,
+    host_cell,
+    merge_observations,
+    route,
+)
+from strata.runners.live import RunRequest
+from strata.runners.shares import ClusterCores
+from strata.runners.spark_loop import RunConfig
+from strata.spark.conf import SparkSettings
 
 ROOT = Path(__file__).resolve().parents[1]
 PIPELINE = "src/strata/examples/pipeline.yaml"
@@ -58,6 +71,9 @@ class FakeShares:
 
     def set(self, shares) -> None:
         self.given.append(dict(shares))
+
+    def held(self, shares) -> dict:
+        return dict(shares)
 
 
 def observation(job: str, start: float, busy: float, rows: int, ingest: float, units: int) -> Observation:
@@ -153,6 +169,60 @@ def test_the_controller_places_jobs_onto_cells_only_when_the_engine_runs_cells()
     assert set(one.cells.values()) == {"c0"}
     pinned = Controller(scenario, HierarchyConfig(cells=CellConfig(pins=(("counts", "pin-counts"),)))).start(0.0)
     assert pinned.cells["counts"] == "pin-counts" and pinned.cells["alerts"] != "pin-counts"
+
+
+def test_on_a_standalone_cluster_the_cells_fit_its_cores_and_start_with_them():
+    scenario = load_scenario(ROOT / PIPELINE)  # a cluster of two 4-core nodes: 8 cores
+    cluster = "spark://127.0.0.1:7077"
+
+    def limit(cells, master):
+        return fleet_config(scenario, (), cells, master, RunConfig()).control.cells.max_cells
+
+    assert limit(None, cluster) == 8 and limit(3, cluster) == 3 and limit(12, cluster) == 8
+    assert limit(None, "local[2]") is None and limit(12, None) == 12  # one machine: the planner's default
+    assert cells_over(scenario, 8) is None
+    assert "has 8 cores" in cells_over(scenario, 9) and "expected at most 8 cells" in cells_over(scenario, 9)
+    shares = ClusterCores(8, 4)
+    shares.set({"c0": 5.5, "c1": 2.5})
+    request = RunRequest(files=("jobs.py",), spark=SparkSettings((("spark.cores.max", "8"), ("a", "b"))))
+    mine = cell_request(request, shares.conf("c1", 2.5)).spark.as_dict  # the cell's cores win over the user's
+    assert mine == {"spark.cores.max": "2", "a": "b", "spark.executor.cores": "2"}
+    # the fleet hands each cell the cores it holds, and logs both
+    calls: list = []
+    fleet = FleetEngine({"c0": FakeCell("c0", None, calls), "c1": FakeCell("c1", None, calls)}, shares)
+    fleet.apply(Decisions(2, cell_shares={"c0": 4.0, "c1": 4.0}))
+    assert [(c, args) for c, m, args in calls if m == "share"] == [("c0", (6.0,)), ("c1", (2.0,))]
+    assert shares.unenforced == {"c0", "c1"}
+    assert fleet.decisions[-1]["detail"] == "c0 4.00, c1 4.00; held c0 6, c1 2 cores (standalone)"
+
+
+def test_more_cells_than_a_clusters_cores_is_a_located_error_before_any_cell_starts(tmp_path, monkeypatch):
+    from rich.console import Console
+
+    from strata.runners import fleet
+
+    class Session:
+        stopped = False
+
+        def stop(self) -> None:
+            self.stopped = True
+
+    session, master = Session(), "spark://127.0.0.1:7077"
+    started: list = []
+    monkeypatch.setattr(fleet, "check_master", lambda m: started.append(("checked", m)))
+    monkeypatch.setattr(fleet, "start_session", lambda request, *a: started.append(request.master) or session)
+    monkeypatch.setattr(fleet, "prepare", lambda *a: load_scenario(ROOT / PIPELINE))  # 8 cores
+    monkeypatch.setattr(fleet, "launch_cell", lambda *a: pytest.fail("no cell may start"))
+    said = io.StringIO()
+    errors = Console(file=said, width=300)
+    request = RunRequest(files=(str(ROOT / PIPELINE),), master=master, out=tmp_path)
+    assert fleet.run_fleet(request, Console(file=io.StringIO()), errors, max_cells=9) == 2
+    assert started == [("checked", master), "local[1]"] and session.stopped  # the fleet's own session: local
+    assert f"--master {master}: the spec's cluster has 8 cores" in said.getvalue()
+    assert (
+        "expected at most 8 cells (--cells, a cell per --dedicate job and one for the others); found 9"
+        in said.getvalue()
+    )
 
 
 def test_the_host_cell_and_each_cells_gate_bound():

@@ -16,15 +16,19 @@ import pytest
 
 from strata.runners.shares import (
     NICE,
+    STANDALONE,
     V1,
     V2,
+    ClusterCores,
     CpuShares,
     alive,
     cgroup_mounts,
     cgroup_weights,
+    executor_cores,
     nice_levels,
     process_stat,
     standalone_conf,
+    whole_cores,
 )
 
 REAL_V1 = Path("/sys/fs/cgroup/cpu")
@@ -81,6 +85,51 @@ def test_standalone_conf_gives_the_cells_cores_and_refuses_what_spark_would_wast
     for bad in [(0,), (1.5,), (True,), (2, 3), (3, 2), (2, 0)]:
         with pytest.raises(ValueError, match="standalone_conf"):
             standalone_conf(*bad)
+
+
+def test_whole_cores_by_largest_remainder_at_least_one_each():
+    # every share ≥ 1 core: plain largest remainder — floors 3, 2, 2 (7 of 8), the one left to a (.7 > .2 > .1)
+    assert whole_cores({"a": 3.7, "b": 2.2, "c": 2.1}, 8) == {"a": 4, "b": 2, "c": 2}
+    # shares are scaled to the cluster's cores: 1.5 : 0.5 of 4 is 3 : 1
+    assert whole_cores({"a": 1.5, "b": 0.5}, 4) == {"a": 3, "b": 1}
+    # c's 0.1 would round to no core: each cell gets 1 first, the 1 left goes by the shares above 1 core
+    # (a 1.6, b 0.3: scaled to 1, a 0.84, b 0.16: a gets it); plain rounding would give 3, 1, 0
+    assert whole_cores({"a": 2.6, "b": 1.3, "c": 0.1}, 4) == {"a": 2, "b": 1, "c": 1}
+    assert whole_cores({"c0": 1.63, "c1": 0.37}, 2) == {"c0": 1, "c1": 1}
+    assert whole_cores({"b": 1.0, "a": 1.0}, 3) == {"a": 2, "b": 1}  # a tie goes by name
+    assert whole_cores({"a": 0.0, "b": 0.0}, 2) == {"a": 1, "b": 1}
+    assert whole_cores({}, 2) == {}
+    with pytest.raises(ValueError, match=r"3 cells \(a, b, c\) on a cluster of 2 cores.*at most 2 cells"):
+        whole_cores({"a": 1.0, "b": 0.6, "c": 0.4}, 2)
+    for bad in [({"a": 1.0}, 0), ({"a": 1.0}, 2.0), ({"a": -1.0}, 2), ({"a": float("nan")}, 2)]:
+        with pytest.raises(ValueError, match="whole_cores"):
+            whole_cores(*bad)
+
+
+def test_executor_cores_divide_the_cells_cores_and_fit_a_worker():
+    assert executor_cores(1, 1) == 1 and executor_cores(4, 1) == 1
+    assert executor_cores(6, 4) == 3 and executor_cores(4, 4) == 4 and executor_cores(5, 4) == 1
+    assert executor_cores(2, 8) == 2
+
+
+def test_cluster_cores_fix_each_cells_cores_at_its_first_share():
+    cores = ClusterCores(cores=4, worker_cores=2)
+    assert cores.backend == STANDALONE
+    cores.set({"c0": 2.6, "c1": 1.4})
+    assert cores.granted == {"c0": 3, "c1": 1} and cores.unenforced == set()
+    assert cores.conf("c0", 2.6) == {"spark.cores.max": "3", "spark.executor.cores": "1"}
+    assert cores.conf("c1", 1.4) == {"spark.cores.max": "1", "spark.executor.cores": "1"}
+    assert cores.held({"c0": 2.6, "c1": 1.4}) == {"c0": 3.0, "c1": 1.0}
+    cores.set({"c0": 2.0, "c1": 2.0})  # a later share is recorded, not applied: the cells keep their cores
+    assert cores.granted == {"c0": 3, "c1": 1} and cores.unenforced == {"c0", "c1"}
+    assert cores.held({"c0": 2.0, "c1": 2.0}) == {"c0": 3.0, "c1": 1.0}
+    cores.set({"c0": 3.1, "c1": 0.9})
+    assert cores.unenforced == set()
+    # a cell started later asks for its share rounded, at least 1 core
+    assert cores.conf("c2", 0.3) == {"spark.cores.max": "1", "spark.executor.cores": "1"}
+    assert cores.conf("c3", 2.2) == {"spark.cores.max": "2", "spark.executor.cores": "2"}
+    with pytest.raises(ValueError, match="5 cells"):
+        cores.set({"c0": 1.0, "c1": 1.0, "c2": 1.0, "c3": 0.5, "c4": 0.5})
 
 
 def test_cgroup_mounts_finds_v1_cpu_before_v2():

@@ -1,19 +1,25 @@
 """The standalone cluster harness (issue 28, Deliver 4): a master and two 1-core workers from the wheel's
 ``spark-class``; two applications, each a cell with ``standalone_conf(1)``, get exactly one core each; nothing is
-left running afterwards. A taken port and a worker that cannot start fail with a clear error."""
+left running afterwards. A taken port and a worker that cannot start fail with a clear error. ``strata run
+--master spark://…`` runs the fleet there: each cell an application granted the whole cores of its share, every
+sink exact."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
+import pandas as pd
 import pytest
+import yaml
 
-from strata.runners.shares import standalone_conf
+from strata.runners.shares import standalone_conf, whole_cores
 from strata.spark.standalone import StandaloneError, master_json, standalone_cluster
 
 APP = """
@@ -112,3 +118,71 @@ def test_two_cells_get_one_core_each_on_two_one_core_workers(tmp_path):
     assert processes_working_in(tmp_path) == []
     with socket.socket() as s:
         s.bind(("127.0.0.1", port))  # the master's port is free again
+
+
+def job(name: str, rank: int, target_s: float, seed: int, middle: dict) -> dict:
+    """A job reading a generated source (50 records/s, 10 keys) through ``middle`` into its sink."""
+    source = {"name": "s", "kind": "source", "source": {"rate": 50, "keys": {"count": 10}, "seed": seed}}
+    return {
+        "id": name,
+        "rank": rank,
+        "target_latency_s": target_s,
+        "templates": [
+            {
+                "operators": [source, middle, {"name": "o", "kind": "sink"}],
+                "streams": [{"from": "s", "to": middle["name"]}, {"from": middle["name"], "to": "o"}],
+            }
+        ],
+    }
+
+
+# the spec's cluster is the standalone one: two 1-core workers; alert is latency-critical, copy is bulk
+CLUSTER_SPEC = {
+    "name": "duo",
+    "cluster": {"nodes": [{"name": "w0", "cores": 1}, {"name": "w1", "cores": 1}]},
+    "jobs": [
+        job("alert", 1, 2.0, 3, {"name": "f", "kind": "filter", "predicate": "value < 0.5"}),
+        job("copy", 2, 30.0, 4, {"name": "m", "kind": "map", "expressions": ["id", "key", "value"]}),
+    ],
+}
+QUICK_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+
+
+@pytest.mark.spark
+def test_the_fleet_on_a_standalone_cluster_runs_each_cell_as_an_application_with_its_cores(tmp_path):
+    port, ui = free_port(), free_port()
+    (spec := tmp_path / "spec.yaml").write_text(yaml.safe_dump(CLUSTER_SPEC))
+    out, log = tmp_path / "out", tmp_path / "run.log"
+    granted: dict[str, int] = {}  # application → the most cores the master granted it while it ran
+    with standalone_cluster(workers=2, cores=1, memory="1g", port=port, ui_port=ui, work_dir=tmp_path / "c") as url:
+        command = [str(Path(sys.executable).with_name("strata")), "run", str(spec), "--master", url]
+        command += ["--duration", "12", "--out", str(out), "--conf", "spark.executor.memory=512m"]
+        command += ["--conf", f"spark.executor.extraJavaOptions={QUICK_JVM}"]
+        with log.open("w") as sink:
+            run = subprocess.Popen(command, stdout=sink, stderr=subprocess.STDOUT)
+        try:
+            while run.poll() is None:
+                for app in master_json("127.0.0.1", ui)["activeapps"]:
+                    granted[app["name"]] = max(granted.get(app["name"], 0), app["cores"])
+                time.sleep(0.5)
+        finally:
+            if run.poll() is None:
+                run.kill()
+            run.wait(60)
+        said = log.read_text()
+        assert run.returncode == 0, said[-3000:]
+        ran = master_json("127.0.0.1", ui)
+    assert processes_working_in(tmp_path / "c") == []
+    assert not ran["activeapps"] and len(ran["completedapps"]) == 2  # the fleet's own session is local
+    assert "cells (standalone)" in said and f"each an application on {url}" in said
+    decisions = pd.read_csv(out / "metrics" / "decisions.csv")
+    cells = dict(decisions[decisions["kind"] == "cell"][["job", "detail"]].values)
+    assert sorted(cells) == ["alert", "copy"] and cells["alert"] != cells["copy"]
+    first = decisions[decisions["kind"] == "cell shares"]["detail"].iloc[0]  # "c0 1.63, c1 0.37; held c0 1, ..."
+    shares = {cell: float(v) for cell, v in re.findall(r"(c\d) (\d+\.\d+)", first.split(";")[0])}
+    assert sorted(shares) == sorted(set(cells.values()))
+    by_cell = {name.rsplit("-", 1)[1]: cores for name, cores in granted.items()}
+    assert by_cell == whole_cores(shares, 2) == {cell: 1 for cell in shares}
+    checks = pd.read_csv(out / "metrics" / "checks.csv")
+    assert sorted(checks["job"]) == ["alert", "copy"] and (checks["rows_read"] > 0).all()
+    assert (checks[["missing", "duplicated", "wrong"]] == 0).all().all(), checks

@@ -8,7 +8,8 @@ console views, signals, child processes, run directories.
 - :mod:`~strata.runners.spark_loop`: one scenario on Spark under the loop (``strata run``, both demo modes);
 - :mod:`~strata.runners.live`: ``strata run --cells 1``: one Spark application with its console view and resume;
 - :mod:`~strata.runners.fleet`: ``strata run``: the jobs as cells (Spark applications with OS-enforced CPU
-  shares: :mod:`~strata.runners.shares`) under one hierarchy; :mod:`~strata.runners.cell`: one cell;
+  shares, or on a standalone cluster their own cores: :mod:`~strata.runners.shares`) under one hierarchy;
+  :mod:`~strata.runners.cell`: one cell;
 - :mod:`~strata.runners.sim_loop`: ``strata simulate``: the loop on the discrete-event simulator;
 - :mod:`~strata.runners.demo`: ``strata demo``: plain Spark vs Strata on the same seeded input;
 - :mod:`~strata.runners.producer`: seeded files for user queries to read (the platform example, benchmarks);

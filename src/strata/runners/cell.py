@@ -209,7 +209,7 @@ def main(spec_file: str) -> int:
     spec, key = pickle.loads(path.read_bytes())
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the fleet ends the cell (Ctrl-C reaches the fleet alone)
     files = check_files(spec.request)
-    spark = start_session(spec.request, files.name, spec.home)
+    spark = start_session(spec.request, f"{files.name}-{spec.name}", spec.home)  # named apart on a cluster's master
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # PySpark's own handler would cancel the batches in flight
     scenario = load_run(spark, spec.request, files)
     # Every template analysed here too (the host cell reports problems): it warms this application up — a Python

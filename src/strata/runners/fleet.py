@@ -12,14 +12,17 @@ observations (:func:`merge_observations`) and whose ``apply`` routes each job's 
 (:func:`route`), sets the cells' shares, and moves a job whose cell changed — reserve the target (its share is
 set first), stop the job at a batch boundary in its cell, continue it from its checkpoint in the target.
 The fleet hosts one cell in-process (:class:`strata.runners.cell.Cell`) and starts the others as child
-processes (:mod:`strata.runners.cell`). One run directory, one metrics set (:func:`merge_metrics`), one report,
-one live view.
+processes (:mod:`strata.runners.cell`). On a standalone cluster (``--master spark://…``) every cell is a child
+whose application starts with the whole cores of its first share (:class:`~strata.runners.shares.ClusterCores`;
+the cluster's workers enforce them) and the fleet's own session is local, only to load the jobs. One run
+directory, one metrics set (:func:`merge_metrics`), one report, one live view.
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
+import math
 import os
 import pickle
 import secrets
@@ -56,13 +59,13 @@ from strata.runners.live import (
     start_session,
     time_base,
 )
-from strata.runners.shares import NICE, CpuShares, dir_name, started
+from strata.runners.shares import NICE, ClusterCores, CpuShares, dir_name, started
 from strata.runners.spark_loop import Recorder, RunConfig, job_floors
 from strata.spark.checkpoint import CheckpointChanged
 from strata.spark.engine import EngineConfig, decision_row
 from strata.spark.java import JavaError
 from strata.spark.measure import ModeRun, job_summary, write_metrics
-from strata.spark.session import MasterUnreachable, warm_python_workers
+from strata.spark.session import MasterUnreachable, check_master, warm_python_workers
 
 READY_TIMEOUT_S = 180.0  # how long a cell may take to start its session and load the jobs
 CLOSE_TIMEOUT_S = 120.0  # how long a cell may take to measure and verify its sinks at the end
@@ -318,10 +321,13 @@ class FleetEngine:
     def _set_shares(self, decisions: Decisions) -> None:
         self.cell_shares = dict(decisions.cell_shares)
         self.shares.set(self.cell_shares)
-        for name, cores in self.cell_shares.items():
+        held = self.shares.held(self.cell_shares)  # on a cluster: the whole cores each cell started with
+        for name, cores in held.items():
             if name in self.cells:
                 self.cells[name].call("share", cores)
         detail = ", ".join(f"{c} {v:.2f}" for c, v in sorted(self.cell_shares.items()))
+        if held != self.cell_shares:
+            detail += "; held " + ", ".join(f"{c} {v:g}" for c, v in sorted(held.items()))
         self._log(decisions, "cell shares", "*", f"{detail} cores ({getattr(self.shares, 'backend', '?')})")
 
     def _log(self, decisions: Decisions, kind: str, job: str, detail: str) -> None:
@@ -356,9 +362,9 @@ class FleetEngine:
 # ---------------------------------------------------------------------- starting cells
 
 
-def launch_cell(spec: CellSpec, shares: CpuShares, key: bytes) -> RemoteCell:
-    """Start cell ``spec.name`` as a child process in its cgroup (dying with this process); it starts its session
-    and loads the jobs while the fleet goes on (:meth:`RemoteCell.connect` waits for it)."""
+def launch_cell(spec: CellSpec, shares: CpuShares | ClusterCores, key: bytes) -> RemoteCell:
+    """Start cell ``spec.name`` as a child process in its cgroup, if any (dying with this process); it starts its
+    session and loads the jobs while the fleet goes on (:meth:`RemoteCell.connect` waits for it)."""
     home = spec.home
     home.mkdir(parents=True, exist_ok=True)
     spec_file = home / "cell.spec"
@@ -509,12 +515,15 @@ def run_fleet(request: RunRequest, console: Console, errors: Console, max_cells:
     out = Path(request.out)
     out.mkdir(parents=True, exist_ok=True)
     loading = replace(request, dedicated=())  # pinned jobs run here too, in cells of their own
-    try:
-        spark = start_session(request, files.name, out)
+    cluster = on_cluster(request.master)
+    try:  # on a cluster this process's own session only loads the jobs: every cell is an application there
+        if cluster:
+            check_master(request.master)  # in seconds, before the cells would each find it out
+        spark = start_session(replace(request, master=LOADER_MASTER) if cluster else request, files.name, out)
     except (JavaError, MasterUnreachable) as err:
         errors.print(f"[bold red]error[/] {err}", highlight=False, soft_wrap=True)
         return 2
-    shares: CpuShares | None = None
+    shares: CpuShares | ClusterCores | None = None
     remote: list[RemoteCell] = []
     stop_asked: list[int] = []
     # Ctrl-C and SIGTERM end the loop after its step; every cell then stops its queries between batches.
@@ -523,7 +532,8 @@ def run_fleet(request: RunRequest, console: Console, errors: Console, max_cells:
         scenario = prepare(spark, loading, files, out / "strata", errors, declared)
         if scenario is None:
             return 2
-        warm_python_workers(spark)
+        if not cluster:  # on a cluster this session runs no job
+            warm_python_workers(spark)
         unknown = [j for j in request.dedicated if j not in scenario.job]
         if unknown:
             names = ", ".join(j.id for j in scenario.jobs)
@@ -538,9 +548,15 @@ def run_fleet(request: RunRequest, console: Console, errors: Console, max_cells:
                 f"the others; found {needed} needed"
             )
             return 2
+        if cluster and (too_many := cells_over(scenario, needed if max_cells is None else max(needed, max_cells))):
+            errors.print(f"[bold red]error[/] --master {request.master}: {too_many}", highlight=False)
+            return 2
         config = fleet_config(scenario, request.dedicated, max_cells, request.master, RunConfig(sink=request.sink))
-        shares = CpuShares(f"{RUN_PREFIX}{os.getpid()}")
-        sweep_stale(shares)
+        if cluster:
+            shares = ClusterCores(whole_cluster_cores(scenario), worker_cores(scenario))
+        else:
+            shares = CpuShares(f"{RUN_PREFIX}{os.getpid()}")
+            sweep_stale(shares)
         return _run_cells(spark, loading, scenario, config, shares, remote, stop_asked, console, errors)
     except CheckpointChanged as err:
         refuse_changed(errors, out, err)
@@ -563,13 +579,52 @@ def fleet_config(
     scenario: Scenario, pinned: Collection[str], max_cells: int | None, master: str | None, config: RunConfig
 ) -> RunConfig:
     """``config`` with L0's cell placement on: at most ``max_cells`` applications (None: the planner's default for
-    the machine), each ``pinned`` job in a cell of its own; a batch's tasks as the source's input partitions; the
+    the machine; on a standalone cluster never more than its whole cores, a cell's application needing 1 at
+    least), each ``pinned`` job in a cell of its own; a batch's tasks as the source's input partitions; the
     cores the shares divide: this machine's for a local ``master``."""
     pins = tuple((job, f"pin-{job}") for job in pinned)
     local = master is None or master.startswith("local")  # else the cluster's cores are the scenario's
     cores = float(os.cpu_count() or 1) if local else None
+    if on_cluster(master):
+        whole = whole_cluster_cores(scenario)
+        max_cells = whole if max_cells is None else min(max_cells, whole)
     cells = CellConfig(max_cells=max_cells, pins=pins, batch_tasks=EngineConfig.input_partitions, cores=cores)
     return replace(config, control=replace(config.control, cells=cells))
+
+
+LOADER_MASTER = "local[1]"  # on a cluster, the fleet's own session: it loads and analyses the jobs, runs none
+
+
+def on_cluster(master: str | None) -> bool:
+    """Whether ``master`` is a Spark standalone cluster's: each cell is then an application on it, holding the
+    whole cores its first share gave it (:class:`~strata.runners.shares.ClusterCores`)."""
+    return master is not None and master.startswith("spark://")
+
+
+def whole_cluster_cores(scenario: Scenario) -> int:
+    """The standalone cluster's cores: the spec's cluster's, whole (the master grants whole cores)."""
+    return max(1, math.floor(scenario.cluster.total_cores + 1e-9))
+
+
+def worker_cores(scenario: Scenario) -> int:
+    """The cores of the smallest node of the spec's cluster (a worker): an executor must fit one."""
+    return max(1, math.floor(min(node.cores for node in scenario.cluster.nodes) + 1e-9))
+
+
+def cells_over(scenario: Scenario, cells: int) -> str | None:
+    """Why ``cells`` applications do not fit the scenario's standalone cluster (None if they do)."""
+    whole = whole_cluster_cores(scenario)
+    if cells <= whole:
+        return None
+    return (
+        f"the spec's cluster has {whole} cores and each cell is an application of at least 1 core; expected at "
+        f"most {whole} cells (--cells, a cell per --dedicate job and one for the others); found {cells}"
+    )
+
+
+def cell_request(request: RunRequest, conf: Mapping[str, str]) -> RunRequest:
+    """``request`` with ``conf`` over the user's Spark settings (a cell's cores on a cluster win over theirs)."""
+    return replace(request, spark=replace(request.spark, conf=request.spark.conf + tuple(conf.items())))
 
 
 def _run_cells(
@@ -577,14 +632,15 @@ def _run_cells(
     request: RunRequest,
     scenario: Scenario,
     config: RunConfig,
-    shares: CpuShares,
+    shares: CpuShares | ClusterCores,
     remote: list[RemoteCell],
     stop_asked: list[int],
     console: Console,
     errors: Console,
 ) -> int:
     """Plan the cells, start them, run the one loop over the fleet, measure every cell and merge (``remote``
-    receives the child cells as they start: the caller closes them)."""
+    receives the child cells as they start: the caller closes them). On a standalone cluster this process hosts
+    no cell (its session is local, to load the jobs) and each cell's application starts with its cores."""
     from strata.report import write_report
     from strata.report.console import verification_line
     from strata.report.tables import verdict
@@ -596,32 +652,43 @@ def _run_cells(
     placed = start.cells or {}
     shares_now = start.cell_shares or {}
     members = {c: tuple(j for j, cc in placed.items() if cc == c) for c in sorted(set(placed.values()))}
-    host = host_cell(members, shares_now)
+    cluster = isinstance(shares, ClusterCores)
+    host = None if cluster else host_cell(members, shares_now)
     shares.set(shares_now)
-    # The host's JVM and its Python workers join the host cell; this process (the Controller, the host jobs'
-    # batch callbacks) stays out: closing the shares at the end kills whatever is still in a cell.
-    for pid in jvm_processes(spark):
-        shares.join(host, pid)
+    held = shares.held(shares_now)
+    if host is not None:
+        # The host's JVM and its Python workers join the host cell; this process (the Controller, the host
+        # jobs' batch callbacks) stays out: closing the shares at the end kills whatever is still in a cell.
+        for pid in jvm_processes(spark):
+            shares.join(host, pid)
     key = secrets.token_bytes(32)
+
+    def spec(name: str, share: float) -> CellSpec:
+        return CellSpec(name, cell_request(request, shares.conf(name, share)) if cluster else request, run_dir, config)
+
     for name in members:  # the children start their sessions and load the jobs together
         if name != host:
-            remote.append(launch_cell(CellSpec(name, request, run_dir, config), shares, key))
+            remote.append(launch_cell(spec(name, shares_now[name]), shares, key))
     for cell in remote:
         cell.connect()
     # the sources' epoch once every cell is up: a cell's start-up is not a backlog its first batch must read
     epoch, said = time_base(run_dir, request.fresh)
-    local = Cell(spark, scenario, CellSpec(host, request, run_dir, config), epoch, shares_now.get(host, 1.0))
-    said += local.resume(request.fresh)  # every job checked (and set aside if fresh) before any query starts
-    cells: dict[str, CellHandle] = {host: LocalCell(local)}
+    cells: dict[str, CellHandle] = {}
+    if host is not None:
+        local = Cell(spark, scenario, CellSpec(host, request, run_dir, config), epoch, held.get(host, 1.0))
+        said += local.resume(request.fresh)  # every job checked (and set aside if fresh) before any query starts
+        cells[host] = LocalCell(local)
     for cell in remote:
-        cell.call("begin", epoch, shares_now[cell.name])
-        cell.call("resume", ())  # what it says of every job, the host cell said already
+        cell.call("begin", epoch, held[cell.name])
+        first = not cells  # the first cell checks every job (the host cell, else the first child)
+        lines = cell.call("resume", request.fresh if first else ())
+        said += lines if first else []  # what the others say of every job, the first said already
         cells[cell.name] = cell
 
     def spawn(name: str, share: float) -> RemoteCell:
-        cell = launch_cell(CellSpec(name, request, run_dir, config), shares, key)
+        cell = launch_cell(spec(name, share), shares, key)
         remote.append(cell)
-        cell.connect().call("begin", epoch, share)
+        cell.connect().call("begin", epoch, shares.held({name: share})[name])
         cell.call("resume", ())
         return cell
 
@@ -630,8 +697,12 @@ def _run_cells(
         console.print(f"[cyan]▸[/] {line}", highlight=False)
     run_ = ModeRun("strata", epoch, epoch, None)
     where = ", ".join(f"{c}: {', '.join(j)} ({shares_now.get(c, 0):.2f} cores)" for c, j in members.items())
-    console.print(f"[cyan]▸[/] cells ({shares.backend}): {where}; this process hosts {host}", highlight=False)
-    view = View(scenario, f"strata run {scenario.name} on {spark.sparkContext.master} ({len(members)} cells)")
+    hosting = f"this process hosts {host}" if host is not None else f"each an application on {request.master}"
+    if cluster:
+        where += "; started with " + ", ".join(f"{c} {n}" for c, n in sorted(shares.granted.items())) + " cores"
+    console.print(f"[cyan]▸[/] cells ({shares.backend}): {where}; {hosting}", highlight=False)
+    master = request.master or spark.sparkContext.master
+    view = View(scenario, f"strata run {scenario.name} on {master} ({len(members)} cells)")
     view.status = fleet.status
     started = time.time()
     try:

@@ -3,7 +3,8 @@
 SODA's decisions "are enforced by System S during the following epoch" (Wolf et al., §1.2), each PE in a PE
 Execution Container that keeps it apart from the others (§2). Here a cell — one Spark application: its Python
 driver, its JVM and the JVM's Python workers — is that container, and the cores L0 gives it are enforced by the
-kernel's fair scheduler (CFS), through the first of these that this process can write:
+kernel's fair scheduler (CFS), through the first of these that this process can write (on a standalone cluster,
+by the cluster's workers instead: :class:`ClusterCores`):
 
 - ``cgroup-v1``: a group ``strata-<run>`` in the ``cpu`` hierarchy, one child group per cell, ``cpu.shares`` =
   :data:`V1_PER_CORE` per core (kernel range 2–262144);
@@ -84,6 +85,45 @@ def standalone_conf(cores: int, executor_cores: int | None = None) -> dict[str, 
             )
         conf["spark.executor.cores"] = str(executor_cores)
     return conf
+
+
+def whole_cores(shares: Mapping[str, float], cores: int) -> dict[str, int]:
+    """cell → the whole cores it starts with on a standalone cluster of ``cores`` cores (the master grants whole
+    cores): at least 1 each, ``cores`` in all, by the largest-remainder method (Hamilton's apportionment).
+
+    Every cell gets 1 core first; the ``cores − cells`` left go by the shares above 1 core (cells whose share is
+    under 1 core ask for none of them), scaled to what is left: each its whole part, then one more each in order
+    of the largest fractional part (ties by name). With every share at least 1 this is the plain largest-remainder
+    rounding of the shares scaled to ``cores``: 2.6, 1.3, 0.1 on 4 cores give 2, 1, 1 (plain rounding: 3, 1, 0).
+    Raises :class:`ValueError` when there are more cells than cores: each needs a core of its own."""
+    if isinstance(cores, bool) or not isinstance(cores, int) or cores < 1:
+        raise ValueError(f"whole_cores: cores must be a whole number ≥ 1, got {cores!r}")
+    for cell, share in shares.items():
+        if not math.isfinite(share) or share < 0:
+            raise ValueError(f"whole_cores: cell {cell!r} has {share!r} cores; expected a number ≥ 0")
+    if len(shares) > cores:
+        raise ValueError(
+            f"whole_cores: {len(shares)} cells ({', '.join(sorted(shares))}) on a cluster of {cores} cores: each "
+            f"cell is an application with at least 1 core; expected at most {cores} cells"
+        )
+    total = sum(shares.values())
+    quota = {c: v * cores / total if total > 0 else cores / len(shares) for c, v in shares.items()}
+    above = {c: max(0.0, q - 1.0) for c, q in quota.items()}
+    left, weight = cores - len(shares), sum(above.values())
+    extra = {c: a * left / weight if weight > 0 else left / len(shares) for c, a in above.items()}
+    out = {c: 1 + math.floor(e) for c, e in extra.items()}
+    rest = cores - sum(out.values())
+    for cell in sorted(extra, key=lambda c: (-(extra[c] - math.floor(extra[c])), c))[:rest]:
+        out[cell] += 1
+    return out
+
+
+def executor_cores(cores: int, worker_cores: int) -> int:
+    """``spark.executor.cores`` for a cell of ``cores`` cores on workers of at least ``worker_cores`` each: the
+    largest divisor of ``cores`` that fits one worker — every executor can be placed, ``spark.cores.max`` is a
+    whole number of executors (no core left unused), and a cell runs as few executor JVMs as that allows
+    (6 cores on 4-core workers: two executors of 3)."""
+    return max(d for d in range(1, max(1, min(cores, worker_cores)) + 1) if cores % d == 0)
 
 
 def cgroup_kind(where: Path) -> str | None:
@@ -296,6 +336,10 @@ class CpuShares:
         for cell, weight in cgroup_weights(shares, per_core, low, high).items():
             (self.cell_path(cell) / knob).write_text(str(weight))
 
+    def held(self, shares: Mapping[str, float]) -> dict[str, float]:
+        """The cores each cell of ``shares`` holds: its share (the kernel applies a change at once)."""
+        return dict(shares)
+
     def members(self, cell: str) -> set[int]:
         """The processes in ``cell`` now: its cgroup's, or (``nice``) those that joined it and still run, with
         every process below them."""
@@ -338,3 +382,56 @@ class CpuShares:
         else:
             self.group.rmdir()
         self._closed = True
+
+
+STANDALONE = "standalone"
+
+
+class ClusterCores:
+    """The cores of one fleet run's cells on a Spark standalone cluster of ``cores`` cores whose workers have at
+    least ``worker_cores`` each (issue 28, Deliver 4): what :class:`CpuShares` is on one machine, with the
+    cluster's workers enforcing instead of the kernel.
+
+    A cell is an application whose executors run on the workers, so its share is the whole cores the master
+    grants it: the first :meth:`set` (the first plan's shares) fixes each cell's (:func:`whole_cores`), and
+    :meth:`conf` is what its application starts with (:func:`standalone_conf`). Spark reads those settings once,
+    when the application registers: a later share is recorded, not applied — a cell whose whole cores it would
+    change is listed in :attr:`unenforced` (only a restart of that cell, a move of its jobs, would apply it).
+    A cell started after the first plan asks for its share rounded (at least 1 core) and gets what the cluster
+    has free. The cells' drivers run on this machine outside any cgroup; they still die with the fleet
+    (:meth:`preexec`)."""
+
+    backend = STANDALONE
+
+    def __init__(self, cores: int, worker_cores: int) -> None:
+        self.cores = cores
+        self.worker_cores = worker_cores
+        self.granted: dict[str, int] = {}
+        """cell → the cores its application started with."""
+        self.unenforced: set[str] = set()
+        """Cells whose latest share differs from the cores they started with."""
+
+    def set(self, shares: Mapping[str, float]) -> None:
+        """The first call fixes every named cell's cores; later ones only mark what they would change."""
+        wanted = whole_cores(shares, self.cores)
+        if not self.granted:
+            self.granted = dict(wanted)
+        self.unenforced = {c for c, n in wanted.items() if c in self.granted and self.granted[c] != n}
+
+    def held(self, shares: Mapping[str, float]) -> dict[str, float]:
+        """The cores each cell of ``shares`` holds: those it started with (its share, if it has not started)."""
+        return {c: float(self.granted.get(c, v)) for c, v in shares.items()}
+
+    def conf(self, cell: str, share: float) -> dict[str, str]:
+        """The Spark settings ``cell``'s application starts with: its granted cores, or (a cell the first plan did
+        not name) ``share`` rounded, at least 1 and at most the cluster's."""
+        cores = self.granted.setdefault(cell, max(1, min(self.cores, round(share))))
+        return standalone_conf(cores, executor_cores(cores, self.worker_cores))
+
+    def preexec(self, cell: str) -> Callable[[], None]:
+        """For ``subprocess.Popen(preexec_fn=...)``: the cell's driver dies with this process (its executors die
+        with their driver: the worker kills an application's executors when it ends)."""
+        return parent_death_signal()
+
+    def close(self) -> None:
+        """Nothing to remove: no group was made."""
