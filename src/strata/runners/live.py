@@ -320,7 +320,7 @@ def run_live(request: RunRequest, console: Console, errors: Console, declared: C
     jobs (run once the session exists: a module-level UDF needs one, as under spark-submit); ``declared``: jobs
     already declared in this process (a jobs file run as ``__main__``)."""
     from strata.report import write_report
-    from strata.report.console import verification_line
+    from strata.report.console import untimed_lines, verification_line
     from strata.report.tables import verdict
     from strata.spark.measure import collect
 
@@ -392,6 +392,8 @@ def run_live(request: RunRequest, console: Console, errors: Console, declared: C
         console.print(view.render())
         if not measured.checks.empty:
             console.print(verification_line(measured.checks))
+        for line in untimed_lines(measured.summary, scenario):
+            errors.print(line, highlight=False, soft_wrap=True)
         python_jobs = [j for j in scenario.jobs if j.declared is not None]
         if python_jobs:
             console.print(
