@@ -350,3 +350,25 @@ def test_the_cells_metrics_merge_into_one_set_with_a_moved_jobs_sink_checked_onc
     assert (tmp_path / "out" / "metrics" / "summary.csv").exists() and (
         tmp_path / "out" / "metrics" / "run.json"
     ).exists()
+
+
+def test_stacking_the_cells_tables_leaves_out_empty_frames_and_all_na_columns_without_a_warning():
+    import io
+    import warnings
+
+    import pandas as pd
+
+    from strata.runners.fleet import stack
+
+    read = pd.read_csv(io.StringIO("t,kind,reasons\n1.0,move,\n"))  # a cell's decisions: reasons all empty (NA)
+    header_only = pd.read_csv(io.StringIO("t,kind,reasons,extra\n"))
+    own = pd.DataFrame([{"t": 0.5, "kind": "shares", "reasons": "hot", "cell": "fleet"}])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FutureWarning)
+        out = stack([read, header_only, own])
+    assert list(out.columns) == ["t", "kind", "reasons", "extra", "cell"]
+    assert out["t"].tolist() == [1.0, 0.5] and out["kind"].tolist() == ["move", "shares"]
+    assert out["reasons"].dtype == object and out["reasons"].isna().tolist() == [True, False]
+    assert out["extra"].isna().all() and out["cell"].isna().tolist() == [True, False]
+    assert stack([header_only]).empty and list(stack([header_only]).columns) == ["t", "kind", "reasons", "extra"]
+    assert stack([]).empty

@@ -11,6 +11,7 @@ import math
 import os
 import sys
 import tempfile
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Annotated
@@ -114,8 +115,10 @@ def validate(
     spec: Annotated[
         list[Path],
         typer.Argument(
-            help="Scenario spec file(s) (YAML). Complete files (cluster and jobs) are validated one by one; "
-            "parts of one scenario are merged when no file is complete on its own, or with --merge."
+            help="Scenario spec file(s) (YAML) and/or Python files declaring jobs (strata.job). Complete YAML "
+            "files (cluster and jobs) are validated one by one; parts of one scenario are merged when no file is "
+            "complete on its own, or with --merge. With Python files, all the files are one run, as `strata run` "
+            "takes them."
         ),
     ],
     engine: Annotated[
@@ -124,13 +127,19 @@ def validate(
     ] = None,
     merge: Annotated[bool, typer.Option("--merge", help="Merge all files into one scenario.")] = False,
 ) -> None:
-    """Check spec files; per job, whether it runs on Spark, in the simulator, or both (and why not);
-    print a summary, or every problem with its location (exit 2)."""
+    """Check spec files and Python jobs files (no Spark is started); per job, whether it runs on Spark, in the
+    simulator, or both (and why not); print a summary, or every problem with its location (exit 2)."""
     from strata.model.spec import group_files
+    from strata.model.user import split_files
 
     if engine is not None and engine not in ENGINES:
         errors.print(f"[bold red]error[/] --engine: expected spark or sim; found {engine!r}")
         raise typer.Exit(code=2)
+    yaml_files, python_files = split_files(spec)
+    if python_files:
+        if _validate_run(list(yaml_files), list(python_files), engine):
+            raise typer.Exit(code=2)
+        return
     groups, note = group_files(spec, merge)
     if note:
         console.print(note, highlight=False)
@@ -147,10 +156,55 @@ def validate(
         raise typer.Exit(code=2)
 
 
+def _validate_run(yaml_files: list[Path], python_files: list[Path], engine: str | None) -> bool:
+    """Python jobs files (with any YAML files) as `strata run` loads them (:func:`strata.model.user.load_python_run`),
+    without Spark: each file runs once, its declarations are checked; True when that fails."""
+    from strata.model.user import SessionNeeded, load_python_run
+
+    if len(yaml_files) + len(python_files) > 1:
+        console.print(f"{len(yaml_files) + len(python_files)} files validated as one run, as `strata run` takes them")
+    try:
+        scenario = load_python_run(python_files, yaml_files, python_files[0].stem)
+    except SessionNeeded as err:  # loads under `strata run`, which has the session: not this file's mistake
+        for p in err.problems:
+            errors.print(
+                f"[yellow]warning[/] not validated without Spark: {p}; `strata run` checks it (or make it inside a "
+                "template, as examples/platform/jobs.py does, and validate again)",
+                highlight=False,
+                soft_wrap=True,
+            )
+        return False
+    except SpecError as err:
+        fail(err)
+        return True
+    return _validate_one(scenario, yaml_files, engine, python_files)
+
+
+def _python_refusals(scenario: Scenario, engine: str | None) -> list:
+    """With ``--engine sim``, each Python job located at its declaration: the simulator runs what YAML operators
+    describe, not a user's query."""
+    from strata.model import Located
+
+    refused = []
+    for job in scenario.jobs if engine == "sim" else ():
+        if job.declared is not None:
+            file, _, line = job.declared.origin.rpartition(":")
+            refused.append(
+                Located(
+                    file,
+                    int(line),
+                    (),
+                    f"job {job.id!r}: a job the simulator can run (its operators in a YAML spec)",
+                    "a Python query (it runs on Spark only)",
+                )
+            )
+    return refused
+
+
 def _engine_problems(scenario: Scenario, files: list[Path]) -> dict[str, list]:
     """What each engine refuses, as located problems: Spark's checks are the ones `strata run` makes
     (:func:`strata.spark.pipelines.check_template`) plus an SQL check that needs no session; the
-    simulator needs its trace files."""
+    simulator needs its trace files. Python jobs are Spark's to analyse when it builds them."""
     from strata.model import Problem, locate_problems
     from strata.model.job import OperatorKind
     from strata.spark.pipelines import check_template
@@ -159,6 +213,8 @@ def _engine_problems(scenario: Scenario, files: list[Path]) -> dict[str, list]:
     spark: list[Problem] = []
     sim: list[Problem] = []
     for j, job in enumerate(scenario.jobs):
+        if job.declared is not None:
+            continue
         for t, tpl in enumerate(job.templates):
             here = ("jobs", j, "templates", t)
             spark.extend(check_template(job, tpl, here))
@@ -286,9 +342,11 @@ def _unreproducible(scenario: Scenario, files: list[Path]) -> list:
     return locate_problems(files, found).problems if found else []
 
 
-def _validate_one(scenario: Scenario, files: list[Path], engine: str | None) -> bool:
-    """The summary of one valid scenario with each job's engines; True when ``engine``'s refusals fail it."""
+def _validate_one(scenario: Scenario, files: list[Path], engine: str | None, python_files: Sequence[Path] = ()) -> bool:
+    """The summary of one valid scenario (its YAML ``files``; its Python jobs from ``python_files``) with each job's
+    engines; True when ``engine``'s refusals fail it."""
     refused = _engine_problems(scenario, files)
+    refused["sim"] += _python_refusals(scenario, engine)
     by_job: dict[str, dict[str, int]] = {}
     ids = _job_ids(scenario, files)
     for name, problems in refused.items():
@@ -297,7 +355,7 @@ def _validate_one(scenario: Scenario, files: list[Path], engine: str | None) -> 
                 job = ids.get((p.file, p.path[1]), "?")
                 by_job.setdefault(job, {}).setdefault(name, 0)
                 by_job[job][name] += 1
-    title = ", ".join(str(f) for f in files)
+    title = ", ".join(str(f) for f in [*files, *python_files])
     table = Table(title=f"{scenario.name} ({title}): valid", show_lines=False)
     for col in ("job", "rank", "required", "templates", "PEs (first)", "target latency s", "runs on"):
         table.add_column(col)
@@ -305,7 +363,9 @@ def _validate_one(scenario: Scenario, files: list[Path], engine: str | None) -> 
         no = by_job.get(job.id, {})
         engines = [e for e in ENGINES if e not in no]
         runs = " and ".join("Spark" if e == "spark" else "simulator" for e in engines) or "neither"
-        if no:
+        if job.declared is not None:
+            runs = f"Spark only (Python query, {Path(job.declared.origin).name})"
+        elif no:
             runs += "; not " + ", ".join(
                 f"{'Spark' if e == 'spark' else 'simulator'} ({n} problem{'s' if n > 1 else ''} below)"
                 for e, n in no.items()
@@ -323,8 +383,16 @@ def _validate_one(scenario: Scenario, files: list[Path], engine: str | None) -> 
     cl = scenario.cluster
     console.print(
         f"cluster: {len(cl.all_nodes)} nodes, {cl.total_cores:g} cores, "
-        f"{cl.total_memory / 2**30:.1f} GiB; {len(scenario.jobs)} jobs"
+        f"{cl.total_memory / 2**30:.1f} GiB{'' if files else ' (this machine: no YAML spec)'}; "
+        f"{len(scenario.jobs)} jobs"
     )
+    if python_jobs := sum(job.declared is not None for job in scenario.jobs):
+        console.print(
+            f"{python_jobs} Python job(s): each query is built and analysed by Spark when it runs (`strata run`), "
+            "not here; Spark's analysis errors and expressions no replay reproduces (not verifiable on Spark) are "
+            "reported then",
+            highlight=False,
+        )
     for name, problems in refused.items():
         is_error = engine == name
         for p in problems:

@@ -28,7 +28,7 @@ import runpy
 import sys
 import threading
 import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path as FsPath
@@ -314,7 +314,8 @@ def load_jobs(path: str | FsPath) -> list[PythonJob]:
                 ) from None
             except Exception as e:  # the user's module failed to import: say where, not a traceback
                 found = f"{type(e).__name__}: {e}"[:300]
-                raise SpecError([Located(str(path), _line_in(path, e), (), "a file that runs", found)]) from None
+                kind = SessionNeeded if _needs_session(e) else SpecError
+                raise kind([Located(str(path), _line_in(path, e), (), "a file that runs", found)]) from None
             found = list(jobs)
     finally:
         sys.path.remove(folder)
@@ -325,6 +326,36 @@ def load_jobs(path: str | FsPath) -> list[PythonJob]:
             line = int(j.origin.rsplit(":", 1)[1]) if j.origin.startswith(str(path)) else None
             raise SpecError([Located(str(path), line, (), f"job {j.id!r}: at least one @template", "none")])
     return found
+
+
+class SessionNeeded(SpecError):
+    """A jobs file that makes, when imported, what PySpark makes only with a session (a module-level UDF with a
+    DDL type): it loads under ``strata run``, which runs it once the session exists, not without Spark."""
+
+
+def _needs_session(error: BaseException) -> bool:
+    # PySpark's error condition, read without importing PySpark (getErrorClass before PySpark 4)
+    condition = getattr(error, "getCondition", None) or getattr(error, "getErrorClass", None)
+    return callable(condition) and condition() == "SESSION_OR_CONTEXT_NOT_EXISTS"
+
+
+def split_files(files: Iterable[str | FsPath]) -> tuple[tuple[str | FsPath, ...], tuple[str | FsPath, ...]]:
+    """A run's files by kind, each in the order given: the YAML spec files, then the Python jobs files."""
+    files = tuple(files)
+    return tuple(f for f in files if FsPath(f).suffix != ".py"), tuple(f for f in files if FsPath(f).suffix == ".py")
+
+
+def load_python_run(
+    python_files: Iterable[str | FsPath],
+    yaml_files: Iterable[str | FsPath],
+    name: str,
+    declared: Iterable[PythonJob] = (),
+) -> Scenario:
+    """The scenario of a run of these files: every job the Python files declare (after ``declared``, those already
+    declared in this process) added to the YAML files' scenario (:func:`with_python_jobs`). Raises SpecError,
+    located at the file's line."""
+    jobs = list(declared) + [j for f in python_files for j in load_jobs(f)]
+    return with_python_jobs(jobs, list(yaml_files), name)
 
 
 def _line_in(path: FsPath, error: BaseException) -> int | None:

@@ -1,10 +1,12 @@
-"""The demo's terminal output (rich): the side-by-side table and the verification line."""
+"""The terminal output of runs (rich): the side-by-side table, the verification line, the warnings of what was
+not measured."""
 
 from __future__ import annotations
 
 import pandas as pd
 from rich.table import Table
 
+from strata.model import Scenario
 from strata.report.tables import comparison, verdict
 
 
@@ -51,3 +53,25 @@ def verification_line(checks: pd.DataFrame) -> str:
     for job, template, why in v.unverifiable:
         line += f"\n[yellow]not verifiable[/]: {job} ({template}): {why}"
     return line
+
+
+def untimed_lines(summary: pd.DataFrame, scenario: Scenario) -> list[str]:
+    """One warning per job whose sink wrote rows with a null event-time column (the summary's ``untimed`` of its
+    ``written``): those rows are neither outputs nor misses, so a job could look idle while its sink fills (e.g.
+    a CSV schema whose columns are not in the files' order)."""
+    if summary.empty or "untimed" not in summary:
+        return []
+    counts = summary.groupby("job", sort=False)[["untimed", "written"]].sum()
+    lines = []
+    for job in scenario.jobs:
+        if job.id not in counts.index or not counts.loc[job.id, "untimed"] > 0:
+            continue
+        untimed, written = int(counts.loc[job.id, "untimed"]), int(counts.loc[job.id, "written"])
+        declared = job.declared
+        where = f" ({declared.origin})" if declared is not None else ""
+        column = declared.event_time if declared is not None else "event_time"
+        lines.append(
+            f"[yellow]warning[/] job {job.id}{where}: {untimed:,} of {written:,} rows its sink wrote have no event "
+            f"time (column {column!r} is null): latency and misses cannot be measured for them"
+        )
+    return lines

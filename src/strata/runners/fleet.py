@@ -450,6 +450,18 @@ def host_cell(cells: Mapping[str, tuple[str, ...]], shares: Mapping[str, float])
 # ---------------------------------------------------------------------- metrics: one set for the run
 
 
+def stack(frames: list[pd.DataFrame]) -> pd.DataFrame:
+    """The rows of ``frames`` in order, with every column any of them has (in order of appearance). Empty frames
+    and columns all NA in a frame (a cell's CSV column of empty strings) are left out of the concatenation and
+    the columns put back after, so each column's dtype comes from the values it has: what pandas < 3 did with
+    them, which it now warns about (FutureWarning) in the run's log."""
+    columns = list(dict.fromkeys(c for f in frames for c in f.columns))
+    kept = [f.dropna(axis=1, how="all") for f in frames if not f.empty]
+    if not kept:
+        return pd.DataFrame(columns=columns)
+    return pd.concat(kept, ignore_index=True).reindex(columns=columns)
+
+
 def merge_metrics(
     out: Path,
     cell_dirs: Mapping[str, Path],
@@ -476,10 +488,12 @@ def merge_metrics(
                     frames.append(pd.read_csv(path).assign(cell=cell))
                 except pd.errors.EmptyDataError:
                     continue
-        tables[name] = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+        tables[name] = stack(frames)
     epoch = run_.epoch
     own = pd.DataFrame([{"mode": run_.mode, **d, "t": d["t"] - epoch, "cell": "fleet"} for d in fleet.decisions])
-    tables["decisions"] = pd.concat([tables["decisions"], own], ignore_index=True).sort_values("t", kind="stable")
+    tables["decisions"] = stack([tables["decisions"], own])
+    if not tables["decisions"].empty:
+        tables["decisions"] = tables["decisions"].sort_values("t", kind="stable")
     checks = tables["checks"]
     if not checks.empty:  # the check with the most input of each segment covers its whole output
         checks = checks.sort_values("rows_read", kind="stable").drop_duplicates(["job", "segment"], keep="last")
@@ -642,7 +656,7 @@ def _run_cells(
     receives the child cells as they start: the caller closes them). On a standalone cluster this process hosts
     no cell (its session is local, to load the jobs) and each cell's application starts with its cores."""
     from strata.report import write_report
-    from strata.report.console import verification_line
+    from strata.report.console import untimed_lines, verification_line
     from strata.report.tables import verdict
 
     out = Path(request.out)
@@ -749,6 +763,8 @@ def _run_cells(
     checks = tables["checks"]
     if not checks.empty:
         console.print(verification_line(checks))
+    for line in untimed_lines(tables["summary"], scenario):
+        errors.print(line, highlight=False, soft_wrap=True)
     console.print(
         f"metrics: {out / 'metrics'}; report: {write_report(out)}; Spark's logs: {out / SPARK_LOG}, "
         f"{out / CELLS}/*/{SPARK_LOG}"

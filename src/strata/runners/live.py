@@ -25,7 +25,7 @@ from rich.live import Live
 from rich.table import Table
 
 from strata.model import Scenario, SpecError, load_scenario, locate_problems
-from strata.model.user import PythonJob, load_jobs, with_jobs, with_python_jobs
+from strata.model.user import PythonJob, load_python_run, split_files, with_jobs
 from strata.protocol.engine import Decisions, Observation
 from strata.protocol.units import POOLS
 from strata.runners.spark_loop import RunConfig, job_floors, run_mode
@@ -243,8 +243,7 @@ class RunFiles:
 def check_files(request: RunRequest) -> RunFiles:
     """The request's files split by kind; the YAML templates checked before Spark starts (raises SpecError,
     located)."""
-    yaml_files = tuple(f for f in request.files if Path(f).suffix != ".py")
-    python_files = tuple(f for f in request.files if Path(f).suffix == ".py")
+    yaml_files, python_files = split_files(request.files)
     name = Path(python_files[0]).stem if python_files else "jobs"
     if yaml_files:
         yaml_scenario = load_scenario(*yaml_files)
@@ -278,8 +277,7 @@ def start_session(request: RunRequest, name: str, work: Path):
 def load_run(spark, request: RunRequest, files: RunFiles, declared: Collection[PythonJob] = ()) -> Scenario:
     """The run's jobs (the Python files run once the session exists: a module-level UDF needs one) less those
     ``--jobs``/``--skip-jobs`` leave out; raises SpecError (located) or :class:`JobChoiceError`."""
-    jobs = list(declared) + [j for f in files.python for j in load_jobs(f)]
-    scenario = with_python_jobs(jobs, list(files.yaml), files.name)
+    scenario = load_python_run(files.python, files.yaml, files.name, declared)
     return choose_jobs(scenario, request.only, request.skip)
 
 
@@ -322,7 +320,7 @@ def run_live(request: RunRequest, console: Console, errors: Console, declared: C
     jobs (run once the session exists: a module-level UDF needs one, as under spark-submit); ``declared``: jobs
     already declared in this process (a jobs file run as ``__main__``)."""
     from strata.report import write_report
-    from strata.report.console import verification_line
+    from strata.report.console import untimed_lines, verification_line
     from strata.report.tables import verdict
     from strata.spark.measure import collect
 
@@ -394,6 +392,8 @@ def run_live(request: RunRequest, console: Console, errors: Console, declared: C
         console.print(view.render())
         if not measured.checks.empty:
             console.print(verification_line(measured.checks))
+        for line in untimed_lines(measured.summary, scenario):
+            errors.print(line, highlight=False, soft_wrap=True)
         python_jobs = [j for j in scenario.jobs if j.declared is not None]
         if python_jobs:
             console.print(

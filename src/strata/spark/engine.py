@@ -726,10 +726,10 @@ def cause(error) -> str:
 
 def _latency(records: list[dict], target: float) -> LatencyStats | None:
     """A window's latency from its batches' sink-side percentiles (rows-weighted; misses estimated by batch)."""
-    rows = [r for r in records if r.get("latency_p50") is not None and r["rows_out"] > 0]
+    rows = [r for r in records if r.get("latency_p50") is not None and r["rows_out"] > r["rows_untimed"]]
     if not rows:
         return None
-    weights = np.array([r["rows_out"] for r in rows], dtype=float)
+    weights = np.array([r["rows_out"] - r["rows_untimed"] for r in rows], dtype=float)  # the rows timed
 
     def mean(key: str) -> float:
         return float(np.average([r[key] for r in rows], weights=weights))

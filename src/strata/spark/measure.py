@@ -23,6 +23,7 @@ import pandas as pd
 from strata.model import OperatorKind, Scenario
 from strata.model.inputs import Timeline, Workload
 from strata.spark.engine import Segment, SparkEngine
+from strata.spark.sinks import timed
 from strata.spark.verify import (
     US,
     committed_output,
@@ -93,8 +94,8 @@ def _user_latency(run: ModeRun, segment: Segment) -> pd.DataFrame:
     committed = run.engine.progress.of(p.query) if p.query is not None else {}
     finished = {r["batch_id"]: r["finished"] for r in p.batch_records() if r["batch_id"] in committed}
     parts = [
-        pd.DataFrame({"event_s": times / US - run.epoch, "latency_s": finished[b] - times / US})
-        for b, times in p.written.items()
+        pd.DataFrame({"event_s": known / US - run.epoch, "latency_s": finished[b] - known / US})
+        for b, known in ((b, timed(times)) for b, times in p.written.items())
         if b in finished
     ]
     if not parts:
@@ -167,8 +168,9 @@ def job_summary(
     floors: dict[str, float] | None = None,
 ) -> list[dict]:
     """Per job: p50/p99 latency, deadline misses, throughput (input records committed per second of the
-    run: from the epoch to the stop), on-time importance, imbalance, and its floor (``floors``: its batch time
-    with the machine to itself, beside the p99 it achieved)."""
+    run: from the epoch to the stop), on-time importance, imbalance, its floor (``floors``: its batch time
+    with the machine to itself, beside the p99 it achieved), and the rows its sink wrote with how many of them
+    had no event time (``untimed``: no latency, so neither an output nor a miss)."""
     out = []
     for job in scenario.jobs:
         lat = (
@@ -212,9 +214,19 @@ def job_summary(
                 # a run stopped before its horizon began (every query died at once) measured no output rate
                 "importance": weight * stream.value(on_time / horizon_s if horizon_s > 0 else 0.0),
                 "imbalance": imbalance,
+                **_written(b),
             }
         )
     return out
+
+
+def _written(batches: pd.DataFrame) -> dict[str, int | None]:
+    """The rows one job's sink wrote (``batches``: its batch records) and how many had no event time; a replayed
+    batch counts once, as its last attempt (what its sink holds)."""
+    if batches.empty or "rows_untimed" not in batches:  # a table from before Strata counted them
+        return {"written": None, "untimed": None}
+    last = batches.drop_duplicates(["segment", "batch_id"], keep="last")
+    return {"written": int(last["rows_out"].sum()), "untimed": int(last["rows_untimed"].fillna(0).sum())}
 
 
 @dataclass

@@ -36,7 +36,7 @@ from strata.model.inputs import GENERATED_PROCESSES, static_dimension
 from strata.model.scenario import Path as DocPath
 from strata.spark.files import FileProbe
 from strata.spark.replay import plan_reason
-from strata.spark.sinks import ConsoleSink, MemorySink, ParquetSink, Sink
+from strata.spark.sinks import ConsoleSink, MemorySink, ParquetSink, Sink, timed
 from strata.spark.sources import NAME as SYNTHETIC
 from strata.spark.sources import LoggedBatches, RateCap, register, synthetic_options
 from strata.spark.state import KeyedSpec, KeyedStateStore
@@ -553,6 +553,7 @@ class Pipeline:
             if cached is not None:
                 cached.unpersist()
         done = time.time()
+        known = timed(times)
         record = {
             "query": self.name,
             "batch_id": batch_id,
@@ -560,8 +561,10 @@ class Pipeline:
             "released": released,
             "finished": done,
             "rows_out": int(times.size),
+            # rows whose event-time column is null: written, but no latency can be measured for them
+            "rows_untimed": int(times.size - known.size),
             "pool": self.pool,
-            **latency_percentiles(done, times),
+            **latency_percentiles(done, known),
         }
         if plan is not None:
             record["partition_rows"] = plan.partition_rows

@@ -24,14 +24,25 @@ class Sink(Protocol):
         """Everything written so far, with a ``batch_id`` column."""
 
 
+NO_EVENT_TIME = np.iinfo(np.int64).min
+"""The event time :func:`event_micros` gives a row whose event-time column is null (NaT's own int64 value): it
+was written, but its latency cannot be measured."""
+
+
 def event_micros(values) -> np.ndarray:
-    """Timestamps (naive ones are UTC, the session's time zone) as µs since the Unix epoch."""
+    """Timestamps (naive ones are UTC, the session's time zone) as µs since the Unix epoch; a null is
+    :data:`NO_EVENT_TIME`, so the array still has one entry per row written."""
     series = pd.to_datetime(pd.Series(values))
     if series.empty:
         return np.zeros(0, np.int64)
     if series.dt.tz is None:
         series = series.dt.tz_localize("UTC")
     return series.dt.tz_convert("UTC").astype("datetime64[us, UTC]").astype("int64").to_numpy()
+
+
+def timed(event_micros: np.ndarray) -> np.ndarray:
+    """The event times of the rows a batch wrote that have one."""
+    return event_micros[event_micros != NO_EVENT_TIME]
 
 
 class ParquetSink:
