@@ -172,7 +172,9 @@ def test_main_takes_exactly_strata_runs_options(tmp_path, monkeypatch):
             (["--conf", "spark.a"], "--conf: expected KEY=VALUE"),
         ):
             err = io.StringIO()
-            monkeypatch.setattr("strata.cli.errors.file", err)
+            # its private _file, not the file property: undoing a set property would pin the console to the
+            # stream pytest captured at the time, and later tests would lose what it prints
+            monkeypatch.setattr("strata.cli.errors._file", err)
             with pytest.raises(SystemExit) as exited:
                 main(argv)
             assert exited.value.code == 2 and said in err.getvalue()
