@@ -277,7 +277,7 @@ def main() -> None:
     out.write_text(
         json.dumps(
             {
-                "args": {k: str(v) for k, v in vars(args).items()},
+                "args": {k: str(v) for k, v in {**vars(args), "out": out}.items()},
                 "batch_ms": times,
                 "median_ms": medians,
                 "added_ms": added,
