@@ -30,9 +30,10 @@ Two protocols:
   +22–31 ms, planning +0–3 ms. A probe sampling /proc over the steady state of one run each (plain 382 ms,
   strata 449 ms): the fleet's Python process 0.075 cores against plain's driver 0.054, its JVM 0.87 cores
   against 0.97, the UDF workers 0.09 in both — the JVM does no more work and gets less CPU, so the time is
-  not the fleet's Python (status RPC, live view, controller) competing for cores. Not yet isolated: the cell's
-  cgroup (the JVM's threads weigh one group's 2048 against the machine's other tasks, where plain's each weigh
-  1024) and the ``foreachBatch`` round trip to the Python driver (which the in-session protocol found free).
+  not the fleet's Python (status RPC, live view, controller) competing for cores. The same run with the cgroup
+  backends hidden (cells by nice) gave 459.5 ms at load 6.8, unpaired: no sign that the cell's cgroup is the
+  cause. Not yet isolated: the ``foreachBatch`` round trip to the Python driver in a cold process (the
+  in-session protocol found it free in a warm one).
 
 Usage: ``flock /tmp/strata-bench.lock .venv/bin/python benchmarks/bench_user_overhead.py [--default-command]
 [--rounds 2] [--duration 40] [--rate 200]``. Prints a table; writes the JSON.
