@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -120,6 +121,29 @@ def last_commit(checkpoints: Path) -> tuple[int | None, int | None]:
                     row = int(value["row"])
         return batch, row
     return None, None
+
+
+def clear_unplanned(query: Path) -> list[str]:
+    """Remove what a query killed before it logged its first batch left in its checkpoint; returns the names.
+
+    Spark writes each log entry to a temporary file and renames it into place, so a SIGKILL between the two
+    leaves the temporary file. A query whose offset log holds no batch starts from batch 0, and Spark then
+    refuses any file in its offset, commit or state logs (``STATE_STORE_CHECKPOINT_LOCATION_NOT_EMPTY``). With
+    no batch logged nothing was read or written, so those leftovers hold nothing; a checkpoint with a logged
+    batch is left as it is.
+    """
+    offsets = query / "offsets"
+    if not offsets.is_dir() or any(p.name.isdigit() for p in offsets.iterdir()):
+        return []
+    removed = []
+    for log in ("offsets", "commits", "state"):
+        for p in sorted((query / log).iterdir()) if (query / log).is_dir() else ():
+            if p.is_dir():
+                shutil.rmtree(p)
+            else:
+                p.unlink()
+            removed.append(f"{log}/{p.name}")
+    return removed
 
 
 def record(segment_dir: Path, print_: dict, start_row: int) -> None:

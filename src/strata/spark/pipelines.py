@@ -34,6 +34,7 @@ import numpy as np
 from strata.model import AggregateSpec, Job, Operator, OperatorKind, Problem, Template
 from strata.model.inputs import GENERATED_PROCESSES, static_dimension
 from strata.model.scenario import Path as DocPath
+from strata.spark.checkpoint import clear_unplanned
 from strata.spark.files import FileProbe
 from strata.spark.replay import plan_reason
 from strata.spark.sinks import ConsoleSink, MemorySink, ParquetSink, Sink, timed
@@ -512,6 +513,7 @@ class Pipeline:
             writer = writer.trigger(processingTime=_duration(self.options.trigger_s))
         self.started_at = time.time()
         for _attempt in range(START_ATTEMPTS):
+            clear_unplanned(self.checkpoint)  # a start killed before its first batch was logged (or a failed try)
             self.query = writer.start()
             deadline = time.time() + ready_timeout_s
             while (
