@@ -4,8 +4,8 @@ sink recomputed exactly (docs/spark.md, "Cells")."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
-import secrets
 import signal
 import subprocess
 import sys
@@ -14,116 +14,27 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-import yaml
 
-from strata.control.loop import run
-from strata.model import load_scenario
-from strata.protocol.engine import Decisions, Observation
-from strata.runners.cell import Cell, CellSpec
-from strata.runners.fleet import FleetEngine, LocalCell, close_shares, launch_cell, merge_metrics
-from strata.runners.live import RunRequest
-from strata.runners.shares import CpuShares
-from strata.runners.spark_loop import RunConfig
-from strata.spark.measure import ModeRun
-
+SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_cell_move.py"
 STRATA = str(Path(sys.executable).with_name("strata"))
 
 
-def job_spec(job: str, rank: int, target_s: float, seed: int, middle: dict) -> dict:
-    """One job of the spec: a generated source (100 records/s, 10 keys), ``middle``, a sink."""
-    source = {"name": "s", "kind": "source", "source": {"rate": 100, "keys": {"count": 10}, "seed": seed}}
-    ops = [source, middle, {"name": "o", "kind": "sink"}]
-    streams = [{"from": "s", "to": middle["name"]}, {"from": middle["name"], "to": "o"}]
-    return {
-        "id": job,
-        "rank": rank,
-        "target_latency_s": target_s,
-        "templates": [{"operators": ops, "streams": streams}],
-    }
+def bench_cell_move():
+    """The move benchmark's module: its spec, scripted L0 and one round (:func:`move_once`)."""
+    spec = importlib.util.spec_from_file_location("bench_cell_move", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
-# a latency-critical filter and a stateful window aggregation
-SPEC = yaml.safe_dump(
-    {
-        "cluster": {"nodes": [{"name": "n0", "cores": 2}]},
-        "jobs": [
-            job_spec("fast", 1, 2.0, 4, {"name": "f", "kind": "filter", "predicate": "value < 0.5"}),
-            job_spec(
-                "win",
-                2,
-                30.0,
-                5,
-                {
-                    "name": "w",
-                    "kind": "window_aggregate",
-                    "window": {"size_s": 2, "watermark_s": 1},
-                    "aggregate": {"fn": "count"},
-                },
-            ),
-        ],
-    }
-)
-
-
-class MoveOnce:
-    """A scripted L0: both jobs admitted, ``fast`` in c0 and ``win`` in c1; once ``win`` has committed a batch in
-    c1, it moves to c0."""
-
-    def __init__(self) -> None:
-        self.moved = False
-
-    def start(self, now: float) -> Decisions:
-        return Decisions(
-            1,
-            admitted={"fast": "default", "win": "default"},
-            triggers={"win": 1.0},
-            cells={"fast": "c0", "win": "c1"},
-            cell_shares={"c0": 1.0, "c1": 1.0},
-            reasons=("start",),
-        )
-
-    def step(self, obs: Observation) -> Decisions:
-        ran = any(i.pe.startswith("win.") and i.records > 0 for i in obs.window.instances)
-        if ran and not self.moved:
-            self.moved = True
-            return Decisions(2, cells={"fast": "c0", "win": "c0"}, cell_shares={"c0": 1.5, "c1": 0.5})
-        return Decisions(2)
+BENCH = bench_cell_move()
+SPEC = BENCH.SPEC
 
 
 @pytest.mark.spark
 def test_a_job_moves_between_cells_mid_run_and_every_sink_is_exact(spark, tmp_path):
-    spec = tmp_path / "spec.yaml"
-    spec.write_text(SPEC)
-    scenario = load_scenario(spec)
-    out = tmp_path / "out"
-    request = RunRequest((str(spec),), out=out, sink="parquet")
-    config = RunConfig(sink="parquet")
-    run_dir = out / "strata"
-    shares = CpuShares(f"test-move-{os.getpid()}")
-    child = launch_cell(CellSpec("c1", request, run_dir, config), shares, secrets.token_bytes(16))
-    try:
-        child.connect()
-        epoch = time.time() + 1.0
-        host = Cell(spark, scenario, CellSpec("c0", request, run_dir, config), epoch, 1.0)
-        child.call("begin", epoch, 1.0)
-        fleet = FleetEngine({"c0": LocalCell(host), "c1": child}, shares)
-        policy = MoveOnce()
-        fleet.apply(policy.start(time.time()))
-
-        def resumed_twice() -> bool:  # win committed two batches in c0 after its move
-            return sum(1 for s in host.engine.segments_of("win") for _ in s.pipeline.batch_records()) >= 2
-
-        run(fleet, policy, window_s=1.0, until=epoch + 150.0, should_stop=resumed_twice, start=False)
-        stop = fleet.stop_all()
-        assert policy.moved and fleet.holder == {"fast": "c0", "win": "c0"}
-        horizon = stop - epoch - 4.0
-        held = {"c0": ("fast", "win"), "c1": ()}
-        dirs = {c: Path(fleet.cells[c].call("finish", horizon, stop, held[c], {})) for c in ("c0", "c1")}
-        fleet_run = ModeRun("strata", epoch, stop, None)
-        tables = merge_metrics(out, dirs, fleet_run, fleet, scenario, horizon, {})
-    finally:
-        child.close()
-        close_shares(shares)
+    policy, fleet, tables = BENCH.move_once(spark, tmp_path)
+    assert policy.moved and fleet.holder == {"fast": "c0", "win": "c0"}
     checks = tables["checks"]
     # one check per segment, over its whole output: win's segment ran in c1, then continued in c0
     assert sorted(checks["job"]) == ["fast", "win"], checks
@@ -136,8 +47,8 @@ def test_a_job_moves_between_cells_mid_run_and_every_sink_is_exact(spark, tmp_pa
     decisions = tables["decisions"]
     assert ((decisions["kind"] == "move") & (decisions["job"] == "win")).sum() == 1
     resumed = decisions[decisions["kind"] == "resumed"]
-    # from the move's start (the stop waits for the batch in flight) to its first batch committed in c0
-    assert list(resumed["job"]) == ["win"] and 0 < resumed["resume_s"].iloc[0] <= 60.0
+    # one resume, of win, timed (its duration is the benchmark's figure, not a test's)
+    assert list(resumed["job"]) == ["win"] and resumed["resume_s"].iloc[0] > 0
     summary = tables["summary"].set_index("job")
     assert summary.loc["win", "delivered"] > 0 and summary.loc["fast", "delivered"] > 0
     assert list(summary["cell"]) == ["c0", "c0"]
