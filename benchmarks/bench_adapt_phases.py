@@ -29,7 +29,11 @@ of round 4's meta level, round 3 having been seen): three more shapes
 (coarse, skewed, fine / skewed, fine, coarse / fine, coarse, skewed; phases
 30–120 s; burst factors 2.5–8.5; Zipf 1.0–1.6 drifting every 12–60 s; n1 lost
 at 60–95 s or 175–195 s, inside the skewed phase; arrivals at 30 s and 150 s)
-on seeds 301–303, run once at the end. Measured (docs/hierarchy.md, round
+on seeds 301–303, run once at the end. **round5** (committed before any change
+of round 5's meta level, round 4 having been seen): three more shapes (skewed,
+coarse, fine / fine, skewed, coarse / coarse, fine, skewed; lengths and burst
+factors not used before; n1 lost at 5–40 s, 70–125 s or 175–200 s; arrivals at
+45 s and, inside a fine phase, 140 s) on seeds 401–403, run once at the end. Measured (docs/hierarchy.md, round
 4's code): adaptive 0.625 against the best fixed sjf/threshold/planner
 0.620 on round4, regret 9.5% (target ≤ 8%: not met); round3 0.533 (best
 fixed 0.515, regret 8.5%); evaluation 0.575 (0.562, 11.4%); tuning 0.824
@@ -51,7 +55,7 @@ best fixed (the best fixed composition of each run, in hindsight), the
 regret of the adaptive runs against the per-phase best, and the meta level's
 own wall time as a share of the run's.
 
-    .venv/bin/python benchmarks/bench_adapt_phases.py [--group tuning evaluation round3 round4] [--quick]
+    .venv/bin/python benchmarks/bench_adapt_phases.py [--group tuning evaluation round3 round4 round5] [--quick]
         [--lookahead-share 0.05 0.5] [--out adapt_shapes]
 """
 
@@ -150,11 +154,26 @@ ROUND4 = tuple(
         ("long-fine+skew-loss+late-arrival", (120, 45, 35), (0, 1, 2), 5.5, 1.0, 60.0, (175.0, 195.0), 150.0),
     )
 )
+# Round 5 (issue 30): round 4 was seen, so another family was committed before any change — phase lengths and
+# burst factors not used before (coarse 30 s and 100 s, burst 4.5, 9.5, 6.5), Zipf 1.15–1.45 drifting every
+# 18–50 s, n1 lost at the very start, in mid-run and near the end, a node loss and an arrival in one shape
+# with the arrival inside the fine phase; seeds never run; run once, at the end.
+ROUND5_SEEDS = (401, 402, 403)
+ROUND5 = tuple(
+    # name, phases, order, burst, zipf, drift_s, node_loss, arrival
+    Shape(*row)
+    for row in (
+        ("skew-coarse-fine+start-loss+fine-arrival", (70, 50, 85), (2, 1, 0), 4.5, 1.25, 35.0, (5.0, 40.0), 140.0),
+        ("fine-skew-coarse+long-loss", (40, 110, 30), (0, 2, 1), 9.5, 1.45, 18.0, (70.0, 125.0), None),
+        ("long-coarse-fine-skew+arrival+end-loss", (100, 55, 60), (1, 0, 2), 6.5, 1.15, 50.0, (175.0, 200.0), 45.0),
+    )
+)
 GROUPS = {
     "tuning": (TUNING, TUNING_SEEDS),
     "evaluation": (EVALUATION, EVALUATION_SEEDS),
     "round3": (ROUND3, ROUND3_SEEDS),
     "round4": (ROUND4, ROUND4_SEEDS),
+    "round5": (ROUND5, ROUND5_SEEDS),
 }
 
 
