@@ -400,11 +400,12 @@ def windows_by_phase(scores: list, shape: Shape) -> list[list[float]]:
     return out
 
 
-def one(shape: Shape, seed: int, lookahead: Sequence[float], console: Console) -> dict:
-    """Every fixed candidate and the adaptive runs on one shape and seed."""
+def one(shape: Shape, seed: int, lookahead: Sequence[float], console: Console, fixed_runs: dict | None = None) -> dict:
+    """Every fixed candidate and the adaptive runs on one shape and seed; ``fixed_runs``: the fixed candidates'
+    runs of this shape and seed from an earlier results file (the meta level does not touch them), not re-run."""
     sc = scenario(shape)
     t0 = time.perf_counter()
-    runs = {c.name: run(sc, shape, seed, c) for c in CANDIDATES}
+    runs = {c.name: fixed_runs[c.name] if fixed_runs else run(sc, shape, seed, c) for c in CANDIDATES}
     runs["adaptive"] = run(sc, shape, seed, None)
     for share in lookahead:
         runs[f"adaptive+lookahead {100 * share:g}%"] = run(sc, shape, seed, None, share)
@@ -472,6 +473,24 @@ def report(group: str, results: list[dict], console: Console) -> dict:
     }
 
 
+def fixed_runs(doc: dict, group: str, name: str) -> dict[tuple[str, int], dict]:
+    """(shape name, seed) → the fixed candidates' runs of ``group`` in a results document (``name``); ValueError,
+    located, when the group, a shape, a seed or a candidate is missing or a shape differs from today's."""
+    shapes, seeds = GROUPS[group]
+    if group not in doc:
+        raise ValueError(f"--fixed-from {name}.json: no group {group!r}")
+    stored = {s["name"]: s for s in doc[group]["shapes"]}
+    out = {(r["shape"], r["seed"]): r["runs"] for r in doc[group]["runs"]}
+    for shape in shapes:
+        if stored.get(shape.name) != json.loads(json.dumps(asdict(shape))):
+            raise ValueError(f"--fixed-from {name}.json: {group}.shapes: {shape.name!r} missing or different")
+        for seed in seeds:
+            missing = [c.name for c in CANDIDATES if c.name not in out.get((shape.name, seed), {})]
+            if missing:
+                raise ValueError(f"--fixed-from {name}.json: {group}.runs: {shape.name} seed {seed} lacks {missing}")
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--group", nargs="+", choices=list(GROUPS), default=list(GROUPS))
@@ -484,15 +503,36 @@ def main() -> None:
         help="one adaptive run with forks per share (the forks' wall-time cap); none: no lookahead run",
     )
     ap.add_argument("--out", default="adapt_shapes", help="results file name (benchmarks/results/NAME.json)")
+    ap.add_argument(
+        "--fixed-from",
+        metavar="NAME",
+        help="take the fixed compositions' runs from benchmarks/results/NAME.json (same shapes and seeds) and run "
+        "only the adaptive ones",
+    )
     args = ap.parse_args()
     console = Console(width=200)
     doc: dict = {"window_s": WINDOW_S, "candidates": [c.name for c in CANDIDATES]}
     doc["lookahead_share"] = args.lookahead_share
+    earlier = {}
+    if args.fixed_from:
+        path = Path(__file__).parent / "results" / f"{args.fixed_from}.json"
+        if not path.is_file():
+            ap.error(f"--fixed-from {args.fixed_from}: expected a results file; {path} does not exist")
+        earlier = json.loads(path.read_text())
+        doc["fixed_from"] = path.name
     for group in args.group:
         shapes, seeds = GROUPS[group]
         if args.quick:
             shapes, seeds = shapes[:1], seeds[:1]
-        results = [one(shape, seed, args.lookahead_share, console) for shape in shapes for seed in seeds]
+        try:
+            fixed = fixed_runs(earlier, group, args.fixed_from) if args.fixed_from else {}
+        except ValueError as e:
+            ap.error(str(e))
+        results = [
+            one(shape, seed, args.lookahead_share, console, fixed.get((shape.name, seed)) if fixed else None)
+            for shape in shapes
+            for seed in seeds
+        ]
         doc[group] = {
             "shapes": [asdict(s) for s in shapes],
             "seeds": list(seeds),
