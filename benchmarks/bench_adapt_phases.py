@@ -383,6 +383,7 @@ def run(sc: Scenario, shape: Shape, seed: int, comp: Composition | None, lookahe
         out["picks"] = [(c.time, c.context, CANDIDATES[c.arm].name) for c in chooser.choices]
         out["trial_windows"] = chooser.inner.budget.spent
         out["model_switches"] = chooser.inner.model_switches
+        out["hedge_switches"] = chooser.inner.hedge_switches
         if forks is not None:
             out["lookahead"] = {"calls": forks.calls, "declined": forks.declined, "wall_s": forks.spent}
     return out
