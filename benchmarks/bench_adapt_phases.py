@@ -474,6 +474,74 @@ def report(group: str, results: list[dict], console: Console) -> dict:
     }
 
 
+FIRST = 5  # windows after a phase change counted as its transient in ``regret_sources``
+
+
+def regret_sources(group: dict, name: str = "adaptive") -> dict:
+    """Where the regret of ``name`` against the per-phase best comes from, in one group of a results file.
+
+    Window by window, the loss is the score of the phase's best fixed
+    composition (in hindsight, by its phase mean) minus the adaptive run's, in
+    the same window (same arrivals). Each window is filed under one source:
+    ``phase change`` (its first ``FIRST`` windows), ``trial`` (a window whose
+    composition differs from both neighbours', or the first of two that
+    return to the one before: a trial's 1–2 windows), ``best dispatch``
+    (running the best's dispatch block), ``other dispatch``. Shares are of the
+    per-phase best's total, so they add up to the regret. ``lag_s``: per
+    phase, the seconds from its start until the run's dispatch is the best's
+    for 3 windows in a row (None: never in the phase).
+    """
+    loss = dict.fromkeys(("phase change", "trial", "best dispatch", "other dispatch"), 0.0)
+    windows = dict.fromkeys(loss, 0)
+    total, lags = 0.0, []
+    fixed = [c.name for c in CANDIDATES]
+    for result in group["runs"]:
+        s = next(x for x in group["shapes"] if x["name"] == result["shape"])
+        phases, runs = s["phases"], result["runs"]
+        picks = [p for _, _, p in runs[name]["picks"]]
+        times = [t for t, _, _ in runs[name]["picks"]]
+        mine = dict(map(tuple, runs[name]["scores"]))
+        for k in range(len(phases)):
+            lo, hi = float(sum(phases[:k])), float(sum(phases[: k + 1]))
+            best = max(fixed, key=lambda n: result["summary"][n]["phases"][k])
+            theirs = dict(map(tuple, runs[best]["scores"]))
+            inside = [i for i, t in enumerate(times) if lo <= t + WINDOW_S / 2 < hi]
+            dispatch = [picks[i].split("/")[0] for i in inside]
+            run_of = best.split("/")[0]
+            lag = next(
+                (times[inside[j]] - lo for j in range(len(inside)) if set(dispatch[j : j + 3]) == {run_of}), None
+            )
+            lags.append(lag)
+            for j, i in enumerate(inside):
+                t = times[i]
+                if mine.get(t) is None or theirs.get(t) is None:
+                    continue
+                before, after = picks[max(i - 1, 0)], picks[min(i + 1, len(picks) - 1)]
+                two = i + 2 < len(picks) and picks[i] != before and picks[i + 2] == before
+                source = (
+                    "phase change"
+                    if j < FIRST
+                    else "trial"
+                    if (picks[i] != before and picks[i] != after) or two
+                    else "best dispatch"
+                    if dispatch[j] == run_of
+                    else "other dispatch"
+                )
+                loss[source] += theirs[t] - mine[t]
+                windows[source] += 1
+                total += theirs[t]
+    found = [x for x in lags if x is not None]
+    return {
+        "share_of_per_phase_best": {k: v / total for k, v in loss.items()},
+        "windows": windows,
+        "lag_s": {
+            "median": float(np.median(found)) if found else None,
+            "never": len(lags) - len(found),
+            "phases": len(lags),
+        },
+    }
+
+
 def fixed_runs(doc: dict, group: str, name: str) -> dict[tuple[str, int], dict]:
     """(shape name, seed) → the fixed candidates' runs of ``group`` in a results document (``name``); ValueError,
     located, when the group, a shape, a seed or a candidate is missing or a shape differs from today's."""
@@ -510,8 +578,21 @@ def main() -> None:
         help="take the fixed compositions' runs from benchmarks/results/NAME.json (same shapes and seeds) and run "
         "only the adaptive ones",
     )
+    ap.add_argument(
+        "--sources",
+        nargs="+",
+        metavar="NAME",
+        help="print where the adaptive runs' regret comes from in benchmarks/results/NAME.json files, and run nothing",
+    )
     args = ap.parse_args()
     console = Console(width=200)
+    if args.sources:
+        for name in args.sources:
+            doc = json.loads((Path(__file__).parent / "results" / f"{name}.json").read_text())
+            for group in GROUPS:
+                if group in doc:
+                    console.print(f"{name} {group}: {json.dumps(regret_sources(doc[group]))}")
+        return
     doc: dict = {"window_s": WINDOW_S, "candidates": [c.name for c in CANDIDATES]}
     doc["lookahead_share"] = args.lookahead_share
     earlier = {}
