@@ -34,11 +34,12 @@ of round 5's meta level, round 4 having been seen): three more shapes (skewed,
 coarse, fine / fine, skewed, coarse / coarse, fine, skewed; lengths and burst
 factors not used before; n1 lost at 5–40 s, 70–125 s or 175–200 s; arrivals at
 45 s and, inside a fine phase, 140 s) on seeds 401–403, run once at the end. Measured (docs/hierarchy.md, round
-4's code): adaptive 0.625 against the best fixed sjf/threshold/planner
-0.620 on round4, regret 9.5% (target ≤ 8%: not met); round3 0.533 (best
-fixed 0.515, regret 8.5%); evaluation 0.575 (0.562, 11.4%); tuning 0.824
-(0.798, 5.0%); the meta level's own wall time 3.4–4.3% of the run's under
-the benchmark lock (``--quick``).
+5's code): adaptive 0.442 against the best fixed sjf/off/planner 0.395 on
+round5 (blind), regret 8.5% (target ≤ 8%: not met); round4 0.638 (best
+fixed 0.620, regret 7.5%); round3 0.548 (0.515, 5.8%); evaluation 0.604
+(0.562, 6.9%); tuning 0.831 (0.798, 4.2%). ``--fixed-from`` reuses an
+earlier file's fixed runs (the meta level does not touch them);
+``--sources`` splits a results file's regret by where it arises.
 
 Every candidate composition (``CANDIDATES``: four dispatch strategies × the
 three balancing modes, SODA's planner) runs each workload fixed; the
