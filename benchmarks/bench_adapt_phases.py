@@ -37,7 +37,8 @@ factors not used before; n1 lost at 5–40 s, 70–125 s or 175–200 s; arrival
 5's code): adaptive 0.442 against the best fixed sjf/off/planner 0.395 on
 round5 (blind), regret 8.5% (target ≤ 8%: not met); round4 0.638 (best
 fixed 0.620, regret 7.5%); round3 0.548 (0.515, 5.8%); evaluation 0.604
-(0.562, 6.9%); tuning 0.831 (0.798, 4.2%). ``--fixed-from`` reuses an
+(0.562, 6.9%); tuning 0.831 (0.798, 4.2%); the meta level's own wall time
+4.0–4.7% of the run's under the benchmark lock (``--quick``). ``--fixed-from`` reuses an
 earlier file's fixed runs (the meta level does not touch them);
 ``--sources`` splits a results file's regret by where it arises.
 
