@@ -29,12 +29,18 @@ of round 4's meta level, round 3 having been seen): three more shapes
 (coarse, skewed, fine / skewed, fine, coarse / fine, coarse, skewed; phases
 30–120 s; burst factors 2.5–8.5; Zipf 1.0–1.6 drifting every 12–60 s; n1 lost
 at 60–95 s or 175–195 s, inside the skewed phase; arrivals at 30 s and 150 s)
-on seeds 301–303, run once at the end. Measured (docs/hierarchy.md, round
-4's code): adaptive 0.625 against the best fixed sjf/threshold/planner
-0.620 on round4, regret 9.5% (target ≤ 8%: not met); round3 0.533 (best
-fixed 0.515, regret 8.5%); evaluation 0.575 (0.562, 11.4%); tuning 0.824
-(0.798, 5.0%); the meta level's own wall time 3.4–4.3% of the run's under
-the benchmark lock (``--quick``).
+on seeds 301–303, run once at the end. **round5** (committed before any change
+of round 5's meta level, round 4 having been seen): three more shapes (skewed,
+coarse, fine / fine, skewed, coarse / coarse, fine, skewed; lengths and burst
+factors not used before; n1 lost at 5–40 s, 70–125 s or 175–200 s; arrivals at
+45 s and, inside a fine phase, 140 s) on seeds 401–403, run once at the end. Measured (docs/hierarchy.md, round
+5's code): adaptive 0.442 against the best fixed sjf/off/planner 0.395 on
+round5 (blind), regret 8.5% (target ≤ 8%: not met); round4 0.638 (best
+fixed 0.620, regret 7.5%); round3 0.548 (0.515, 5.8%); evaluation 0.604
+(0.562, 6.9%); tuning 0.831 (0.798, 4.2%); the meta level's own wall time
+4.0–4.7% of the run's under the benchmark lock (``--quick``). ``--fixed-from`` reuses an
+earlier file's fixed runs (the meta level does not touch them);
+``--sources`` splits a results file's regret by where it arises.
 
 Every candidate composition (``CANDIDATES``: four dispatch strategies × the
 three balancing modes, SODA's planner) runs each workload fixed; the
@@ -51,7 +57,7 @@ best fixed (the best fixed composition of each run, in hindsight), the
 regret of the adaptive runs against the per-phase best, and the meta level's
 own wall time as a share of the run's.
 
-    .venv/bin/python benchmarks/bench_adapt_phases.py [--group tuning evaluation round3 round4] [--quick]
+    .venv/bin/python benchmarks/bench_adapt_phases.py [--group tuning evaluation round3 round4 round5] [--quick]
         [--lookahead-share 0.05 0.5] [--out adapt_shapes]
 """
 
@@ -150,11 +156,26 @@ ROUND4 = tuple(
         ("long-fine+skew-loss+late-arrival", (120, 45, 35), (0, 1, 2), 5.5, 1.0, 60.0, (175.0, 195.0), 150.0),
     )
 )
+# Round 5 (issue 30): round 4 was seen, so another family was committed before any change — phase lengths and
+# burst factors not used before (coarse 30 s and 100 s, burst 4.5, 9.5, 6.5), Zipf 1.15–1.45 drifting every
+# 18–50 s, n1 lost at the very start, in mid-run and near the end, a node loss and an arrival in one shape
+# with the arrival inside the fine phase; seeds never run; run once, at the end.
+ROUND5_SEEDS = (401, 402, 403)
+ROUND5 = tuple(
+    # name, phases, order, burst, zipf, drift_s, node_loss, arrival
+    Shape(*row)
+    for row in (
+        ("skew-coarse-fine+start-loss+fine-arrival", (70, 50, 85), (2, 1, 0), 4.5, 1.25, 35.0, (5.0, 40.0), 140.0),
+        ("fine-skew-coarse+long-loss", (40, 110, 30), (0, 2, 1), 9.5, 1.45, 18.0, (70.0, 125.0), None),
+        ("long-coarse-fine-skew+arrival+end-loss", (100, 55, 60), (1, 0, 2), 6.5, 1.15, 50.0, (175.0, 200.0), 45.0),
+    )
+)
 GROUPS = {
     "tuning": (TUNING, TUNING_SEEDS),
     "evaluation": (EVALUATION, EVALUATION_SEEDS),
     "round3": (ROUND3, ROUND3_SEEDS),
     "round4": (ROUND4, ROUND4_SEEDS),
+    "round5": (ROUND5, ROUND5_SEEDS),
 }
 
 
@@ -364,6 +385,7 @@ def run(sc: Scenario, shape: Shape, seed: int, comp: Composition | None, lookahe
         out["picks"] = [(c.time, c.context, CANDIDATES[c.arm].name) for c in chooser.choices]
         out["trial_windows"] = chooser.inner.budget.spent
         out["model_switches"] = chooser.inner.model_switches
+        out["hedge_switches"] = chooser.inner.hedge_switches
         if forks is not None:
             out["lookahead"] = {"calls": forks.calls, "declined": forks.declined, "wall_s": forks.spent}
     return out
@@ -381,11 +403,12 @@ def windows_by_phase(scores: list, shape: Shape) -> list[list[float]]:
     return out
 
 
-def one(shape: Shape, seed: int, lookahead: Sequence[float], console: Console) -> dict:
-    """Every fixed candidate and the adaptive runs on one shape and seed."""
+def one(shape: Shape, seed: int, lookahead: Sequence[float], console: Console, fixed_runs: dict | None = None) -> dict:
+    """Every fixed candidate and the adaptive runs on one shape and seed; ``fixed_runs``: the fixed candidates'
+    runs of this shape and seed from an earlier results file (the meta level does not touch them), not re-run."""
     sc = scenario(shape)
     t0 = time.perf_counter()
-    runs = {c.name: run(sc, shape, seed, c) for c in CANDIDATES}
+    runs = {c.name: fixed_runs[c.name] if fixed_runs else run(sc, shape, seed, c) for c in CANDIDATES}
     runs["adaptive"] = run(sc, shape, seed, None)
     for share in lookahead:
         runs[f"adaptive+lookahead {100 * share:g}%"] = run(sc, shape, seed, None, share)
@@ -453,6 +476,92 @@ def report(group: str, results: list[dict], console: Console) -> dict:
     }
 
 
+FIRST = 5  # windows after a phase change counted as its transient in ``regret_sources``
+
+
+def regret_sources(group: dict, name: str = "adaptive") -> dict:
+    """Where the regret of ``name`` against the per-phase best comes from, in one group of a results file.
+
+    Window by window, the loss is the score of the phase's best fixed
+    composition (in hindsight, by its phase mean) minus the adaptive run's, in
+    the same window (same arrivals). Each window is filed under one source:
+    ``phase change`` (its first ``FIRST`` windows), ``trial`` (a window whose
+    composition differs from both neighbours', or the first of two that
+    return to the one before: a trial's 1–2 windows), ``best dispatch``
+    (running the best's dispatch block), ``other dispatch``. Shares are of the
+    per-phase best's total, so they add up to the regret. ``lag_s``: per
+    phase, the seconds from its start until the run's dispatch is the best's
+    for 3 windows in a row (None: never in the phase).
+    """
+    loss = dict.fromkeys(("phase change", "trial", "best dispatch", "other dispatch"), 0.0)
+    windows = dict.fromkeys(loss, 0)
+    total, lags = 0.0, []
+    fixed = [c.name for c in CANDIDATES]
+    for result in group["runs"]:
+        s = next(x for x in group["shapes"] if x["name"] == result["shape"])
+        phases, runs = s["phases"], result["runs"]
+        picks = [p for _, _, p in runs[name]["picks"]]
+        times = [t for t, _, _ in runs[name]["picks"]]
+        mine = dict(map(tuple, runs[name]["scores"]))
+        for k in range(len(phases)):
+            lo, hi = float(sum(phases[:k])), float(sum(phases[: k + 1]))
+            best = max(fixed, key=lambda n: result["summary"][n]["phases"][k])
+            theirs = dict(map(tuple, runs[best]["scores"]))
+            inside = [i for i, t in enumerate(times) if lo <= t + WINDOW_S / 2 < hi]
+            dispatch = [picks[i].split("/")[0] for i in inside]
+            run_of = best.split("/")[0]
+            lag = next(
+                (times[inside[j]] - lo for j in range(len(inside)) if set(dispatch[j : j + 3]) == {run_of}), None
+            )
+            lags.append(lag)
+            for j, i in enumerate(inside):
+                t = times[i]
+                if mine.get(t) is None or theirs.get(t) is None:
+                    continue
+                before, after = picks[max(i - 1, 0)], picks[min(i + 1, len(picks) - 1)]
+                two = i + 2 < len(picks) and picks[i] != before and picks[i + 2] == before
+                source = (
+                    "phase change"
+                    if j < FIRST
+                    else "trial"
+                    if (picks[i] != before and picks[i] != after) or two
+                    else "best dispatch"
+                    if dispatch[j] == run_of
+                    else "other dispatch"
+                )
+                loss[source] += theirs[t] - mine[t]
+                windows[source] += 1
+                total += theirs[t]
+    found = [x for x in lags if x is not None]
+    return {
+        "share_of_per_phase_best": {k: v / total for k, v in loss.items()},
+        "windows": windows,
+        "lag_s": {
+            "median": float(np.median(found)) if found else None,
+            "never": len(lags) - len(found),
+            "phases": len(lags),
+        },
+    }
+
+
+def fixed_runs(doc: dict, group: str, name: str) -> dict[tuple[str, int], dict]:
+    """(shape name, seed) → the fixed candidates' runs of ``group`` in a results document (``name``); ValueError,
+    located, when the group, a shape, a seed or a candidate is missing or a shape differs from today's."""
+    shapes, seeds = GROUPS[group]
+    if group not in doc:
+        raise ValueError(f"--fixed-from {name}.json: no group {group!r}")
+    stored = {s["name"]: s for s in doc[group]["shapes"]}
+    out = {(r["shape"], r["seed"]): r["runs"] for r in doc[group]["runs"]}
+    for shape in shapes:
+        if stored.get(shape.name) != json.loads(json.dumps(asdict(shape))):
+            raise ValueError(f"--fixed-from {name}.json: {group}.shapes: {shape.name!r} missing or different")
+        for seed in seeds:
+            missing = [c.name for c in CANDIDATES if c.name not in out.get((shape.name, seed), {})]
+            if missing:
+                raise ValueError(f"--fixed-from {name}.json: {group}.runs: {shape.name} seed {seed} lacks {missing}")
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--group", nargs="+", choices=list(GROUPS), default=list(GROUPS))
@@ -465,15 +574,49 @@ def main() -> None:
         help="one adaptive run with forks per share (the forks' wall-time cap); none: no lookahead run",
     )
     ap.add_argument("--out", default="adapt_shapes", help="results file name (benchmarks/results/NAME.json)")
+    ap.add_argument(
+        "--fixed-from",
+        metavar="NAME",
+        help="take the fixed compositions' runs from benchmarks/results/NAME.json (same shapes and seeds) and run "
+        "only the adaptive ones",
+    )
+    ap.add_argument(
+        "--sources",
+        nargs="+",
+        metavar="NAME",
+        help="print where the adaptive runs' regret comes from in benchmarks/results/NAME.json files, and run nothing",
+    )
     args = ap.parse_args()
     console = Console(width=200)
+    if args.sources:
+        for name in args.sources:
+            doc = json.loads((Path(__file__).parent / "results" / f"{name}.json").read_text())
+            for group in GROUPS:
+                if group in doc:
+                    console.print(f"{name} {group}: {json.dumps(regret_sources(doc[group]))}")
+        return
     doc: dict = {"window_s": WINDOW_S, "candidates": [c.name for c in CANDIDATES]}
     doc["lookahead_share"] = args.lookahead_share
+    earlier = {}
+    if args.fixed_from:
+        path = Path(__file__).parent / "results" / f"{args.fixed_from}.json"
+        if not path.is_file():
+            ap.error(f"--fixed-from {args.fixed_from}: expected a results file; {path} does not exist")
+        earlier = json.loads(path.read_text())
+        doc["fixed_from"] = path.name
     for group in args.group:
         shapes, seeds = GROUPS[group]
         if args.quick:
             shapes, seeds = shapes[:1], seeds[:1]
-        results = [one(shape, seed, args.lookahead_share, console) for shape in shapes for seed in seeds]
+        try:
+            fixed = fixed_runs(earlier, group, args.fixed_from) if args.fixed_from else {}
+        except ValueError as e:
+            ap.error(str(e))
+        results = [
+            one(shape, seed, args.lookahead_share, console, fixed.get((shape.name, seed)) if fixed else None)
+            for shape in shapes
+            for seed in seeds
+        ]
         doc[group] = {
             "shapes": [asdict(s) for s in shapes],
             "seeds": list(seeds),

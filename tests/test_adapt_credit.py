@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from strata.adapt import Effect, ExplorationBudget, LevelCredit, differences, significant
+from strata.adapt import Effect, ExplorationBudget, LevelCredit, differences, pays_back, significant
 
 
 def test_effect_mean_variance_and_the_noise_floor():
@@ -67,3 +67,12 @@ def test_paired_differences_skip_unscored_windows():
     assert differences([0.8, None, 0.6], [0.5, 0.5, None]) == pytest.approx([0.3])
     with pytest.raises(ValueError):
         differences([0.1], [0.1, 0.2])
+
+
+def test_a_trial_starts_when_what_trials_found_pays_for_what_they_cost_over_the_horizon():
+    assert pays_back([0.0], [0.9], horizon=1.0)  # one past trial: nothing known yet, the trial starts
+    found, costs = [0.1, 0.0], [0.2, 0.3]  # found 0.05 a window on average; cost 0.25
+    assert pays_back(found, costs, horizon=6.0)  # 0.05 × 6 = 0.30 ≥ 0.25
+    assert not pays_back(found, costs, horizon=4.0)  # 0.20 < 0.25
+    assert not pays_back([0.0, 0.0], [0.1, 0.1], horizon=1e6)  # trials never found a gain: no horizon repays them
+    assert pays_back([0.0, 0.0], [-0.1, -0.3], horizon=1.0)  # trials that gained while they ran cost nothing

@@ -5,7 +5,8 @@ import math
 import pytest
 
 from strata.adapt import Composition, FeatureTracker, Selector
-from strata.adapt.overload import JobLoad, NodeLoads, on_time_share, on_time_within, predicted_score
+from strata.adapt.features import declared_rates
+from strata.adapt.overload import JobLoad, NodeLoads, on_time_share, on_time_within, predicted_score, with_declared
 from strata.protocol.engine import InstanceLoad, KeyGroupLoad, LatencyStats, Observation
 from tests.test_adapt_selector import obs, scenario
 
@@ -156,3 +157,54 @@ def test_node_loads_see_the_dispatch_queue_at_sources_and_do_not_count_a_drained
     # Conservation: a processed 110 while its queues shrank by 50, so 60 arrived (12/s, not the 22/s it drained);
     # b processed 50 while 30 of them were queued before: 20 arrived; its service is now measured (0.08 s).
     assert loads["n0"] == [JobLoad("a", 12.0, 0.02, 1.0, 0, 1.0, 0.0), JobLoad("b", 4.0, 0.08, 2.0, 0, 1.0, 0.0)]
+
+
+def hazard():
+    """n0 (2 cores): job b with 300 overdue records of 40 ms queued (6 s of the node) and 0.8 of its cores in
+    arrivals; job a, 1 ms records, trickling (0.1/s, below a 5-record floor over 2 s)."""
+    return {"n0": [JobLoad("a", 0.1, 0.001, 1.0), JobLoad("b", 40.0, 0.04, 1.0, queued=300, overdue=1.0)]}
+
+
+def test_the_what_if_of_idle_jobs_at_their_declared_rate_tells_apart_orders_the_workload_now_cannot():
+    assert declared_rates(scenario()) == {"a": 100.0, "b": 100.0}
+    loads, cores = hazard(), {"n0": 2.0}
+    what_if = with_declared(loads, {"a": 100.0, "b": 100.0}, min_rate=2.5)
+    # a arrives at its declared 100/s (one node); b, arriving, as measured; every backlog as measured.
+    assert what_if["n0"][0] == JobLoad("a", 100.0, 0.001, 1.0)
+    assert what_if["n0"][1] == loads["n0"][1]
+    # Now only b is scored, late under every order (its backlog of 6 s outlasts its 1 s target): a tie at 0.
+    assert {v: predicted_score(loads, cores, v, 2.5) for v in ("llf", "sjf")} == {"llf": 0.0, "sjf": 0.0}
+    # Should a start: deadline order serves b's overdue backlog first (a: 0 on time), shortest-first serves a's
+    # 1 ms records ahead of it: a on time but for its Cobham wait, 1 − 0.05 e^{−0.05 × 0.999 / W} with
+    # W = R / 0.95 and R = (100 × 0.001² + 40 × 0.04²) / (2 × 2²) = 0.0080125 s: 0.999866; b late either way.
+    assert predicted_score(what_if, cores, "llf", 2.5) == 0.0
+    w = 0.0080125 / 0.95
+    assert predicted_score(what_if, cores, "sjf", 2.5) == pytest.approx((1 - 0.05 * math.exp(-0.05 * 0.999 / w)) / 2)
+    # A job arriving above the floor is as measured, and a job declared nowhere stays idle.
+    assert with_declared(loads, {}, 2.5) == loads and with_declared(loads, {"a": 100.0}, 0.05) == loads
+
+
+def test_orders_never_told_apart_on_the_workload_are_hedged_on_the_what_if():
+    cands = [Composition("llf"), Composition("sjf")]
+    for told_apart, hedge, incumbent in (
+        (set(), True, Composition("sjf")),  # tied so far: sjf is confidently better should a start
+        ({"sjf"}, True, Composition("llf")),  # the model once predicted them apart: the workload decides
+        (set(), False, Composition("llf")),  # no hedging
+    ):
+        sel = Selector(scenario(), cands, hedge=hedge)
+        sel._loads, sel._cores, sel._min_rate, sel._span = hazard(), {"n0": 2.0}, 2.5, 2.0
+        sel._foreseen = {"llf": 0.0, "sjf": 0.0}
+        sel._told_apart = set(told_apart)
+        for err in (0.05, -0.05):
+            sel.model_error.add(err)
+        sel._adopt()
+        assert sel.segment.incumbent == incumbent and sel.hedge_switches == int(incumbent.dispatch == "sjf")
+    # A measured effect outweighs the what-if: sjf measured no better here is not hedged to.
+    sel = Selector(scenario(), cands)
+    sel._loads, sel._cores, sel._min_rate, sel._span = hazard(), {"n0": 2.0}, 2.5, 2.0
+    sel._foreseen = {"llf": 0.0, "sjf": 0.0}
+    sel.segment.credit.record(0, "sjf", -0.1, 0.01)
+    for err in (0.05, -0.05):
+        sel.model_error.add(err)
+    sel._adopt()
+    assert sel.segment.incumbent == Composition("llf")

@@ -291,3 +291,36 @@ def test_no_trial_of_a_dispatch_block_the_model_predicts_to_do_exactly_what_the_
         sel._start_trial()
         # Predicted alike, edf is not tried (the balancing block is); predicted apart, dispatch comes first.
         assert sel._trial[2] == trial
+
+
+def test_a_trials_cost_is_measured_and_a_level_whose_trials_do_not_pay_back_is_not_tried():
+    # fair scores 0.3 where the incumbent llf scores 0.8: its one-window trial finds no gain (−0.5 on the incumbent's
+    # windows around it) and costs 0.5 (its window 0.5 below the level before) plus the transient it leaves, charged
+    # over the incumbent's next 4 windows: here llf scores 0.6 in the first two after it (0.2 + 0.2 more).
+    ran = []
+
+    def reward(c, unit):
+        ran.append(c.dispatch)
+        return 0.3 if c.dispatch == "fair" else 0.6 if "fair" in ran[-3:-1] else 0.8
+
+    sel = Selector(scenario(), [Composition("llf"), Composition("fair")], explore=0.5, model=False)
+    play(sel, [0.001] * 12, reward)
+    assert sel.explored[0] == [(0.0, pytest.approx(0.9))]
+    # Found, it is the gain: fair scores 0.9 (+0.1, noiseless) and is adopted; its trial window cost −0.1 (it gained
+    # while it ran), the incumbent's window after it 0, and the 3 windows left of the transient, fair's, −0.1 each.
+    sel = Selector(scenario(), [Composition("llf"), Composition("fair")], explore=0.5, model=False)
+    play(sel, [0.001] * 12, lambda c, u: 0.9 if c.dispatch == "fair" else 0.8)
+    assert sel.segment.incumbent == Composition("fair")
+    assert sel.explored[0] == [(pytest.approx(0.1), pytest.approx(-0.4))]
+    cands = [Composition("llf"), Composition("fair"), Composition("llf", "off")]
+    for record, now, trial in (
+        ([(0.0, 0.4), (0.0, 0.2)], 100.0, Composition("llf", "off")),  # dispatch trials never found a gain
+        ([(0.25, 0.5), (0.0, 0.5)], 15.0, Composition("llf", "off")),  # found 0.125 a window: 3 windows repay 0.375
+        ([(0.25, 0.5), (0.0, 0.5)], 25.0, Composition("fair")),  # 5 windows repay 0.625: dispatch is tried first
+    ):
+        sel = Selector(scenario(), cands, explore=0.5, model=False)
+        sel.budget.windows, sel._now, sel._span = 10, now, 5.0
+        sel._recent.extend([0.5, 0.5])
+        sel.explored[0] = record
+        sel._start_trial()
+        assert sel._trial[2] == trial

@@ -22,7 +22,10 @@ held fixed:
   with less evidence the incumbent stays — at the start of a workload, the
   composition the levels would run alone;
 - :class:`ExplorationBudget` bounds what trials cost: trial windows never
-  exceed a stated share of the windows run so far.
+  exceed a stated share of the windows run so far;
+- :func:`pays_back` bounds it by what trials have been measured to cost and
+  to find: a trial starts only when the gain trials have found, over the
+  windows the choice is expected to stand, outweighs what they have cost.
 """
 
 from __future__ import annotations
@@ -145,6 +148,26 @@ class ExplorationBudget:
     def allows(self, length: int) -> bool:
         """Whether a trial of ``length`` windows, starting now, keeps the spent share within ``share``."""
         return self.spent + length <= self.share * (self.windows + length) + 1e-9
+
+
+def pays_back(found: Sequence[float], costs: Sequence[float], horizon: float, n_min: int = 2) -> bool:
+    """Bounded exploration by the value of the information (Dean & Porter's exploration cost, measured): whether a
+    trial is expected to pay for itself.
+
+    ``found``: per past trial, the gain per window it found that the switch
+    rule would adopt (:func:`significant` on that sample alone; 0 when
+    none — a gain within the noise is not found, it is noise); ``costs``: what
+    each cost, in score × windows (the incumbent's level before it minus the
+    rewards of the trial's windows and of the incumbent's windows after it:
+    the trial and the transient it leaves); ``horizon``: the windows a block
+    the trial finds would run. The trial pays back when the mean gain found,
+    over ``horizon``, is at least the mean cost. With fewer than ``n_min``
+    past trials nothing is known of either, and the trial starts (the
+    exploration budget still bounds it).
+    """
+    if len(found) < n_min or len(costs) < n_min:
+        return True
+    return sum(found) / len(found) * horizon >= sum(costs) / len(costs)
 
 
 def differences(trial: Sequence[float | None], incumbent: Sequence[float | None]) -> list[float]:

@@ -184,6 +184,15 @@ def unit_costs(scenario: Scenario, templates: Mapping[str, str] | None = None) -
     return _per_source_record(graph, offered, lambda pe, op: offered[pe] * op.cost_per_record)
 
 
+def declared_rates(scenario: Scenario) -> dict[str, float]:
+    """Job → the records/s its sources declare (their nominal rates, first template): the rate a job is taken to
+    arrive at when it starts, before any window has measured it."""
+    return {
+        job.id: sum(op.source.rate for op in job.templates[0].operators if op.kind is OperatorKind.SOURCE and op.source)
+        for job in scenario.jobs
+    }
+
+
 def _per_source_record(
     graph: nx.DiGraph, rates: Mapping[str, float], amount: Callable[[str, Operator], float]
 ) -> dict[str, float]:

@@ -40,13 +40,16 @@ discipline (``DISCIPLINE``):
 
 The prediction is a model, not a measurement: the selector trusts it only
 as far as it has predicted the composition that ran (its measured error).
+:func:`with_declared` is a what-if on the same model: the jobs idle now
+arriving at their declared rates, for orders the running workload cannot
+tell apart (Dean & Porter: workloads arrive sporadically).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from strata.protocol.engine import Observation
 
@@ -271,3 +274,28 @@ def predicted_score(
             arrived[j.job] = arrived.get(j.job, 0.0) + j.rate
     per_job = [on[job] / arrived[job] for job in arrived if arrived[job] > 0 and arrived[job] >= min_rate]
     return sum(per_job) / len(per_job) if per_job else None
+
+
+def with_declared(
+    loads: Mapping[str, Sequence[JobLoad]], declared: Mapping[str, float], min_rate: float
+) -> dict[str, list[JobLoad]]:
+    """What-if: the loads with every job that arrives below ``min_rate`` (over all its nodes) arriving at its
+    ``declared`` rate instead, spread evenly over the nodes it has a class on; the rest, and every backlog, as
+    measured.
+
+    A job whose sources trickle is not scored now, but the nodes it is bound
+    to hold what it would queue behind when it starts: the standing backlog a
+    dispatch order serves first. Predicting each order's score on this
+    what-if tells the orders apart where the workload now cannot.
+    """
+    arriving: dict[str, float] = {}
+    nodes: dict[str, int] = {}
+    for jobs in loads.values():
+        for j in jobs:
+            arriving[j.job] = arriving.get(j.job, 0.0) + j.rate
+            nodes[j.job] = nodes.get(j.job, 0) + 1
+    idle = {job for job, rate in arriving.items() if rate < min_rate and declared.get(job, 0.0) > 0}
+    return {
+        node: [replace(j, rate=declared[j.job] / nodes[j.job]) if j.job in idle else j for j in jobs]
+        for node, jobs in loads.items()
+    }

@@ -23,7 +23,18 @@ Each control window the :class:`Selector`
    than its measured noise (:func:`~strata.adapt.credit.significant`), and
    otherwise starts the most promising trial the exploration budget allows
    (:class:`~strata.adapt.credit.ExplorationBudget`: trial windows never
-   exceed ``explore`` of the windows run).
+   exceed ``explore`` of the windows run) and that is expected to pay back
+   (:func:`~strata.adapt.credit.pays_back`: what trials of that level have
+   found, over the windows the segment has lasted, against what they have
+   cost, their transient included — Dean & Porter's question of what
+   learning the composition at runtime gains over a fixed one, asked of
+   each trial);
+4. where the queueing model cannot tell the dispatch orders apart on the
+   workload running, hedges for the jobs declared but idle
+   (:func:`~strata.adapt.overload.with_declared`): Dean & Porter's hard case
+   of workloads that arrive sporadically — a job that starts behind a
+   standing overdue backlog under a deadline order is late from its first
+   window, before any selector can see it.
 
 A window that brings no evidence — no score (no job had input), or a score
 whose ``horizon`` still reaches back to windows without one (start-up) — is
@@ -43,18 +54,19 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from strata.adapt.blocks import PRIOR, Composition
-from strata.adapt.credit import Effect, ExplorationBudget, LevelCredit, differences
+from strata.adapt.credit import Effect, ExplorationBudget, LevelCredit, differences, pays_back, significant
 from strata.adapt.features import (
     ChangeDetector,
     FeatureTracker,
     backlog,
+    declared_rates,
     learning_reward,
     outcomes,
     score,
     unit_costs,
     yields,
 )
-from strata.adapt.overload import NodeLoads, predicted_score
+from strata.adapt.overload import NodeLoads, predicted_score, with_declared
 from strata.model import Scenario, chosen_templates, job_maps
 from strata.protocol.engine import Observation
 
@@ -174,7 +186,14 @@ class Selector:
     incumbent's or predicts to score exactly what it does, and
     switches the incumbent's dispatch when its predicted gain exceeds ``z``
     times its measured error on the incumbent (root mean square over at
-    least ``n_model`` windows) and ``margin``.
+    least ``n_model`` windows) and ``margin``. ``payback``: trials start only
+    at levels whose past trials are expected to pay back over the windows
+    the segment has lasted (:func:`~strata.adapt.credit.pays_back`);
+    ``transient``: the incumbent's windows after a trial charged to its cost
+    (the first ``bracket`` of them, its after-windows, included); ``hedge``:
+    dispatch blocks never told apart from the incumbent's by the model on
+    the workload running are switched to when confidently predicted better
+    with the idle jobs at their declared rates (:meth:`_hedge_pick`).
     """
 
     scenario: Scenario
@@ -196,6 +215,9 @@ class Selector:
     lookahead_levels: tuple[int, ...] = (0,)
     model: bool = True
     n_model: int = 2
+    payback: bool = True
+    transient: int = 4
+    hedge: bool = True
     choices: list[ArmChoice] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -216,6 +238,13 @@ class Selector:
         job_of, sources, _ = job_maps(self.scenario)
         self.loads = NodeLoads(job_of, targets, self.cores, sources=sources, costs=unit_costs(self.scenario))
         self.model_switches = 0
+        self.hedge_switches = 0
+        self._declared = declared_rates(self.scenario)
+        # Dispatch blocks the model predicted apart from the incumbent's since it last changed (or the segment began).
+        self._told_apart: set[str] = set()
+        self._loads: dict[str, list] = {}  # node → the window's job loads (strata.adapt.overload.NodeLoads)
+        self._cores: dict[str, float] = {}
+        self._min_rate = 0.0
         self.model_error = Effect()  # score − predicted score of what ran, since the incumbent last changed
         self._predicted: dict[str, float | None] = {}  # dispatch block → predicted score of the coming window
         self._foreseen: dict[str, float | None] = {}  # dispatch block → predicted score over the segment's horizon
@@ -237,6 +266,12 @@ class Selector:
         self._trial_baseline: list[float] = []
         # A trial ended, awaiting the incumbent's windows after it: (level, value, trial, before, after).
         self._pending: tuple[int, str, list[float], list[float], list[float]] | None = None
+        # Per level, every trial's (gain found, cost) over the selector's life: what exploring has found and cost.
+        self.explored: list[list[tuple[float, float]]] = [[] for _ in LEVELS]
+        self._span = 1.0  # the last window's length, s
+        # The last credited trial's transient being charged to its cost: (level, index in explored, the
+        # incumbent's level before it, windows left).
+        self._transient: tuple[int, int, float, int] | None = None
 
     def select(self, obs: Observation, ran: Composition | None = None) -> Composition:
         """The composition for the next window; ``ran``: what was in force over the one that ended.
@@ -249,6 +284,7 @@ class Selector:
         reward = self._score(obs)
         queued = backlog(obs)
         self._now = obs.now
+        self._span = max(obs.window.now - obs.window.start, 1e-9)
         self._scored = self._scored + 1 if reward is not None else 0
         if self.choices:
             self.choices[-1].reward = reward
@@ -301,6 +337,11 @@ class Selector:
             self.segment.noise.add(reward)
             if self._pending is not None:
                 self._pending[-1].append(reward)
+            elif self._transient is not None:
+                level, k, before, left = self._transient
+                found, cost = self.explored[level][k]
+                self.explored[level][k] = (found, cost + before - reward)
+                self._transient = (level, k, before, left - 1) if left > 1 else None
 
     def _end_trial(self) -> None:
         """The trial waits for the incumbent's next settled window: its gain is measured against both sides."""
@@ -323,8 +364,18 @@ class Selector:
         base = (float(np.mean(before)) + float(np.mean(after))) / 2
         # Means of noisy windows: the gain's variance is the noise over each side's windows.
         floor = self.segment.noise.variance * (1 / len(trial) + (1 / len(before) + 1 / len(after)) / 4)
-        self.segment.credit.record(level, value, float(np.mean(trial)) - base, floor)
+        gain = float(np.mean(trial)) - base
+        self.segment.credit.record(level, value, gain, floor)
+        # What the trial found (a gain the switch rule would adopt on this sample alone) and what it cost: its
+        # windows and the incumbent's after it (the transient it left) below the incumbent's level before it.
+        found = gain if significant(Effect(1, gain, 0.0, floor), self.z, 1, self.margin) else 0.0
+        level_before = float(np.mean(before))
+        self.explored[level].append((found, sum(level_before - r for r in trial + after)))
         self._pending = None
+        # A trial's effect on the incumbent outlasts the window after it (a backlog left in another order, a
+        # migration): the next ``transient`` windows of the incumbent are charged to its cost as well.
+        left = self.transient - len(after)
+        self._transient = (level, len(self.explored[level]) - 1, level_before, left) if left > 0 else None
 
     def _enter(self, centroid: np.ndarray, features: np.ndarray) -> None:
         """A change of segment: a stored one within the detector's threshold resumes, else the default starts."""
@@ -341,6 +392,8 @@ class Selector:
         self.segment.start = self._now
         self._segments += 1
         self._trial = None
+        self._transient = None  # the windows from here are another workload's
+        self._told_apart = set()
         self._pending = None
         self._trial_rewards = []
         # The windows that confirmed the change ran the new workload: under its incumbent they are its baseline.
@@ -402,6 +455,12 @@ class Selector:
         self._foreseen = {
             v: predicted_score(self._loads, self._cores, v, self._min_rate, horizon) for v in self._values[0]
         }
+        base = self._foreseen.get(self.segment.incumbent.dispatch)
+        self._told_apart |= {
+            v
+            for v, p in self._foreseen.items()
+            if (p is None) != (base is None) or (p is not None and abs(p - base) > self.margin)
+        }
 
     def _model_gain(
         self, value: str, base: str, scores: Mapping[str, float | None], upper: bool = False
@@ -426,6 +485,28 @@ class Selector:
         confident = gain + self.z * rms <= self.margin if upper else gain - self.z * rms > self.margin
         return gain if confident else None
 
+    def _hedge_pick(self, base: str) -> str | None:
+        """A dispatch block the model has not told apart from ``base`` on the workload so far (predicted within
+        ``margin``, or neither scored, in every window since the incumbent last changed) and confidently predicts
+        better on the what-if of :func:`~strata.adapt.overload.with_declared` (None if none).
+
+        Where the orders cannot be told apart by what runs now, they differ
+        in what a job that starts will queue behind: under a deadline order,
+        a node's overdue backlog first (the domino), so a job starting there
+        is late from its first window, a backlog that outlasts the switch to
+        an order that would have served it. The order predicted to serve the
+        idle jobs better, should they start, costs nothing now and is in
+        force when they do. A block with a measured effect in the segment is
+        left out: what was measured of it outweighs a what-if.
+        """
+        measured = self.segment.credit.effects[0]
+        ties = [v for v in self._values[0] if v not in self._told_apart and (v not in measured or measured[v].n == 0)]
+        if not self.hedge or not [v for v in ties if v != base]:
+            return None
+        what_if = with_declared(self._loads, self._declared, self._min_rate)
+        hedged = {v: predicted_score(what_if, self._cores, v, self._min_rate, self._span) for v in {*ties, base}}
+        return self._model_pick(base, hedged)
+
     def _model_pick(self, base: str, scores: Mapping[str, float | None]) -> str | None:
         """The dispatch block the model confidently predicts to beat ``base`` by most (None if none)."""
         gains = {v: g for v in scores if (g := self._model_gain(v, base, scores)) is not None}
@@ -440,6 +521,11 @@ class Selector:
             inc = self.segment.incumbent.dispatch
             value = self._model_pick(inc, self._foreseen)
             if value is None:
+                value = self._hedge_pick(inc)
+                if value is None or replace(self.segment.incumbent, dispatch=value) not in self._index:
+                    return
+                self.hedge_switches += 1
+                self._switch(0, value)
                 return
             best = (0, value)
             self.model_switches += 1
@@ -449,7 +535,10 @@ class Selector:
             err = self.model_error
             gain = self._model_gain(value, inc, self._foreseen)
             self.segment.credit.record(0, value, gain, err.mean**2 + err.m2 / err.n)
-        level, value = best
+        self._switch(*best)
+
+    def _switch(self, level: int, value: str) -> None:
+        """The incumbent's block of ``level`` becomes ``value`` (a candidate's), its credit re-based on it."""
         inc = self.segment.incumbent
         comp = replace(inc, **{LEVELS[level]: value})
         if comp not in self._index:
@@ -458,6 +547,7 @@ class Selector:
         self.segment.incumbent = comp
         self.segment.noise = Effect()
         self.model_error = Effect()
+        self._told_apart = set()
         self._recent.clear()
 
     def _start_trial(self) -> None:
@@ -477,8 +567,11 @@ class Selector:
             return
         credit = self.segment.credit
         inc = self.segment.incumbent.dispatch
+        paying = self._paying()
         untried, tried = [], []
         for level, value, comp in self._alternatives():
+            if level not in paying:
+                continue
             # A dispatch block the model confidently predicts no better than the incumbent's is not tried: a trial
             # of it would spend windows on a composition predicted worse (and, under load, leave the incumbent a
             # backlog in an order it serves late), and the budget goes where a gain is possible. Nor is one it
@@ -506,9 +599,23 @@ class Selector:
         if pick is None or not self.budget.allows(self.trial[pick[0]]):
             return
         self._trial = pick
+        self._transient = None  # the windows from here are the new trial's
         self._trial_left = self.trial[pick[0]]
         self._trial_rewards = []
         self._trial_baseline = list(self._recent)[-self.bracket :]
+
+    def _paying(self) -> set[int]:
+        """The levels whose trials are expected to pay back (:func:`~strata.adapt.credit.pays_back`) over the
+        windows a block found now would run: as many as the segment has lasted (Gott's Δt, as for the model's
+        horizon), at least one."""
+        if not self.payback:
+            return set(range(len(LEVELS)))
+        horizon = max(1.0, (self._now - self.segment.start) / self._span)
+        return {
+            k
+            for k, record in enumerate(self.explored)
+            if pays_back([f for f, _ in record], [c for _, c in record], horizon)
+        }
 
     def _alike(self, value: str, base: str) -> bool:
         """Whether the model predicts dispatch ``value`` to score exactly what ``base`` does (both predicted)."""
