@@ -105,6 +105,7 @@ class MoveOnce:
 
 def move_once(spark, work: Path) -> tuple[MoveOnce, FleetEngine, dict]:
     """One round in ``work``: the scripted policy, the fleet (stopped) and the run's merged metrics tables."""
+    work.mkdir(parents=True, exist_ok=True)
     spec = work / "spec.yaml"
     spec.write_text(SPEC)
     scenario = load_scenario(spec)
