@@ -78,7 +78,7 @@ def load_tables(run_dir: str | Path) -> RunTables:
         if not path.exists():
             raise ReportError(f"{path}: not found; the run directory is incomplete")
         try:
-            frames[name] = pd.read_csv(path)
+            frames[name] = pd.read_csv(path, low_memory=False)  # a column a cell mode filled and others left empty
         except pd.errors.EmptyDataError:
             frames[name] = pd.DataFrame()
     return RunTables(directory, json.loads((metrics / "run.json").read_text()), **frames)
