@@ -76,7 +76,8 @@ def run_dedicated(
     shares_now = hand_shares(placement, scenario.cluster.total_cores)
     plain = replace(config, pools=hand_pools(scenario, config.control.critical_latency_s))
     cells_request = replace(request, control=False)
-    shares = CpuShares(f"{RUN_PREFIX}{os.getpid()}-{DEDICATED}")
+    # named as a fleet's (one at a time in a process): a later fleet sweeps it if this process is SIGKILLed
+    shares = CpuShares(f"{RUN_PREFIX}{os.getpid()}")
     key = secrets.token_bytes(32)
     remote: list[RemoteCell] = []
     try:
