@@ -1,5 +1,5 @@
-"""The demo's targets (strata.report.targets) on hand-computed summaries: Strata against FAIR by hand (issue 29)
-and plain Spark (issue 8), per seed and the worst seed over several."""
+"""The demo's targets (strata.report.targets) on hand-computed summaries: Strata against FAIR by hand (issue 29),
+the hand deployment (issue 28) and plain Spark (issue 8), per seed and the worst seed over several."""
 
 from __future__ import annotations
 
@@ -12,8 +12,10 @@ from strata.report.targets import (
     VERSUS_PLAIN,
     Target,
     judge,
+    judged,
     ratio,
     versus_fair,
+    versus_hand,
     versus_plain,
     worst_seeds,
 )
@@ -144,3 +146,36 @@ def test_the_worst_seed_is_reported_for_every_target():
     }
     good = worst_seeds({3: versus_fair(GOOD, ["alerts"]), 4: versus_fair(GOOD, ["alerts"])}, VERSUS_FAIR)
     assert {name: (w["seed"], w["met"]) for name, w in good.items()} == dict.fromkeys(good, (3, True))  # ties: first
+
+
+# the hand deployment: the critical job alone in its application is fast, its bulk jobs slower than FAIR's
+HAND = {
+    "alerts": (1.0, 1, 100.0, 36.0, NAN),
+    "sessions": (12.0, 0, 1500.0, 5.0, NAN),
+    "scoring": (5.0, 0, 2100.0, 5.0, NAN),
+}
+
+
+def test_strata_against_the_hand_deployment_is_judged_by_fairs_targets():
+    run = [*GOOD, *rows({"dedicated": HAND})]
+    figures = versus_hand(run, ["alerts"])
+    assert figures == pytest.approx(
+        {
+            "p99_ratio": 1.2 / 1.0,  # its own application is faster: missed
+            "extra_misses": 2 - 1,
+            "bulk_throughput_ratio": 2000 / 2100,  # scoring's 0.952; sessions' 1710 / 1500 = 1.14
+            "importance_ratio": 44 / 46,
+        }
+    )
+    assert judge(figures, VERSUS_FAIR) == {
+        "p99_ratio": False,
+        "extra_misses": False,
+        "bulk_throughput_ratio": True,
+        "importance_ratio": False,
+    }
+    comparisons = judged(run, ["alerts"])
+    assert [label for label, _, _ in comparisons] == ["FAIR by hand", "own application", "plain Spark"]
+    assert comparisons[0][1] == versus_fair(run, ["alerts"]) and comparisons[1][1] == figures
+    assert comparisons[2][2] == judge(versus_plain(run, ["alerts"]), VERSUS_PLAIN)
+    assert [label for label, _, _ in judged(GOOD, ["alerts"])] == ["FAIR by hand", "plain Spark"]  # none by hand
+    assert judged(rows({"baseline": PLAIN, "fair": FAIR}), ["alerts"]) == []  # Strata did not run

@@ -925,12 +925,14 @@ def demo(
     properties_file: PropertiesOption = None,
     verbose: VerboseOption = False,
 ) -> None:
-    """Plain Spark vs Strata on embedded Spark, same seeded input: side-by-side table and an HTML report."""
+    """Plain Spark (FIFO; FAIR pools by hand; critical jobs in their own application) vs `strata run` (Strata's
+    cells), same seeded input: side-by-side table and an HTML report."""
     from strata.model import locate_problems
     from strata.report import write_report
     from strata.report.console import side_by_side, verification_line
     from strata.report.tables import verdict
     from strata.runners.demo import DemoConfig, run_demo
+    from strata.runners.fleet import CellLost
     from strata.spark.java import JavaError
     from strata.spark.pipelines import PipelineProblems
 
@@ -944,7 +946,8 @@ def demo(
     scenario = load([spec])
     console.print(
         f"[bold]strata demo[/] {scenario.name}: {len(scenario.jobs)} jobs, "
-        f"{scenario.cluster.total_cores:g} cores; plain Spark first, then Strata ({duration:g} s each)"
+        f"{scenario.cluster.total_cores:g} cores; plain Spark (FIFO, FAIR by hand, critical jobs in their own "
+        f"application), then Strata's cells as `strata run` makes them ({duration:g} s each)"
     )
 
     def tick(mode: str, obs, decisions, row: dict) -> None:
@@ -959,15 +962,25 @@ def demo(
             on_step=tick,
             on_phase=lambda text: console.print(f"[cyan]▸[/] {text}"),
             spark_settings=settings,
+            console=console,
+            errors=errors,
         )
     except PipelineProblems as err:  # an expression Spark cannot analyse, found when its query is built
         raise fail(locate_problems([spec], err.problems)) from None
+    except SpecError as err:  # the same, found by `strata run` analysing the spec the demo wrote for its cells
+        raise fail(err) from None
     except (ValueError, JavaError) as err:  # JavaError: Java missing or too old, with the install hint
         errors.print(f"[bold red]error[/] {err}", highlight=False, soft_wrap=True)
         raise typer.Exit(code=2) from None
+    except CellLost as err:  # an application of the hand deployment ended or stopped answering
+        errors.print(f"[bold red]error[/] {err}", highlight=False, soft_wrap=True)
+        raise typer.Exit(code=1) from None
     console.print(
         side_by_side(
-            result.summary, result.decisions, f"{scenario.name}: plain Spark (FIFO; FAIR pools by hand) vs Strata"
+            result.summary,
+            result.decisions,
+            f"{scenario.name}: plain Spark (FIFO; FAIR pools by hand; critical jobs in their own application) vs "
+            "Strata's cells",
         )
     )
     console.print(verification_line(result.checks))

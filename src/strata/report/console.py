@@ -11,7 +11,8 @@ from strata.report.tables import comparison, verdict
 
 
 def side_by_side(summary: pd.DataFrame, decisions: pd.DataFrame, title: str) -> Table:
-    """Per job and metric: plain Spark (FIFO; FAIR pools by hand where that mode ran), Strata, and the change."""
+    """Per job and metric: plain Spark (FIFO; FAIR pools by hand and the hand deployment where those modes ran),
+    Strata, and how Strata compares with each."""
     table = Table(title=title, title_justify="left", show_lines=False)
     rows = comparison(summary, decisions)
     heads = {
@@ -19,13 +20,16 @@ def side_by_side(summary: pd.DataFrame, decisions: pd.DataFrame, title: str) -> 
         "metric": "metric",
         "baseline": "plain Spark",
         "fair": "FAIR by hand",
+        "dedicated": "own application",
         "strata": "Strata",
         "change": "vs plain",
         "vs fair": "vs FAIR",
+        "vs dedicated": "vs own app.",
     }
     keys = [k for k in heads if rows and k in rows[0]]
     for k in keys:
-        table.add_column(heads[k], justify="left" if k in ("job", "metric", "change", "vs fair") else "right")
+        left = k in ("job", "metric", "change") or k.startswith("vs ")
+        table.add_column(heads[k], justify="left" if left else "right")
     previous = None
     for row in rows:
         if previous is not None and row["job"] != previous:

@@ -11,6 +11,7 @@ import pandas as pd
 
 from strata.report import plots
 from strata.report.tables import RunTables, comparison, decisions_by_lane, learned, load_tables, verdict
+from strata.report.targets import judged
 
 STYLE = """
 body { font-family: -apple-system, 'Segoe UI', Helvetica, Arial, sans-serif; margin: 2em auto; max-width: 1000px;
@@ -73,6 +74,32 @@ def _frame_rows(frame: pd.DataFrame, columns: list[str]) -> list[dict]:
     return frame[cols].round(3).fillna("").to_dict("records")
 
 
+def _targets(summary: pd.DataFrame, meta: dict) -> list[str]:
+    """The targets Strata is judged by against each reference mode that ran (:func:`strata.report.targets.judged`;
+    the latency-critical jobs as the run recorded them), as a section; none for a run without them."""
+    critical = (meta.get("config") or {}).get("critical_jobs")
+    found = judged(summary.to_dict("records"), critical) if critical is not None and not summary.empty else []
+    if not found:
+        return []
+    rows = [
+        {
+            "against": label,
+            "target": name,
+            "Strata's figure": "–" if value is None else f"{value:.2f}",
+            "met": "yes" if met[name] else "no",
+        }
+        for label, figures, met in found
+        for name, value in figures.items()
+    ]
+    return [
+        "<h2>Targets</h2>",
+        "<p class='note'>Each figure is the worst job's: critical p99 and misses against the reference's, each bulk "
+        "job's throughput as a share of the reference's, total on-time importance as a share (strata.report.targets)."
+        "</p>",
+        _table(rows, numeric=("Strata's figure",)),
+    ]
+
+
 def render(t: RunTables) -> str:
     """The report as an HTML string."""
     meta = t.meta
@@ -105,10 +132,13 @@ def render(t: RunTables) -> str:
     else:
         intro = [
             f"<h1>strata demo — {html.escape(str(meta['scenario']))}</h1>",
-            "<p class='note'>Plain Spark (every query admitted, FIFO scheduling, hash partitioning) and Strata "
-            "(planner, balancer and dispatch gate in control) on the same seeded input, one after the other, on "
-            f"embedded Spark. Measured over {horizon:g} s of event time per mode. "
+            "<p class='note'>Plain Spark (every query admitted, FIFO scheduling, hash partitioning; then FAIR "
+            "pools by hand; then the latency-critical jobs in an application of their own, the others in a second "
+            "one under FAIR pools by hand) and Strata as <code>strata run</code> runs by default (L0 places the "
+            "jobs onto cells, Spark applications with OS-enforced CPU shares, under one hierarchy) on the same "
+            f"seeded input, one after the other. Measured over {horizon:g} s of event time per mode. "
             f"Timings: {html.escape(timings)}.</p>",
+            *_targets(t.summary, meta),
         ]
     parts = [
         *intro,

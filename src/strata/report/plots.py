@@ -14,7 +14,7 @@ import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-COLORS = {"baseline": "#c0392b", "fair": "#e67e22", "strata": "#2471a3"}
+COLORS = {"baseline": "#c0392b", "fair": "#e67e22", "dedicated": "#7d3c98", "strata": "#2471a3"}
 MAX_POINTS = 5000  # per job and mode in the scatter plots
 
 

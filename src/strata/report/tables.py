@@ -1,4 +1,4 @@
-"""A demo run's metrics tables, and the side-by-side comparison of its two modes."""
+"""A demo run's metrics tables, and the side-by-side comparison of its modes."""
 
 from __future__ import annotations
 
@@ -78,7 +78,7 @@ def load_tables(run_dir: str | Path) -> RunTables:
         if not path.exists():
             raise ReportError(f"{path}: not found; the run directory is incomplete")
         try:
-            frames[name] = pd.read_csv(path)
+            frames[name] = pd.read_csv(path, low_memory=False)  # a column a cell mode filled and others left empty
         except pd.errors.EmptyDataError:
             frames[name] = pd.DataFrame()
     return RunTables(directory, json.loads((metrics / "run.json").read_text()), **frames)
@@ -113,26 +113,38 @@ def _mode_row(summary: pd.DataFrame, job: str, mode: str) -> pd.Series:
     return empty
 
 
+REFERENCES = ("fair", "dedicated")
+"""The modes Strata is also compared with where they ran: FAIR pools by hand, the hand deployment (the
+latency-critical jobs in an application of their own)."""
+
+
 def comparison(summary: pd.DataFrame, decisions: pd.DataFrame) -> list[dict[str, str]]:
-    """One row per (job, metric): baseline, strata and how they compare, as display strings."""
+    """One row per (job, metric): baseline, the references that ran (:data:`REFERENCES`), strata and how Strata
+    compares with plain Spark (``change``) and with each reference (``vs <reference>``), as display strings."""
     rows: list[dict[str, str]] = []
-    fair = "fair" in set(summary["mode"])  # plain Spark with FAIR pools by hand, where it ran
+    references = [m for m in REFERENCES if m in set(summary["mode"])]
     for job in summary["job"].drop_duplicates():
         b, s = (_mode_row(summary, job, mode) for mode in ("baseline", "strata"))
-        f = _mode_row(summary, job, "fair") if fair else None
+        refs = {m: _mode_row(summary, job, m) for m in references}
 
-        def add(metric, bv, sv, note="", job=job, key=None, fmt=None, ratio=None, f=f, s=s):
+        def add(metric, bv, sv, note="", job=job, key=None, fmt=None, ratio=None, refs=refs, s=s):
             row = {"job": job, "metric": metric, "baseline": bv}
-            if f is not None:
-                row["fair"] = fmt(f[key]) if key is not None else ""
+            for m, r in refs.items():
+                row[m] = fmt(r[key]) if fmt is not None else ""
             row.update({"strata": sv, "change": note})
-            if f is not None:
-                row["vs fair"] = ratio(f[key], s[key]) if ratio is not None else ""
+            for m, r in refs.items():
+                row[f"vs {m}"] = ratio(r[key], s[key], m) if ratio is not None else ""
             rows.append(row)
+
+        def lower(base, new, _of):
+            return _ratio(base, new)
+
+        def higher(base, new, of):
+            return _ratio(base, new, better_low=False, of={"fair": "FAIR", "dedicated": "own app."}.get(of, of))
 
         add("rank / target", f"{b['rank']} / {b['target_s']:g} s", f"{s['rank']} / {s['target_s']:g} s")
         for metric, key in (("p50 latency s", "p50_s"), ("p99 latency s", "p99_s")):
-            add(metric, two(b[key]), two(s[key]), _ratio(b[key], s[key]), key=key, fmt=two, ratio=_ratio)
+            add(metric, two(b[key]), two(s[key]), _ratio(b[key], s[key]), key=key, fmt=two, ratio=lower)
         if "floor_s" in summary:  # its batch time with the machine to itself, beside the p99 (older runs: none)
             add("floor s", two(b["floor_s"]), two(s["floor_s"]), "batch time alone", key="floor_s", fmt=two)
         add(
@@ -141,9 +153,11 @@ def comparison(summary: pd.DataFrame, decisions: pd.DataFrame) -> list[dict[str,
             f"{s['misses']} of {s['outputs']}",
             _fewer(b["misses"], s["misses"]),
             key="misses",
-            fmt=lambda m, f=f: f"{m} of {f['outputs']}",
-            ratio=_fewer,
+            fmt=None,
+            ratio=lambda base, new, _of: _fewer(base, new),
         )
+        for m, r in refs.items():  # a reference's misses read against its own outputs
+            rows[-1][m] = f"{r['misses']} of {r['outputs']}"
         add(
             "throughput rec/s",
             whole(b["throughput"]),
@@ -151,7 +165,7 @@ def comparison(summary: pd.DataFrame, decisions: pd.DataFrame) -> list[dict[str,
             _ratio(b["throughput"], s["throughput"], better_low=False),
             key="throughput",
             fmt=whole,
-            ratio=partial(_ratio, better_low=False, of="FAIR"),
+            ratio=higher,
         )
         add("importance (on time)", one(b["importance"]), one(s["importance"]), key="importance", fmt=one)
         if not pd.isna(b.get("imbalance")) or not pd.isna(s.get("imbalance")):
@@ -171,6 +185,12 @@ def comparison(summary: pd.DataFrame, decisions: pd.DataFrame) -> list[dict[str,
         ]
         if admit:
             add("admission / template", "admitted (first template)", "; ".join(admit[:3]))
+        if "cell" in summary:  # the application each job ran in at the end, where a mode ran several
+
+            def app(cell) -> str:
+                return "one for all" if cell is None or pd.isna(cell) else str(cell)
+
+            add("application (cell)", app(b.get("cell")), app(s.get("cell")), key="cell", fmt=app)
         caps = [d["detail"] for _, d in mine.iterrows() if d["kind"] == "rate cap"]
         if caps:
             capped = [c for c in caps if c != "lifted"]
@@ -180,13 +200,11 @@ def comparison(summary: pd.DataFrame, decisions: pd.DataFrame) -> list[dict[str,
                 f"{len(capped)} set, {len(caps) - len(capped)} lifted",
                 f"first: {capped[0].split(' (')[0]}" if capped else "",
             )
-    total = {m: summary[summary["mode"] == m]["importance"].sum() for m in ("baseline", "fair", "strata")}
+    total = {m: summary[summary["mode"] == m]["importance"].sum() for m in ("baseline", *references, "strata")}
     row = {"job": "all", "metric": "total importance (on time)", "baseline": f"{total['baseline']:.1f}"}
-    if fair:
-        row["fair"] = f"{total['fair']:.1f}"
+    row.update({m: f"{total[m]:.1f}" for m in references})
     row.update({"strata": f"{total['strata']:.1f}", "change": f"{total['strata'] - total['baseline']:+.1f}"})
-    if fair:
-        row["vs fair"] = f"{total['strata'] - total['fair']:+.1f}"
+    row.update({f"vs {m}": f"{total['strata'] - total[m]:+.1f}" for m in references})
     rows.append(row)
     return rows
 

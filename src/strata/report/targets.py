@@ -7,7 +7,11 @@ per mode and job, with ``p99_s``, ``misses``, ``throughput``, ``importance`` and
   latency-critical job's p99 ≤ FAIR's and misses ≤ FAIR's, each bulk job ≥ 0.9× FAIR's throughput, total
   on-time importance ≥ FAIR's;
 - :data:`VERSUS_PLAIN` — issue 8's against plain Spark: p99 ≥ 3× lower, misses ≥ 10× fewer, each bulk job
-  ≥ 0.9× plain's throughput, importance higher, the skewed job's imbalance ≤ 1.2.
+  ≥ 0.9× plain's throughput, importance higher, the skewed job's imbalance ≤ 1.2;
+- against the hand deployment (issue 28: the latency-critical jobs in an application of their own, the others
+  under FAIR pools by hand; mode ``dedicated``): :data:`VERSUS_FAIR`'s targets, by :func:`versus_hand`.
+
+:func:`judged` gives every comparison a run's modes allow, as the report shows them.
 
 Each target reduces a run to one figure (its worst job), so a seed passes a target when its figure does,
 and the project standard — report the worst seed, not the best — is :func:`worst_seeds`.
@@ -137,6 +141,34 @@ def versus_plain(rows: Rows, critical: Collection[str], ours: str = "strata", pl
     if skewed:
         figures["imbalance"] = _worst([measured(by[(ours, j)]["imbalance"]) for j in skewed], t["imbalance"])
     return figures
+
+
+def versus_hand(rows: Rows, critical: Collection[str], ours: str = "strata", hand: str = "dedicated") -> dict:
+    """:data:`VERSUS_FAIR`'s figures against the hand deployment (mode ``hand``): what a team builds for a
+    latency-critical stream, judged by the same targets as FAIR pools by hand."""
+    return versus_fair(rows, critical, ours, hand)
+
+
+COMPARISONS = (
+    ("FAIR by hand", "fair", versus_fair, VERSUS_FAIR),
+    ("own application", "dedicated", versus_hand, VERSUS_FAIR),
+    ("plain Spark", "baseline", versus_plain, VERSUS_PLAIN),
+)
+"""Each comparison of Strata: its label, the reference mode, its figures' function and its targets."""
+
+
+def judged(rows: Rows, critical: Collection[str], ours: str = "strata") -> list[tuple[str, dict, dict[str, bool]]]:
+    """Per comparison of :data:`COMPARISONS` whose reference mode ran beside ``ours``: its label, its figures and
+    which targets they meet."""
+    modes = {r["mode"] for r in rows}
+    if ours not in modes:
+        return []
+    out = []
+    for label, mode, figures_of, targets in COMPARISONS:
+        if mode in modes:
+            figures = figures_of(rows, critical, ours, mode)
+            out.append((label, figures, judge(figures, targets)))
+    return out
 
 
 def judge(figures: Mapping[str, float | None], targets: Sequence[Target]) -> dict[str, bool]:

@@ -5,13 +5,16 @@ that builds an engine, hands it and a controller to
 :func:`strata.control.loop.run` and deals with the world around it: sessions,
 console views, signals, child processes, run directories.
 
-- :mod:`~strata.runners.spark_loop`: one scenario on Spark under the loop (``strata run``, both demo modes);
+- :mod:`~strata.runners.spark_loop`: one scenario on Spark under the loop (``strata run --cells 1``, the demo's
+  session modes);
 - :mod:`~strata.runners.live`: ``strata run --cells 1``: one Spark application with its console view and resume;
 - :mod:`~strata.runners.fleet`: ``strata run``: the jobs as cells (Spark applications with OS-enforced CPU
   shares, or on a standalone cluster their own cores: :mod:`~strata.runners.shares`) under one hierarchy;
   :mod:`~strata.runners.cell`: one cell;
 - :mod:`~strata.runners.sim_loop`: ``strata simulate``: the loop on the discrete-event simulator;
-- :mod:`~strata.runners.demo`: ``strata demo``: plain Spark vs Strata on the same seeded input;
+- :mod:`~strata.runners.demo`: ``strata demo``: plain Spark (FIFO, FAIR by hand, the hand deployment) vs Strata's
+  cells on the same seeded input; :mod:`~strata.runners.dedicated`: the hand deployment (critical jobs in an
+  application of their own) as a fleet of plain cells;
 - :mod:`~strata.runners.producer`: seeded files for user queries to read (the platform example, benchmarks);
 - :mod:`~strata.runners.autoflow`: AutoFlow's routing experiments on the simulator (benchmarks, tests).
 

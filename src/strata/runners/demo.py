@@ -1,30 +1,44 @@
-"""``strata demo``: plain Spark (FIFO; FAIR pools by hand) and Strata, one after the other, on the same input.
+"""``strata demo``: what ``strata run`` does by default — Strata deciding the deployment — against what a team
+does by hand, one mode after the other on the same seeded input (issue 28).
 
-Every mode runs on one embedded session (started once, then warmed up so that
-neither mode pays the Python workers' start-up), with the same jobs, triggers,
-partitions, sinks and the same movable keyed-state store for keyed operators,
-each through :func:`strata.runners.spark_loop.run_mode` — the loop ``strata
-run`` runs:
+The modes (:data:`DEMO_MODES`) run the same jobs, triggers, partitions, sinks and movable keyed-state store:
 
-- **baseline** — plain Spark: every job admitted with its first template, no
-  pool (Spark's FIFO order inside the default pool), the keyed store's hash
-  routing table never changed (hash partitioning), no gate, no caps;
-- **fair** — the same with FAIR pools set by hand as Spark's documentation
-  recommends (:func:`strata.runners.spark_loop.hand_pools`: the latency-critical
-  jobs in a weight-32 pool, the others weighted by rank);
-- **strata** — the Controller in control: L0 admission, template, cpu share
-  (FAIR pool) and rate caps, re-planned from learned costs; L1 hotspot
-  diminishing on the routing table; L2 the dispatch gate.
+- **baseline** — plain Spark in one application: every job admitted with its first template, no pool (Spark's
+  FIFO order inside the default pool), the keyed store's hash routing table never changed, no gate, no caps;
+- **fair** — the same with FAIR pools set by hand as Spark's documentation recommends
+  (:func:`strata.runners.spark_loop.hand_pools`: the latency-critical jobs in a weight-32 pool, the others
+  weighted by rank);
+- **dedicated** — the best deployment a team makes by hand (:mod:`strata.runners.dedicated`): the
+  latency-critical jobs in a Spark application of their own, the others in a second one under FAIR pools by
+  hand, weighing as ``nice`` +10 against the first; plain Spark in each;
+- **strata** — ``strata run`` as a user runs it (:func:`strata.runners.fleet.run_fleet`): L0 places the jobs
+  onto cells (Spark applications with OS-enforced CPU shares) under one hierarchy — admission, templates,
+  pools, rate caps, the gate in each cell, learned costs — and merges their metrics.
 
-Each mode measures records with event time in ``[0, duration)`` (seconds after
-its epoch), then stops ``drain_s`` later; :mod:`strata.spark.measure` turns
-the runs into the metrics tables, and every sink is compared with a reference
-recomputed from the generated input (:mod:`strata.spark.verify`).
+Where they run. ``baseline`` and ``fair`` run in the demo's embedded session through
+:func:`strata.runners.spark_loop.run_mode` (the session is started when a mode first needs it, then warmed up,
+so that no mode pays the Python workers' start-up). ``dedicated`` and ``strata`` start their applications as
+``strata run`` starts its cells: fresh processes that analyse every template and warm their Python workers
+before the sources' epoch, 2 s after they are all up.
 
-The modes run in ``DemoConfig.order`` (default baseline, fair, strata). The
-session keeps warming up as they run, so whichever runs later gains; a
-benchmark alternates the order across seeds. The tables list the modes in
-:data:`~strata.runners.spark_loop.MODES` order whatever order they ran in.
+The fleet cannot run beside the demo's session: PySpark runs one JVM per Python process (its gateway), and the
+fleet hosts one cell on this process's session — its ``getOrCreate`` would return the demo's session, move that
+JVM and its Python workers into the host cell's cgroup (whatever is left in a cell is SIGKILLed when the shares
+close), and end that JVM when the fleet finishes. So the session modes that ran before ``strata`` are verified
+first, then the session is stopped and its JVM ended (``session_stop_s``); a session mode after ``strata``
+starts a fresh session and warms it up again (``session_s`` and ``warmup_s`` add up). The default order and its
+reverse need one session. ``dedicated``'s two applications are children: the demo's idle session stays.
+
+Each mode measures records with event time in ``[0, duration)`` after its own sources' epoch; the session modes
+stop ``drain_s`` after that, the cell modes run ``duration + drain_s`` from when their queries were started (as
+``strata run`` runs). Every sink is compared with a reference recomputed from the generated input
+(:mod:`strata.spark.verify`; the cells verify their own). Each mode's tables are written under
+``OUT/<mode>/metrics``, then stacked into ``OUT/metrics`` (the cell modes' summaries measured again over the
+demo's horizon), which the side-by-side table and the report read.
+
+The modes run in ``DemoConfig.order`` (default :data:`DEMO_MODES`). The machine keeps warming up as they run, so
+whichever runs later gains; a benchmark alternates the order across seeds. The tables list the modes in
+:data:`DEMO_MODES` order whatever order they ran in.
 """
 
 from __future__ import annotations
@@ -36,12 +50,40 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
+import pandas as pd
+import yaml
+from rich.console import Console
+
 from strata.model import Scenario
 from strata.protocol.engine import Decisions, Observation
 from strata.protocol.units import POOLS
-from strata.runners.spark_loop import MODES, RunConfig, hand_pools, keyed_operators, run_mode
-from strata.spark.conf import SparkSettings
-from strata.spark.measure import RunResult, collect
+from strata.runners.cell import end_jvm
+from strata.runners.dedicated import DEDICATED, critical_jobs, run_dedicated
+from strata.runners.fleet import run_fleet, stack
+from strata.runners.live import DRAIN_S, RunRequest
+from strata.runners.spark_loop import RunConfig, hand_pools, keyed_operators, run_mode
+from strata.spark.conf import SparkSettings, user_conf
+from strata.spark.measure import RunResult, collect, job_summary, write_metrics
+
+DEMO_MODES = ("baseline", "fair", DEDICATED, "strata")
+"""Plain Spark (FIFO), FAIR pools by hand, the hand deployment (critical jobs in their own application), Strata's
+fleet of cells."""
+SESSION_MODES = ("baseline", "fair")  # the modes run in the demo's own session
+TABLES = (
+    "summary",
+    "latency",
+    "batches",
+    "partitions",
+    "checks",
+    "decisions",
+    "gate",
+    "observations",
+    "progress",
+    "controller",
+    "learning",
+)
+"""The metrics tables every mode writes (:func:`strata.spark.measure.collect`,
+:func:`strata.runners.fleet.merge_metrics`)."""
 
 
 @dataclass(frozen=True)
@@ -49,17 +91,17 @@ class DemoConfig:
     """Knobs of one demo run, with their defaults."""
 
     duration_s: float = 30.0  # measured event time per mode
-    drain_s: float = 4.0  # run on after the horizon, so its last records can be delivered
+    drain_s: float = DRAIN_S  # run on after the horizon, so its last records can be delivered
     lead_s: float = 2.0  # the source epoch is this far after the queries start
     seed: int = 0  # added to every source's seed
     cores: int = 2
     warmup: bool = True
-    order: tuple[str, ...] = MODES  # the order the modes run in: any permutation of MODES
+    order: tuple[str, ...] = DEMO_MODES  # the order the modes run in: any permutation of DEMO_MODES
     run: RunConfig = field(default_factory=RunConfig)
 
     def __post_init__(self) -> None:
-        if sorted(self.order) != sorted(MODES):
-            raise ValueError(f"DemoConfig.order: expected each of {', '.join(MODES)} once; found {self.order!r}")
+        if sorted(self.order) != sorted(DEMO_MODES):
+            raise ValueError(f"DemoConfig.order: expected each of {', '.join(DEMO_MODES)} once; found {self.order!r}")
 
 
 def reseed(scenario: Scenario, seed: int) -> Scenario:
@@ -75,11 +117,18 @@ def reseed(scenario: Scenario, seed: int) -> Scenario:
     return Scenario.model_validate(data)
 
 
-# ---------------------------------------------------------------------- one mode
+def write_spec(scenario: Scenario, path: Path) -> Path:
+    """``scenario`` as a YAML spec at ``path``: the file the cell modes' applications load (a reseeded scenario
+    has no file of its own)."""
+    path.write_text(yaml.safe_dump(scenario.model_dump(mode="json", by_alias=True, exclude_none=True), sort_keys=False))
+    return path
+
+
+# ---------------------------------------------------------------------- the demo's session
 
 
 def warm_up(spark, scenario: Scenario, out: Path) -> tuple[float, float]:
-    """Run every template once on a few seconds of input, so both modes start with warm Python workers.
+    """Run every template once on a few seconds of input, so the session modes start with warm Python workers.
 
     Returns the warm-up's seconds and how long starting the first round of queries took (the lead a
     measured run needs before its sources' epoch)."""
@@ -109,7 +158,112 @@ def warm_up(spark, scenario: Scenario, out: Path) -> tuple[float, float]:
     return time.time() - started, start_s
 
 
-# ---------------------------------------------------------------------- verification
+class DemoSession:
+    """The demo's embedded session, started (and warmed up) when a session mode first needs it, and stopped with
+    its JVM ended before the fleet runs (see the module's docstring). ``timings`` adds up what each start and
+    stop took."""
+
+    def __init__(self, scenario: Scenario, out: Path, config: DemoConfig, settings: SparkSettings, say) -> None:
+        self.scenario, self.out, self.config, self.settings, self.say = scenario, out, config, settings, say
+        self.spark = None
+        self.lead = config.lead_s
+        self.timings: dict[str, float] = {}
+
+    def _add(self, key: str, seconds: float) -> None:
+        self.timings[key] = self.timings.get(key, 0.0) + seconds
+
+    def get(self):
+        """The running session, started and warmed up first if there is none."""
+        if self.spark is not None:
+            return self.spark
+        from strata.spark.session import build_session
+
+        t = time.time()
+        self.spark = build_session(
+            f"strata-demo-{self.scenario.name}",
+            cores=self.config.cores,
+            shuffle_partitions=self.config.cores,
+            pools=POOLS,
+            work_dir=self.out / "spark",
+            settings=self.settings,
+            log_file=self.out / "spark.log",
+        )
+        self._add("session_s", time.time() - t)
+        if self.config.warmup:
+            self.say(f"session up in {time.time() - t:.0f} s; warming up the Python workers")
+            warm_s, start_s = warm_up(self.spark, self.scenario, self.out)
+            self._add("warmup_s", warm_s)
+            self.timings["query_start_s"] = max(self.timings.get("query_start_s", 0.0), start_s)
+            # the sources' epoch comes after every query is up, so no mode starts with a backlog
+            self.lead = max(self.config.lead_s, 1.5 * start_s)
+        return self.spark
+
+    def stop(self, end: bool) -> None:
+        """Stop the session; ``end``: its JVM too (so the next session in this process, the fleet's, is its own)."""
+        if self.spark is None:
+            return
+        t = time.time()
+        self.spark.stop()
+        if end:
+            end_jvm(self.spark)
+            self._add("session_stop_s", time.time() - t)
+        self.spark = None
+
+
+# ---------------------------------------------------------------------- one mode
+
+
+def run_in_session(session: DemoSession, scenario: Scenario, mode: str, out: Path, config: DemoConfig, on_step):
+    """A session mode through ``run_mode``, measured and verified at once into ``out/<mode>/metrics`` (the
+    session may be stopped before the end of the demo). Returns how late its queries started."""
+    spark = session.get()
+    epoch = time.time() + session.lead
+    run_config = replace(config.run, pools=hand_pools(scenario)) if mode == "fair" else config.run
+    ran = run_mode(
+        spark, scenario, mode, out / mode, run_config, epoch, epoch + config.duration_s + config.drain_s, on_step
+    )
+    collect([ran], scenario, config.duration_s, spark, out / mode, {"config": {"duration_s": config.duration_s}}, {})
+    return ran.late_s
+
+
+def run_strata(spec: Path, out: Path, config: DemoConfig, settings: SparkSettings, console: Console, errors: Console):
+    """``strata run SPEC`` as a user runs it by default (its cells decided by L0) into ``out/strata``. Returns its
+    sources' epoch. A refusal before any query started (exit 2, said on ``errors``) raises ValueError."""
+    request = RunRequest(
+        (spec,), config.duration_s + config.drain_s, out=out / "strata", sink=config.run.sink, spark=settings
+    )
+    if run_fleet(request, console, errors) == 2:
+        raise ValueError("strata mode: `strata run` refused to start its cells (exit 2): see the error above")
+    return float(json.loads((out / "strata" / "strata" / "run.json").read_text())["epoch"])
+
+
+# ---------------------------------------------------------------------- measured together
+
+
+def mode_tables(directory: Path, mode: str) -> dict[str, pd.DataFrame]:
+    """One mode's metrics tables from ``directory/metrics``, every row of ``mode`` (a cell mode's plain cells
+    wrote ``baseline``)."""
+    tables = {}
+    for name in TABLES:
+        path = directory / "metrics" / f"{name}.csv"
+        try:
+            frame = pd.read_csv(path) if path.exists() else pd.DataFrame()
+        except pd.errors.EmptyDataError:
+            frame = pd.DataFrame()
+        tables[name] = frame.assign(mode=mode) if "mode" in frame else frame
+    return tables
+
+
+def remeasured(tables: dict[str, pd.DataFrame], scenario: Scenario, mode: str, horizon_s: float, run_s: float):
+    """A cell mode's summary over the demo's horizon (its fleet measured to its own), each job's floor and final
+    cell kept."""
+    merged = tables["summary"]
+    floors = {r["job"]: r["floor_s"] for r in merged.to_dict("records") if pd.notna(r.get("floor_s"))}
+    cells = dict(zip(merged["job"], merged["cell"], strict=True)) if "cell" in merged else {}
+    rows = job_summary(
+        tables["latency"], tables["batches"], tables["partitions"], scenario, mode, horizon_s, run_s, floors
+    )
+    return pd.DataFrame([{**r, "cell": cells.get(r["job"])} for r in rows])
 
 
 def run_demo(
@@ -119,73 +273,66 @@ def run_demo(
     on_step: Callable[[str, Observation, Decisions, dict], None] | None = None,
     on_phase: Callable[[str], None] | None = None,
     spark_settings: SparkSettings | None = None,
+    console: Console | None = None,
+    errors: Console | None = None,
 ) -> RunResult:
-    """Session → warm-up → the modes in ``config.order`` → verification and metrics tables under ``out``;
-    ``spark_settings``: the user's Spark settings (default: their ``spark-defaults.conf``)."""
-    from strata.spark.session import build_session
-
+    """The modes in ``config.order`` → verification and metrics tables under ``out``; ``spark_settings``: the
+    user's Spark settings (default: their ``spark-defaults.conf``) for every application; ``console``/``errors``:
+    where the Strata mode's ``strata run`` shows its live view and says what went wrong (default: nowhere, and
+    stderr)."""
     config = config or DemoConfig()
     scenario = reseed(scenario, config.seed)
     out = Path(out)
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
     say = on_phase or (lambda _: None)
+    settings = spark_settings if spark_settings is not None else SparkSettings(tuple(user_conf().items()))
+    console = console or Console(quiet=True)
+    errors = errors or Console(stderr=True)
+    spec = write_spec(scenario, out / "spec.yaml")
+    session = DemoSession(scenario, out, config, settings, say)
     timings: dict[str, float] = {}
     t0 = time.time()
-    spark = build_session(
-        f"strata-demo-{scenario.name}",
-        cores=config.cores,
-        shuffle_partitions=config.cores,
-        pools=POOLS,
-        work_dir=out / "spark",
-        settings=spark_settings,
-        log_file=out / "spark.log",
-    )
-    timings["session_s"] = time.time() - t0
     try:
-        lead = config.lead_s
-        if config.warmup:
-            say(f"session up in {timings['session_s']:.0f} s; warming up the Python workers")
-            timings["warmup_s"], timings["query_start_s"] = warm_up(spark, scenario, out)
-            # the sources' epoch comes after every query is up, so no mode starts with a backlog
-            lead = max(lead, 1.5 * timings["query_start_s"])
-        runs = []
         for mode in config.order:
-            say(f"{mode}: running {config.duration_s:.0f} s of input (+{config.drain_s:.0f} s drain)")
             t = time.time()
-            epoch = t + lead
-            runs.append(
-                run_mode(
-                    spark,
-                    scenario,
-                    mode,
-                    out / mode,
-                    replace(config.run, pools=hand_pools(scenario)) if mode == "fair" else config.run,
-                    epoch,
-                    epoch + config.duration_s + config.drain_s,
-                    on_step,
+            if mode in SESSION_MODES:
+                say(f"{mode}: running {config.duration_s:.0f} s of input (+{config.drain_s:.0f} s drain)")
+                timings[f"{mode}_late_s"] = run_in_session(session, scenario, mode, out, config, on_step)
+            elif mode == DEDICATED:
+                say(f"{mode}: starting the critical jobs' application and the others'; {config.duration_s:.0f} s")
+                request = RunRequest(
+                    (spec,), config.duration_s + config.drain_s, out=out / mode, sink=config.run.sink, spark=settings
                 )
-            )
+                timings[f"{mode}_startup_s"] = run_dedicated(request, scenario, config.run, on_step, config.lead_s) - t
+            else:
+                say(f"{mode}: `strata run` (its cells); {config.duration_s:.0f} s of input (+{config.drain_s:.0f} s)")
+                session.stop(end=True)
+                timings[f"{mode}_startup_s"] = run_strata(spec, out, config, settings, console, errors) - t
             timings[f"{mode}_s"] = time.time() - t
-            timings[f"{mode}_late_s"] = runs[-1].late_s
-        # the tables and the report read the same whatever order the modes ran in (run.json records the order)
-        runs.sort(key=lambda r: MODES.index(r.mode))
-        say("verifying every sink against the reference and measuring")
-        t = time.time()
-        knobs = {k: v for k, v in asdict(config).items() if k != "run"}
-        meta = {
-            "config": {
-                **knobs,
-                "window_s": config.run.control.window_s,
-                "state_partitions": config.run.state_partitions,
-            },
-            "gate": asdict(config.run.gate_for(spark)),
-        }
-        result = collect(runs, scenario, config.duration_s, spark, out, meta, timings)
-        timings["verify_s"] = time.time() - t
-        timings["total_s"] = time.time() - t0
-        run_json = out / "metrics" / "run.json"
-        run_json.write_text(json.dumps({**json.loads(run_json.read_text()), "timings": timings}, indent=1, default=str))
-        return result
     finally:
-        spark.stop()
+        session.stop(end=False)
+    say("stacking every mode's verified tables")
+    t = time.time()
+    per_mode = {mode: mode_tables(out / mode, mode) for mode in DEMO_MODES}
+    for mode in (DEDICATED, "strata"):
+        meta = json.loads((out / mode / "metrics" / "run.json").read_text())
+        run_s = float(meta["config"]["duration_s"]) + DRAIN_S  # its fleet's horizon is its stop less the drain
+        per_mode[mode]["summary"] = remeasured(per_mode[mode], scenario, mode, config.duration_s, run_s)
+    tables = {name: stack([per_mode[m][name] for m in DEMO_MODES]) for name in TABLES}
+    cells = {
+        m: json.loads((out / m / "metrics" / "run.json").read_text())["config"]["cells"] for m in (DEDICATED, "strata")
+    }
+    knobs = {k: v for k, v in asdict(config).items() if k != "run"}
+    meta = {
+        "config": {
+            **knobs,
+            "window_s": config.run.control.window_s,
+            "state_partitions": config.run.state_partitions,
+            "critical_jobs": critical_jobs(scenario, config.run.control.critical_latency_s),
+            "cells": cells,
+        }
+    }
+    timings = {**session.timings, **timings, "stack_s": time.time() - t, "total_s": time.time() - t0}
+    write_metrics(out, tables, scenario, meta, timings)
+    return RunResult(tables["summary"], tables["checks"], tables["decisions"], out, timings)
