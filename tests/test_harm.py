@@ -127,17 +127,32 @@ def test_job_models_cost_and_importance_from_the_learned_scenario():
     assert m["bulk"].value("lite", 50.0) == pytest.approx(25.0)
 
 
-def test_judge_margin_from_the_windows_before():
-    p = Pending("crit", "pool", "weight 8", "weight 1", 20.0, 25.0, (("t0", 74.0), ("t0", 76.0)), (("t0", 60.0),) * 3)
+def test_judge_against_plain_observed_in_the_windows_before():
+    plain_windows = (("t0", 74.0, 100.0), ("t0", 76.0, 100.0))
+    p = Pending("crit", "pool", "weight 8", "weight 1", 20.0, 25.0, plain_windows, (("t0", 60.0, 100.0),) * 3)
     model = linear(100.0)
-    # σ of the baseline = 1 → 2σ = 2 < 10% of plain's 75 = 7.5: margin 7.5; observed −15 < min(0, 25) − 7.5
-    v = judge(p, model, 75.0, HarmConfig())
-    assert (v.observed, v.plain, v.margin, v.revert) == (pytest.approx(60.0), 75.0, pytest.approx(7.5), True)
-    # a noisy baseline (σ 10 → margin 20) keeps the same observation
-    noisy = Pending(**{**p.__dict__, "baseline": (("t0", 65.0), ("t0", 85.0))})
-    assert judge(noisy, model, 75.0, HarmConfig()).revert is False
+    # plain observed: mean 75, σ 1 → 2σ = 2 < 10% of 75 = 7.5: margin 7.5; observed −15 < min(0, 25) − 7.5.
+    # The model's plain prediction (here 90) is not the counterfactual while plain windows exist.
+    v = judge(p, model, 90.0, HarmConfig())
+    assert (v.observed, v.plain, v.margin, v.revert, v.basis) == (
+        pytest.approx(60.0),
+        pytest.approx(75.0),
+        pytest.approx(7.5),
+        True,
+        "observed",
+    )
+    # a noisy plain (65, 85: mean 75, σ 10 → margin 20) keeps the same observation
+    noisy = Pending(**{**p.__dict__, "baseline": (("t0", 65.0, 100.0), ("t0", 85.0, 100.0))})
+    assert judge(noisy, model, 90.0, HarmConfig()).revert is False
+    # plain cannot read what is not offered: judged windows offered 62/s → plain's windows count 62 each: kept
+    lull = Pending(**{**p.__dict__, "seen": (("t0", 60.0, 62.0),) * 3})
+    v = judge(lull, model, 90.0, HarmConfig())
+    assert (v.plain, v.revert) == (pytest.approx(62.0), False)
+    # no plain window: the model's prediction (90; margin 9) is the counterfactual: −30 < min(0, 25) − 9
+    v = judge(Pending(**{**p.__dict__, "baseline": ()}), model, 90.0, HarmConfig())
+    assert (v.plain, v.margin, v.revert, v.basis) == (90.0, pytest.approx(9.0), True, "predicted")
     # not before judge_windows windows
-    assert judge(Pending(**{**p.__dict__, "seen": p.seen[:2]}), model, 75.0, HarmConfig()) is None
+    assert judge(Pending(**{**p.__dict__, "seen": p.seen[:2]}), model, 90.0, HarmConfig()) is None
 
 
 # ------------------------------------------------------------------ the guard over a scripted run (1.5 cores: overload)
@@ -172,8 +187,8 @@ def test_a_cap_that_cost_more_than_predicted_is_reverted_after_the_judging_windo
     [(job, why)] = last.reverts
     assert job == "bulk"
     assert why == (
-        "rate cap 60 rec/s → none: predicted -15/s vs plain, observed -35/s (40 against plain's 75; "
-        "noise margin 7.5) over 3 windows, decided 15 s ago; held plain 120 s"
+        "rate cap 60 rec/s → none: predicted -15/s vs plain, observed -35/s (40 against plain's 75 observed over "
+        "4 windows; noise margin 7.5) over 3 windows, decided 15 s ago; held plain 120 s"
     )
     assert ("bulk", "rate cap") not in g.pending and g.cooldown == {("bulk", "rate cap"): 155.0}
 
@@ -326,22 +341,28 @@ def test_the_controller_reverts_exactly_the_bad_decision():
     assert out[0].rate_limits == {"crit.src": None, "bulk.src": None} and out[0].triggers == {"crit": 0.05, "bulk": 2.0}
     assert out[1].rate_limits["bulk.src"] == 150.0
     reverts = [(k, r) for k, d in enumerate(out) for r in d.reverts]
-    # plain Spark's prediction for bulk: crit's 0.9 cores met, the other 1.1 buy 183.3 rec/s. The trigger (t = 0)
-    # fails its judgement first (t = 25 s), but the cap (t = 5 s, predicted -33.3) is still being judged on the same
-    # windows and the model blames it more: nothing is reverted until it is judged. The cap, settled over t = 10
-    # and 15, judged over t = 20, 25, 30 (75, 75, 183 on time: 111), cost 72.3 — beyond 33.3 + 10% of 183.3. The
-    # trigger, watched afresh, is kept once bulk runs uncapped on time.
+    # No window of bulk uncapped counts as plain: the only one (t = 5 s) is the start's transition (settle_windows
+    # 2), so the counterfactual is the model's: crit's 0.9 cores met, the other 1.1 buy bulk 183.3 rec/s. The
+    # trigger (t = 0) fails its judgement first (t = 25 s), but the cap (t = 5 s, predicted -33.3) is still being
+    # judged on the same windows and the model blames it more: nothing is reverted until it is judged. The cap,
+    # settled over t = 10 and 15, judged over t = 20, 25, 30 (75, 75, 183 on time: 111), cost 72.3 — beyond
+    # 33.3 + 10% of 183.3. The trigger, watched afresh, is kept once bulk runs uncapped on time.
     assert reverts == [
         (
             6,
             (
                 "bulk",
                 "rate cap 150 rec/s → none: predicted -33.33/s vs plain, observed -72.33/s (111 against plain's "
-                "183.3; noise margin 18.33) over 3 windows, decided 25 s ago; held plain 120 s",
+                "183.3 as the model predicts it, no plain window observed; noise margin 18.33) over 3 windows, "
+                "decided 25 s ago; held plain 120 s, on trial: restored if plain does worse",
             ),
         )
     ]
+    # the trial: plain settles over t = 35, 40 and reads 183 on time over 45, 50, 55 — better than the cap's 111:
+    # the revert stands, held plain to the end of its cooldown (t = 150)
     assert all(d.rate_limits["bulk.src"] is None for d in out[6:])
+    assert ctl._harm.trials == {} and ctl._harm.cooldown == {("bulk", "rate cap"): 150.0}
+    assert not any(r.startswith("restored:") for d in out for r in d.reasons)
     assert ctl._harm.kept == {("crit", "trigger"): "0.05 s", ("bulk", "trigger"): "2 s"}
     # without the guard the cap stays
     _, bare = overloaded_run(HarmConfig(enabled=False))
@@ -350,16 +371,19 @@ def test_the_controller_reverts_exactly_the_bad_decision():
 
 def test_a_stop_costing_more_than_predicted_is_reverted_through_the_plan():
     g = started(guard())
-    g.review(Decisions(2, admitted={"crit": "t0"}), 5.0, window(5.0, {"crit": 75.0, "bulk": 75.0}), MODELS, 1.5)
-    # bulk now offers 200 rec/s and 3 cores are live: plain Spark would run it at 200 rec/s, not the 75 predicted
-    grown = {**MODELS, "bulk": linear(200.0, templates=("full", "lite"))}
+    # plain ran bulk at its whole 100 rec/s on time (the model predicted it 75: plain is what was observed)
+    g.review(Decisions(2, admitted={"crit": "t0"}), 5.0, window(5.0, {"crit": 100.0, "bulk": 100.0}), MODELS, 1.5)
     for t in (10.0, 15.0, 20.0):
-        d = g.review(Decisions(2), t, window(t, {"crit": 100.0}), grown, 3.0)
+        d = g.review(Decisions(2), t, window(t, {"crit": 100.0}), MODELS, 1.5)
+    # −100 against plain's observed 100: beyond the predicted −75 − 10% of 100
     [(job, why)] = d.reverts
-    assert job == "bulk" and why.startswith("admission stopped → admitted: predicted -75/s vs plain, observed -200/s")
+    assert job == "bulk" and why.startswith(
+        "admission stopped → admitted: predicted -75/s vs plain, observed -100/s (0 against plain's 100 observed over "
+        "1 windows; noise margin 10)"
+    )
     assert why.endswith("; enforced by the next plan of its component")
     assert g.replan_due({"crit": "t0"}) == ["bulk"]
-    assert [j.required for j in g.planning(scenario().jobs, grown, 3.0)] == [False, True]
+    assert [j.required for j in g.planning(scenario().jobs, MODELS, 1.5)] == [False, True]
 
 
 def test_the_windows_after_a_decision_settle_before_they_are_judged():
