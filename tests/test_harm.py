@@ -262,7 +262,11 @@ def pool_on_trial(plain_late):
     at t = 5, 10, 15; then plain, ``plain_late`` of 100 read late, at t = 20, 25, 30."""
     g = guard()
     g.review(
-        Decisions(1, admitted={"crit": "t0", "bulk": "full"}, pools={"crit": "w8", "bulk": "w1"}), 0.0, None, MODELS, 1.5
+        Decisions(1, admitted={"crit": "t0", "bulk": "full"}, pools={"crit": "w8", "bulk": "w1"}),
+        0.0,
+        None,
+        MODELS,
+        1.5,
     )
     outs = [
         g.review(Decisions(1), t, window(t, {"crit": 100.0, "bulk": 50.0}, {"crit": 0.6}), MODELS, 1.5)
