@@ -287,20 +287,26 @@ def test_a_revert_on_the_model_is_a_trial_that_restores_the_decision_when_plain_
     assert why == (
         "pool weight 8 → weight 1: predicted +25/s vs plain, observed -35/s (40 against plain's 75 as the model "
         "predicts it, no plain window observed; noise margin 7.5) over 3 windows, decided 15 s ago; held plain "
-        "120 s, on trial: restored if plain does worse"
+        "120 s, on trial: restored unless plain as observed does better"
     )
-    # t = 30: plain kept 20 on time against the decision's 40 (σ 0: margin 10% of 40 = 4): w8 restored and kept
+    # t = 30: w8 judged again against plain as observed on trial (20 on time, σ 0: margin 10% of 20 = 2):
+    # 40 − 20 = +20, not below min(0, 25) − 2: restored and kept
     assert outs[5].pools == {"crit": "w8", "bulk": "w1"} and outs[5].reverts == ()
     assert outs[5].reasons == (
-        "restored:crit pool weight 8 (do no harm: plain observed 20 against its 40 over 3 windows; noise margin 4)",
+        "restored:crit pool weight 8 (do no harm: 40 under it against plain's 20 observed on trial over 3 windows; "
+        "noise margin 2)",
     )
     assert g.cooldown == {} and g.trials == {} and g.kept == {("crit", "pool"): "weight 8"}
     later = g.review(Decisions(1), 35.0, window(35.0, {"crit": 100.0, "bulk": 50.0}, {"crit": 0.6}), MODELS, 1.5)
     assert later.pools is None and ("crit", "pool") not in g.pending
+    # a tie restores it too: plain's 42 (margin 4.2) against 40 is no evidence of harm
+    _, tie = pool_on_trial(0.58)
+    assert tie[5].pools == {"crit": "w8", "bulk": "w1"}
 
 
-def test_a_trial_where_plain_does_as_well_leaves_the_decision_reverted():
-    g, outs = pool_on_trial(0.58)  # plain: 42 on time, above the decision's 40
+def test_a_trial_where_plain_does_better_leaves_the_decision_reverted():
+    # plain: 50 on time; the decision's 40 − 50 = −10 < min(0, 25) − 10% of 50: it fails again
+    g, outs = pool_on_trial(0.5)
     assert outs[2].reverts and all(d.pools is None and d.reasons == () for d in outs[3:])
     assert g.trials == {} and g.cooldown == {("crit", "pool"): 135.0} and g.pools["crit"] == "w1"
 
@@ -422,12 +428,12 @@ def test_the_controller_reverts_exactly_the_bad_decision():
                 "bulk",
                 "rate cap 150 rec/s → none: predicted -33.33/s vs plain, observed -72.33/s (111 against plain's "
                 "183.3 as the model predicts it, no plain window observed; noise margin 18.33) over 3 windows, "
-                "decided 25 s ago; held plain 120 s, on trial: restored if plain does worse",
+                "decided 25 s ago; held plain 120 s, on trial: restored unless plain as observed does better",
             ),
         )
     ]
-    # the trial: plain settles over t = 35, 40 and reads 183 on time over 45, 50, 55 — better than the cap's 111:
-    # the revert stands, held plain to the end of its cooldown (t = 150)
+    # the trial: plain settles over t = 35, 40 and reads 183 on time over 45, 50, 55; the cap judged again against
+    # that (111 − 183 < −33.3 − 10% of 183) fails again: held plain to the end of its cooldown (t = 150)
     assert all(d.rate_limits["bulk.src"] is None for d in out[6:])
     assert ctl._harm.trials == {} and ctl._harm.cooldown == {("bulk", "rate cap"): 150.0}
     assert not any(r.startswith("restored:") for d in out for r in d.reasons)

@@ -24,9 +24,9 @@ Spark does not preempt, and the driver's per-query work delay a critical job in 
 overload the model says plain keeps a job on time that plain Spark leaves late, and a decision that helped looked
 worse than that fiction (issue 29: a critical job's pool and trigger reverted at overload). Only where no plain
 window exists (a decision in force from the start) is the model's plain prediction, with the offered rates
-measured now, the counterfactual — and a revert on it is a *trial*: the reverted period's windows are an
-observation of plain, judged against the decision's own windows, and the decision is restored (and kept) when
-plain did worse than it by more than the noise margin.
+measured now, the counterfactual — and a revert on it is a *trial*: once the reverted period has given
+``judge_windows`` settled windows of plain, the decision is judged again on its own windows against them, and is
+restored (and kept) unless it fails against plain as observed too.
 
 :func:`judge`: once ``judge_windows`` windows have been seen after the decision took effect (a job's first output
 under it; at once for a stop) and ``settle_windows`` more before them passed (the transition), the observed
@@ -247,8 +247,9 @@ class Pending:
     whatever its rate, which pacing moves by steps); ``shown`` what the record says (a cap's rate).
     ``baseline`` and ``seen`` are :data:`Seen` windows: ``baseline`` the job's windows under the plain value of
     this kind before the decision (empty: the model's plain prediction is the counterfactual). A *trial* — the
-    plain value in force after a revert judged on the model — is a Pending too: its ``baseline`` the reverted
-    decision's windows, its ``seen`` plain's, its ``restore`` the pool or trigger to put back."""
+    plain value in force after a revert judged on the model — is a Pending too: the reverted decision's, its
+    ``baseline`` the decision's own windows, its ``seen`` plain's since the revert, its ``restore`` the pool or
+    trigger to put back."""
 
     job: str
     kind: str
@@ -283,7 +284,7 @@ class Verdict:
             held = f"held plain {cooldown_s:.0f} s"
         else:
             against = f"plain's {self.plain:.4g} as the model predicts it, no plain window observed"
-            held = f"held plain {cooldown_s:.0f} s, on trial: restored if plain does worse"
+            held = f"held plain {cooldown_s:.0f} s, on trial: restored unless plain as observed does better"
         return (
             f"{p.kind} {p.shown or p.value} → {p.plain}: predicted {p.predicted_gain:+.4g}/s vs plain, observed "
             f"{self.observed - self.plain:+.4g}/s ({self.observed:.4g} against {against}; noise "
@@ -291,11 +292,11 @@ class Verdict:
         )
 
     def restored(self) -> str:
-        """The record of a trial that restores its decision: plain observed against the decision's windows."""
+        """The record of a trial that restores its decision: its windows against plain's observed on trial."""
         p = self.pending
         return (
-            f"restored:{p.job} {p.kind} {p.shown or p.value} (do no harm: plain observed {self.observed:.4g} against "
-            f"its {self.plain:.4g} over {len(p.seen)} windows; noise margin {self.margin:.4g})"
+            f"restored:{p.job} {p.kind} {p.shown or p.value} (do no harm: {self.observed:.4g} under it against plain's "
+            f"{self.plain:.4g} observed on trial over {len(p.baseline)} windows; noise margin {self.margin:.4g})"
         )
 
 
@@ -490,16 +491,17 @@ class HarmGuard:
         return sorted(due | {j for j in self._held("admission") if j not in templates})
 
     def _try(self, models: Mapping[str, JobModel], predicted_plain: Mapping[str, float]) -> list[Verdict]:
-        """Judge the trials with enough windows of plain: a trial whose plain did worse than the reverted decision's
-        own windows (beyond the noise margin) restores it — its cooldown lifted, the decision kept; the others
-        leave the decision held plain for the rest of its cooldown. Returns the restoring verdicts."""
+        """Judge each trial with ``judge_windows`` windows of plain: its decision judged again, on its own windows,
+        against plain as observed on trial. One that passes is restored — its cooldown lifted, the decision kept;
+        one that fails again stays held plain for the rest of its cooldown. Returns the restoring verdicts."""
         out = []
         for key, trial in sorted(self.trials.items()):
-            verdict = judge(trial, models[trial.job], predicted_plain[trial.job], self.config)
-            if verdict is None:
+            if len(trial.seen) < self.config.judge_windows:
                 continue
             del self.trials[key]
-            if verdict.revert:
+            again = replace(trial, baseline=trial.seen, seen=trial.baseline)
+            verdict = judge(again, models[trial.job], predicted_plain[trial.job], self.config)
+            if verdict is not None and not verdict.revert:
                 self.cooldown.pop(key, None)
                 self.kept[key] = trial.value
                 out.append(verdict)
@@ -508,9 +510,7 @@ class HarmGuard:
     def _start_trial(self, p: Pending, now: float) -> None:
         """Watch plain after ``p`` was reverted on the model's prediction: its windows become the counterfactual."""
         restore = {"pool": self.pools.get(p.job), "trigger": self.triggers.get(p.job)}.get(p.kind)
-        self.trials[(p.job, p.kind)] = Pending(
-            p.job, p.kind, p.value, p.plain, now, 0.0, p.seen, shown=p.shown, restore=restore
-        )
+        self.trials[(p.job, p.kind)] = replace(p, made_at=now, baseline=p.seen, seen=(), settled=0, restore=restore)
 
     def _restore(self, d: Decisions, trial: Pending) -> None:
         """Put a restored pool or trigger back in ``d``; a cap comes back with the pacing's next caps, a template
