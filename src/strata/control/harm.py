@@ -9,23 +9,35 @@ ledger with the gain the model predicts for it over the plain setting, in the jo
 importance rate** — the importance (SODA §3: Σ stream weight × value(rate)) of its template at the source rate
 read and delivered within the target latency, i.e. read rate × (1 − miss share).
 
-The prediction is the plan's own rate model over the shared cores: each admitted job needs offered × (learned)
-core-seconds per source record, capped at its rate cap; FAIR shares the cluster's cores by pool weight, work
-conserving (weighted max–min, :func:`fair_shares`); a job processes what its share buys, and what it cannot
-process is late. The *plain* prediction is the same model on the plain setting, with the offered rates measured
-now — the counterfactual.
+The predicted gain is the plan's own rate model over the shared cores: each admitted job needs offered ×
+(learned) core-seconds per source record, capped at its rate cap; FAIR shares the cluster's cores by pool weight,
+work conserving (weighted max–min, :func:`fair_shares`); a job processes what its share buys, and what it cannot
+process is late. The gain is the job's objective with the decision applied to the plain setting minus the plain
+setting's.
+
+The counterfactual a decision is judged against — what plain Spark would have given the job — is *observed*
+wherever it can be: the job's objective in the last ``baseline_windows`` windows it ran with this kind at its
+plain value (before the decision, or in a period the decision was reverted), outside the ``settle_windows`` after
+any change of its setting, each at most the source rate offered in the judged windows (plain cannot read what was
+not offered). The rate model is not trusted for it: inside one application the tasks of bulk queries, which
+Spark does not preempt, and the driver's per-query work delay a critical job in a way the model leaves out, so at
+overload the model says plain keeps a job on time that plain Spark leaves late, and a decision that helped looked
+worse than that fiction (issue 29: a critical job's pool and trigger reverted at overload). Only where no plain
+window exists (a decision in force from the start) is the model's plain prediction, with the offered rates
+measured now, the counterfactual — and a revert on it is a *trial*: once the reverted period has given
+``judge_windows`` settled windows of plain, the decision is judged again on its own windows against them, and is
+restored (and kept) unless it fails against plain as observed too.
 
 :func:`judge`: once ``judge_windows`` windows have been seen after the decision took effect (a job's first output
 under it; at once for a stop) and ``settle_windows`` more before them passed (the transition), the observed
-objective's mean minus the plain prediction is the observed gain. The decision is reverted when the observed gain
+objective's mean minus the counterfactual is the observed gain. The decision is reverted when the observed gain
 is below min(0, predicted gain) − a noise margin: a decision predicted to gain must not leave the job worse than
 plain Spark; one predicted to cost the job something (a cap or a stop giving way to other jobs) must not cost more
-than predicted. The margin is ``noise_z`` × the standard deviation of the job's objective in the
-``baseline_windows`` windows before the decision, at least ``noise_share`` of the plain prediction and
-``noise_floor``. Of one job's failing decisions one is reverted per step (the one the model says moves the job
-most), the others watched afresh. A reverted (job, kind) is held at its plain value for ``cooldown_s``
-(hysteresis), then the Controller may decide it again and it is judged again. A decision judged harmless is not
-judged again until its value changes.
+than predicted. The margin is ``noise_z`` × the standard deviation of the observed counterfactual's windows, at
+least ``noise_share`` of the counterfactual and ``noise_floor``. Of one job's failing decisions one is reverted
+per step (the one the model says moves the job most), the others watched afresh. A reverted (job, kind) is held
+at its plain value for ``cooldown_s`` (hysteresis) unless its trial restores it, then the Controller may decide it
+again and it is judged again. A decision judged harmless is not judged again until its value changes.
 
 Without overload (:func:`plain_demand` within ``busy_limit`` of the cores ``calm_windows`` looks in a row; overload
 again once it exceeds the cores: offered rates swing with bursts), a bulk job
@@ -67,9 +79,9 @@ class HarmConfig:
     enabled: bool = True
     judge_windows: int = 3  # windows observed after a decision took effect before it is judged ...
     settle_windows: int = 2  # ... after these first ones, left out: the transition (a restart, a backlog draining)
-    baseline_windows: int = 4  # windows before a decision its noise margin is measured over
-    noise_z: float = 2.0  # margin = noise_z × the baseline's standard deviation ...
-    noise_share: float = 0.1  # ... at least this share of the plain prediction ...
+    baseline_windows: int = 4  # windows a job ran a kind plain: the observed counterfactual and its noise
+    noise_z: float = 2.0  # margin = noise_z × the counterfactual windows' standard deviation ...
+    noise_share: float = 0.1  # ... at least this share of the counterfactual ...
     noise_floor: float = 1e-3  # ... and at least this (importance/s)
     cooldown_s: float = 120.0  # a reverted (job, kind) is held at its plain value this long
     busy_limit: float = 0.9  # no overload: the plain setting needs at most this share of the cores ...
@@ -223,14 +235,21 @@ def on_time_read(window: WindowStats, sources: Iterable[str], job: str) -> float
     return read * (1.0 - (stats.miss_rate if stats is not None and stats.records else 0.0))
 
 
+Seen = tuple[str | None, float, float]  # one window of a job: template in force, on-time source records/s, offered
+
+
 @dataclass(frozen=True)
 class Pending:
     """One decision awaiting judgement: what was decided against the plain value, the gain predicted for it,
-    the job's objective before it (the noise baseline) and the windows seen since it took effect.
+    the counterfactual's windows and the windows seen since it took effect.
 
     ``value`` is the decision's identity (a new value of the same kind is a new decision; a cap is one decision
     whatever its rate, which pacing moves by steps); ``shown`` what the record says (a cap's rate).
-    ``baseline`` and ``seen`` are (template in force, on-time source records/s) per window."""
+    ``baseline`` and ``seen`` are :data:`Seen` windows: ``baseline`` the job's windows under the plain value of
+    this kind before the decision (empty: the model's plain prediction is the counterfactual). A *trial* — the
+    plain value in force after a revert judged on the model — is a Pending too: the reverted decision's, its
+    ``baseline`` the decision's own windows, its ``seen`` plain's since the revert, its ``restore`` the pool or
+    trigger to put back."""
 
     job: str
     kind: str
@@ -238,48 +257,74 @@ class Pending:
     plain: str
     made_at: float
     predicted_gain: float
-    baseline: tuple[tuple[str | None, float], ...]
-    seen: tuple[tuple[str | None, float], ...] = ()
+    baseline: tuple[Seen, ...]
+    seen: tuple[Seen, ...] = ()
     shown: str = ""
     settled: int = 0  # windows since it took effect left out (``settle_windows``)
+    restore: str | float | None = None
 
 
 @dataclass(frozen=True)
 class Verdict:
-    """A judged decision: its observed and the plain predicted objective, the noise margin, whether reverted."""
+    """A judged decision: its observed objective, the counterfactual's (``basis``: ``observed`` in the baseline
+    windows, or ``predicted`` by the rate model), the noise margin, whether it fails."""
 
     pending: Pending
     observed: float
     plain: float
     margin: float
     revert: bool
+    basis: str = "observed"
 
     def reason(self, now: float, cooldown_s: float) -> str:
         """The revert record: the decision, predicted vs observed gain over plain, the margin and the windows."""
         p = self.pending
+        if self.basis == "observed":
+            against = f"plain's {self.plain:.4g} observed over {len(p.baseline)} windows"
+            held = f"held plain {cooldown_s:.0f} s"
+        else:
+            against = f"plain's {self.plain:.4g} as the model predicts it, no plain window observed"
+            held = f"held plain {cooldown_s:.0f} s, on trial: restored unless plain as observed does better"
         return (
             f"{p.kind} {p.shown or p.value} → {p.plain}: predicted {p.predicted_gain:+.4g}/s vs plain, observed "
-            f"{self.observed - self.plain:+.4g}/s ({self.observed:.4g} against plain's {self.plain:.4g}; noise "
-            f"margin {self.margin:.4g}) over {len(p.seen)} windows, decided {now - p.made_at:.0f} s ago; "
-            f"held plain {cooldown_s:.0f} s"
+            f"{self.observed - self.plain:+.4g}/s ({self.observed:.4g} against {against}; noise "
+            f"margin {self.margin:.4g}) over {len(p.seen)} windows, decided {now - p.made_at:.0f} s ago; {held}"
+        )
+
+    def restored(self) -> str:
+        """The record of a trial that restores its decision: its windows against plain's observed on trial."""
+        p = self.pending
+        return (
+            f"restored:{p.job} {p.kind} {p.shown or p.value} (do no harm: {self.observed:.4g} under it against plain's "
+            f"{self.plain:.4g} observed on trial over {len(p.baseline)} windows; noise margin {self.margin:.4g})"
         )
 
 
-def judge(pending: Pending, model: JobModel, plain_now: float, config: HarmConfig) -> Verdict | None:
-    """The verdict on ``pending`` once it has ``judge_windows`` windows (None before): revert when the observed
-    objective − ``plain_now`` (the plain prediction now) < min(0, predicted gain) − the noise margin."""
+def judge(pending: Pending, model: JobModel, predicted_plain: float, config: HarmConfig) -> Verdict | None:
+    """The verdict on ``pending`` once it has ``judge_windows`` windows (None before): fails when the observed
+    objective − the counterfactual < min(0, predicted gain) − the noise margin.
+
+    The counterfactual is the mean objective of ``pending.baseline``'s windows, each at the on-time rate it saw but
+    at most the mean rate offered in the judged windows; without baseline windows, ``predicted_plain`` (the rate
+    model's plain prediction now). The margin: ``noise_z`` × the baseline windows' standard deviation, at least
+    ``noise_share`` of the counterfactual and ``noise_floor``."""
     if len(pending.seen) < config.judge_windows:
         return None
 
     def worth(template: str | None, rate: float) -> float:
         return 0.0 if template is None else model.value(template, rate)
 
-    observed = statistics.fmean(worth(t, r) for t, r in pending.seen)
-    base = [worth(t, r) for t, r in pending.baseline]
+    observed = statistics.fmean(worth(t, r) for t, r, _ in pending.seen)
+    offered = statistics.fmean(o for _, _, o in pending.seen)
+    base = [worth(t, min(r, offered) if offered > 0 else r) for t, r, _ in pending.baseline]
+    if base:
+        plain, basis = statistics.fmean(base), "observed"
+    else:
+        plain, basis = predicted_plain, "predicted"
     spread = statistics.pstdev(base) if len(base) >= 2 else 0.0
-    margin = max(config.noise_z * spread, config.noise_share * abs(plain_now), config.noise_floor)
-    bad = observed - plain_now < min(0.0, pending.predicted_gain) - margin
-    return Verdict(pending, observed, plain_now, margin, bad)
+    margin = max(config.noise_z * spread, config.noise_share * abs(plain), config.noise_floor)
+    bad = observed - plain < min(0.0, pending.predicted_gain) - margin
+    return Verdict(pending, observed, plain, margin, bad, basis)
 
 
 def _identity(kind: str, s: Setting) -> str:
@@ -315,7 +360,8 @@ def stateful(template: Template) -> bool:
 
 @dataclass
 class HarmGuard:
-    """The ledger and its memory over a run: what is in force, pending decisions, cooldowns, recent objectives.
+    """The ledger and its memory over a run: what is in force, pending decisions, trials, cooldowns, and each
+    job's recent windows under each kind's plain value (the observed counterfactual).
 
     ``sources``: job → its source PEs (over every template); a job whose target latency is above
     ``critical_latency_s`` is bulk (held plain without overload).
@@ -328,7 +374,9 @@ class HarmGuard:
     pending: dict[tuple[str, str], Pending] = field(default_factory=dict)
     kept: dict[tuple[str, str], str] = field(default_factory=dict)  # judged harmless, by identity
     cooldown: dict[tuple[str, str], float] = field(default_factory=dict)  # (job, kind) → held plain until
-    history: dict[str, list[tuple[str | None, float]]] = field(default_factory=dict)
+    trials: dict[tuple[str, str], Pending] = field(default_factory=dict)  # reverted on the model: plain watched
+    plain_seen: dict[tuple[str, str], list[Seen]] = field(default_factory=dict)  # (job, kind) → windows it ran plain
+    steady: dict[str, tuple[tuple[str, ...], int]] = field(default_factory=dict)  # job → setting, windows under it
     templates: dict[str, str] = field(default_factory=dict)  # in force: job → template (absent: stopped)
     caps: dict[str, float | None] = field(default_factory=dict)  # in force: source PE → records/s
     pools: dict[str, str] = field(default_factory=dict)  # in force: job → FAIR pool
@@ -362,6 +410,7 @@ class HarmGuard:
             self._observe(window)
         plain = plain_settings(models)
         predicted_plain = objectives(models, plain, cores)
+        restored = self._try(models, predicted_plain)
         failed: dict[str, list[Verdict]] = {}
         for key, p in sorted(self.pending.items()):
             verdict = judge(p, models[p.job], predicted_plain[p.job], self.config)
@@ -390,11 +439,17 @@ class HarmGuard:
                     del self.pending[key]
                     self.cooldown[key] = now + self.config.cooldown_s
                 else:
-                    fresh = replace(v.pending, seen=(), settled=0, baseline=tuple(self.history.get(job, ())))
-                    self.pending[key] = fresh
+                    self.pending[key] = replace(v.pending, seen=(), settled=0)
         self.cooldown = {k: t for k, t in self.cooldown.items() if t > now}
+        self.trials = {k: p for k, p in self.trials.items() if k in self.cooldown}
         reverted = {(v.pending.job, v.pending.kind) for v in verdicts}
+        for v in verdicts:
+            if v.basis == "predicted" and not (v.pending.kind in PLANNED and self._blocked(v.pending.job)):
+                self._start_trial(v.pending, now)
         self._hold_plain(d, set(self.cooldown) | reverted)
+        for v in restored:
+            self._restore(d, v.pending)
+            d.reasons = (*d.reasons, v.restored())
         for v in verdicts:
             why = v.reason(now, self.config.cooldown_s)
             if v.pending.kind in PLANNED:
@@ -435,6 +490,40 @@ class HarmGuard:
         due = {j for j in due if not self._blocked(j)}
         return sorted(due | {j for j in self._held("admission") if j not in templates})
 
+    def _try(self, models: Mapping[str, JobModel], predicted_plain: Mapping[str, float]) -> list[Verdict]:
+        """Judge each trial with ``judge_windows`` windows of plain: its decision judged again, on its own windows,
+        against plain as observed on trial. One that passes is restored — its cooldown lifted, the decision kept;
+        one that fails again stays held plain for the rest of its cooldown. Returns the restoring verdicts."""
+        out = []
+        for key, trial in sorted(self.trials.items()):
+            if len(trial.seen) < self.config.judge_windows:
+                continue
+            del self.trials[key]
+            again = replace(trial, baseline=trial.seen, seen=trial.baseline)
+            verdict = judge(again, models[trial.job], predicted_plain[trial.job], self.config)
+            if verdict is not None and not verdict.revert:
+                self.cooldown.pop(key, None)
+                self.kept[key] = trial.value
+                out.append(verdict)
+        return out
+
+    def _start_trial(self, p: Pending, now: float) -> None:
+        """Watch plain after ``p`` was reverted on the model's prediction: its windows become the counterfactual."""
+        restore = {"pool": self.pools.get(p.job), "trigger": self.triggers.get(p.job)}.get(p.kind)
+        self.trials[(p.job, p.kind)] = replace(p, made_at=now, baseline=p.seen, seen=(), settled=0, restore=restore)
+
+    def _restore(self, d: Decisions, trial: Pending) -> None:
+        """Put a restored pool or trigger back in ``d``; a cap comes back with the pacing's next caps, a template
+        or a stop with the next plan (the hold is lifted)."""
+        if trial.restore is None:
+            return
+        if trial.kind == "pool":
+            pools = d.pools if d.pools is not None else self.pools
+            d.pools = {**pools, trial.job: str(trial.restore)}
+        elif trial.kind == "trigger":
+            triggers = d.triggers if d.triggers is not None else self.triggers
+            d.triggers = {**triggers, trial.job: float(trial.restore)}
+
     def _look(self, models: Mapping[str, JobModel], cores: float) -> None:
         """Overload, with hysteresis (offered rates swing with bursts): calm after ``calm_windows`` looks in a row
         below ``busy_limit`` of the cores, overloaded again once plain's demand exceeds the cores."""
@@ -463,24 +552,44 @@ class HarmGuard:
         return running not in (None, self._first(job)) and stateful(self.scenario.job[job].template(running))
 
     def _observe(self, window: WindowStats) -> None:
-        """The window's on-time read rate of every job: into its pending decisions (once they took effect: the
-        job's first output under them; at once for a stopped job) and its recent history."""
+        """The window's on-time read rate of every job (and the rate offered it): into its pending decisions and
+        trials (once they took effect: the job's first output under them; at once for a stopped job) and, for a
+        job that ran, into its plain windows (:meth:`_remember`)."""
+        settings = self.settings()
         for job in self.scenario.jobs:
             t = self.templates.get(job.id)
             rate = on_time_read(window, self.sources[job.id], job.id)
+            offered = sum(window.ingest.get(pe, 0.0) for pe in self.sources[job.id])
             stats = window.latency.get(job.id)
             effect = t is None or rate > 0 or (stats is not None and stats.records > 0)
-            for kind in KINDS:
-                p = self.pending.get((job.id, kind))
-                if p is None or not (p.seen or p.settled or effect):
-                    continue
-                if p.settled < self.config.settle_windows and t is not None:
-                    self.pending[(job.id, kind)] = replace(p, settled=p.settled + 1)
-                else:
-                    self.pending[(job.id, kind)] = replace(p, seen=(*p.seen, (t, rate)))
-            past = self.history.setdefault(job.id, [])
-            past.append((t, rate))
-            del past[: max(0, len(past) - self.config.baseline_windows)]
+            for ledger in (self.pending, self.trials):
+                for kind in KINDS:
+                    p = ledger.get((job.id, kind))
+                    if p is None or not (p.seen or p.settled or effect):
+                        continue
+                    if p.settled < self.config.settle_windows and t is not None:
+                        ledger[(job.id, kind)] = replace(p, settled=p.settled + 1)
+                    else:
+                        ledger[(job.id, kind)] = replace(p, seen=(*p.seen, (t, rate, offered)))
+            if t is not None and effect:
+                self._remember(job.id, settings[job.id], (t, rate, offered))
+
+    def _remember(self, job: str, setting: Setting, seen: Seen) -> None:
+        """A window ``job`` ran in under ``setting``: once ``settle_windows`` of them have passed since its setting
+        last changed (the transition: a start, a restart, a backlog draining), an observation of plain for each
+        kind at its plain value — the last ``baseline_windows`` are kept."""
+        plain = Setting(self._first(job))
+        identity = tuple(_identity(kind, setting) for kind in KINDS)
+        last, count = self.steady.get(job, ((), 0))
+        count = count if identity == last else 0
+        self.steady[job] = (identity, count + 1)
+        if count < self.config.settle_windows:
+            return
+        for kind in KINDS:
+            if _identity(kind, setting) == _identity(kind, plain):
+                past = self.plain_seen.setdefault((job, kind), [])
+                past.append(seen)
+                del past[: max(0, len(past) - self.config.baseline_windows)]
 
     def _hold_plain(self, d: Decisions, keys: set[tuple[str, str]]) -> bool:
         """Rewrite ``d`` so each (job, kind) in ``keys`` of a kind the Controller decides outside the plan (rate
@@ -540,5 +649,5 @@ class HarmGuard:
                 gain = objectives(models, trial, cores)[job] - base[job]
                 shown = f"{s.cap:.0f} rec/s" if kind == "rate cap" else value
                 self.pending[key] = Pending(
-                    job, kind, value, plain_value, now, gain, tuple(self.history.get(job, ())), shown=shown
+                    job, kind, value, plain_value, now, gain, tuple(self.plain_seen.get(key, ())), shown=shown
                 )
