@@ -193,9 +193,21 @@ def test_a_curve_cut_short_is_a_lower_bound_of_the_exact_one():
     assert cut.value_at(cut.saturation) == pytest.approx(exact.value_at(exact.saturation))
 
 
-def test_a_deadline_before_the_first_answer_holds_components_at_their_minimum():
-    # The clock jumps past the deadline after the first reading: no curve may be computed, yet
-    # macroQ returns a feasible rank-legal answer with every PE at cpu_min, and says so.
+@pytest.mark.parametrize(
+    ("cores", "goals", "value"),
+    [
+        # room for both: every PE at the cpu its rate needs (src 100 × 0.001, p1 100 × 0.004), importance 200
+        (1.0, {"a.src": 0.1, "a.p1": 0.4, "b.src": 0.1, "b.p1": 0.4}, 200.0),
+        # 0.6 cores: a (required) gets its minimum 0.2 (worth 25: p1 at 0.1 cores passes 25 rec/s), then its chord
+        # to 0.5 (75 more for 0.3 cores: 250/core) beats b's (100 for 0.5: 200/core); b gets the 0.1 left, a
+        # fifth of its need on each PE: 20 rec/s reach its sink. 100 + 20 = 120.
+        (0.3, {"a.src": 0.1, "a.p1": 0.4, "b.src": 0.02, "b.p1": 0.08}, 120.0),
+    ],
+)
+def test_a_deadline_before_the_first_answer_plans_each_component_on_its_chord(cores, goals, value):
+    # The clock jumps past the deadline after the first reading: no curve may be computed, yet macroQ
+    # returns a feasible rank-legal answer that gives the components cpu (not every PE at cpu_min, 0 for
+    # b: admitted with no throughput), and says so.
     ticks = iter([0.0])
 
     def clock() -> float:
@@ -204,14 +216,14 @@ def test_a_deadline_before_the_first_answer_holds_components_at_their_minimum():
     s = scenario(
         [chain("a", 100, [0.001, 0.004], cpu_min=0.1, required=True), chain("b", 100, [0.001, 0.004], rank=2)],
         nodes=2,
-        cores=1.0,
+        cores=cores,
     )
     q = macro_q(s, 1.0, clock=clock)
     assert q.status == "time-limit"
-    assert "held at their minimum" in q.detail
-    assert "a" in q.admitted
-    graph = joined_graph(s, q.templates)
-    assert q.goals == {pe: graph.nodes[pe]["op"].cpu_min for pe in graph}
+    assert "2 components planned on the chord from their minimum cpu to their need" in q.detail
+    assert q.admitted == ["a", "b"]
+    assert {pe: c for pe, c in q.goals.items() if not pe.endswith(".sink")} == pytest.approx(goals)
+    assert q.importance == pytest.approx(value)
 
 
 def _two_step_templates():

@@ -121,6 +121,7 @@ class ComponentParts:
     bound: dict[str, float]
     saturation: float
     minimum: float
+    need: dict[str, float]  # per PE: the cpu its bound rate needs, within its [cpu_min, cpu_max]
 
 
 def component_parts(graph: nx.DiGraph, pes: Iterable[str], unlimited: dict[str, float] | None = None) -> ComponentParts:
@@ -141,11 +142,12 @@ def component_parts(graph: nx.DiGraph, pes: Iterable[str], unlimited: dict[str, 
     for pe, op in ops.items():
         offered = op.source.rate if op.source else sum(unlimited[u] for u in inputs[pe])
         bound[pe] = F.output_bound(op, offered)
-    saturation = sum(
-        max(op.cpu_min, min(op.cpu_max, op.resource.cpu_for(bound[pe], op.cost_per_record))) for pe, op in ops.items()
-    )
+    need = {
+        pe: max(op.cpu_min, min(op.cpu_max, op.resource.cpu_for(bound[pe], op.cost_per_record)))
+        for pe, op in ops.items()
+    }
     minimum = sum(op.cpu_min for op in ops.values())
-    return ComponentParts(ops, inputs, values, bound, max(saturation, minimum), minimum)
+    return ComponentParts(ops, inputs, values, bound, max(sum(need.values()), minimum), minimum, need)
 
 
 def component_model(graph: nx.DiGraph, pes: Iterable[str], unlimited: dict[str, float] | None = None) -> ComponentModel:

@@ -29,7 +29,7 @@ import numpy as np
 from strata.model import Job, Scenario, importance, joined_graph, propagate
 from strata.plan import choice as mc
 from strata.plan import rap
-from strata.plan.curves import Curve, better_of, component_model, grid_curve, lp_curve
+from strata.plan.curves import Curve, better_of, component_model, component_parts, grid_curve, lp_curve
 from strata.plan.plan import PlanError
 from strata.plan.tree_dp import dp_curve, is_out_tree
 
@@ -115,7 +115,7 @@ class _Evaluator:
         # Seconds kept for the final bookkeeping: at least 5% of the phase, more if evaluations are slow.
         self.reserve = 0.05 * max(0.0, deadline - clock())
         self.answered = False
-        self.floors = 0  # components left at their minimum because the first evaluation ran out of time
+        self.floors = 0  # components planned on their chord (floor_curve): the first evaluation ran out of time
         self.needs = {(j.id, t.name): (t.cpu_min, t.memory) for j in scenario.jobs for t in j.templates}
         self.producers: dict[tuple[str, str], set[str]] = {}
         self.consumers: dict[str, set[str]] = {}
@@ -154,7 +154,7 @@ class _Evaluator:
         if hit is not None:
             return hit
         if self.clock() > self.stop():
-            # Out of time before the first answer: the component runs at its minimum (not cached).
+            # Out of time before the first answer: the component is planned on its chord (not cached).
             self.floors += 1
             self.timed_out = True
             return floor_curve(graph, pes)
@@ -446,12 +446,25 @@ def _greedy_boundary(ev: _Evaluator, fixed: list[Job], boundary: list[Job], prev
 
 
 def floor_curve(graph: nx.DiGraph, pes: tuple[str, ...]) -> Curve:
-    """A one-point curve: every PE at its cpu_min, worth what that propagates to (a feasible floor)."""
-    alloc = {pe: graph.nodes[pe]["op"].cpu_min for pe in pes}
+    """The curve of a component the deadline came before (SODA §4's anytime answer, feasible at once): the chord
+    from every PE at its cpu_min to every PE at the cpu its offered rate needs (the saturation), each PE's cpu
+    scaled in proportion between the two.
+
+    A budget on the chord is feasible, and worth at least the chord: each PE gets the same share of its need, so
+    (capacities concave in cpu) each processes at least that share of its rate, and values are concave in rates.
+    The minimum alone would plan every such component at cpu_min (0 by default): admitted, with no throughput.
+    """
+    parts = component_parts(graph, pes)
+    low = {pe: op.cpu_min for pe, op in parts.ops.items()}
+    points = [low] if parts.saturation <= parts.minimum else [low, parts.need]
     sub = graph.subgraph(pes)
-    value = importance(sub, propagate(sub, alloc))
     return Curve(
-        tuple(pes), np.array([sum(alloc.values())]), np.array([value]), [alloc], exact=False, status="time-limit"
+        tuple(pes),
+        np.array([sum(a.values()) for a in points]),
+        np.array([importance(sub, propagate(sub, a)) for a in points]),
+        points,
+        exact=False,
+        status="time-limit",
     )
 
 
@@ -489,7 +502,10 @@ def _result(scenario: Scenario, best: Allocation, cut: int | None, ev: _Evaluato
         "" if exhaustive else "; templates/boundary by local search"
     )
     if ev.floors:
-        detail += f"; {ev.floors} components held at their minimum cpu (the deadline came before their curves)"
+        detail += (
+            f"; {ev.floors} components planned on the chord from their minimum cpu to their need"
+            " (the deadline came before their curves)"
+        )
     return MacroQ(
         admitted,
         rejected,
