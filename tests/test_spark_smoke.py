@@ -39,3 +39,27 @@ def test_trivial_streaming_query_runs(spark):
     query.awaitTermination(120)
     assert query.exception() is None
     assert spark.sql("SELECT count(*) AS n FROM smoke").collect()[0]["n"] <= 3
+
+
+@pytest.mark.spark
+def test_checkpoints_are_written_without_checksum_side_files(spark, tmp_path):
+    """Strata's sessions write checkpoints through the FileSystem-based manager over the raw local file system
+    (spark.session.LOCAL_CHECKPOINTS: no forked chmod/readlink per file): the logs and the state are there, and
+    none of the ``.crc`` files Hadoop's checksummed local file system writes beside each file."""
+    df = spark.readStream.format("rate").option("rowsPerSecond", 50).load()
+    query = (
+        df.selectExpr("value % 3 AS k")
+        .groupBy("k")
+        .count()
+        .writeStream.format("memory")
+        .queryName("smoke_checkpoint")
+        .outputMode("complete")
+        .option("checkpointLocation", str(tmp_path / "checkpoint"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination(120)
+    assert query.exception() is None
+    written = [p for p in (tmp_path / "checkpoint").rglob("*") if p.is_file()]
+    assert {"offsets", "commits", "state"} <= {p.relative_to(tmp_path / "checkpoint").parts[0] for p in written}
+    assert [p.name for p in written if p.name.endswith(".crc")] == []
