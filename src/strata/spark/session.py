@@ -51,6 +51,10 @@ STRATA_OWNED: dict[str, tuple[str | None, str]] = {
 }
 """The settings the engine relies on: Strata's value (None: made per session) and why a user's is not used."""
 
+FIRST_TIER_ONLY = "-XX:TieredStopAtLevel=1"
+"""HotSpot's option for a JVM that compiles with C1 only (no C2): for applications whose batches are too small to
+repay C2's compiling (:func:`strata.control.cells.light_compiling` decides which)."""
+
 LOCAL_CHECKPOINTS: dict[str, str] = {
     "spark.sql.streaming.checkpointFileManagerClass": (
         "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager"
