@@ -7,13 +7,18 @@ disk. Per mode, over ``--duration`` s after a 5 s start: micro-batches, the JVM'
 CPU of the processes the JVM forked and reaped (its ``cutime + cstime``: Hadoop's local file system without the
 native library runs ``chmod`` and ``readlink`` as processes), their sum per batch, and the median
 ``triggerExecution`` of batches with rows. ``spark``: the session with Spark's checkpoint defaults given as the
-user's settings (they win over Strata's); ``strata``: Strata's. Modes alternate per round.
+user's settings (they win over Strata's); ``strata``: Strata's; ``strata-c1``: Strata's with the JVM compiling
+with C1 only, as a cell of latency-critical jobs runs (:func:`strata.control.cells.light_compiling`). The modes run
+in the order given, reversed every other round.
 
-Seen (25 s, one round, machine loaded by other work): Spark's defaults 95 ms of forks per batch, 519 ms of CPU per
-batch in all, trigger 279 ms; Strata's 28 ms, 440 ms, 188 ms.
+Seen (27 Nov, machine loaded by other work, load 7–10): 25 s, two rounds, back to back: Spark's defaults 109 / 93
+ms of forks per batch, 566 / 319 ms of CPU per batch in all, trigger median 399 / 210 ms; Strata's 29 / 29, 332 /
+263, 168 / 138 (``results/checkpoint_writes.json``). C1 only, measured with this query by a probe before this
+mode existed (40 s, trigger 100 ms, Strata's checkpoint defaults in both, two pairs): JVM CPU 16.8 and 17.6 s
+against 27.9 and 26.0 s with C2, trigger median 217 and 196 ms against 260 and 194 ms.
 
 Usage: ``flock /tmp/strata-bench.lock .venv/bin/python benchmarks/bench_checkpoint_writes.py [--duration 25]
-[--rounds 1] [--trigger-ms 0]``. Prints a table; writes ``benchmarks/results/checkpoint_writes.json``.
+[--rounds 1] [--trigger-ms 0] [--modes spark strata strata-c1]``. Prints a table; writes ``benchmarks/results/checkpoint_writes.json``.
 """
 
 from __future__ import annotations
@@ -30,7 +35,7 @@ from rich.console import Console
 from rich.table import Table
 
 from strata.spark.conf import SparkSettings
-from strata.spark.session import LOCAL_CHECKPOINTS, build_session
+from strata.spark.session import FIRST_TIER_ONLY, LOCAL_CHECKPOINTS, build_session
 
 ROOT = Path(__file__).resolve().parents[1]
 SPARK_DEFAULTS = {  # what Spark and Hadoop use when nobody sets them
@@ -40,7 +45,11 @@ SPARK_DEFAULTS = {  # what Spark and Hadoop use when nobody sets them
     "spark.hadoop.fs.file.impl": "org.apache.hadoop.fs.LocalFileSystem",
     "spark.hadoop.fs.file.impl.disable.cache": "false",
 }
-MODES = {"spark": SPARK_DEFAULTS, "strata": LOCAL_CHECKPOINTS}
+MODES = {
+    "spark": SPARK_DEFAULTS,
+    "strata": LOCAL_CHECKPOINTS,
+    "strata-c1": {**LOCAL_CHECKPOINTS, "spark.driver.extraJavaOptions": FIRST_TIER_ONLY},
+}
 TICK_S = 0.01  # /proc's clock ticks (USER_HZ)
 
 
@@ -110,13 +119,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--duration", type=float, default=25.0)
     parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--modes", nargs="+", choices=tuple(MODES), default=["spark", "strata"])
     parser.add_argument("--trigger-ms", type=int, default=0, help="processing-time trigger (0: back to back)")
     parser.add_argument("--work", type=Path, default=Path("/tmp/strata-bench-checkpoint-writes"))
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "checkpoint_writes.json")
     args = parser.parse_args()
     rows = []
     for index in range(args.rounds):
-        order = list(MODES) if index % 2 == 0 else list(reversed(MODES))
+        order = list(args.modes) if index % 2 == 0 else list(reversed(args.modes))
         rows += [{"round": index, **run(mode, args)} for mode in order]
     table = Table(title=f"one query, a file every 0.5 s, {args.duration:g} s per run, trigger {args.trigger_ms} ms")
     for col in ("round", "mode", "batches", "JVM s", "forks s", "CPU ms/batch", "forks ms/batch", "trigger ms"):
