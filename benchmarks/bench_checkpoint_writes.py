@@ -18,7 +18,8 @@ mode existed (40 s, trigger 100 ms, Strata's checkpoint defaults in both, two pa
 against 27.9 and 26.0 s with C2, trigger median 217 and 196 ms against 260 and 194 ms.
 
 Usage: ``flock /tmp/strata-bench.lock .venv/bin/python benchmarks/bench_checkpoint_writes.py [--duration 25]
-[--rounds 1] [--trigger-ms 0] [--modes spark strata strata-c1]``. Prints a table; writes ``benchmarks/results/checkpoint_writes.json``.
+[--rounds 1] [--trigger-ms 0] [--modes spark strata strata-c1]``. Prints a table; writes
+``benchmarks/results/checkpoint_writes.json``.
 """
 
 from __future__ import annotations
