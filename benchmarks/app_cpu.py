@@ -24,6 +24,7 @@ from pathlib import Path
 
 TICK_S = 1.0 / os.sysconf("SC_CLK_TCK")
 ACCT = Path("/sys/fs/cgroup/cpuacct")
+STOP_WAIT_S = 10.0  # how long stop waits for the groups to empty (one still holding a process stays)
 WALK_S = 0.5  # how often new processes are looked for (a JVM's forks live milliseconds: cpuacct counts them)
 
 
@@ -95,11 +96,13 @@ class AppCpu:
     def stop(self) -> None:
         self._stop.set()
         self._thread.join()
-        if self.group is not None:  # a group still holding a process (or made by another run) stays
+        deadline = time.time() + STOP_WAIT_S  # an application's last processes may still be exiting
+        while self.group is not None and self.group.is_dir() and time.time() < deadline:
             for path in [*self.group.iterdir(), self.group]:
                 if path.is_dir():
                     with contextlib.suppress(OSError):
                         path.rmdir()
+            time.sleep(0.2)
 
     # ------------------------------------------------------------------ sampling
 
