@@ -48,7 +48,11 @@ and the input rows its batches committed by then per second; beside it the settl
 of event time at least ``--settle`` s (default 20) after the epoch and rows committed from then on (the steady
 state after start-up). Each run's own figures (to its own stop) are kept in the JSON as ``<figure>_own``.
 
-Usage: ``.venv/bin/python benchmarks/bench_platform.py [--duration 60] [--seeds 1 2 3] [--rate 300]``. Prints a
+With ``--cpu`` (cold protocol) each application's CPU over the same window is sampled (:mod:`app_cpu`: its core-seconds,
+per role, and for the one running the critical job those inside its batches and between them): a table and the
+JSON's ``cpu`` rows.
+
+Usage: ``.venv/bin/python benchmarks/bench_platform.py [--duration 60] [--seeds 1 2 3] [--rate 300] [--cpu]``. Prints a
 table; writes ``benchmarks/results/platform.json``. Timing-dependent: the load average is recorded.
 User queries are timed at their sinks, not verified here (the tests verify them). The summary gives, per seed
 and then the worst seed for each figure, the alert query's p99 and misses as ratios of each baseline's to
