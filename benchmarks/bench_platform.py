@@ -48,7 +48,11 @@ and the input rows its batches committed by then per second; beside it the settl
 of event time at least ``--settle`` s (default 20) after the epoch and rows committed from then on (the steady
 state after start-up). Each run's own figures (to its own stop) are kept in the JSON as ``<figure>_own``.
 
-Usage: ``.venv/bin/python benchmarks/bench_platform.py [--duration 60] [--seeds 1 2 3] [--rate 300]``. Prints a
+With ``--cpu`` (cold protocol) each application's CPU over the same window is sampled (:mod:`app_cpu`: its core-seconds,
+per role, and for the one running the critical job those inside its batches and between them): a table and the
+JSON's ``cpu`` rows.
+
+Usage: ``.venv/bin/python benchmarks/bench_platform.py [--duration 60] [--seeds 1 2 3] [--rate 300] [--cpu]``. Prints a
 table; writes ``benchmarks/results/platform.json``. Timing-dependent: the load average is recorded.
 User queries are timed at their sinks, not verified here (the tests verify them). The summary gives, per seed
 and then the worst seed for each figure, the alert query's p99 and misses as ratios of each baseline's to
@@ -61,6 +65,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -73,6 +78,7 @@ import pandas as pd
 from rich.console import Console
 from rich.table import Table
 
+from app_cpu import AppCpu
 from strata.model import Scenario, SourceSpec
 from strata.model.user import load_jobs, with_python_jobs
 from strata.protocol.units import POOLS
@@ -237,6 +243,7 @@ def run_cells(base: Path, seed: int, args) -> list[dict]:
             raise RuntimeError(f"strata-cells did not start its cells: see {base / 'strata-cells.log'}")
         time.sleep(0.2)
     epoch, producers = start_input(base, seed, args)
+    (base / "go").write_text(repr(epoch))  # the producers' epoch, as the other modes' applications read it
     try:
         code = child.wait(timeout=args.duration + 600)
     finally:
@@ -344,6 +351,57 @@ def metrics_of(run_dir: Path, shift_s: float) -> tuple[pd.DataFrame, pd.DataFram
         frame = pd.read_csv(path) if path.exists() and path.stat().st_size > 1 else pd.DataFrame()
         tables.append(frame.assign(**{column: frame[column] + shift_s}) if not frame.empty else pd.DataFrame())
     return tables[0], tables[1]
+
+
+def application_of(cmdline: str) -> str | None:
+    """The application a process of a mode starts (``<mode>-<seed>.<app>``), for :class:`app_cpu.AppCpu`: this
+    script serving one (``--serve BASE --modes APP``), ``strata run``'s fleet process (``fleet``: the controller
+    and the cell it hosts) or one of its cells (``strata.runners.cell OUT/cells/<cell>/cell.spec``)."""
+    words = cmdline.split()
+    if "--serve" in words and "--modes" in words:
+        return f"{Path(words[words.index('--serve') + 1]).name}.{words[words.index('--modes') + 1]}"
+    if "strata" in words and "run" in words and "--out" in words:
+        return f"{Path(words[words.index('--out') + 1]).parent.name}.fleet"
+    if "strata.runners.cell" in words:
+        spec = Path(words[words.index("strata.runners.cell") + 1])
+        return f"{spec.parents[3].name}.{spec.parent.name}"
+    return None
+
+
+def cpu_figures(cpu: AppCpu, mode: str, seed: int, args) -> list[dict]:
+    """Per application of a mode's run (cold protocol): its core-seconds from the producers' epoch to
+    ``--duration`` (all its processes; and per role, its live processes'), and for the one running the critical
+    job, those inside its batches and between them."""
+    base = args.work / f"{mode}-{seed}"
+    epoch = float((base / "go").read_text())
+    end = epoch + args.duration
+    critical = WORKLOADS[args.workload].critical
+    if mode == "strata-cells":
+        run = base / "run-strata-cells"
+        batches = pd.read_csv(run / "metrics" / "batches.csv")
+        batches = batches[batches["job"] == critical]
+        hosted = re.search(r"this process hosts (\S+)", (base / "strata-cells.log").read_text(errors="replace"))
+        cell = str(batches["cell"].iloc[0]) if not batches.empty else None
+        holder = "fleet" if hosted is not None and hosted.group(1) == cell else cell
+    else:
+        holder = applications(mode)[0]
+        path = base / f"run-{holder}" / "metrics" / "batches.csv"
+        batches = pd.read_csv(path) if path.exists() else pd.DataFrame(columns=["job", "started", "finished"])
+        batches = batches[batches["job"] == critical]
+    rows = []
+    for app in cpu.apps():
+        if not app.startswith(f"{base.name}."):
+            continue
+        name = app[len(base.name) + 1 :]
+        used = cpu.core_s(app, epoch, end)
+        row = {"seed": seed, "mode": mode, "app": name, "core_s": used, "cores": used / args.duration}
+        row.update({f"{role}_s": v for role, v in cpu.roles(app, epoch, end).items()})
+        if name == holder:
+            spans = list(zip(batches["started"], batches["finished"], strict=True))
+            row["critical_batches"] = sum(1 for s, f in spans if s < end and f > epoch)
+            row.update(cpu.split(app, epoch, end, spans))
+        rows.append(row)
+    return rows
 
 
 def window_figures(
@@ -556,6 +614,35 @@ def print_tables(rows: list[dict], ratios: list[dict], args) -> None:
     console.print(versus)
 
 
+def print_cpu(cpu_rows: list[dict], args) -> None:
+    """The applications' CPU (``--cpu``): per application, and for the critical one inside and between its
+    batches."""
+    table = Table(title=f"CPU per application from the epoch to {args.duration:g} s (core-seconds; app_cpu)")
+    for col in ("seed", "mode", "app", "core-s", "cores", "driver", "jvm", "workers"):
+        table.add_column(col, justify="left" if col in ("mode", "app") else "right")
+    for col in ("critical batches", "in batches core-s", "per batch", "between core-s", "between cores"):
+        table.add_column(col, justify="right")
+    for r in cpu_rows:
+        n = r.get("critical_batches")
+        inside = r.get("in_batch_core_s")
+        table.add_row(
+            str(r["seed"]),
+            r["mode"],
+            r["app"],
+            fmt(r["core_s"], ".1f"),
+            fmt(r["cores"], ".2f"),
+            fmt(r["driver_s"], ".1f"),
+            fmt(r["jvm_s"], ".1f"),
+            fmt(r["workers_s"], ".1f"),
+            "" if n is None else str(n),
+            fmt(inside, ".1f"),
+            fmt(inside / n if n else None, ".3f"),
+            fmt(r.get("between_core_s"), ".1f"),
+            fmt(r["between_core_s"] / r["between_s"] if r.get("between_s") else None, ".2f"),
+        )
+    Console(width=None if sys.stdout.isatty() else 220).print(table)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workload", choices=tuple(WORKLOADS), default="platform")
@@ -579,6 +666,11 @@ def main() -> None:
     parser.add_argument(
         "--bulk-nice", type=int, default=10, help="dedicated mode: the bulk application's nice value (0-19)"
     )
+    parser.add_argument(
+        "--cpu",
+        action="store_true",
+        help="cold protocol: sample each application's CPU (app_cpu; cpuacct groups where cgroup v1 has them)",
+    )
     parser.add_argument("--serve", type=Path, help=argparse.SUPPRESS)  # one application of a mode (launch)
     parser.add_argument("--work", type=Path, default=Path("/tmp/strata-bench-platform"))
     parser.add_argument("--out", type=Path, help="default: benchmarks/results/<workload>.json")
@@ -597,7 +689,11 @@ def main() -> None:
             "bench-platform", cores=2, shuffle_partitions=2, pools=POOLS, work_dir=args.work / "spark"
         )
         spark.sparkContext.setLogLevel("FATAL")
+    if args.cpu and args.protocol != "cold":
+        parser.error("--cpu: the cold protocol only (the warm one runs an application in this process)")
     rows: list[dict] = []
+    cpu_rows: list[dict] = []
+    cpu = AppCpu(application_of).start() if args.cpu else None
     try:
         if spark is not None:
             # not measured: the session's first queries pay the JVM's and the Python workers' warm-up, which
@@ -607,11 +703,18 @@ def main() -> None:
         for index, seed in enumerate(args.seeds):
             for mode in order_of(args.modes, index):
                 rows += run_one(spark, mode, seed, args, args.work)
+                if cpu is not None:
+                    time.sleep(2 * cpu.interval_s)  # a sample past the window's end
+                    cpu_rows += cpu_figures(cpu, mode, seed, args)
     finally:
         if spark is not None:
             spark.stop()
+        if cpu is not None:
+            cpu.stop()
     ratios = summary(rows, WORKLOADS[args.workload].critical)
     print_tables(rows, ratios, args)
+    if cpu_rows:
+        print_cpu(cpu_rows, args)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(
         json.dumps(
@@ -620,6 +723,7 @@ def main() -> None:
                 "rows": rows,
                 "summary": ratios,
                 "worst": worst(ratios),
+                "cpu": cpu_rows,
             },
             indent=1,
             default=str,

@@ -16,12 +16,14 @@ SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_platform.py
 
 @pytest.fixture(scope="module")
 def bench():
+    sys.path.insert(0, str(SCRIPT.parent))  # its sibling module app_cpu, as running the script finds it
     spec = importlib.util.spec_from_file_location("bench_platform", SCRIPT)
     module = importlib.util.module_from_spec(spec)
     sys.modules["bench_platform"] = module  # its dataclasses look their module up
     spec.loader.exec_module(module)
     yield module
     del sys.modules["bench_platform"]
+    sys.path.remove(str(SCRIPT.parent))
 
 
 def test_every_other_seed_runs_the_modes_in_reverse(bench):
@@ -90,3 +92,29 @@ def test_the_worst_seed_is_picked_per_figure_for_strata(bench):
     assert (row["bulk_share_settled"], row["seeds"]["bulk_share_settled"]) == (0.9, 3)
     assert (row["importance"], row["seeds"]["importance"]) == ((1000.0, 950.0), 2)
     assert (row["misses_settled"], row["seeds"]["misses_settled"]) == (None, None)
+
+
+def test_each_process_belongs_to_the_application_its_command_names(bench):
+    python = "/work/.venv/bin/python"
+    serve = f"{python} bench_platform.py --serve /tmp/w/dedicated-2 --modes bulk --seeds 2 --duration 60"
+    assert bench.application_of(serve) == "dedicated-2.bulk"
+    fleet = f"{python} -m strata run jobs.py --out /tmp/w/strata-cells-1/run-strata-cells --duration 63.5"
+    assert bench.application_of(fleet) == "strata-cells-1.fleet"
+    cell = f"{python} -m strata.runners.cell /tmp/w/strata-cells-1/run-strata-cells/cells/c0/cell.spec"
+    assert bench.application_of(cell) == "strata-cells-1.c0"
+    assert bench.application_of("/usr/lib/jvm/bin/java -cp x org.apache.spark.deploy.SparkSubmit") is None
+
+
+def test_a_cumulative_counter_is_read_between_its_samples(bench):
+    import app_cpu
+
+    series = [(10.0, 1.0), (12.0, 3.0), (14.0, 3.5)]
+    assert app_cpu.at(series, 11.0) == pytest.approx(2.0)
+    assert app_cpu.at(series, 9.0) == 1.0 and app_cpu.at(series, 20.0) == 3.5
+    assert app_cpu.between(series, 11.0, 13.0) == pytest.approx(3.25 - 2.0)
+    # born after the window's start: its first sample is CPU it used inside the window
+    assert app_cpu.between(series, 5.0, 12.0) == pytest.approx(3.0)
+    assert app_cpu.between(series, 0.0, 9.0) == 0.0  # born after the window's end
+    assert app_cpu.role_of("java", "java -cp x") == "jvm"
+    assert app_cpu.role_of("python", "python -m pyspark.daemon") == "workers"
+    assert app_cpu.role_of("python", "python -m strata run jobs.py") == "driver"

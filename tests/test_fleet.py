@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from strata.control.cells import CellConfig
+from strata.control.cells import CellConfig, light_compiling
 from strata.control.controller import Controller, HierarchyConfig
 from strata.model import load_scenario
 from strata.protocol.engine import Decisions, InstanceLoad, KeyGroupLoad, LatencyStats, Move, Observation, WindowStats
@@ -18,6 +18,7 @@ from strata.runners.fleet import (
     FleetEngine,
     cell_request,
     cells_over,
+    first_tier_only,
     fleet_config,
     host_cell,
     merge_observations,
@@ -194,6 +195,20 @@ def test_on_a_standalone_cluster_the_cells_fit_its_cores_and_start_with_them():
     assert [(c, args) for c, m, args in calls if m == "share"] == [("c0", (6.0,)), ("c1", (2.0,))]
     assert shares.unenforced == {"c0", "c1"}
     assert fleet.decisions[-1]["detail"] == "c0 4.00, c1 4.00; held c0 6, c1 2 cores (standalone)"
+
+
+def test_a_cell_of_latency_critical_jobs_only_compiles_with_c1_before_the_users_java_options():
+    scenario = load_scenario(ROOT / PIPELINE)  # alerts: target 2 s; counts: 30 s
+    members = {"c0": ("alerts",), "c1": ("counts",), "c2": ("alerts", "counts"), "c3": ()}
+    assert light_compiling(scenario, members, critical_s=5.0) == {"c0"}
+    assert light_compiling(scenario, members, critical_s=1.0) == set()  # no job is latency-critical
+    assert light_compiling(scenario, members, critical_s=30.0) == {"c0", "c1", "c2"}
+    theirs = (("spark.driver.extraJavaOptions", "-XX:TieredStopAtLevel=4 -Dx=1"), ("a", "b"))
+    mine = first_tier_only(RunRequest(files=("jobs.py",), spark=SparkSettings(theirs))).spark.as_dict
+    # a later option of the user's wins in the JVM: theirs still hold
+    assert mine == {"spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:TieredStopAtLevel=4 -Dx=1", "a": "b"}
+    alone = first_tier_only(RunRequest(files=("jobs.py",))).spark.as_dict
+    assert alone == {"spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1"}
 
 
 def test_more_cells_than_a_clusters_cores_is_a_located_error_before_any_cell_starts(tmp_path, monkeypatch):

@@ -8,7 +8,7 @@ after every (re)plan when its ``cells`` knob is set (only an engine that runs ce
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from strata.model import OperatorKind, Scenario
@@ -80,6 +80,21 @@ def cell_jobs(scenario: Scenario, cores: Mapping[str, float], critical_s: float,
             for j in out
         ]
     return out
+
+
+def light_compiling(scenario: Scenario, members: Mapping[str, Sequence[str]], critical_s: float) -> set[str]:
+    """The cells of ``members`` (cell → its jobs) whose JVM compiles with its first tier only (HotSpot's C1): those
+    whose every job is latency-critical (target ≤ ``critical_s``).
+
+    Why (issue 28, a critical cell's appetite; docs/spark.md, "Cells"): a latency-critical job's batches are
+    small, so its cell's JVM spends more on compiling than it gains. Measured on bench_platform, the alerts
+    cell's C2 compiler took 0.3–0.45 cores through its first ~40 s and 0.1–0.15 after, while its 94 batches
+    needed 0.34 core-s each; and one such query with C1 only (bench_checkpoint_writes' query, a batch every
+    0.5 s) took 32–40 % less JVM CPU with no slower batches (Spark's trigger median 217 and 196 ms against 260
+    and 194 ms with C2, two pairs). What the cell does not burn, the bulk cells get. A cell
+    holding any bulk job keeps C2: its batches are large, where C2's code pays for itself."""
+    critical = {j.id for j in scenario.jobs if j.target_latency_s <= critical_s}
+    return {cell for cell, jobs in members.items() if jobs and set(jobs) <= critical}
 
 
 def place(

@@ -41,7 +41,7 @@ import pandas as pd
 from rich.console import Console
 from rich.live import Live
 
-from strata.control.cells import CellConfig
+from strata.control.cells import CellConfig, light_compiling
 from strata.control.controller import Controller
 from strata.control.loop import run
 from strata.model import Scenario
@@ -65,7 +65,7 @@ from strata.spark.checkpoint import CheckpointChanged
 from strata.spark.engine import EngineConfig, decision_row
 from strata.spark.java import JavaError
 from strata.spark.measure import ModeRun, job_summary, write_metrics
-from strata.spark.session import MasterUnreachable, check_master, warm_python_workers
+from strata.spark.session import FIRST_TIER_ONLY, MasterUnreachable, check_master, warm_python_workers
 
 READY_TIMEOUT_S = 180.0  # how long a cell may take to start its session and load the jobs
 CLOSE_TIMEOUT_S = 120.0  # how long a cell may take to measure and verify its sinks at the end
@@ -641,6 +641,16 @@ def cell_request(request: RunRequest, conf: Mapping[str, str]) -> RunRequest:
     return replace(request, spark=replace(request.spark, conf=request.spark.conf + tuple(conf.items())))
 
 
+DRIVER_JAVA = "spark.driver.extraJavaOptions"
+
+
+def first_tier_only(request: RunRequest) -> RunRequest:
+    """``request`` for a cell whose JVM compiles with C1 only (:func:`strata.control.cells.light_compiling`): the
+    option goes before the user's own driver Java options, so one of theirs that says otherwise wins."""
+    theirs = request.spark.as_dict.get(DRIVER_JAVA, "")
+    return cell_request(request, {DRIVER_JAVA: f"{FIRST_TIER_ONLY} {theirs}".strip()})
+
+
 def _run_cells(
     spark,
     request: RunRequest,
@@ -677,8 +687,13 @@ def _run_cells(
             shares.join(host, pid)
     key = secrets.token_bytes(32)
 
+    # on this machine only: a cluster's cells run their tasks in executors, whose JVMs were not measured
+    light = set() if cluster else light_compiling(scenario, members, config.control.critical_latency_s)
+
     def spec(name: str, share: float) -> CellSpec:
-        return CellSpec(name, cell_request(request, shares.conf(name, share)) if cluster else request, run_dir, config)
+        if cluster:
+            return CellSpec(name, cell_request(request, shares.conf(name, share)), run_dir, config)
+        return CellSpec(name, first_tier_only(request) if name in light else request, run_dir, config)
 
     for name in members:  # the children start their sessions and load the jobs together
         if name != host:
@@ -714,6 +729,8 @@ def _run_cells(
     hosting = f"this process hosts {host}" if host is not None else f"each an application on {request.master}"
     if cluster:
         where += "; started with " + ", ".join(f"{c} {n}" for c, n in sorted(shares.granted.items())) + " cores"
+    if light - {host}:  # the host's JVM was started before the plan
+        where += "; C1 only: " + ", ".join(sorted(light - {host}))
     console.print(f"[cyan]▸[/] cells ({shares.backend}): {where}; {hosting}", highlight=False)
     master = request.master or spark.sparkContext.master
     view = View(scenario, f"strata run {scenario.name} on {master} ({len(members)} cells)")

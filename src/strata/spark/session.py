@@ -51,6 +51,25 @@ STRATA_OWNED: dict[str, tuple[str | None, str]] = {
 }
 """The settings the engine relies on: Strata's value (None: made per session) and why a user's is not used."""
 
+FIRST_TIER_ONLY = "-XX:TieredStopAtLevel=1"
+"""HotSpot's option for a JVM that compiles with C1 only (no C2): for applications whose batches are too small to
+repay C2's compiling (:func:`strata.control.cells.light_compiling` decides which)."""
+
+LOCAL_CHECKPOINTS: dict[str, str] = {
+    "spark.sql.streaming.checkpointFileManagerClass": (
+        "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager"
+    ),
+    "spark.hadoop.fs.file.impl": "org.apache.hadoop.fs.RawLocalFileSystem",
+    "spark.hadoop.fs.file.impl.disable.cache": "true",  # a `file:` file system cached before the session: its class
+}
+"""Checkpoint writes without forked processes (issue 28: a cell's appetite). Spark's default checkpoint file manager
+goes through Hadoop's ``FileContext`` and its checksummed local file system, which without Hadoop's native library
+(PySpark ships none) forks ``chmod`` for every file it creates and ``readlink`` for every rename: about 95 ms of CPU
+per micro-batch of one small query (benchmarks/bench_checkpoint_writes.py), more than its tasks use. Strata's
+checkpoints are local (its Python side reads them: :mod:`strata.spark.files`), where a rename is atomic, so the
+``FileSystem``-based manager over the raw local file system (no ``.crc`` side files) does the same with far fewer
+forks. Defaults: a user's own settings win."""
+
 
 def strata_owned(user: Mapping[str, str]) -> list[str]:
     """One line per user setting Strata overrides (:data:`STRATA_OWNED`), naming it, Strata's value and why."""
@@ -124,6 +143,7 @@ def build_session(
         "spark.sql.warehouse.dir": str(work / "warehouse"),
         "spark.driver.extraJavaOptions": java,
         "spark.python.worker.reuse": "true",
+        **LOCAL_CHECKPOINTS,
     }
     conf = session_conf(strata, user, master)
     check_java()
