@@ -115,7 +115,7 @@ class _Evaluator:
         # Seconds kept for the final bookkeeping: at least 5% of the phase, more if evaluations are slow.
         self.reserve = 0.05 * max(0.0, deadline - clock())
         self.answered = False
-        self.floors = 0  # components planned on their chord (floor_curve): the first evaluation ran out of time
+        self.chords = 0  # components planned on their chord (chord_curve): the first evaluation ran out of time
         self.needs = {(j.id, t.name): (t.cpu_min, t.memory) for j in scenario.jobs for t in j.templates}
         self.producers: dict[tuple[str, str], set[str]] = {}
         self.consumers: dict[str, set[str]] = {}
@@ -155,9 +155,9 @@ class _Evaluator:
             return hit
         if self.clock() > self.stop():
             # Out of time before the first answer: the component is planned on its chord (not cached).
-            self.floors += 1
+            self.chords += 1
             self.timed_out = True
-            return floor_curve(graph, pes)
+            return chord_curve(graph, pes)
         model = component_model(graph, pes)
         if model.linear:
             curve = lp_curve(model, deadline=self.stop(), clock=self.clock)
@@ -445,7 +445,7 @@ def _greedy_boundary(ev: _Evaluator, fixed: list[Job], boundary: list[Job], prev
     return [chosen]
 
 
-def floor_curve(graph: nx.DiGraph, pes: tuple[str, ...]) -> Curve:
+def chord_curve(graph: nx.DiGraph, pes: tuple[str, ...]) -> Curve:
     """The curve of a component the deadline came before (SODA §4's anytime answer, feasible at once): the chord
     from every PE at its cpu_min to every PE at the cpu its offered rate needs (the saturation), each PE's cpu
     scaled in proportion between the two.
@@ -501,9 +501,9 @@ def _result(scenario: Scenario, best: Allocation, cut: int | None, ev: _Evaluato
     detail = f"{len(best.curves)} components, {ev.evaluations} evaluations, RAP by {how}" + (
         "" if exhaustive else "; templates/boundary by local search"
     )
-    if ev.floors:
+    if ev.chords:
         detail += (
-            f"; {ev.floors} components planned on the chord from their minimum cpu to their need"
+            f"; {ev.chords} components planned on the chord from their minimum cpu to their need"
             " (the deadline came before their curves)"
         )
     return MacroQ(
