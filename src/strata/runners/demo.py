@@ -226,13 +226,15 @@ def run_in_session(session: DemoSession, scenario: Scenario, mode: str, out: Pat
     return ran.late_s
 
 
+def mode_request(spec: Path, out: Path, config: DemoConfig, settings: SparkSettings) -> RunRequest:
+    """The request a cell mode runs ``spec`` with into ``out``: the demo's input, drain, sink and Spark settings."""
+    return RunRequest((spec,), config.duration_s + config.drain_s, out=out, sink=config.run.sink, spark=settings)
+
+
 def run_strata(spec: Path, out: Path, config: DemoConfig, settings: SparkSettings, console: Console, errors: Console):
     """``strata run SPEC`` as a user runs it by default (its cells decided by L0) into ``out/strata``. Returns its
     sources' epoch. A refusal before any query started (exit 2, said on ``errors``) raises ValueError."""
-    request = RunRequest(
-        (spec,), config.duration_s + config.drain_s, out=out / "strata", sink=config.run.sink, spark=settings
-    )
-    if run_fleet(request, console, errors) == 2:
+    if run_fleet(mode_request(spec, out / "strata", config, settings), console, errors) == 2:
         raise ValueError("strata mode: `strata run` refused to start its cells (exit 2): see the error above")
     return float(json.loads((out / "strata" / "strata" / "run.json").read_text())["epoch"])
 
@@ -301,9 +303,7 @@ def run_demo(
                 timings[f"{mode}_late_s"] = run_in_session(session, scenario, mode, out, config, on_step)
             elif mode == DEDICATED:
                 say(f"{mode}: starting the critical jobs' application and the others'; {config.duration_s:.0f} s")
-                request = RunRequest(
-                    (spec,), config.duration_s + config.drain_s, out=out / mode, sink=config.run.sink, spark=settings
-                )
+                request = mode_request(spec, out / mode, config, settings)
                 timings[f"{mode}_startup_s"] = run_dedicated(request, scenario, config.run, on_step, config.lead_s) - t
             else:
                 say(f"{mode}: `strata run` (its cells); {config.duration_s:.0f} s of input (+{config.drain_s:.0f} s)")
@@ -315,14 +315,12 @@ def run_demo(
     say("stacking every mode's verified tables")
     t = time.time()
     per_mode = {mode: mode_tables(out / mode, mode) for mode in DEMO_MODES}
-    for mode in (DEDICATED, "strata"):
-        meta = json.loads((out / mode / "metrics" / "run.json").read_text())
-        run_s = float(meta["config"]["duration_s"]) + DRAIN_S  # its fleet's horizon is its stop less the drain
+    fleets = {m: json.loads((out / m / "metrics" / "run.json").read_text())["config"] for m in (DEDICATED, "strata")}
+    for mode, ran in fleets.items():
+        run_s = float(ran["duration_s"]) + DRAIN_S  # its fleet's horizon is its stop less the drain
         per_mode[mode]["summary"] = remeasured(per_mode[mode], scenario, mode, config.duration_s, run_s)
     tables = {name: stack([per_mode[m][name] for m in DEMO_MODES]) for name in TABLES}
-    cells = {
-        m: json.loads((out / m / "metrics" / "run.json").read_text())["config"]["cells"] for m in (DEDICATED, "strata")
-    }
+    cells = {m: ran["cells"] for m, ran in fleets.items()}
     knobs = {k: v for k, v in asdict(config).items() if k != "run"}
     meta = {
         "config": {
