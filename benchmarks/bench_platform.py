@@ -83,7 +83,7 @@ from strata.model import Scenario, SourceSpec
 from strata.model.user import load_jobs, with_python_jobs
 from strata.protocol.units import POOLS
 from strata.runners.live import DRAIN_S
-from strata.runners.producer import platform_input, team_b_input, team_b_layout
+from strata.runners.producer import platform_input, team_b_input, team_b_layout, team_c_input, team_c_layout
 from strata.runners.spark_loop import RunConfig, hand_pools, run_mode
 from strata.spark.measure import collect, job_summary
 
@@ -124,6 +124,15 @@ WORKLOADS = {
         {"bucket_counts": 2, "route_scores": 2, "enriched": 2, "orders_once": 2},
         30.0,
         10.0,
+    ),
+    "team_c": Workload(
+        ROOT / "benchmarks" / "workloads" / "team_c" / "jobs.py",
+        "fraud",
+        team_c_input,
+        team_c_layout,
+        {"volume": 2, "risk": 2, "card_sessions": 2},
+        25.0,
+        8.0,
     ),
 }
 MODES = ("alone", "fifo", "fair", "fair+limits", "dedicated", "strata", "strata+dedicated", "strata-cells")

@@ -9,7 +9,7 @@ import pytest
 
 from strata.model import SourceSpec
 from strata.model.inputs import static_dimension
-from strata.runners.producer import Producer, redelivered, team_b_input
+from strata.runners.producer import Producer, redelivered, team_b_input, team_c_input
 
 SOURCE = SourceSpec(rate=200, keys={"count": 50, "zipf_s": 1.1}, seed=3)
 EPOCH = 1_700_000_000.0
@@ -90,3 +90,16 @@ def test_the_static_table_is_written_once(tmp_path):
     before = table.stat().st_ino
     team_b_input(tmp_path, SOURCE, EPOCH, 10.0)  # the producers of a run whose layout was made beforehand
     assert table.stat().st_ino == before
+
+
+def test_team_c_input_writes_the_same_records_as_json_and_parquet(tmp_path):
+    producers = team_c_input(tmp_path, SOURCE, EPOCH, 10.0)
+    assert [(p.directory.name, p.fmt) for p in producers] == [
+        ("payments_json", "json"),
+        ("payments_parquet", "parquet"),
+    ]
+    for p in producers:
+        p.write(0, 20)
+    back = {p.fmt: READ[p.fmt](p.directory / f"part-000000000000.{p.fmt}") for p in producers}
+    assert back["json"]["id"].tolist() == back["parquet"]["id"].tolist() == list(range(20))
+    assert back["json"]["value"].tolist() == back["parquet"]["value"].tolist()

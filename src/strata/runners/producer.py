@@ -176,6 +176,23 @@ def team_b_input(root: str | Path, source: SourceSpec, epoch: float, end_s: floa
     ]
 
 
+TEAM_C_DIRECTORIES = {"payments_json": "json", "payments_parquet": "parquet"}  # team_c_input's: directory → format
+
+
+def team_c_layout(root: str | Path, source: SourceSpec) -> None:
+    """The third benchmark workload's directories, empty, before any query starts (each query is planned on
+    its directory's listing)."""
+    for name in TEAM_C_DIRECTORIES:
+        (Path(root) / name).mkdir(parents=True, exist_ok=True)
+
+
+def team_c_input(root: str | Path, source: SourceSpec, epoch: float, end_s: float) -> list[Producer]:
+    """The third benchmark workload's input (``benchmarks/workloads/team_c``): the source's records as JSON lines
+    (``payments_json/``) and as Parquet (``payments_parquet/``)."""
+    team_c_layout(root, source)
+    return [Producer(Path(root) / name, source, epoch, end_s, fmt=fmt) for name, fmt in TEAM_C_DIRECTORIES.items()]
+
+
 def write_sources(directories: dict[str, SourceSpec], epoch: float, end_s: float) -> None:
     """Fill each directory with its source's records until ``end_s`` after ``epoch`` (the target of a producer
     process: the files then come from a process the queries' scheduler knows nothing of)."""
