@@ -33,8 +33,12 @@ on seeds 301–303, run once at the end. **round5** (committed before any change
 of round 5's meta level, round 4 having been seen): three more shapes (skewed,
 coarse, fine / fine, skewed, coarse / coarse, fine, skewed; lengths and burst
 factors not used before; n1 lost at 5–40 s, 70–125 s or 175–200 s; arrivals at
-45 s and, inside a fine phase, 140 s) on seeds 401–403, run once at the end. Measured (docs/hierarchy.md, round
-5's code): adaptive 0.442 against the best fixed sjf/off/planner 0.395 on
+45 s and, inside a fine phase, 140 s) on seeds 401–403, run once at the end. **round6** (committed before
+any change of round 6's meta level, round 5 having been seen): three more shapes (fine, coarse, skewed /
+coarse, skewed, fine / skewed, fine, coarse; a 30 s skewed phase first; burst factors 3.5, 7.5, 9.0; Zipf
+1.05–1.55 drifting every 8–40 s; n1 lost for 12 s in the coarse phase or for 70 s across the skewed and fine
+phases; arrivals at 20 s and, inside the coarse phase, 170 s) on seeds 501–503, run once at the end.
+Measured (docs/hierarchy.md, round 5's code): adaptive 0.442 against the best fixed sjf/off/planner 0.395 on
 round5 (blind), regret 8.5% (target ≤ 8%: not met); round4 0.638 (best
 fixed 0.620, regret 7.5%); round3 0.548 (0.515, 5.8%); evaluation 0.604
 (0.562, 6.9%); tuning 0.831 (0.798, 4.2%); the meta level's own wall time
@@ -57,7 +61,7 @@ best fixed (the best fixed composition of each run, in hindsight), the
 regret of the adaptive runs against the per-phase best, and the meta level's
 own wall time as a share of the run's.
 
-    .venv/bin/python benchmarks/bench_adapt_phases.py [--group tuning evaluation round3 round4 round5] [--quick]
+    .venv/bin/python benchmarks/bench_adapt_phases.py [--group tuning evaluation round3 round4 round5 round6] [--quick]
         [--lookahead-share 0.05 0.5] [--out adapt_shapes]
 """
 
@@ -170,12 +174,27 @@ ROUND5 = tuple(
         ("long-coarse-fine-skew+arrival+end-loss", (100, 55, 60), (1, 0, 2), 6.5, 1.15, 50.0, (175.0, 200.0), 45.0),
     )
 )
+# Round 6 (issue 30): round 5 was seen, so another family was committed before any change — burst factors
+# 3.5, 7.5, 9.0, Zipf 1.05–1.55 drifting every 8–40 s, n1 lost for 12 s inside the coarse phase or for 70 s
+# across the skewed and fine phases, arrivals at 20 s and inside the coarse phase at 170 s; seeds never run;
+# run once, at the end.
+ROUND6_SEEDS = (501, 502, 503)
+ROUND6 = tuple(
+    # name, phases, order, burst, zipf, drift_s, node_loss, arrival
+    Shape(*row)
+    for row in (
+        ("fine-coarse-skew+early-arrival+short-loss", (35, 75, 110), (0, 1, 2), 7.5, 1.05, 40.0, (50.0, 62.0), 20.0),
+        ("coarse-skew-fine+skew-fine-loss", (55, 85, 45), (1, 2, 0), 3.5, 1.55, 8.0, (80.0, 150.0), None),
+        ("short-skew-fine-coarse+coarse-arrival", (30, 100, 65), (2, 0, 1), 9.0, 1.22, 22.0, None, 170.0),
+    )
+)
 GROUPS = {
     "tuning": (TUNING, TUNING_SEEDS),
     "evaluation": (EVALUATION, EVALUATION_SEEDS),
     "round3": (ROUND3, ROUND3_SEEDS),
     "round4": (ROUND4, ROUND4_SEEDS),
     "round5": (ROUND5, ROUND5_SEEDS),
+    "round6": (ROUND6, ROUND6_SEEDS),
 }
 
 
