@@ -38,11 +38,11 @@ any change of round 6's meta level, round 5 having been seen): three more shapes
 coarse, skewed, fine / skewed, fine, coarse; a 30 s skewed phase first; burst factors 3.5, 7.5, 9.0; Zipf
 1.05–1.55 drifting every 8–40 s; n1 lost for 12 s in the coarse phase or for 70 s across the skewed and fine
 phases; arrivals at 20 s and, inside the coarse phase, 170 s) on seeds 501–503, run once at the end.
-Measured (docs/hierarchy.md, round 5's code): adaptive 0.442 against the best fixed sjf/off/planner 0.395 on
-round5 (blind), regret 8.5% (target ≤ 8%: not met); round4 0.638 (best
-fixed 0.620, regret 7.5%); round3 0.548 (0.515, 5.8%); evaluation 0.604
-(0.562, 6.9%); tuning 0.831 (0.798, 4.2%); the meta level's own wall time
-4.0–4.7% of the run's under the benchmark lock (``--quick``). ``--fixed-from`` reuses an
+Measured (docs/hierarchy.md, round 6's code): adaptive 0.655 against the best fixed sjf/threshold/planner 0.629
+on round6 (blind), regret 3.8% (target ≤ 8%: met; below sjf on one shape of three, coarse-skew-fine+skew-fine-loss);
+round5 0.443 (best fixed 0.395, regret 8.3%: not met), round4 0.638 (0.620, 7.6%), round3 0.548 (0.515, 6.0%),
+evaluation 0.605 (0.562, 6.8%), tuning 0.833 (0.798, 4.0%); the meta level's own wall time 3.9–4.4% of the run's
+under the benchmark lock (``--quick``). ``--fixed-from`` reuses an
 earlier file's fixed runs (the meta level does not touch them);
 ``--sources`` splits a results file's regret by where it arises.
 

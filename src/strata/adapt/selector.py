@@ -580,8 +580,9 @@ class Selector:
             # of it would spend windows on a composition predicted worse (and, under load, leave the incumbent a
             # backlog in an order it serves late), and the budget goes where a gain is possible. One it predicts
             # to tie with the incumbent's is left out as confidently, no more: its classes are jobs per node, and
-            # orders it cannot tell apart may differ (round 4's skew-fine-coarse+early-arrival seed 301: every
-            # order predicted alike at 18-36 s, its error 0.5-0.67, llf scoring 0.00-0.45 where sjf held 0.6-1.0).
+            # orders it cannot tell apart may differ (round 4's skew-fine-coarse+early-arrival seed 301: sjf
+            # predicted to tie with llf at 14-36 s, the model's error 0.50-0.67; from 24 s fixed sjf/threshold
+            # scored 0.63-1.00 a window where the incumbent llf scored 0.00-0.31).
             if level == 0 and self._model_gain(value, inc, self._foreseen, upper=True) is not None:
                 continue
             e = credit.effects[level].get(value)
