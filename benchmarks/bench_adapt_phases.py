@@ -33,12 +33,16 @@ on seeds 301–303, run once at the end. **round5** (committed before any change
 of round 5's meta level, round 4 having been seen): three more shapes (skewed,
 coarse, fine / fine, skewed, coarse / coarse, fine, skewed; lengths and burst
 factors not used before; n1 lost at 5–40 s, 70–125 s or 175–200 s; arrivals at
-45 s and, inside a fine phase, 140 s) on seeds 401–403, run once at the end. Measured (docs/hierarchy.md, round
-5's code): adaptive 0.442 against the best fixed sjf/off/planner 0.395 on
-round5 (blind), regret 8.5% (target ≤ 8%: not met); round4 0.638 (best
-fixed 0.620, regret 7.5%); round3 0.548 (0.515, 5.8%); evaluation 0.604
-(0.562, 6.9%); tuning 0.831 (0.798, 4.2%); the meta level's own wall time
-4.0–4.7% of the run's under the benchmark lock (``--quick``). ``--fixed-from`` reuses an
+45 s and, inside a fine phase, 140 s) on seeds 401–403, run once at the end. **round6** (committed before
+any change of round 6's meta level, round 5 having been seen): three more shapes (fine, coarse, skewed /
+coarse, skewed, fine / skewed, fine, coarse; a 30 s skewed phase first; burst factors 3.5, 7.5, 9.0; Zipf
+1.05–1.55 drifting every 8–40 s; n1 lost for 12 s in the coarse phase or for 70 s across the skewed and fine
+phases; arrivals at 20 s and, inside the coarse phase, 170 s) on seeds 501–503, run once at the end.
+Measured (docs/hierarchy.md, round 6's code): adaptive 0.655 against the best fixed sjf/threshold/planner 0.629
+on round6 (blind), regret 3.8% (target ≤ 8%: met; below sjf on one shape of three, coarse-skew-fine+skew-fine-loss);
+round5 0.443 (best fixed 0.395, regret 8.3%: not met), round4 0.638 (0.620, 7.6%), round3 0.548 (0.515, 6.0%),
+evaluation 0.605 (0.562, 6.8%), tuning 0.833 (0.798, 4.0%); the meta level's own wall time 3.9–4.4% of the run's
+under the benchmark lock (``--quick``). ``--fixed-from`` reuses an
 earlier file's fixed runs (the meta level does not touch them);
 ``--sources`` splits a results file's regret by where it arises.
 
@@ -57,7 +61,7 @@ best fixed (the best fixed composition of each run, in hindsight), the
 regret of the adaptive runs against the per-phase best, and the meta level's
 own wall time as a share of the run's.
 
-    .venv/bin/python benchmarks/bench_adapt_phases.py [--group tuning evaluation round3 round4 round5] [--quick]
+    .venv/bin/python benchmarks/bench_adapt_phases.py [--group tuning evaluation round3 round4 round5 round6] [--quick]
         [--lookahead-share 0.05 0.5] [--out adapt_shapes]
 """
 
@@ -122,6 +126,11 @@ class Shape:
         return start, start + self.phases[slot]
 
 
+def family(*rows: tuple) -> tuple[Shape, ...]:
+    """Shapes from rows of (name, phases, order, burst, zipf, drift_s, node_loss, arrival)."""
+    return tuple(Shape(*row) for row in rows)
+
+
 TUNING_SEEDS = (1, 2, 3)
 EVALUATION_SEEDS = (101, 102, 103, 104)
 TUNING = (Shape("base60", (60, 60, 60)), Shape("short30", (30, 30, 30), burst=4.0))
@@ -134,41 +143,39 @@ EVALUATION = (
 # family was committed before any change was made — other phase orders and lengths, burst factors, skews and
 # drifts, a node loss at other times, the arrival at another time — on seeds never run; it is run once, at the end.
 ROUND3_SEEDS = (201, 202, 203)
-ROUND3 = tuple(
-    # name, phases, order, burst, zipf, drift_s, node_loss, arrival
-    Shape(*row)
-    for row in (
-        ("coarse-first+late-loss", (80, 35, 50), (1, 0, 2), 7.0, 1.3, 20.0, (120.0, 150.0), None),
-        ("long-fine+arrival", (110, 40, 70), (0, 2, 1), 3.0, 1.1, 45.0, None, 60.0),
-        ("skew-first+early-loss", (50, 60, 100), (2, 1, 0), 10.0, 1.5, 10.0, (10.0, 35.0), None),
-    )
+ROUND3 = family(
+    ("coarse-first+late-loss", (80, 35, 50), (1, 0, 2), 7.0, 1.3, 20.0, (120.0, 150.0), None),
+    ("long-fine+arrival", (110, 40, 70), (0, 2, 1), 3.0, 1.1, 45.0, None, 60.0),
+    ("skew-first+early-loss", (50, 60, 100), (2, 1, 0), 10.0, 1.5, 10.0, (10.0, 35.0), None),
 )
 # Round 4 (issue 30): round 3 was seen when the meta level was changed again, so another family was committed
 # before any change — the phase orders round 3 did not start with, other lengths, a burst factor below and above
 # round 3's, Zipf 1.0–1.6 drifting every 12–60 s, n1 lost inside the skewed phase, arrivals early and late.
 ROUND4_SEEDS = (301, 302, 303)
-ROUND4 = tuple(
-    # name, phases, order, burst, zipf, drift_s, node_loss, arrival
-    Shape(*row)
-    for row in (
-        ("coarse-skew-fine+mid-loss", (40, 100, 55), (1, 2, 0), 8.5, 1.35, 25.0, (60.0, 95.0), None),
-        ("skew-fine-coarse+early-arrival", (65, 30, 95), (2, 0, 1), 2.5, 1.6, 12.0, None, 30.0),
-        ("long-fine+skew-loss+late-arrival", (120, 45, 35), (0, 1, 2), 5.5, 1.0, 60.0, (175.0, 195.0), 150.0),
-    )
+ROUND4 = family(
+    ("coarse-skew-fine+mid-loss", (40, 100, 55), (1, 2, 0), 8.5, 1.35, 25.0, (60.0, 95.0), None),
+    ("skew-fine-coarse+early-arrival", (65, 30, 95), (2, 0, 1), 2.5, 1.6, 12.0, None, 30.0),
+    ("long-fine+skew-loss+late-arrival", (120, 45, 35), (0, 1, 2), 5.5, 1.0, 60.0, (175.0, 195.0), 150.0),
 )
 # Round 5 (issue 30): round 4 was seen, so another family was committed before any change — phase lengths and
 # burst factors not used before (coarse 30 s and 100 s, burst 4.5, 9.5, 6.5), Zipf 1.15–1.45 drifting every
 # 18–50 s, n1 lost at the very start, in mid-run and near the end, a node loss and an arrival in one shape
 # with the arrival inside the fine phase; seeds never run; run once, at the end.
 ROUND5_SEEDS = (401, 402, 403)
-ROUND5 = tuple(
-    # name, phases, order, burst, zipf, drift_s, node_loss, arrival
-    Shape(*row)
-    for row in (
-        ("skew-coarse-fine+start-loss+fine-arrival", (70, 50, 85), (2, 1, 0), 4.5, 1.25, 35.0, (5.0, 40.0), 140.0),
-        ("fine-skew-coarse+long-loss", (40, 110, 30), (0, 2, 1), 9.5, 1.45, 18.0, (70.0, 125.0), None),
-        ("long-coarse-fine-skew+arrival+end-loss", (100, 55, 60), (1, 0, 2), 6.5, 1.15, 50.0, (175.0, 200.0), 45.0),
-    )
+ROUND5 = family(
+    ("skew-coarse-fine+start-loss+fine-arrival", (70, 50, 85), (2, 1, 0), 4.5, 1.25, 35.0, (5.0, 40.0), 140.0),
+    ("fine-skew-coarse+long-loss", (40, 110, 30), (0, 2, 1), 9.5, 1.45, 18.0, (70.0, 125.0), None),
+    ("long-coarse-fine-skew+arrival+end-loss", (100, 55, 60), (1, 0, 2), 6.5, 1.15, 50.0, (175.0, 200.0), 45.0),
+)
+# Round 6 (issue 30): round 5 was seen, so another family was committed before any change — burst factors
+# 3.5, 7.5, 9.0, Zipf 1.05–1.55 drifting every 8–40 s, n1 lost for 12 s inside the coarse phase or for 70 s
+# across the skewed and fine phases, arrivals at 20 s and inside the coarse phase at 170 s; seeds never run;
+# run once, at the end.
+ROUND6_SEEDS = (501, 502, 503)
+ROUND6 = family(
+    ("fine-coarse-skew+early-arrival+short-loss", (35, 75, 110), (0, 1, 2), 7.5, 1.05, 40.0, (50.0, 62.0), 20.0),
+    ("coarse-skew-fine+skew-fine-loss", (55, 85, 45), (1, 2, 0), 3.5, 1.55, 8.0, (80.0, 150.0), None),
+    ("short-skew-fine-coarse+coarse-arrival", (30, 100, 65), (2, 0, 1), 9.0, 1.22, 22.0, None, 170.0),
 )
 GROUPS = {
     "tuning": (TUNING, TUNING_SEEDS),
@@ -176,6 +183,7 @@ GROUPS = {
     "round3": (ROUND3, ROUND3_SEEDS),
     "round4": (ROUND4, ROUND4_SEEDS),
     "round5": (ROUND5, ROUND5_SEEDS),
+    "round6": (ROUND6, ROUND6_SEEDS),
 }
 
 

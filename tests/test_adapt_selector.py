@@ -188,6 +188,17 @@ def test_a_new_workload_starts_from_the_default_and_a_returning_one_resumes_its_
     assert coarse.credit.effects[0]["llf"].mean == pytest.approx(-0.8)  # re-based on fair when it was adopted
 
 
+def test_a_resumed_segments_baseline_holds_only_the_windows_its_incumbent_ran():
+    good = {0.001: Composition("llf"), 0.1: Composition("fair")}
+    cands = [Composition("llf"), Composition("fair")]
+    sel = Selector(scenario(), cands, explore=0.3, model=False)
+    play(sel, [0.001] * 20 + [0.1] * 30 + [0.001] * 2, lambda c, u: 1.0 if c == good[u] else 0.2)
+    # Of the two windows that confirmed the return to the fine workload, the first ran the coarse segment's fair
+    # (0.2), the second the default llf (1.0): the resumed segment's incumbent, llf, is credited with its own only.
+    assert sel.segment.incumbent == Composition("llf")
+    assert list(sel._recent) == [1.0]
+
+
 def test_a_lookahead_decides_without_live_trials_and_is_asked_once_per_segment():
     cands = [Composition("llf"), Composition("edf"), Composition("fair"), Composition("llf", "off")]
     asked = []
@@ -279,17 +290,21 @@ def test_a_new_workload_keeps_what_ran_while_its_change_was_unconfirmed():
         assert sel.segment.incumbent == start and sel.stored[0].incumbent == Composition("llf")
 
 
-def test_no_trial_of_a_dispatch_block_the_model_predicts_to_do_exactly_what_the_incumbents_does():
+def test_a_dispatch_block_predicted_to_tie_is_left_untried_only_when_the_model_is_confident_of_it():
     cands = [Composition("llf"), Composition("edf"), Composition("llf", "off")]
-    for edf, trial in ((0.5, Composition("llf", "off")), (0.6, Composition("edf"))):
+    for errors, edf, trial in (
+        ((0.4, -0.4), 0.5, Composition("edf")),  # off by 0.4: a predicted tie is no confident one; dispatch first
+        ((0.4, -0.4), 0.6, Composition("edf")),  # nor is a predicted gain of 0.1
+        ((0.004, -0.004), 0.5, Composition("llf", "off")),  # 0 + 1 × 0.004 ≤ 0.01: confidently no better
+        ((0.004, -0.004), 0.6, Composition("edf")),
+    ):
         sel = Selector(scenario(), cands, explore=0.5)
         sel.budget.windows = 10
         sel._recent.extend([0.5, 0.5])
-        for err in (0.4, -0.4):  # the model is off by 0.4: a predicted gain of 0.1 is no confident one either way
+        for err in errors:
             sel.model_error.add(err)
         sel._foreseen = {"llf": 0.5, "edf": edf}
         sel._start_trial()
-        # Predicted alike, edf is not tried (the balancing block is); predicted apart, dispatch comes first.
         assert sel._trial[2] == trial
 
 
