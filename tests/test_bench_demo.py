@@ -2,23 +2,15 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_demo.py"
+from tests.conftest import benchmark_script
 
 
 @pytest.fixture(scope="module")
 def bench():
-    sys.path.insert(0, str(SCRIPT.parent))  # its sibling module app_cpu, as running the script finds it
-    spec = importlib.util.spec_from_file_location("bench_demo", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    yield module
-    sys.path.remove(str(SCRIPT.parent))
+    with benchmark_script("bench_demo") as module:
+        yield module
 
 
 def test_every_other_seed_runs_the_four_modes_in_reverse(bench):
