@@ -121,7 +121,10 @@ class AppCpu:
                     continue
                 key = f"{pid}:{stat[3]}"
                 cmdline = _cmdline(pid)
-                mine = self.owner[key][0] if key in self.owner else (self.rule(cmdline) or app)
+                # named once for good; a process not named yet is asked again: seen between its fork and its exec
+                # (spark-submit's script before it execs the JVM), its command line did not say what it would be
+                known_app = self.owner[key][0] if key in self.owner else None
+                mine = known_app or self.rule(cmdline) or app
                 self.owner[key] = (mine, role_of(stat[0], cmdline))  # again: a role changes with an exec
                 known[pid] = key
                 if mine is not None and self.group is not None:

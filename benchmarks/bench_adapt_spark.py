@@ -45,8 +45,9 @@ from rich.table import Table
 from strata.adapt import Composition, Fixed, Selector
 from strata.model import load_scenario
 from strata.protocol.units import POOLS
-from strata.runners.demo import DemoConfig, reseed, warm_up
+from strata.runners.demo import DemoConfig, reseed
 from strata.runners.spark_loop import run_mode
+from strata.runners.warmup import lead_after, warm_up
 from strata.spark.session import build_session
 
 CANDIDATES = [
@@ -85,8 +86,7 @@ def main() -> None:
     spark.sparkContext.setLogLevel("FATAL")
     runs: dict[str, dict] = {}
     try:
-        _, query_start = warm_up(spark, scenario, out)
-        lead = max(base.lead_s, 1.5 * query_start)
+        lead = lead_after([warm_up(spark, scenario, out / "warmup")], base.lead_s)
         for label in ("adaptive", "fixed"):
             made: list = []
 

@@ -3,8 +3,11 @@ its queries have read their input."""
 
 from __future__ import annotations
 
+import importlib.util
+import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -47,3 +50,21 @@ def run_until(spark, scenario, run_dir: Path, config, enough: Callable, timeout_
         on_engine=engines.append,
         **hooks,
     )
+
+
+@contextmanager
+def benchmark_script(name: str) -> Iterator:
+    """The benchmark script ``benchmarks/<name>.py`` as a module, its directory on the path meanwhile (its sibling
+    modules, e.g. app_cpu, as running the script finds them) and the module registered under ``name`` (its
+    dataclasses look their module up)."""
+    script = ROOT / "benchmarks" / f"{name}.py"
+    sys.path.insert(0, str(script.parent))
+    spec = importlib.util.spec_from_file_location(name, script)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+        yield module
+    finally:
+        del sys.modules[name]
+        sys.path.remove(str(script.parent))

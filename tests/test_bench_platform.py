@@ -2,28 +2,17 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import pandas as pd
 import pytest
 
 from strata.model.user import with_python_jobs
-
-SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_platform.py"
+from tests.conftest import benchmark_script
 
 
 @pytest.fixture(scope="module")
 def bench():
-    sys.path.insert(0, str(SCRIPT.parent))  # its sibling module app_cpu, as running the script finds it
-    spec = importlib.util.spec_from_file_location("bench_platform", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["bench_platform"] = module  # its dataclasses look their module up
-    spec.loader.exec_module(module)
-    yield module
-    del sys.modules["bench_platform"]
-    sys.path.remove(str(SCRIPT.parent))
+    with benchmark_script("bench_platform") as module:
+        yield module
 
 
 def test_every_other_seed_runs_the_modes_in_reverse(bench):

@@ -4,6 +4,7 @@ exactly. 20 s of input; the two applications start cold, as `strata run` starts 
 
 from __future__ import annotations
 
+import json
 import pickle
 
 import pandas as pd
@@ -68,8 +69,15 @@ def test_two_plain_applications_every_sink_exact(tmp_path):
     decisions = pd.read_csv(metrics / "decisions.csv")
     admitted = decisions[decisions["kind"] == "admit"]
     assert sorted(zip(admitted["job"], admitted["cell"], strict=True)) == [("bulk", BULK_CELL), ("fast", CRITICAL_CELL)]
+    ran = json.loads((metrics / "run.json").read_text())["config"]
+    # each application warmed the queries of the jobs it holds before the sources' epoch was set, and the epoch
+    # came 1.5 × the slowest measured start after (at least 2 s), as the demo's session modes set theirs
+    warmed = ran["warm_up"]
+    assert {c: w["jobs"] for c, w in warmed.items()} == {CRITICAL_CELL: ["fast"], BULK_CELL: ["bulk"]}
+    assert ran["lead_s"] == max(2.0, 1.5 * max(w["start_s"] for w in warmed.values())) > 0
     for cell in (CRITICAL_CELL, BULK_CELL):
         started, _key = pickle.loads((out / "cells" / cell / "cell.spec").read_bytes())
+        assert started.warm == tuple(j for j, c in hand_cells(scenario, 2.0).items() if c == cell)
         assert started.request.control is False and started.config.pools == {
             "fast": "urgent",
             "bulk": "w4",

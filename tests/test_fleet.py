@@ -129,10 +129,10 @@ def test_decisions_are_routed_to_the_cell_holding_each_job():
 def test_a_move_reserves_the_target_then_stops_the_job_before_the_target_continues_it():
     calls: list = []
     cells = {name: FakeCell(name, None, calls) for name in ("c0", "c1")}
-    spawned: list[str] = []
+    spawned: list[tuple[str, tuple[str, ...]]] = []
 
-    def spawn(name: str, share: float) -> FakeCell:
-        spawned.append(name)
+    def spawn(name: str, share: float, jobs: tuple[str, ...]) -> FakeCell:
+        spawned.append((name, jobs))
         return FakeCell(name, None, calls)
 
     shares = FakeShares()
@@ -143,7 +143,8 @@ def test_a_move_reserves_the_target_then_stops_the_job_before_the_target_continu
     assert next(c for c in calls if c[1] == "apply")[2][0].admitted == {"a": "t"}
     calls.clear()
     fleet.apply(Decisions(2, cells={"a": "c1", "b": "c2"}, cell_shares={"c0": 0.2, "c1": 1.0, "c2": 0.8}))
-    assert spawned == ["c2"] and shares.given[-1] == {"c0": 0.2, "c1": 1.0, "c2": 0.8}
+    # the new cell is told the jobs it will hold (it warms their queries before it is ready)
+    assert spawned == [("c2", ("b",))] and shares.given[-1] == {"c0": 0.2, "c1": 1.0, "c2": 0.8}
     order = [(cell, method) for cell, method, _ in calls]
     # shares first (the targets reserved), then the cells the jobs leave stop them, then the targets adopt
     assert order.index(("c1", "share")) < order.index(("c0", "apply")) < order.index(("c1", "adopt"))

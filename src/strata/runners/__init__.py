@@ -11,6 +11,8 @@ console views, signals, child processes, run directories.
 - :mod:`~strata.runners.fleet`: ``strata run``: the jobs as cells (Spark applications with OS-enforced CPU
   shares, or on a standalone cluster their own cores: :mod:`~strata.runners.shares`) under one hierarchy;
   :mod:`~strata.runners.cell`: one cell;
+- :mod:`~strata.runners.warmup`: every Spark application's queries warmed before its sources' epoch, and the
+  epoch's lead from what the warm-up measured (the demo's session, every cell);
 - :mod:`~strata.runners.sim_loop`: ``strata simulate``: the loop on the discrete-event simulator;
 - :mod:`~strata.runners.demo`: ``strata demo``: plain Spark (FIFO, FAIR by hand, the hand deployment) vs Strata's
   cells on the same seeded input; :mod:`~strata.runners.dedicated`: the hand deployment (critical jobs in an

@@ -13,10 +13,16 @@ serves the fleet's calls (:data:`CALLS`) over a local connection with an authent
 (:mod:`multiprocessing.connection`, pickled plain data) on its main thread — the queries run in Spark's threads.
 It joins its cgroup and dies with the fleet (the fleet's :meth:`~strata.runners.shares.CpuShares.preexec`); its
 JVM exits when its driver's stdin closes (PySpark's gateway), so no cell outlives the fleet.
+
+Every cell starts warm, as the demo's session does: before it reports ready it runs the queries of the jobs it will
+hold on a few seconds of generated input (:func:`strata.runners.warmup.warm_up`; a user's Python job is skipped)
+and reports how long starting them took, from which the fleet sets the sources' epoch
+(:func:`strata.runners.warmup.lead_after`): every query takes its first batch before any record is due.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import pickle
 import signal
@@ -24,13 +30,14 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from multiprocessing.connection import Listener
 from pathlib import Path
 
 from strata.protocol.engine import Decisions, Observation
 from strata.runners.live import Floors, RunRequest, analyse, check_files, engine_status, load_run, start_session
 from strata.runners.spark_loop import RunConfig, job_floors, spark_engine
+from strata.runners.warmup import Warmed, warm_up
 from strata.spark.engine import decision_row
 from strata.spark.measure import ModeRun, collect
 from strata.spark.session import warm_python_workers
@@ -45,12 +52,15 @@ CALLS = frozenset(
 @dataclass(frozen=True)
 class CellSpec:
     """What a cell is started with: its name, the run's request, the run directory's per-job data (``run_dir``,
-    shared by every cell) and the run's knobs. The sources' epoch comes once every cell is up (:meth:`Cell`)."""
+    shared by every cell), the run's knobs and the jobs it will hold (``warm``: their queries are warmed before it
+    reports ready, :func:`strata.runners.warmup.warm_up`). The sources' epoch comes once every cell is up and
+    warm (:meth:`Cell`)."""
 
     name: str
     request: RunRequest
     run_dir: Path
     config: RunConfig
+    warm: tuple[str, ...] = ()
 
     @property
     def home(self) -> Path:
@@ -202,9 +212,21 @@ def serve(listener: Listener, begin: Callable[[float, float], Cell]) -> Cell | N
     return cell
 
 
+def ready_report(address: tuple[str, int], warmed: Warmed) -> str:
+    """What a ready cell writes next to its spec (``.address``): where it listens and what its warm-up measured."""
+    return json.dumps({"host": address[0], "port": address[1], "warmed": asdict(warmed)})
+
+
+def read_ready(text: str) -> tuple[tuple[str, int], Warmed]:
+    """:func:`ready_report`'s address and warm-up, read back."""
+    ready = json.loads(text)
+    warmed = {k: tuple(v) if isinstance(v, list) else v for k, v in ready["warmed"].items()}
+    return (ready["host"], int(ready["port"])), Warmed(**warmed)
+
+
 def main(spec_file: str) -> int:
-    """A cell process: its session, the run's jobs, its engine; then :func:`serve` at the address it writes next
-    to ``spec_file`` (``.address``: host, port) once ready."""
+    """A cell process: its session, the run's jobs, their queries warmed, its engine; then :func:`serve` at the
+    address it writes next to ``spec_file`` (``.address``: :func:`ready_report`) once ready."""
     path = Path(spec_file)
     spec, key = pickle.loads(path.read_bytes())
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the fleet ends the cell (Ctrl-C reaches the fleet alone)
@@ -216,10 +238,10 @@ def main(spec_file: str) -> int:
     # data source's first batch otherwise waits seconds for its worker, after the sources' epoch.
     analyse(spark, scenario, spec.home / "analysis")
     warm_python_workers(spark)
+    warmed = warm_up(spark, scenario, spec.home / "warmup", spec.warm)  # the sources' epoch waits for the slowest
     with Listener(("127.0.0.1", 0), authkey=key) as listener:
         ready = path.with_suffix(".address")
-        host, port = listener.address
-        ready.with_suffix(".tmp").write_text(f"{host} {port}")
+        ready.with_suffix(".tmp").write_text(ready_report(listener.address, warmed))
         os.replace(ready.with_suffix(".tmp"), ready)
         try:
             serve(listener, lambda epoch, share: Cell(spark, scenario, spec, epoch, share))

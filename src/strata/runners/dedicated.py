@@ -5,8 +5,9 @@ weighing against the first's as ``nice`` +:data:`BULK_NICE` processes would (wha
 ``dedicated`` mode starts the bulk application at).
 
 It is the fleet of ``strata run`` (:mod:`strata.runners.fleet`) with its decisions made by hand, once: the same
-cells (:mod:`strata.runners.cell`: each a Spark application started cold as a child process, its CPU weight
-enforced by the OS through :class:`~strata.runners.shares.CpuShares`), the same engine over them
+cells (:mod:`strata.runners.cell`: each a Spark application started as a child process that warms its jobs'
+queries before it is ready, its CPU weight enforced by the OS through
+:class:`~strata.runners.shares.CpuShares`), the same engine over them
 (:class:`~strata.runners.fleet.FleetEngine`), the one loop driving them under
 :class:`~strata.control.loop.Plain` (every job admitted on its first template, nothing changed after), and one
 metrics set (:func:`~strata.runners.fleet.merge_metrics`, every sink verified in its cell). Only who decides
@@ -19,7 +20,7 @@ import os
 import secrets
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import replace
+from dataclasses import asdict, replace
 from pathlib import Path
 
 from strata.control.loop import Plain, run
@@ -30,6 +31,7 @@ from strata.runners.fleet import RUN_PREFIX, FleetEngine, RemoteCell, close_shar
 from strata.runners.live import DRAIN_S, RunRequest
 from strata.runners.shares import NICE_STEP, CpuShares
 from strata.runners.spark_loop import Recorder, RunConfig, hand_pools
+from strata.runners.warmup import LEAD_S, lead_after
 from strata.spark.measure import ModeRun
 
 DEDICATED = "dedicated"  # the mode's name in the metrics tables
@@ -63,11 +65,12 @@ def run_dedicated(
     scenario: Scenario,
     config: RunConfig,
     on_step: Callable[[str, Observation, Decisions, dict], None] | None = None,
-    lead_s: float = 2.0,
+    lead_s: float = LEAD_S,
 ) -> float:
     """Run the hand deployment of ``request.files`` (the jobs every cell loads; ``scenario``: the same jobs) for
-    ``request.duration_s`` from the sources' epoch, ``lead_s`` after both applications are up, as ``strata run``
-    starts its cells; metrics under ``request.out/metrics`` (mode ``baseline`` in the cells' tables, as plain
+    ``request.duration_s`` from the sources' epoch, once both applications are up and have warmed their jobs'
+    queries, at least ``lead_s`` after (:func:`~strata.runners.warmup.lead_after`), as ``strata run`` starts its
+    cells; metrics under ``request.out/metrics`` (mode ``baseline`` in the cells' tables, as plain
     Spark). Returns the sources' epoch (wall s). Raises :class:`~strata.runners.fleet.CellLost` if an application
     ends or stops answering."""
     out = Path(request.out)
@@ -82,11 +85,11 @@ def run_dedicated(
     remote: list[RemoteCell] = []
     try:
         shares.set(shares_now)  # before the cells start: the nice backend gives each its level as it starts
-        for name in members:  # both start their sessions and load the jobs together
-            remote.append(launch_cell(CellSpec(name, cells_request, out / "run", plain), shares, key))
-        for cell in remote:
-            cell.connect()
-        epoch = time.time() + lead_s
+        for name, jobs in members.items():  # both start their sessions, load the jobs and warm theirs together
+            remote.append(launch_cell(CellSpec(name, cells_request, out / "run", plain, jobs), shares, key))
+        warmed = {cell.name: cell.connect().warmed for cell in remote}
+        lead = lead_after(warmed.values(), lead_s)  # as strata run's fleet
+        epoch = time.time() + lead
         for cell in remote:
             cell.call("begin", epoch, shares_now[cell.name])
             cell.call("resume", ())
@@ -101,7 +104,15 @@ def run_dedicated(
         finally:
             run_.stop = fleet.stop_all()
         horizon = max(0.0, run_.stop - epoch - DRAIN_S)
-        knobs = {"config": {"duration_s": horizon, "control": False, "cells": {c: list(j) for c, j in members.items()}}}
+        knobs = {
+            "config": {
+                "duration_s": horizon,
+                "control": False,
+                "cells": {c: list(j) for c, j in members.items()},
+                "warm_up": {c: asdict(w) for c, w in warmed.items()},
+                "lead_s": lead,
+            }
+        }
         dirs = {c: Path(fleet.cells[c].call("finish", horizon, run_.stop, members[c], knobs)) for c in members}
         merge_metrics(out, dirs, run_, fleet, scenario, horizon, knobs)
         return epoch

@@ -18,8 +18,11 @@ The modes (:data:`DEMO_MODES`) run the same jobs, triggers, partitions, sinks an
 Where they run. ``baseline`` and ``fair`` run in the demo's embedded session through
 :func:`strata.runners.spark_loop.run_mode` (the session is started when a mode first needs it, then warmed up,
 so that no mode pays the Python workers' start-up). ``dedicated`` and ``strata`` start their applications as
-``strata run`` starts its cells: fresh processes that analyse every template and warm their Python workers
-before the sources' epoch, 2 s after they are all up.
+``strata run`` starts its cells: fresh processes that analyse every template and warm the queries of the jobs
+they will hold. Every mode warms up the one way (:func:`strata.runners.warmup.warm_up`: each template on 2 s of
+input) and sets its sources' epoch the one way (:func:`strata.runners.warmup.lead_after`: at least ``lead_s``,
+and 1.5× the measured start of a round of queries, after its queries start), so each query's first batch runs
+before the epoch in every mode.
 
 The fleet cannot run beside the demo's session: PySpark runs one JVM per Python process (its gateway), and the
 fleet hosts one cell on this process's session — its ``getOrCreate`` would return the demo's session, move that
@@ -61,7 +64,8 @@ from strata.runners.cell import end_jvm
 from strata.runners.dedicated import DEDICATED, critical_jobs, run_dedicated
 from strata.runners.fleet import run_fleet, stack
 from strata.runners.live import DRAIN_S, RunRequest
-from strata.runners.spark_loop import RunConfig, hand_pools, keyed_operators, run_mode
+from strata.runners.spark_loop import RunConfig, hand_pools, run_mode
+from strata.runners.warmup import LEAD_S, lead_after, warm_up
 from strata.spark.conf import SparkSettings, user_conf
 from strata.spark.measure import RunResult, collect, job_summary, write_metrics
 
@@ -92,7 +96,7 @@ class DemoConfig:
 
     duration_s: float = 30.0  # measured event time per mode
     drain_s: float = DRAIN_S  # run on after the horizon, so its last records can be delivered
-    lead_s: float = 2.0  # the source epoch is this far after the queries start
+    lead_s: float = LEAD_S  # the sources' epoch is at least this far after the queries start
     seed: int = 0  # added to every source's seed
     cores: int = 2
     warmup: bool = True
@@ -125,37 +129,6 @@ def write_spec(scenario: Scenario, path: Path) -> Path:
 
 
 # ---------------------------------------------------------------------- the demo's session
-
-
-def warm_up(spark, scenario: Scenario, out: Path) -> tuple[float, float]:
-    """Run every template once on a few seconds of input, so the session modes start with warm Python workers.
-
-    Returns the warm-up's seconds and how long starting the first round of queries took (the lead a
-    measured run needs before its sources' epoch)."""
-    from strata.spark.pipelines import Pipeline, PipelineOptions
-
-    started = time.time()
-    start_s = 0.0
-    options = PipelineOptions(
-        sink="memory", clock="virtual", end_s=2.0, epoch=started, available_now=True, managed=keyed_operators(scenario)
-    )
-    rounds = max(len(job.templates) for job in scenario.jobs)
-    for k in range(rounds):  # a job's templates share its query name, so one template per job at a time
-        pipelines = [
-            Pipeline(
-                spark, job, job.templates[k], out / "warmup" / f"{job.id}-{k}", options, ("jobs", j, "templates", k)
-            )
-            for j, job in enumerate(scenario.jobs)
-            if k < len(job.templates)
-        ]
-        t = time.time()
-        for p in pipelines:
-            p.start()
-        start_s = max(start_s, time.time() - t)
-        for p in pipelines:
-            p.query.awaitTermination()
-    shutil.rmtree(out / "warmup", ignore_errors=True)
-    return time.time() - started, start_s
 
 
 class DemoSession:
@@ -191,11 +164,11 @@ class DemoSession:
         self._add("session_s", time.time() - t)
         if self.config.warmup:
             self.say(f"session up in {time.time() - t:.0f} s; warming up the Python workers")
-            warm_s, start_s = warm_up(self.spark, self.scenario, self.out)
-            self._add("warmup_s", warm_s)
-            self.timings["query_start_s"] = max(self.timings.get("query_start_s", 0.0), start_s)
+            warmed = warm_up(self.spark, self.scenario, self.out / "warmup")
+            self._add("warmup_s", warmed.seconds)
+            self.timings["query_start_s"] = max(self.timings.get("query_start_s", 0.0), warmed.start_s)
             # the sources' epoch comes after every query is up, so no mode starts with a backlog
-            self.lead = max(self.config.lead_s, 1.5 * start_s)
+            self.lead = lead_after([warmed], self.config.lead_s)
         return self.spark
 
     def stop(self, end: bool) -> None:

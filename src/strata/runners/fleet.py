@@ -46,7 +46,7 @@ from strata.control.controller import Controller
 from strata.control.loop import run
 from strata.model import Scenario
 from strata.protocol.engine import Decisions, Observation, WindowStats
-from strata.runners.cell import CELLS, Cell, CellSpec, end_jvm
+from strata.runners.cell import CELLS, Cell, CellSpec, end_jvm, read_ready
 from strata.runners.live import (
     DRAIN_S,
     SPARK_LOG,
@@ -61,6 +61,7 @@ from strata.runners.live import (
 )
 from strata.runners.shares import NICE, ClusterCores, CpuShares, dir_name, started
 from strata.runners.spark_loop import Recorder, RunConfig, job_floors
+from strata.runners.warmup import Warmed, lead_after, warm_line, warm_up
 from strata.spark.checkpoint import CheckpointChanged
 from strata.spark.engine import EngineConfig, decision_row
 from strata.spark.java import JavaError
@@ -184,7 +185,8 @@ class LocalCell:
 @dataclass
 class RemoteCell:
     """A cell in a child process (:func:`launch_cell`), over its connection (made once it is ready: ``address``
-    holds where it listens, ``key`` authenticates): each call is one request and its answer."""
+    holds where it listens and what its warm-up measured, ``key`` authenticates): each call is one request and its
+    answer."""
 
     name: str
     process: subprocess.Popen
@@ -192,10 +194,11 @@ class RemoteCell:
     address: Path
     key: bytes
     conn: Connection | None = None
+    warmed: Warmed = field(default_factory=Warmed)
 
     def connect(self, timeout_s: float = READY_TIMEOUT_S) -> RemoteCell:
-        """Wait for the cell to be ready (its session up, the jobs loaded) and connect; raises :class:`CellLost`
-        if it ends first or is not ready in time (it is then killed)."""
+        """Wait for the cell to be ready (its session up, the jobs loaded, its own jobs' queries warmed) and
+        connect; raises :class:`CellLost` if it ends first or is not ready in time (it is then killed)."""
         deadline = time.time() + timeout_s
         while not self.address.exists():
             if self.process.poll() is not None or time.time() > deadline:
@@ -204,8 +207,8 @@ class RemoteCell:
                     self.process.wait()
                 raise CellLost(self.name, self.log, self.process.poll())
             time.sleep(0.2)
-        host, port = self.address.read_text().split()
-        self.conn = Client((host, int(port)), authkey=self.key)
+        address, self.warmed = read_ready(self.address.read_text())
+        self.conn = Client(address, authkey=self.key)
         return self
 
     def call(self, method: str, *args):
@@ -246,12 +249,12 @@ class FleetEngine:
     """The fleet as an :class:`~strata.protocol.engine.Engine`: its cells' observations merged, decisions routed
     to the cell holding each job, L0's cell shares enforced by the OS and its moves carried out.
 
-    ``spawn``: starts a cell L0 names that does not run yet (name, share) → its handle; ``shares``: what enforces
-    cell shares (:class:`~strata.runners.shares.CpuShares`: ``set``)."""
+    ``spawn``: starts a cell L0 names that does not run yet (name, share, the jobs it will hold) → its handle;
+    ``shares``: what enforces cell shares (:class:`~strata.runners.shares.CpuShares`: ``set``)."""
 
     cells: dict[str, CellHandle]
     shares: object
-    spawn: Callable[[str, float], CellHandle] | None = None
+    spawn: Callable[[str, float, tuple[str, ...]], CellHandle] | None = None
     clock: Callable[[], float] = time.time
     holder: dict[str, str] = field(default_factory=dict)  # job → its cell
     cell_shares: dict[str, float] = field(default_factory=dict)
@@ -283,7 +286,8 @@ class FleetEngine:
             for name in unknown:
                 if self.spawn is None:
                     raise ValueError(f"cells: no cell {name!r} and none can be started")
-                self.cells[name] = self.spawn(name, self.cell_shares.get(name, 1.0))
+                joining = tuple(sorted(j for j, c in decisions.cells.items() if c == name))
+                self.cells[name] = self.spawn(name, self.cell_shares.get(name, 1.0), joining)
                 self._log(decisions, "cell", "*", f"{name} started")
             moves = {j: (self.holder[j], c) for j, c in decisions.cells.items() if self.holder.get(j, c) != c}
             self.holder = dict(decisions.cells)
@@ -690,21 +694,27 @@ def _run_cells(
     # on this machine only: a cluster's cells run their tasks in executors, whose JVMs were not measured
     light = set() if cluster else light_compiling(scenario, members, config.control.critical_latency_s)
 
-    def spec(name: str, share: float) -> CellSpec:
+    def spec(name: str, share: float, jobs: tuple[str, ...]) -> CellSpec:
         if cluster:
-            return CellSpec(name, cell_request(request, shares.conf(name, share)), run_dir, config)
-        return CellSpec(name, first_tier_only(request) if name in light else request, run_dir, config)
+            return CellSpec(name, cell_request(request, shares.conf(name, share)), run_dir, config, jobs)
+        return CellSpec(name, first_tier_only(request) if name in light else request, run_dir, config, jobs)
 
-    for name in members:  # the children start their sessions and load the jobs together
+    for name in members:  # the children start their sessions, load the jobs and warm theirs together
         if name != host:
-            remote.append(launch_cell(spec(name, shares_now[name]), shares, key))
+            remote.append(launch_cell(spec(name, shares_now[name], members[name]), shares, key))
+    warmed: dict[str, Warmed] = {}
+    if host is not None:  # the host cell's queries warmed here meanwhile
+        host_spec = CellSpec(host, request, run_dir, config, members[host])
+        warmed[host] = warm_up(spark, scenario, host_spec.home / "warmup", host_spec.warm)
     for cell in remote:
-        cell.connect()
-    # the sources' epoch once every cell is up: a cell's start-up is not a backlog its first batch must read
-    epoch, said = time_base(run_dir, request.fresh)
+        warmed[cell.name] = cell.connect().warmed
+    # The sources' epoch once every cell is up and warm, far enough ahead that each cell's queries start and take
+    # their first batch before it (as the demo's session modes): a cell's start-up is not a backlog to read.
+    lead = lead_after(warmed.values())
+    epoch, said = time_base(run_dir, request.fresh, lead)
     cells: dict[str, CellHandle] = {}
     if host is not None:
-        local = Cell(spark, scenario, CellSpec(host, request, run_dir, config), epoch, held.get(host, 1.0))
+        local = Cell(spark, scenario, host_spec, epoch, held.get(host, 1.0))
         said += local.resume(request.fresh)  # every job checked (and set aside if fresh) before any query starts
         cells[host] = LocalCell(local)
     for cell in remote:
@@ -714,15 +724,15 @@ def _run_cells(
         said += lines if first else []  # what the others say of every job, the first said already
         cells[cell.name] = cell
 
-    def spawn(name: str, share: float) -> RemoteCell:
-        cell = launch_cell(spec(name, share), shares, key)
+    def spawn(name: str, share: float, jobs: tuple[str, ...]) -> RemoteCell:
+        cell = launch_cell(spec(name, share, jobs), shares, key)
         remote.append(cell)
         cell.connect().call("begin", epoch, shares.held({name: share})[name])
         cell.call("resume", ())
         return cell
 
     fleet = FleetEngine(cells, shares, spawn)
-    for line in said:
+    for line in [warm_line(warmed, lead), *said]:
         console.print(f"[cyan]▸[/] {line}", highlight=False)
     run_ = ModeRun("strata", epoch, epoch, None)
     where = ", ".join(f"{c}: {', '.join(j)} ({shares_now.get(c, 0):.2f} cores)" for c, j in members.items())
@@ -771,6 +781,8 @@ def _run_cells(
             "requested_s": request.duration_s,
             "control": True,
             "cells": {c: list(j) for c, j in members.items()},
+            "warm_up": {c: asdict(w) for c, w in warmed.items()},
+            "lead_s": lead,
         }
     }
     held = {c: tuple(j for j, cc in fleet.holder.items() if cc == c) for c in fleet.cells}

@@ -29,6 +29,7 @@ from strata.model.user import PythonJob, load_python_run, split_files, with_jobs
 from strata.protocol.engine import Decisions, Observation
 from strata.protocol.units import POOLS
 from strata.runners.spark_loop import RunConfig, job_floors, run_mode
+from strata.runners.warmup import LEAD_S
 from strata.spark.checkpoint import CheckpointChanged
 from strata.spark.conf import SparkSettings
 from strata.spark.java import JavaError
@@ -166,8 +167,10 @@ def analyse(spark, scenario: Scenario, scratch: Path, unreproducible: list[str] 
     return problems
 
 
-def time_base(run_dir: Path, fresh: Collection[str]) -> tuple[float, list[str]]:
-    """The sources' epoch of the run in ``run_dir``: an earlier run's (resumed on the same time base), else now + 2 s.
+def time_base(run_dir: Path, fresh: Collection[str], lead_s: float = LEAD_S) -> tuple[float, list[str]]:
+    """The sources' epoch of the run in ``run_dir``: an earlier run's (resumed on the same time base), else now +
+    ``lead_s`` (the time its queries need to start and take a first batch before any record is due:
+    :func:`strata.runners.warmup.lead_after`).
 
     Generated records are a function of their offset and the epoch, so a
     resumed query must keep its epoch: its backlog is the records offered since.
@@ -177,7 +180,7 @@ def time_base(run_dir: Path, fresh: Collection[str]) -> tuple[float, list[str]]:
         epoch = float(json.loads(meta.read_text())["epoch"])
         return epoch, [f"resuming the run in {run_dir} (sources' epoch {time.time() - epoch:.0f} s ago)"]
     run_dir.mkdir(parents=True, exist_ok=True)
-    epoch = time.time() + 2.0
+    epoch = time.time() + lead_s
     meta.write_text(json.dumps({"epoch": epoch}))
     return epoch, []
 

@@ -1,0 +1,62 @@
+"""Every application Strata starts warms its queries the one way, and its sources' epoch follows from what the
+warm-up measured (issue 28: cells start warm, as the demo's session does; docs/spark.md, "Cells")."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from strata.model import load_scenario
+from strata.model.user import with_jobs
+from strata.runners.cell import read_ready, ready_report
+from strata.runners.live import time_base
+from strata.runners.warmup import LEAD_S, Warmed, lead_after, warm_line, warm_up
+from tests.conftest import EXAMPLES
+
+
+def test_the_epoch_lead_covers_the_slowest_measured_start_one_and_a_half_times():
+    assert lead_after([]) == LEAD_S == 2.0  # nothing warmed: the least lead
+    assert lead_after([Warmed(start_s=1.0)]) == 2.0  # 1.5 s < 2 s
+    # the cells start their queries at once: the slowest one's start counts
+    assert lead_after([Warmed(start_s=0.5), Warmed(start_s=4.0), Warmed(start_s=2.0)]) == 6.0
+    assert lead_after([Warmed(start_s=4.8)], least_s=8.0) == 8.0  # a longer least lead asked for wins
+    assert lead_after([Warmed(start_s=4.8)], least_s=1.0) == pytest.approx(7.2)
+
+
+def test_a_new_run_s_epoch_is_the_lead_ahead_and_a_resumed_run_keeps_its_own(tmp_path):
+    run_dir = tmp_path / "strata"
+    before = time.time()
+    epoch, said = time_base(run_dir, (), lead_after([Warmed(start_s=4.0)]))
+    after = time.time()
+    assert before + 6.0 <= epoch <= after + 6.0 and said == []
+    assert json.loads((run_dir / "run.json").read_text()) == {"epoch": epoch}
+    # restarted on the same run directory: its epoch, whatever the new warm-up measured
+    again, said = time_base(run_dir, (), lead_after([Warmed(start_s=30.0)]))
+    assert again == epoch and said[0].startswith(f"resuming the run in {run_dir}")
+    fresh, said = time_base(run_dir, ("all",), 2.0)  # --fresh all: a new time base
+    assert fresh != epoch and said == []
+
+
+def test_a_cell_reports_where_it_listens_and_what_its_warm_up_measured():
+    warmed = Warmed(seconds=12.5, start_s=1.25, jobs=("sessions", "scoring"), skipped=("mine",))
+    text = ready_report(("127.0.0.1", 40123), warmed)
+    assert read_ready(text) == (("127.0.0.1", 40123), warmed)
+
+
+def test_a_users_python_job_is_skipped_and_said_so(tmp_path):
+    scenario = load_scenario(EXAMPLES / "demo.yaml")
+    theirs = scenario.job["sessions"].model_copy(update={"declared": object()})  # as strata.job(...) declares it
+    mixed = with_jobs(scenario, [theirs if j.id == "sessions" else j for j in scenario.jobs])
+    # nothing of theirs is built (the session is never touched); nothing asked of a job it does not hold
+    warmed = warm_up(None, mixed, tmp_path / "warm", ["sessions"])
+    assert (warmed.jobs, warmed.skipped, warmed.start_s) == ((), ("sessions",), 0.0)
+    assert not (tmp_path / "warm").exists()
+    line = warm_line(
+        {"c0": Warmed(9.6, 1.2, ("alerts",)), "c1": Warmed(0.0, 0.0, (), ("sessions",))}, lead_after([Warmed(9.6, 1.2)])
+    )
+    assert line == (
+        "queries warmed: c0 10 s (alerts: started in 1.2 s); c1 none; sources' epoch 2.0 s after they start; "
+        "not warmed (a user's Python job reads its own files): sessions"
+    )
