@@ -486,7 +486,8 @@ class Controller:
 
     def _samples(self, job: str) -> int:
         """Windows with the job's work its learned costs rest on (the most over its PEs)."""
-        return max((e.samples for pe, e in self.estimator.estimates().items() if self._job_of.get(pe) == job), default=0)
+        learned = self.estimator.estimates().items()
+        return max((e.samples for pe, e in learned if self._job_of.get(pe) == job), default=0)
 
     def _proven(self) -> list[str]:
         """Jobs planned before they were observed (as plain Spark runs them) and observed now: each is re-planned

@@ -512,9 +512,10 @@ class HarmGuard:
 
         No harm before evidence: a job in ``unseen`` (not observed yet: its costs are priors) is planned as plain
         Spark runs it — its first template, required (admitted) — while the first templates of the required jobs
-        and of those fit ``cores`` and ``memory`` (else plain Spark cannot run them either: the plan decides). A job running its first template is offered another only when the switch is
-        predicted (on the model as learned, every other job as it runs) to gain beyond noise over all jobs
-        (:meth:`worth`); the first template stays otherwise. Each job held so is in :attr:`withheld`, with why."""
+        and of those fit ``cores`` and ``memory`` (else plain Spark cannot run them either: the plan decides). A
+        job running its first template is offered another only when the switch is predicted (on the model as
+        learned, every other job as it runs) to gain beyond noise over all jobs (:meth:`worth`); the first
+        template stays otherwise. Each job held so is in :attr:`withheld`, with why."""
         if not self.config.enabled:
             return list(jobs)
         if self.calm is None:  # the start: the first look decides
