@@ -54,7 +54,7 @@ from strata.balance.level import TaskLevel, uncoordinated
 from strata.control.budgets import l1_budget, pool_names, pools
 from strata.control.cells import CellConfig, place
 from strata.control.estimation import ResourceLearner, mean_offered_rates, offered_demand
-from strata.control.harm import HarmConfig, HarmGuard, job_models
+from strata.control.harm import HarmConfig, HarmGuard, Setting, job_models
 from strata.control.micro_batches import BatchSizing, ReadLimitRestarts, trigger_intervals
 from strata.control.signals import KINDS, Debounce, Signal, SignalConfig, lost_nodes, observed_signals
 from strata.model import Cluster, Scenario, job_maps, joined_graph
@@ -64,6 +64,7 @@ from strata.plan.pacing import PACING, pace
 from strata.plan.placers import placer
 from strata.plan.plan import restricted
 from strata.protocol.engine import Decisions, Move, Observation, Placement
+from strata.protocol.units import SHARE_POOLS
 
 
 @dataclass(frozen=True)
@@ -216,7 +217,7 @@ class Controller:
             epoch=self.epoch,
             admitted=dict(self.plan.templates),
             cpu_share=shares,
-            pools=pool_names(shares),
+            pools=self._pool_names(shares),
             triggers=self.config.triggers(self.scenario),
             placement={pe: list(v) for pe, v in self.placement.items()},
             dispatch=self.dispatch,
@@ -240,6 +241,7 @@ class Controller:
         old_place = {pe: list(v) for pe, v in self.placement.items()}
         old_templates = dict(self.plan.templates)
         old_pools = self._pools()
+        old_names = self._pool_names(old_pools)
 
         # Meta level: the composition for this window (dispatch now; balancing now; placer at the next plan).
         # What ran in the window that ended — the plan in force, answering whichever placer was chosen when it was
@@ -314,9 +316,10 @@ class Controller:
         if self.plan.templates != old_templates:
             d.admitted = dict(self.plan.templates)
         new_pools = self._pools()
-        if new_pools != old_pools:
+        new_names = self._pool_names(new_pools)
+        if new_pools != old_pools or new_names != old_names:
             d.cpu_share = new_pools
-            d.pools = pool_names(new_pools)
+            d.pools = new_names
         if changed:
             d.placement = {pe: list(self.placement[pe]) for pe in sorted(changed)}
         if obs.dispatch != self.dispatch:
@@ -392,13 +395,13 @@ class Controller:
 
     def _worth_capping(self, caps: dict[str, float | None]) -> dict[str, float | None]:
         """The pacing's ``caps`` (source PE → records/s) less those of a job the cap is not predicted to gain
-        anything for beyond noise, over all jobs (:meth:`HarmGuard.worth`: every job as it runs, uncapped, against
-        the same with this job's sources capped): a cap costs its own job and pays only through the cores it
+        anything for beyond noise, over all jobs (:meth:`HarmGuard.worth`: every job on the plan's template,
+        uncapped, against the same with this job's sources capped): a cap costs its own job and pays only through the cores it
         leaves the others. Each job whose cap is dropped is withheld, with why."""
         if not self.config.harm.enabled:
             return caps
         models, cores = self._harm_model()
-        base = self._harm.running(models)
+        base = {job: Setting(self.plan.templates.get(job)) for job in models}  # the plan in force, uncapped
         out = dict(caps)
         for job in sorted(self.plan.templates):
             pes = [pe for pe in caps if self._job_of.get(pe) == job and caps[pe] is not None]
@@ -413,7 +416,7 @@ class Controller:
             out.update(dict.fromkeys(pes))
             self._harm.withhold(
                 (job, "rate cap"),
-                f"rate cap {cap:.0f} rec/s not made: predicted {gain:+.4g}/s over all jobs, within the noise "
+                f"rate cap {cap:.0f} rec/s not made: predicted {gain:+.4g}/s over all jobs, not above the noise "
                 f"margin {margin:.4g}/s",
             )
         return out
@@ -678,6 +681,19 @@ class Controller:
         for job, cores in (offered_demand(self.model(), unseen) if unseen else {}).items():
             shares[job] = max(shares.get(job, 0.0), cores)
         return shares
+
+    def _pool_names(self, shares: Mapping[str, float]) -> dict[str, str]:
+        """The FAIR pools that enforce ``shares`` (:func:`pool_names`), a job planned before it was observed in
+        the heaviest of them: no job the plan favours on evidence outweighs it, so under contention it gets at
+        least the equal share plain Spark gives it. Weights relative to the lightest (all equal: plain's w1)."""
+        names = pool_names(shares)
+        if not self.config.harm.enabled:
+            return names
+        weight = {job: SHARE_POOLS[name] for job, name in names.items()}
+        top = max(weight.values(), default=1)
+        weight.update({job: top for job in weight if job in self._plain})
+        least = min(weight.values(), default=1)
+        return {job: f"w{w // least}" for job, w in weight.items()}
 
     def _place_cells(self, d: Decisions) -> None:
         """L0's jobs → cells and cell shares into ``d`` (when the engine runs cells), from the plan in force's cpu

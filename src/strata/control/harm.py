@@ -578,7 +578,7 @@ class HarmGuard:
         gain, margin, name = best
         return (
             f"template {job.templates[0].name} kept: {name} is predicted {gain:+.4g}/s over all jobs, "
-            f"within the noise margin {margin:.4g}/s"
+            f"not above the noise margin {margin:.4g}/s"
         )
 
     def running(self, models: Mapping[str, JobModel]) -> dict[str, Setting]:
