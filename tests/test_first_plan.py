@@ -4,6 +4,8 @@ with a predicted gain over all jobs beyond noise. Known answers by hand; no timi
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
 from strata.control.controller import Controller, HierarchyConfig
@@ -29,7 +31,7 @@ def one_core() -> Scenario:
         src = {"name": "src", "kind": "source", "cost_per_record": 0.0, "source": {"rate": 100, "seed": 1}}
         sink = {"name": "sink", "kind": "sink", "cost_per_record": 0.0}
         chain = ["src", *names, "sink"]
-        streams = [{"from": a, "to": b} for a, b in zip(chain, chain[1:], strict=False)]
+        streams = [{"from": a, "to": b} for a, b in itertools.pairwise(chain)]
         streams[-1]["weight"] = weight
         return {"name": name, "operators": [src, *ops, sink], "streams": streams}
 

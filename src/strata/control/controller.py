@@ -396,8 +396,8 @@ class Controller:
     def _worth_capping(self, caps: dict[str, float | None]) -> dict[str, float | None]:
         """The pacing's ``caps`` (source PE → records/s) less those of a job the cap is not predicted to gain
         anything for beyond noise, over all jobs (:meth:`HarmGuard.worth`: every job on the plan's template,
-        uncapped, against the same with this job's sources capped): a cap costs its own job and pays only through the cores it
-        leaves the others. Each job whose cap is dropped is withheld, with why."""
+        uncapped, against the same with this job's sources capped): a cap costs its own job and pays only through
+        the cores it leaves the others. Each job whose cap is dropped is withheld, with why."""
         if not self.config.harm.enabled:
             return caps
         models, cores = self._harm_model()
