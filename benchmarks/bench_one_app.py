@@ -36,6 +36,7 @@ from strata.spark.conf import SparkSettings, user_conf
 
 ROOT = Path(__file__).resolve().parents[1]
 MODES = ("baseline", "fair", "strata")
+RESULTS = ("benchmarks", "results", "one_app.json")
 
 
 def measure_seed(index: int, seed: int, args, console: Console) -> dict:
@@ -57,18 +58,16 @@ def measure_seed(index: int, seed: int, args, console: Console) -> dict:
     rows = pd.concat([pd.read_csv(out / m / "metrics" / "summary.csv") for m in MODES]).to_dict("records")
     decisions = pd.read_csv(out / "strata" / "metrics" / "decisions.csv")
     critical = critical_jobs(scenario, config.run.control.critical_latency_s)
-    fair, plain = versus_fair(rows, critical), versus_plain(rows, critical)
+    figures = {"versus_fair": versus_fair(rows, critical), "versus_plain": versus_plain(rows, critical)}
+    targets = {"versus_fair": VERSUS_FAIR, "versus_plain": VERSUS_PLAIN}
     return {
         "seed": seed,
         "order": list(order),
         "critical_jobs": critical,
         "wall_s": time.time() - t0,
-        "load_average_before": load_before,
-        "load_average_after": os.getloadavg(),
-        "versus_fair": fair,
-        "versus_fair_met": judge(fair, VERSUS_FAIR),
-        "versus_plain": plain,
-        "versus_plain_met": judge(plain, VERSUS_PLAIN),
+        "load_average": {"before": load_before, "after": os.getloadavg()},  # a shared machine: what else ran
+        **figures,
+        **{f"{name}_met": judge(f, targets[name]) for name, f in figures.items()},
         "summary": rows,
         "decisions": decisions[["t", "kind", "job", "detail", "reasons"]].fillna("").to_dict("records"),
     }
@@ -78,9 +77,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--duration", type=float, default=30.0)
-    parser.add_argument("--spec", type=Path, default=ROOT / "examples" / "demo.yaml")
-    parser.add_argument("--out", type=Path, default=ROOT / "runs" / "bench_one_app")
-    parser.add_argument("--json", type=Path, default=ROOT / "benchmarks" / "results" / "one_app.json")
+    paths = {"spec": ("examples", "demo.yaml"), "out": ("runs", "bench_one_app"), "json": RESULTS}
+    for name, parts in paths.items():
+        parser.add_argument(f"--{name}", type=Path, default=ROOT.joinpath(*parts))
     args = parser.parse_args()
     console = Console(width=200)
     runs = [measure_seed(k, seed, args, console) for k, seed in enumerate(args.seeds)]
@@ -109,17 +108,9 @@ def main() -> None:
         "versus_plain": worst_seeds({r["seed"]: r["versus_plain"] for r in runs}, VERSUS_PLAIN),
     }
     console.print(f"worst seed: {json.dumps(worst)}")
+    given = {**vars(args), "spec": str(args.spec), "out": str(args.out), "json": str(args.json)}
     args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(
-        json.dumps(
-            {
-                "args": {**vars(args), "spec": str(args.spec), "out": str(args.out), "json": str(args.json)},
-                "runs": runs,
-                "worst": worst,
-            },
-            indent=1,
-        )
-    )
+    args.json.write_text(json.dumps({"args": given, "runs": runs, "worst": worst}, indent=1))
     console.print(f"→ {args.json}")
 
 
