@@ -11,7 +11,7 @@ import pytest
 from strata.control.controller import Controller, HierarchyConfig
 from strata.control.harm import HarmGuard, JobModel, Setting, predicted_gain
 from strata.model import Scenario
-from strata.protocol.engine import InstanceLoad, Observation, WindowStats
+from strata.protocol.engine import Decisions, InstanceLoad, Observation, WindowStats
 
 
 def one_core() -> Scenario:
@@ -156,3 +156,23 @@ def test_a_pacing_cap_with_no_gain_for_anyone_is_withheld():
         ("crit", "rate cap 150 rec/s not made: predicted -166.7/s over all jobs, not above the noise margin 166.7/s")
     ]
     assert ctl._harm.withheld[("crit", "rate cap")].startswith("rate cap 150 rec/s")  # still withheld, told once
+
+
+def test_a_switch_within_noise_is_withheld_and_said_once():
+    from tests.test_harm import MODELS, guard
+
+    # bulk's two templates cost and are worth the same (tests/test_harm.py's MODELS): a switch gains nothing
+    g = guard()
+    jobs = g.scenario.jobs
+    first = g.planning(jobs, MODELS, 1.5, unseen={"bulk"})
+    assert [len(j.templates) for j in first] == [1, 1] and [j.required for j in first] == [False, True]
+    d = g.review(Decisions(1, admitted={"crit": "t0", "bulk": "full"}), 0.0, None, MODELS, 1.5)
+    assert [job for job, _ in d.withheld] == ["bulk"] and d.withheld[0][1].startswith("no observation yet")
+    seen = g.planning(jobs, MODELS, 1.5)
+    assert [len(j.templates) for j in seen] == [1, 1] and not any(j.required for j in seen)
+    d = g.review(Decisions(2), 5.0, None, MODELS, 1.5)
+    assert d.withheld == (
+        ("bulk", "template full kept: lite is predicted +0/s over all jobs, not above the noise margin 0.001/s"),
+    )
+    g.planning(jobs, MODELS, 1.5)
+    assert g.review(Decisions(3), 10.0, None, MODELS, 1.5).withheld == ()  # told once

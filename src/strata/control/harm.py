@@ -402,8 +402,9 @@ class HarmGuard:
     triggers: dict[str, float] = field(default_factory=dict)  # in force: job → trigger s
     calm: bool | None = None  # no overload (None: not looked yet): bulk jobs held plain
     calm_looks: int = 0  # consecutive looks below busy_limit
-    # (job, kind) → why the Controller did not make a decision the plan proposed (no evidence yet, no predicted
-    # gain beyond noise); each new one goes out once in Decisions.withheld
+    # (job, kind) → why the Controller did not make a decision the plan proposed (kind "evidence": none before the
+    # job is observed; a kind of KINDS: no predicted gain beyond noise); each new one goes out once in
+    # Decisions.withheld
     withheld: dict[tuple[str, str], str] = field(default_factory=dict)
     told: dict[tuple[str, str], str] = field(default_factory=dict)  # the withheld records already sent
 
@@ -526,19 +527,19 @@ class HarmGuard:
         fits = sum(j.templates[0].cpu_min for j in required) <= cores + 1e-9 and (
             sum(j.templates[0].memory for j in required) <= memory
         )
-        self.withheld = {k: why for k, why in self.withheld.items() if k[1] not in PLANNED}
+        self.withheld = {k: why for k, why in self.withheld.items() if k[1] not in (*PLANNED, "evidence")}
         base = self.running(models)
         out = []
         for job in jobs:
             first = job.templates[:1]
             if job.id in unseen and fits:
-                self.withheld[(job.id, "template")] = (
+                self.withheld[(job.id, "evidence")] = (
                     f"no observation yet: runs as plain Spark runs it (template {first[0].name}, admitted, no cap, "
                     "at least its offered cpu) until its costs are learned"
                 )
                 job = job.model_copy(update={"templates": first, "required": True})
             elif job.id in unseen:
-                self.withheld[(job.id, "template")] = (
+                self.withheld[(job.id, "evidence")] = (
                     "no observation yet, but the first templates of the jobs plain Spark would run do not fit "
                     f"({cores:g} cores): template and admission left to the plan"
                 )
