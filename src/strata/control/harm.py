@@ -44,6 +44,14 @@ again once it exceeds the cores: offered rates swing with bursts), a bulk job
 (target latency above the Controller's ``critical_latency_s``) is held as plain Spark runs it: first template, no
 cap, the default pool — there is nothing to gain for anyone.
 
+No harm before evidence, and a decision must pay (issue 29). A job the Controller has not observed yet (no cost
+learned from the engine's accounting) is planned as plain Spark runs it (:meth:`HarmGuard.planning`: its first
+template, required); a switch away from a job's first template, and a pacing cap (the Controller asks
+:meth:`HarmGuard.worth`), are made only when the rate model predicts them a gain over *all* jobs
+(:func:`predicted_gain`: the change applied to every job as it runs) above ``noise_share`` of the objectives they
+move, at least ``noise_floor`` — a cap or a cheaper template costs its own job and pays only through the cores it
+leaves the others. What is not made is recorded once (``Decisions.withheld``; Spark: a ``withheld`` row).
+
 Caps, pools and triggers are held plain by rewriting the step's :class:`~strata.protocol.engine.Decisions`;
 templates and admission come with a placement and cpu, so they are held through the plan
 (:meth:`HarmGuard.planning`: the job offers the planner only its first template, or is required;
@@ -528,7 +536,7 @@ class HarmGuard:
             sum(j.templates[0].memory for j in required) <= memory
         )
         self.withheld = {k: why for k, why in self.withheld.items() if k[1] not in (*PLANNED, "evidence")}
-        base = self.running(models)
+        base = self._running(models)
         out = []
         for job in jobs:
             first = job.templates[:1]
@@ -582,7 +590,7 @@ class HarmGuard:
             f"not above the noise margin {margin:.4g}/s"
         )
 
-    def running(self, models: Mapping[str, JobModel]) -> dict[str, Setting]:
+    def _running(self, models: Mapping[str, JobModel]) -> dict[str, Setting]:
         """Each job as the rate model sees it run now: its template in force (its first before it starts), no
         cap, the plain pool — the base a decision's predicted gain is measured from."""
         return {job: Setting(self.templates.get(job, m.first)) for job, m in models.items()}
