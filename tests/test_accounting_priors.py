@@ -49,6 +49,7 @@ def test_offered_demand_is_records_in_times_cost_through_the_chain():
 
 
 def test_an_unobserved_job_gets_no_cap_and_at_least_its_offered_demand():
+    # (learned costs lifting it: tests/test_first_plan.py)
     ctl = Controller(one_core(), HierarchyConfig(epoch_s=1000.0, window_s=2.0, pacing="plan"))
     first = ctl.start(0.0)
     # the plan on priors cannot give both their 1.4 cores on 1: before, it capped the sources at what it admitted
@@ -61,11 +62,12 @@ def test_an_unobserved_job_gets_no_cap_and_at_least_its_offered_demand():
     later = ctl.step(Observation(window(4.0, {"alerts.input": 100.0})))
     assert later.rate_limits["bulk.input"] is None
     assert ctl._pools()["bulk"] >= 1.0 - 1e-9
-    # bulk observed at 500/s: re-planned on it, and from here the plan's cap and share hold for it
+    # bulk's ingest observed at 500/s: re-planned on it, and still neither capped nor given less than its offer
+    # needs (500 × 0.01 = 5 cores): its costs are not learned yet (no window accounted any of its work)
     seen = ctl.step(Observation(window(6.0, {"alerts.input": 100.0, "bulk.input": 500.0})))
     assert "bulk" in seen.replan
-    assert seen.rate_limits["bulk.input"] is not None and seen.rate_limits["bulk.input"] < 500.0
-    assert ctl._pools()["bulk"] < 500 * 0.01
+    assert seen.rate_limits["bulk.input"] is None
+    assert ctl._pools()["bulk"] >= 5.0 - 1e-9
 
 
 def test_the_floor_is_the_work_on_idle_cores_plus_the_least_contended_driver_time():

@@ -20,7 +20,7 @@ from strata.model import Scenario
 from strata.protocol.engine import Decisions, LatencyStats, WindowStats
 
 
-def chain(job, rank, target, rate, cost, templates=("t0",)):
+def chain(job, rank, target, rate, cost, templates=("t0",), worth=1.0):
     tpls = []
     for k, name in enumerate(templates):
         tpls.append(
@@ -31,7 +31,7 @@ def chain(job, rank, target, rate, cost, templates=("t0",)):
                     {"name": "f", "kind": "map", "cost_per_record": cost / (k + 1)},
                     {"name": "sink", "kind": "sink", "cost_per_record": 0.0},
                 ],
-                "streams": [{"from": "src", "to": "f"}, {"from": "f", "to": "sink", "weight": 1.0 / (k + 1)}],
+                "streams": [{"from": "src", "to": "f"}, {"from": "f", "to": "sink", "weight": worth / (k + 1)}],
             }
         )
     return {"id": job, "rank": rank, "target_latency_s": target, "templates": tpls}
@@ -389,23 +389,32 @@ def test_without_overload_the_controller_leaves_bulk_jobs_as_plain_spark_runs_th
 
 
 def overloaded_run(harm: HarmConfig):
-    """crit (150 rec/s, 0.9 cores) and bulk (300 rec/s, 1.8 cores) on 2 cores, L0 pacing at the plan's rates;
-    no cap before a window is observed (priors only seed), so L0 caps bulk at 150 rec/s from the first window
-    (t = 5 s); bulk reads 150 rec/s with half its outputs late up to t = 25 s, then 183 rec/s on time."""
+    """crit (200 rec/s, 1.2 cores, worth 10 an output) and bulk (300 rec/s, 1.8 cores) on 2 cores, L0 pacing at
+    the plan's rates. Neither is capped before its costs are learned (three windows with its work accounted, at
+    t = 15 s); then L0 caps bulk at 100 rec/s (the 133 its 0.8 cores buy, in steps of 50), which pays: FAIR's
+    equal shares leave crit 1 core (166.7 rec/s), the cap gives it its 1.2 (+333/s) for bulk's −66.7/s. Bulk
+    reads 167 rec/s on time uncapped, 100 with half its outputs late under the cap."""
     from strata.control.controller import Controller, HierarchyConfig
-    from strata.protocol.engine import Observation
+    from strata.protocol.engine import InstanceLoad, Observation
 
     doc = {
         "name": "over",
         "cluster": {"nodes": [{"name": "n0", "cores": 2}]},
-        "jobs": [chain("crit", 1, 1.0, 150, 0.006), chain("bulk", 2, 30.0, 300, 0.006)],
+        "jobs": [chain("crit", 1, 1.0, 200, 0.006, worth=10.0), chain("bulk", 2, 30.0, 300, 0.006)],
     }
     ctl = Controller(Scenario.model_validate(doc), HierarchyConfig(pacing="plan", harm=harm))
     out = [ctl.start(0.0)]
-    script = [(t, 150, 0.5) for t in (5, 10, 15, 20, 25)] + [(t, 183, 0.0) for t in range(30, 65, 5)]
-    for t, read, miss in script:
-        offered = {"crit.src": 150.0, "bulk.src": 300.0}
-        win = window(float(t), {"crit": 150.0, "bulk": float(read)}, {"crit": 0.0, "bulk": miss}, offered)
+    offered = {"crit.src": 200.0, "bulk.src": 300.0}
+    for t in range(5, 75, 5):
+        capped = out[-1].rate_limits.get("bulk.src") is not None or ctl._harm.caps.get("bulk.src") is not None
+        crit, bulk, miss = (200.0, 100.0, 0.5) if capped else (166.7, 166.7, 0.0)
+        win = window(float(t), {"crit": crit, "bulk": bulk}, {"crit": 0.0, "bulk": miss}, offered)
+        # the work accounted: 0.006 core-s a record at f, every record forwarded
+        read = {"crit": crit, "bulk": bulk}
+        work = tuple(InstanceLoad(f"{j}.f", 0, "n0", round(5 * r), 0.006 * 5 * r, 0, 0) for j, r in read.items())
+        rates = {**win.rates, **{f"{j}.f": r for j, r in read.items()}}
+        kept = {f: getattr(win, f) for f in WindowStats.__slots__ if f not in ("instances", "rates")}
+        win = WindowStats(**kept, instances=work, rates=rates)
         out.append(ctl.step(Observation(win)))
     return ctl, out
 
@@ -413,34 +422,20 @@ def overloaded_run(harm: HarmConfig):
 def test_the_controller_reverts_exactly_the_bad_decision():
     ctl, out = overloaded_run(HarmConfig())
     assert out[0].rate_limits == {"crit.src": None, "bulk.src": None} and out[0].triggers == {"crit": 0.05, "bulk": 2.0}
-    assert out[1].rate_limits["bulk.src"] == 150.0
+    assert [d.rate_limits["bulk.src"] for d in out[1:4]] == [None, None, 100.0]
     reverts = [(k, r) for k, d in enumerate(out) for r in d.reverts]
-    # No window of bulk uncapped counts as plain: the only one (t = 5 s) is the start's transition (settle_windows
-    # 2), so the counterfactual is the model's: crit's 0.9 cores met, the other 1.1 buy bulk 183.3 rec/s. The
-    # trigger (t = 0) fails its judgement first (t = 25 s), but the cap (t = 5 s, predicted -33.3) is still being
-    # judged on the same windows and the model blames it more: nothing is reverted until it is judged. The cap,
-    # settled over t = 10 and 15, judged over t = 20, 25, 30 (75, 75, 183 on time: 111), cost 72.3 — beyond
-    # 33.3 + 10% of 183.3. The trigger, watched afresh, is kept once bulk runs uncapped on time.
-    assert reverts == [
-        (
-            6,
-            (
-                "bulk",
-                "rate cap 150 rec/s → none: predicted -33.33/s vs plain, observed -72.33/s (111 against plain's "
-                "183.3 as the model predicts it, no plain window observed; noise margin 18.33) over 3 windows, "
-                "decided 25 s ago; held plain 120 s, on trial: restored unless plain as observed does better",
-            ),
-        )
-    ]
-    # the trial: plain settles over t = 35, 40 and reads 183 on time over 45, 50, 55; the cap judged again against
-    # that (111 − 183 < −33.3 − 10% of 183) fails again: held plain to the end of its cooldown (t = 150)
-    assert all(d.rate_limits["bulk.src"] is None for d in out[6:])
-    assert ctl._harm.trials == {} and ctl._harm.cooldown == {("bulk", "rate cap"): 150.0}
-    assert not any(r.startswith("restored:") for d in out for r in d.reasons)
-    assert ctl._harm.kept == {("crit", "trigger"): "0.05 s", ("bulk", "trigger"): "2 s"}
+    # The cap (t = 15 s) settles over t = 20, 25 and is judged over 30, 35, 40: bulk on time 100 × 0.5 = 50/s
+    # against 166.7 observed uncapped at t = 15 (the one plain window past the start's two settling ones), −116.7:
+    # beyond its predicted −66.7 (1 core's 166.7 rec/s less the cap's 100) less 10% of 166.7 → reverted at t = 40
+    [(k, (job, why))] = reverts
+    assert (k, job) == (8, "bulk")
+    assert why.startswith("rate cap 100 rec/s → none: predicted -66.")
+    assert "observed -116.7/s (49.99 against plain's 166.7 observed over 1 windows; noise margin 16.67)" in why
+    assert all(d.rate_limits["bulk.src"] is None for d in out[8:])
+    assert ctl._harm.cooldown == {("bulk", "rate cap"): 160.0}
     # without the guard the cap stays
     _, bare = overloaded_run(HarmConfig(enabled=False))
-    assert all(d.rate_limits["bulk.src"] == 150.0 for d in bare[1:]) and all(d.reverts == () for d in bare)
+    assert all(d.rate_limits["bulk.src"] == 100.0 for d in bare[3:]) and all(d.reverts == () for d in bare)
 
 
 def test_a_stop_costing_more_than_predicted_is_reverted_through_the_plan():

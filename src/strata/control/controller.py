@@ -54,7 +54,7 @@ from strata.balance.level import TaskLevel, uncoordinated
 from strata.control.budgets import l1_budget, pool_names, pools
 from strata.control.cells import CellConfig, place
 from strata.control.estimation import ResourceLearner, mean_offered_rates, offered_demand
-from strata.control.harm import HarmConfig, HarmGuard, job_models
+from strata.control.harm import HarmConfig, HarmGuard, Setting, job_models
 from strata.control.micro_batches import BatchSizing, ReadLimitRestarts, trigger_intervals
 from strata.control.signals import KINDS, Debounce, Signal, SignalConfig, lost_nodes, observed_signals
 from strata.model import Cluster, Scenario, job_maps, joined_graph
@@ -64,6 +64,7 @@ from strata.plan.pacing import PACING, pace
 from strata.plan.placers import placer
 from strata.plan.plan import restricted
 from strata.protocol.engine import Decisions, Move, Observation, Placement
+from strata.protocol.units import SHARE_POOLS
 
 
 @dataclass(frozen=True)
@@ -178,6 +179,7 @@ class Controller:
         self._cooldown: dict[str, float] = {}
         self._planned_ingest: dict[str, float] = {}  # job → the observed ingest its last (re)plan used
         self._on_prior: set[str] = set()  # jobs whose last (re)plan had no observed ingest, only the spec's rate
+        self._plain: set[str] = set()  # jobs whose last (re)plan ran them as plain Spark would: not observed yet
         sc = cfg.signals if cfg.coordinated else replace(cfg.signals, raise_after=1, clear_after=1)
         self._debounce = Debounce(sc.raise_after, sc.clear_after)
         self._l1 = TaskLevel(
@@ -200,6 +202,7 @@ class Controller:
         for job in scenario.jobs:
             ops = job.templates[0].operators
             self._nominal[job.id] = sum(op.source.rate for op in ops if op.source is not None)
+        self._evidence: set[str] = set()  # jobs observed: their costs learned from the engine's accounting
         by_job = {j: [pe for pe, owner in self._sources.items() if owner == j] for j in scenario.job}
         self._harm = HarmGuard(scenario, by_job, cfg.critical_latency_s, cfg.harm)
 
@@ -214,7 +217,7 @@ class Controller:
             epoch=self.epoch,
             admitted=dict(self.plan.templates),
             cpu_share=shares,
-            pools=pool_names(shares),
+            pools=self._pool_names(shares),
             triggers=self.config.triggers(self.scenario),
             placement={pe: list(v) for pe, v in self.placement.items()},
             dispatch=self.dispatch,
@@ -238,6 +241,7 @@ class Controller:
         old_place = {pe: list(v) for pe, v in self.placement.items()}
         old_templates = dict(self.plan.templates)
         old_pools = self._pools()
+        old_names = self._pool_names(old_pools)
 
         # Meta level: the composition for this window (dispatch now; balancing now; placer at the next plan).
         # What ran in the window that ended — the plan in force, answering whichever placer was chosen when it was
@@ -249,6 +253,7 @@ class Controller:
 
         signals = self._signals(obs)
         unseen = self._first_seen()
+        proven = self._proven()
         held = self._harm.replan_due(self.plan.templates)  # do no harm: templates, admission held plain
         replanned: tuple[str, ...] = ()
         plan_seconds = 0.0
@@ -259,7 +264,7 @@ class Controller:
             reasons.append("epoch")
             for s in signals:
                 self._debounce.reset((s.kind, s.job))
-        elif signals or unseen or held:
+        elif signals or unseen or proven or held:
             jobs: set[str] = set()
             for j in held:
                 jobs |= set(nx.node_connected_component(self._jobs_graph, j))
@@ -269,6 +274,11 @@ class Controller:
             for j in unseen:
                 jobs |= set(nx.node_connected_component(self._jobs_graph, j))
                 reasons.append(f"observed:{j} (ingest {self._job_ingest(j):.0f}/s; planned on its prior)")
+            # A job planned before it was observed ran as plain Spark runs it: once its costs are learned it is
+            # re-planned on them, the first plan that may depart from plain for it.
+            for j in proven:
+                jobs |= set(nx.node_connected_component(self._jobs_graph, j))
+                reasons.append(f"learned:{j} (costs over {self._samples(j)} windows; ran as plain Spark until now)")
             for s in signals:
                 # A lost node is never waited out: its instances must move now.
                 if cfg.coordinated and s.kind != "node-loss" and self._cooldown.get(s.job, -math.inf) > now:
@@ -306,9 +316,10 @@ class Controller:
         if self.plan.templates != old_templates:
             d.admitted = dict(self.plan.templates)
         new_pools = self._pools()
-        if new_pools != old_pools:
+        new_names = self._pool_names(new_pools)
+        if new_pools != old_pools or new_names != old_names:
             d.cpu_share = new_pools
-            d.pools = pool_names(new_pools)
+            d.pools = new_names
         if changed:
             d.placement = {pe: list(self.placement[pe]) for pe in sorted(changed)}
         if obs.dispatch != self.dispatch:
@@ -370,7 +381,9 @@ class Controller:
         if cfg.pacing == "off":
             return None
         opt = cfg.plan
-        caps = pace(self._planned_model, self.plan, window, cfg.window_s, cfg.pacing, opt.batch, opt.headroom)
+        caps = self._worth_capping(
+            pace(self._planned_model, self.plan, window, cfg.window_s, cfg.pacing, opt.batch, opt.headroom)
+        )
         if cfg.size_batches:  # bulk batches whose longest task fits the critical jobs' slack (micro_batches)
             sizing = BatchSizing(
                 int(self.scenario.cluster.total_cores), cfg.critical_latency_s, cfg.triggers(self.scenario)
@@ -378,7 +391,35 @@ class Controller:
             ingest = window.ingest if window is not None else {}
             for pe, rate in sizing.caps(self.model(), self.plan.templates, self.estimator.estimates(), ingest).items():
                 caps[pe] = rate if caps.get(pe) is None else min(caps[pe], rate)
-        return {pe: None if self._job_of[pe] in self._on_prior else cap for pe, cap in caps.items()}
+        return {pe: None if self._job_of[pe] in self._plain else cap for pe, cap in caps.items()}
+
+    def _worth_capping(self, caps: dict[str, float | None]) -> dict[str, float | None]:
+        """The pacing's ``caps`` (source PE → records/s) less those of a job the cap is not predicted to gain
+        anything for beyond noise, over all jobs (:meth:`HarmGuard.worth`: every job on the plan's template,
+        uncapped, against the same with this job's sources capped): a cap costs its own job and pays only through
+        the cores it leaves the others. Each job whose cap is dropped is withheld, with why."""
+        if not self.config.harm.enabled:
+            return caps
+        models, cores = self._harm_model()
+        base = {job: Setting(self.plan.templates.get(job)) for job in models}  # the plan in force, uncapped
+        out = dict(caps)
+        for job in sorted(self.plan.templates):
+            pes = [pe for pe in caps if self._job_of.get(pe) == job and caps[pe] is not None]
+            if not pes or job in self._plain:
+                self._harm.withhold((job, "rate cap"), None)
+                continue
+            cap = sum(caps[pe] for pe in pes)
+            ok, gain, margin = self._harm.worth(models, {job: replace(base[job], cap=cap)}, cores, base)
+            if ok:
+                self._harm.withhold((job, "rate cap"), None)
+                continue
+            out.update(dict.fromkeys(pes))
+            self._harm.withhold(
+                (job, "rate cap"),
+                f"rate cap {cap:.0f} rec/s not made: predicted {gain:+.4g}/s over all jobs, not above the noise "
+                f"margin {margin:.4g}/s",
+            )
+        return out
 
     # ------------------------------------------------------------------ signals
 
@@ -418,9 +459,25 @@ class Controller:
                 self._on_prior.discard(j)
             else:
                 self._on_prior.add(j)
+            if self._observed(j):
+                self._plain.discard(j)
+            else:
+                self._plain.add(j)
 
     def _observed_ingest(self, job: str) -> bool:
         return any(self._sources.get(pe) == job for pe in self.estimator.ingest)
+
+    def _observed(self, job: str) -> bool:
+        """Whether ``job`` has been observed: its offered rate seen (a job with sources) and costs learned for its
+        operators from the engine's accounting (an estimate, ``estimator.min_samples`` windows with its work, for
+        one of its PEs at least: an engine that runs a chain as one unit accounts them all at once). Once
+        observed, a job stays so: a template it has not run yet is planned on its operators' priors, next to the
+        learned ones of operators it shares with the templates it ran."""
+        if job not in self._evidence:
+            ingest = self._observed_ingest(job) or job not in self._sources.values()
+            if ingest and any(self._job_of.get(pe) == job for pe in self.estimator.estimates()):
+                self._evidence.add(job)
+        return job in self._evidence
 
     def _first_seen(self) -> list[str]:
         """Jobs whose plan used their prior rate and whose ingest is observed for the first time, differing from
@@ -430,14 +487,30 @@ class Controller:
         self._on_prior -= set(seen)
         return [j for j in seen if self._ingest_change(j) >= self.config.replan_on_change]
 
+    def _samples(self, job: str) -> int:
+        """Windows with the job's work its learned costs rest on (the most over its PEs)."""
+        learned = self.estimator.estimates().items()
+        return max((e.samples for pe, e in learned if self._job_of.get(pe) == job), default=0)
+
+    def _proven(self) -> list[str]:
+        """Jobs planned before they were observed (as plain Spark runs them) and observed now: each is re-planned
+        once on its learned costs and observed rate, the first plan that may depart from plain for it."""
+        seen = [j for j in sorted(self._plain) if self._observed(j)]
+        self._plain -= set(seen)
+        return seen
+
     def _ingest_change(self, job: str) -> float:
         """|now − planned| / max(now, planned, a tenth of the spec's rate): 1 for a job that woke from idle."""
         then, now = self._planned_ingest.get(job, 0.0), self._job_ingest(job)
         floor = 0.1 * self._nominal.get(job, 0.0)
         return abs(now - then) / max(now, then, floor, 1e-9)
 
-    def _observed(self, cluster: Cluster, margin: Mapping[str, float]) -> Scenario:
-        jobs = self._harm.planning(self.model(margin).jobs, *self._harm_model())
+    def _as_learned(self, cluster: Cluster, margin: Mapping[str, float]) -> Scenario:
+        """The scenario the planner is given: learned costs and observed rates; a job not observed yet as plain
+        Spark runs it (:meth:`HarmGuard.planning`)."""
+        unseen = {j for j in self.scenario.job if not self._observed(j)}
+        memory = sum(n.memory for n in cluster.all_nodes)
+        jobs = self._harm.planning(self.model(margin).jobs, *self._harm_model(), unseen=unseen, memory=memory)
         return Scenario(name=self.scenario.name, cluster=cluster, jobs=jobs)
 
     def _run_planner(self, scenario: Scenario, previous: Plan | None, name: str) -> Plan:
@@ -474,7 +547,7 @@ class Controller:
         t0 = time.perf_counter()
         cluster = self._live_cluster()
         margin = {s.job: 1.0 + self.config.headroom for s in signals if s.kind in ("miss", "shortfall")}
-        sub = self._observed(cluster, margin)
+        sub = self._as_learned(cluster, margin)
         previous = self._restrict(self.plan, set(self.scenario.job), {n.name for n in cluster.all_nodes})
 
         def attempt(placer: str) -> Plan:
@@ -519,7 +592,7 @@ class Controller:
         if cluster is None:
             self._note(f"re-plan of {sorted(jobs)} at {now:.1f}: no live node")
             return time.perf_counter() - t0
-        observed = self._observed(cluster, self._margin)
+        observed = self._as_learned(cluster, self._margin)
         previous = self._restrict(self.plan, set(self.plan.templates), {n.name for n in cluster.all_nodes})
 
         def attempt(placer: str) -> Plan:
@@ -600,14 +673,27 @@ class Controller:
             self._note(f"placement: {d}")
 
     def _pools(self) -> dict[str, float]:
-        """Job → cpu share of the plan in force. Priors only seed the estimator: a job planned on its prior rate
-        alone (no ingest observed) gets at least what its sources offer needs (:func:`offered_demand`), never a
-        share a plan on guessed rates and costs made smaller."""
+        """Job → cpu share of the plan in force. Priors only seed the estimator: a job planned before it was
+        observed gets at least what its sources offer needs (:func:`offered_demand`, at the rate observed so far
+        else its prior), never a share a plan on guessed rates and costs made smaller."""
         shares = pools(self.plan, self._job_of)
-        unseen = {j: t for j, t in self.plan.templates.items() if j in self._on_prior}
+        unseen = {j: t for j, t in self.plan.templates.items() if j in self._plain}
         for job, cores in (offered_demand(self.model(), unseen) if unseen else {}).items():
             shares[job] = max(shares.get(job, 0.0), cores)
         return shares
+
+    def _pool_names(self, shares: Mapping[str, float]) -> dict[str, str]:
+        """The FAIR pools that enforce ``shares`` (:func:`pool_names`), a job planned before it was observed in
+        the heaviest of them: no job the plan favours on evidence outweighs it, so under contention it gets at
+        least the equal share plain Spark gives it. Weights relative to the lightest (all equal: plain's w1)."""
+        names = pool_names(shares)
+        if not self.config.harm.enabled:
+            return names
+        weight = {job: SHARE_POOLS[name] for job, name in names.items()}
+        top = max(weight.values(), default=1)
+        weight.update({job: top for job in weight if job in self._plain})
+        least = min(weight.values(), default=1)
+        return {job: f"w{w // least}" for job, w in weight.items()}
 
     def _place_cells(self, d: Decisions) -> None:
         """L0's jobs → cells and cell shares into ``d`` (when the engine runs cells), from the plan in force's cpu

@@ -44,6 +44,14 @@ again once it exceeds the cores: offered rates swing with bursts), a bulk job
 (target latency above the Controller's ``critical_latency_s``) is held as plain Spark runs it: first template, no
 cap, the default pool — there is nothing to gain for anyone.
 
+No harm before evidence, and a decision must pay (issue 29). A job the Controller has not observed yet (no cost
+learned from the engine's accounting) is planned as plain Spark runs it (:meth:`HarmGuard.planning`: its first
+template, required); a switch away from a job's first template, and a pacing cap (the Controller asks
+:meth:`HarmGuard.worth`), are made only when the rate model predicts them a gain over *all* jobs
+(:func:`predicted_gain`: the change applied to every job as it runs) above ``noise_share`` of the objectives they
+move, at least ``noise_floor`` — a cap or a cheaper template costs its own job and pays only through the cores it
+leaves the others. What is not made is recorded once (``Decisions.withheld``; Spark: a ``withheld`` row).
+
 Caps, pools and triggers are held plain by rewriting the step's :class:`~strata.protocol.engine.Decisions`;
 templates and admission come with a placement and cpu, so they are held through the plan
 (:meth:`HarmGuard.planning`: the job offers the planner only its first template, or is required;
@@ -56,7 +64,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
 from strata.model import Job, OperatorKind, Scenario, Template, joined_graph
@@ -174,6 +182,25 @@ def objectives(models: Mapping[str, JobModel], settings: Mapping[str, Setting], 
 def plain_settings(models: Mapping[str, JobModel]) -> dict[str, Setting]:
     """What plain Spark runs: every job on its first template, uncapped, weight 1, no trigger."""
     return {job: Setting(m.first) for job, m in models.items()}
+
+
+def predicted_gain(
+    models: Mapping[str, JobModel],
+    change: Mapping[str, Setting],
+    cores: float,
+    base: Mapping[str, Setting] | None = None,
+) -> tuple[float, float]:
+    """What ``change`` (job → its setting) applied to ``base`` (default: the plain setting) is predicted to bring:
+    (Σ over every job of its objective with the change − without; Σ of the objective without it over the jobs
+    whose objective it moves, the stake the noise margin is a share of). Every job counts: a cap or a cheaper
+    template costs its own job and pays only through the cores it leaves the others. E.g. two jobs on one core,
+    each offered 1 rec/s at 1 core-s per record and worth its on-time rate: plain gives each 0.5 rec/s; a cap of
+    0.25 rec/s on one gives the other 0.75: gain 0 (the one's loss is the other's gain), stake 1."""
+    base = dict(base or plain_settings(models))
+    before = objectives(models, base, cores)
+    after = objectives(models, {**base, **change}, cores)
+    moved = [j for j in models if abs(after[j] - before[j]) > 1e-9 * max(1.0, abs(before[j]))]
+    return sum(after[j] - before[j] for j in models), sum(abs(before[j]) for j in moved)
 
 
 def plain_demand(models: Mapping[str, JobModel]) -> float:
@@ -383,6 +410,11 @@ class HarmGuard:
     triggers: dict[str, float] = field(default_factory=dict)  # in force: job → trigger s
     calm: bool | None = None  # no overload (None: not looked yet): bulk jobs held plain
     calm_looks: int = 0  # consecutive looks below busy_limit
+    # (job, kind) → why the Controller did not make a decision the plan proposed (kind "evidence": none before the
+    # job is observed; a kind of KINDS: no predicted gain beyond noise); each new one goes out once in
+    # Decisions.withheld
+    withheld: dict[tuple[str, str], str] = field(default_factory=dict)
+    told: dict[tuple[str, str], str] = field(default_factory=dict)  # the withheld records already sent
 
     def settings(self) -> dict[str, Setting]:
         """Job → the setting in force (as the decisions seen so far enforce it)."""
@@ -464,25 +496,111 @@ class HarmGuard:
             d.reasons = (*d.reasons, "no overload: bulk jobs run as plain Spark runs them")
         self._enforced(d)
         self._enter(now, models, plain, cores)
+        self._tell(d)
         return d
 
-    def planning(self, jobs: Iterable[Job], models: Mapping[str, JobModel], cores: float) -> list[Job]:
+    def _tell(self, d: Decisions) -> None:
+        """Each newly withheld decision into ``d.withheld`` once (engines log it: Spark, a ``withheld`` row)."""
+        self.told = {k: why for k, why in self.told.items() if k in self.withheld}
+        new = [(job, why) for (job, kind), why in sorted(self.withheld.items()) if (job, kind) not in self.told]
+        self.told.update({k: why for k, why in self.withheld.items() if k not in self.told})
+        if new:
+            d.withheld = (*d.withheld, *new)
+
+    def planning(
+        self,
+        jobs: Iterable[Job],
+        models: Mapping[str, JobModel],
+        cores: float,
+        unseen: Collection[str] = (),
+        memory: float = math.inf,
+    ) -> list[Job]:
         """``jobs`` as the planner may decide them: a job whose template is held plain (reverted, within its
         cooldown; a bulk job without overload) offers only its first template, one whose stop was reverted is
-        required. A job running a stateful template keeps its templates (a switch would drop its state)."""
+        required. A job running a stateful template keeps its templates (a switch would drop its state).
+
+        No harm before evidence: a job in ``unseen`` (not observed yet: its costs are priors) is planned as plain
+        Spark runs it — its first template, required (admitted) — while the first templates of the required jobs
+        and of those fit ``cores`` and ``memory`` (else plain Spark cannot run them either: the plan decides). A
+        job running its first template is offered another only when the switch is predicted (on the model as
+        learned, every other job as it runs) to gain beyond noise over all jobs (:meth:`worth`); the first
+        template stays otherwise. Each job held so is in :attr:`withheld`, with why."""
         if not self.config.enabled:
             return list(jobs)
         if self.calm is None:  # the start: the first look decides
             self._look(models, cores)
             self.calm = self.calm_looks > 0
+        jobs = list(jobs)
+        required = [j for j in jobs if j.required or j.id in unseen or j.id in self._held("admission")]
+        fits = sum(j.templates[0].cpu_min for j in required) <= cores + 1e-9 and (
+            sum(j.templates[0].memory for j in required) <= memory
+        )
+        self.withheld = {k: why for k, why in self.withheld.items() if k[1] not in (*PLANNED, "evidence")}
+        base = self._running(models)
         out = []
         for job in jobs:
-            if job.id in self._held("template") and not self._blocked(job.id):
-                job = job.model_copy(update={"templates": job.templates[:1]})
+            first = job.templates[:1]
+            if job.id in unseen and fits:
+                self.withheld[(job.id, "evidence")] = (
+                    f"no observation yet: runs as plain Spark runs it (template {first[0].name}, admitted, no cap, "
+                    "at least its offered cpu) until its costs are learned"
+                )
+                job = job.model_copy(update={"templates": first, "required": True})
+            elif job.id in unseen:
+                self.withheld[(job.id, "evidence")] = (
+                    "no observation yet, but the first templates of the jobs plain Spark would run do not fit "
+                    f"({cores:g} cores): template and admission left to the plan"
+                )
+            elif job.id in self._held("template") and not self._blocked(job.id):
+                job = job.model_copy(update={"templates": first})
+            elif len(job.templates) > 1 and self.templates.get(job.id, first[0].name) == first[0].name:
+                why = self._switch_worth(job, models, cores, base)
+                if why is not None:
+                    self.withheld[(job.id, "template")] = why
+                    job = job.model_copy(update={"templates": first})
             if job.id in self._held("admission"):
                 job = job.model_copy(update={"required": True})
             out.append(job)
         return out
+
+    def worth(
+        self, models: Mapping[str, JobModel], change: Mapping[str, Setting], cores: float, base: Mapping[str, Setting]
+    ) -> tuple[bool, float, float]:
+        """Whether ``change`` applied to ``base`` is predicted to gain beyond noise over all jobs
+        (:func:`predicted_gain`): (worth it, gain, margin); the margin is ``noise_share`` of the stake, at least
+        ``noise_floor``."""
+        gain, stake = predicted_gain(models, change, cores, base)
+        margin = max(self.config.noise_share * stake, self.config.noise_floor)
+        return gain > margin, gain, margin
+
+    def _switch_worth(
+        self, job: Job, models: Mapping[str, JobModel], cores: float, base: Mapping[str, Setting]
+    ) -> str | None:
+        """None when some other template of ``job`` is worth a switch from its first; else why none is."""
+        best: tuple[float, float, str] | None = None
+        for tpl in job.templates[1:]:
+            ok, gain, margin = self.worth(models, {job.id: Setting(tpl.name)}, cores, base)
+            if ok:
+                return None
+            if best is None or gain > best[0]:
+                best = (gain, margin, tpl.name)
+        gain, margin, name = best
+        return (
+            f"template {job.templates[0].name} kept: {name} is predicted {gain:+.4g}/s over all jobs, "
+            f"not above the noise margin {margin:.4g}/s"
+        )
+
+    def _running(self, models: Mapping[str, JobModel]) -> dict[str, Setting]:
+        """Each job as the rate model sees it run now: its template in force (its first before it starts), no
+        cap, the plain pool — the base a decision's predicted gain is measured from."""
+        return {job: Setting(self.templates.get(job, m.first)) for job, m in models.items()}
+
+    def withhold(self, key: tuple[str, str], why: str | None) -> None:
+        """Record (``why``) or clear (None) a decision of ``key`` (job, kind) the Controller did not make."""
+        if why is None:
+            self.withheld.pop(key, None)
+        else:
+            self.withheld[key] = why
 
     def replan_due(self, templates: Mapping[str, str]) -> list[str]:
         """Jobs whose plan in force (job → template, admitted only) runs what is held plain: re-planned now."""

@@ -110,6 +110,8 @@ class Decisions:
       ``reasons``: the signals that caused it — for logs and reports only.
     - ``reverts`` (the Controller's do-no-harm check): (job, why) per decision
       reverted in this step; the plain value travels in the fields above.
+    - ``withheld`` (the same check, before the fact): (job, why) per decision the
+      plan proposed and the Controller did not make; logged once, when it starts.
     """
 
     epoch: int
@@ -129,6 +131,9 @@ class Decisions:
     # (job, why) for each decision reverted in this step (strata.control.harm): its field above carries the plain
     # value; engines log the why (Spark: a "revert" row in decisions.csv). For logs and reports only.
     reverts: tuple[tuple[str, str], ...] = ()
+    # (job, why) for each decision the Controller did not make although the plan proposed it (do no harm: no
+    # observation of the job yet, or no predicted gain beyond noise): its field above keeps the plain value.
+    withheld: tuple[tuple[str, str], ...] = ()
 
     def empty(self) -> bool:
         """True when enforcing this changes nothing."""

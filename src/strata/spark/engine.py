@@ -171,6 +171,8 @@ class SparkEngine:
         """Enforce ``decisions``; fields left None are unchanged. Raises ValueError naming a bad entry."""
         for job, why in decisions.reverts:  # the plain values below enforce them
             self._log(decisions, "revert", job, why)
+        for job, why in decisions.withheld:
+            self._log(decisions, "withheld", job, why)
         if decisions.dispatch is not None and self.gate is not None:
             self.gate.use(decisions.dispatch)
             self._log(decisions, "dispatch", "*", decisions.dispatch)
