@@ -52,6 +52,24 @@ def run_until(spark, scenario, run_dir: Path, config, enough: Callable, timeout_
     )
 
 
+def written_at_once(producers, seconds: float, file_s: float = 0.5) -> dict:
+    """Every file ``producers`` (a workload's input, from ``seconds`` ago) would have written by now, written at
+    once, a file per ``file_s``; the rows each directory holds, by its name."""
+    import pandas as pd
+
+    out = {}
+    for p in producers:
+        step = round(file_s / p.tick_s)
+        frames = []
+        for tick in range(step, round(seconds / p.tick_s) + 1, step):
+            lo, up = p.timeline.rows_before_tick(tick - step), p.timeline.rows_before_tick(tick)
+            if up > lo:
+                p.write(lo, up)
+                frames.append(p.rows(lo, up))
+        out[p.directory.name] = pd.concat(frames, ignore_index=True)
+    return out
+
+
 @contextmanager
 def benchmark_script(name: str) -> Iterator:
     """The benchmark script ``benchmarks/<name>.py`` as a module, its directory on the path meanwhile (its sibling

@@ -16,27 +16,16 @@ from strata.model.inputs import static_dimension
 from strata.model.user import load_jobs, with_python_jobs
 from strata.runners.producer import team_b_input
 from strata.runners.spark_loop import RunConfig
-from tests.conftest import rows_read, run_until
+from tests.conftest import rows_read, run_until, written_at_once
 
 JOBS = Path(__file__).resolve().parents[1] / "benchmarks" / "workloads" / "team_b" / "jobs.py"
 SOURCE = SourceSpec(rate=120, keys={"count": 30, "zipf_s": 1.0}, seed=4)
 
 
-def written(root: Path, seconds: float = 14.0, file_s: float = 0.5) -> dict[str, pd.DataFrame]:
+def written(root: Path, seconds: float = 14.0) -> dict[str, pd.DataFrame]:
     """The workload's input for ``seconds`` of event time, every file written at once; the rows each directory
     holds."""
-    producers = team_b_input(root, SOURCE, time.time() - seconds, seconds)
-    out = {}
-    for p in producers:
-        step = round(file_s / p.tick_s)
-        frames = []
-        for tick in range(step, round(seconds / p.tick_s) + 1, step):
-            lo, up = p.timeline.rows_before_tick(tick - step), p.timeline.rows_before_tick(tick)
-            if up > lo:
-                p.write(lo, up)
-                frames.append(p.rows(lo, up))
-        out[p.directory.name] = pd.concat(frames, ignore_index=True)
-    return out
+    return written_at_once(team_b_input(root, SOURCE, time.time() - seconds, seconds), seconds)
 
 
 def settle(value: float, key: int) -> float:  # the route_scores job's rule, restated

@@ -14,7 +14,7 @@ from strata.model import SourceSpec
 from strata.model.user import load_jobs, with_python_jobs
 from strata.runners.producer import team_c_input
 from strata.runners.spark_loop import RunConfig
-from tests.conftest import rows_read, run_until
+from tests.conftest import rows_read, run_until, written_at_once
 
 JOBS = Path(__file__).resolve().parents[1] / "benchmarks" / "workloads" / "team_c" / "jobs.py"
 # many keys, few records each: a card's session (4 s gap) closes within the input
@@ -22,21 +22,10 @@ SOURCE = SourceSpec(rate=120, keys={"count": 400, "zipf_s": 0.6}, seed=5)
 SECONDS = 16.0
 
 
-def written(root: Path, file_s: float = 0.5) -> dict[str, pd.DataFrame]:
+def written(root: Path) -> dict[str, pd.DataFrame]:
     """The workload's input for ``SECONDS`` of event time, every file written at once; the rows each directory
     holds."""
-    producers = team_c_input(root, SOURCE, time.time() - SECONDS, SECONDS)
-    out = {}
-    for p in producers:
-        step = round(file_s / p.tick_s)
-        frames = []
-        for tick in range(step, round(SECONDS / p.tick_s) + 1, step):
-            lo, up = p.timeline.rows_before_tick(tick - step), p.timeline.rows_before_tick(tick)
-            if up > lo:
-                p.write(lo, up)
-                frames.append(p.rows(lo, up))
-        out[p.directory.name] = pd.concat(frames, ignore_index=True)
-    return out
+    return written_at_once(team_c_input(root, SOURCE, time.time() - SECONDS, SECONDS), SECONDS)
 
 
 def risk_of(value: float) -> float:  # the risk job's model, restated for one amount

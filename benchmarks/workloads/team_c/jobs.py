@@ -46,12 +46,11 @@ volume = strata.job("volume", rank=2, target_latency_s=30.0, event_time="window_
 @volume.template
 def sliding(spark):
     payments = spark.readStream.schema(SCHEMA).json(f"{INPUT}/payments_json")
-    return (
-        payments.withWatermark("event_time", "4 seconds")
-        .groupBy(F.window("event_time", "20 seconds", "5 seconds"), (F.col("key") % 16).alias("merchant_group"))
-        .agg(F.count("*").alias("payments"), F.round(F.max("value"), 6).alias("largest"))
-        .select(F.col("window.end").alias("window_end"), "merchant_group", "payments", "largest")
+    by_group = payments.withWatermark("event_time", "4 seconds").groupBy(
+        F.window("event_time", "20 seconds", "5 seconds").alias("w"), F.expr("key % 16 AS merchant_group")
     )
+    volumes = by_group.agg(F.expr("count(*) AS payments"), F.expr("round(max(value), 6) AS largest"))
+    return volumes.selectExpr("w.end AS window_end", "merchant_group", "payments", "largest")
 
 
 FEATURES = np.linspace(0.5, 4.0, 64)
