@@ -175,3 +175,41 @@ def test_a_file_source_is_verified_against_its_files_and_unread_files_count_as_u
     late.to_json(data / "part-3.json", orient="records", lines=True)
     horizon = pd.Timestamp("2026-01-01T00:00:30Z").timestamp()
     assert sorted(unread_input([segment], horizon)["id"]) == [300, 301]
+
+
+def test_windows_read_but_still_in_state_count_as_undelivered(spark, tmp_path):
+    """A window aggregate that read all its input has emitted only the windows its watermark passed; the others
+    are owed as much as windows whose input it never read (else a job that read its input would count fewer
+    outputs than one that read nothing)."""
+    from types import SimpleNamespace
+
+    from strata.spark.engine import Segment
+    from strata.spark.measure import ModeRun, undelivered
+
+    data = tmp_path / "data"
+    three_files(data, [1.0] * 300)  # event times 0–2.99 s, keys i mod 7: every 1 s window holds all 7 keys
+    spec = file_job(data, "json").model_dump(by_alias=True)
+    spec["jobs"][0]["templates"][0]["operators"][1] = {
+        "name": "k",
+        "kind": "window_aggregate",
+        "window": {"size_s": 1, "watermark_s": 0.5},
+    }
+    scenario = Scenario.model_validate(spec)
+    job = scenario.jobs[0]
+    pipeline = Pipeline(
+        spark, job, job.templates[0], tmp_path / "run", PipelineOptions(available_now=True, sink="memory")
+    )
+    pipeline.start()
+    pipeline.query.awaitTermination(120)
+    segment = Segment(job.id, job.templates[0].name, 0, 0, tmp_path / "run", pipeline, 0.0)
+    epoch = pd.Timestamp("2026-01-01T00:00:00Z").timestamp()
+    run = ModeRun("m", epoch, epoch + 60.0, SimpleNamespace(segments=[segment]))
+    owed = undelivered(run, scenario, 0.1, 60.0, spark)
+    sink = pipeline.result()
+    # 3 windows x 7 keys, all due by the horizon: each either in the sink or owed, never both
+    assert len(sink) + len(owed) == 21
+    # the watermark never passes 2.49 s (the last event, 2.99 s, less 0.5 s): window [2, 3) is never emitted
+    ends = owed["event_s"].round(3).tolist()
+    assert ends.count(3.0) == 7
+    assert set(ends) <= {1.0, 2.0, 3.0}
+    assert owed["latency_s"].to_numpy() == pytest.approx((60.0 - owed["event_s"]).to_numpy())

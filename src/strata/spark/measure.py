@@ -1,9 +1,10 @@
 """What a run on Spark measured: per-record output latency, per-job summary, and the metrics tables.
 
 Latency of an output record = commit time of its batch − its event time; an
-expected output not delivered by the stop counts as a deadline miss with
-latency ≥ stop − event time (censored, so a run cannot look better by leaving
-work undone). The tables written under ``<run>/metrics`` are what
+expected output not delivered by the stop counts with latency stop − event time
+(censored: a miss once that passes the job's target), whether its input was
+never read or read and still held in a window's state, so a run cannot look
+better by leaving work undone. The tables written under ``<run>/metrics`` are what
 ``strata report`` reads: latency, batches, partitions, summary, checks,
 decisions, gate, observations, progress (Spark's per-batch progress: offsets,
 backlog, durations, watermark, state rows), controller, learning (CSV) and
@@ -27,6 +28,7 @@ from strata.spark.sinks import timed
 from strata.spark.verify import (
     US,
     committed_output,
+    emitted_watermark,
     micros,
     reference_output,
     segment_input,
@@ -107,36 +109,33 @@ def _user_latency(run: ModeRun, segment: Segment) -> pd.DataFrame:
 def undelivered(
     run: ModeRun, scenario: Scenario, tick_s: float, horizon_s: float, spark, owed: Collection[str] | None = None
 ) -> pd.DataFrame:
-    """Outputs that were due (event time < horizon) but not delivered: the reference over the input up to the
-    horizon that no committed batch read (generated rows past the last one read; a file source's files none
-    of its committed batches took). Their latency is censored at stop − event time. ``owed``: the jobs whose
-    output this run owes (None: all; a cell of a fleet run owes only the jobs it holds at the end)."""
+    """Outputs that were due (event time < horizon) but not delivered, with latency censored at stop − event
+    time: the reference over the input up to the horizon that no committed batch read (generated rows past the
+    last one read; a file source's files none of its committed batches took) and, for a window aggregate, the
+    windows of the input it did read that are still in its state (ending after its watermark, so not emitted:
+    a job that read its input but had not yet closed a window owes that window as much as one that never read
+    it). ``owed``: the jobs whose output this run owes (None: all; a cell of a fleet run owes only the jobs it
+    holds at the end)."""
     rows = []
     for job in scenario.jobs:
         if owed is not None and job.id not in owed:
             continue
         segments = [s for s in run.engine.segments if s.job == job.id]
-        if not segments:
+        if not segments or job.declared is not None:  # what a user's query owes is not known without running it
             continue
         last = segments[-1]
-        if job.declared is not None:  # what a user's query owes is not known without running it
+        window = next((op for op in last.pipeline.chain if op.kind is OperatorKind.WINDOW_AGGREGATE), None)
+        rows_due = _unread(segments, run.epoch, tick_s, horizon_s)
+        if window is not None:
+            rows_due = pd.concat([*(segment_input(s, run.epoch, tick_s) for s in segments), rows_due])
+        if rows_due.empty:
             continue
-        source = last.pipeline.chain[0].source
-        if source.path is not None:
-            rows_due = unread_input(segments, run.epoch + horizon_s)
-        else:
-            timeline = Timeline(Workload.of(source), tick_s)
-            hi = timeline.rows_before_tick(round(horizon_s / tick_s))
-            lo = last.end_row or last.start_row
-            if hi <= lo:
-                continue
-            pending = Segment(job.id, last.template, -1, lo, last.run_dir, last.pipeline, 0.0, end_row=hi)
-            rows_due = segment_input(pending, run.epoch, tick_s)
         expected = reference_output(spark, last, rows_due)
+        if window is not None and not expected.empty:
+            expected = _held(expected, segments)
         if expected.empty:
             continue
         if "window_end_us" in expected:
-            window = next(op for op in last.pipeline.chain if op.kind is OperatorKind.WINDOW_AGGREGATE)
             et = expected["window_end_us"].to_numpy() / US
             due = et + window.window.watermark_s <= run.epoch + horizon_s
             et = et[due]
@@ -155,6 +154,34 @@ def undelivered(
             )
         )
     return pd.concat(rows, ignore_index=True) if rows else pd.DataFrame()
+
+
+def _unread(segments: list[Segment], epoch: float, tick_s: float, horizon_s: float) -> pd.DataFrame:
+    """A job's input up to the horizon that none of its committed batches read."""
+    last = segments[-1]
+    source = last.pipeline.chain[0].source
+    if source.path is not None:
+        return unread_input(segments, epoch + horizon_s)
+    hi = Timeline(Workload.of(source), tick_s).rows_before_tick(round(horizon_s / tick_s))
+    lo = last.end_row or last.start_row
+    pending = Segment(last.job, last.template, -1, lo, last.run_dir, last.pipeline, 0.0, end_row=max(lo, hi))
+    return segment_input(pending, epoch, tick_s)
+
+
+def _held(expected: pd.DataFrame, segments: list[Segment]) -> pd.DataFrame:
+    """The windows of ``expected`` that no segment emitted: past the job's watermark and not in its sink."""
+    held = expected[expected["window_end_us"] > max(emitted_watermark(s) for s in segments)]
+    sinks = [committed_output(s) for s in segments]
+    written = {
+        (ws, key)
+        for sink in sinks
+        if not sink.empty
+        for ws, key in zip(micros(sink["window_start"]), sink["key"], strict=True)
+    }
+    if not written:
+        return held
+    keep = [(ws, key) not in written for ws, key in zip(held["ws"], held["key"], strict=True)]
+    return held[np.asarray(keep, dtype=bool)]
 
 
 def job_summary(

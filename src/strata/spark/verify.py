@@ -132,6 +132,16 @@ def last_committed(segment: Segment) -> int:
     return -1 if progress is None else int(progress["batchId"])
 
 
+def emitted_watermark(segment: Segment) -> int:
+    """The segment's event-time watermark (µs) as of its last committed batch: a window aggregate has emitted
+    exactly the windows ending at or before it (append mode); later ones are still in its state."""
+    last = last_committed(segment)
+    return max(
+        (r.get("watermark_us") or -(2**62) for r in segment.pipeline.batch_records() if r["batch_id"] <= last),
+        default=-(2**62),
+    )
+
+
 def verify_segment(spark, segment: Segment, epoch: float, tick_s: float) -> dict:
     """Sink vs reference for one segment: expected, delivered, missing, duplicated (and wrong values).
 
@@ -172,12 +182,7 @@ def verify_segment(spark, segment: Segment, epoch: float, tick_s: float) -> dict
             "unverifiable": "",
         }
     fn = window.aggregate.fn if window.aggregate else "count"
-    last = last_committed(segment)
-    watermark = max(
-        (r.get("watermark_us") or -(2**62) for r in segment.pipeline.batch_records() if r["batch_id"] <= last),
-        default=-(2**62),
-    )
-    due = expected[expected["window_end_us"] <= watermark]
+    due = expected[expected["window_end_us"] <= emitted_watermark(segment)]
     got = sink.copy()
     if not got.empty:
         got["ws"] = micros(got["window_start"])
