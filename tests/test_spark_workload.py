@@ -121,3 +121,24 @@ def test_bad_options_are_refused():
         reader(spec, clock="sundial")
     with pytest.raises(ValueError, match="cannot be generated"):
         Timeline(Workload.of(SourceSpec(rate=10, arrivals={"process": "trace", "path": "x.csv"})))
+
+
+def test_a_read_freezes_its_workers_heap(monkeypatch):
+    """PySpark runs a full collection in a reused worker after every task; a read moves the worker's heap out of
+    its reach (issue 28: ~50 ms a task otherwise)."""
+    import gc
+    import sys
+
+    from strata.spark import worker_heap
+
+    r = reader(SourceSpec(rate=1000, seed=2), clock="virtual", end_s=1, epoch=EPOCH)
+    part = r.partitions({"row": 0, "epoch": EPOCH}, {"row": 500, "epoch": EPOCH})[0]
+    gc.unfreeze()
+    monkeypatch.setattr(worker_heap, "_loaded_at_freeze", 0)
+    try:
+        [batch] = r.read(part)
+        assert batch.num_rows == 250
+        assert gc.get_freeze_count() > 0
+        assert worker_heap._loaded_at_freeze == len(sys.modules)
+    finally:
+        gc.unfreeze()

@@ -63,6 +63,7 @@ from strata.model import AggregateSpec, WindowSpec
 from strata.spark.prompt_ack import acknowledge_promptly
 from strata.spark.state_log import StateLog, state_schema
 from strata.spark.state_table import CACHE, NO_TIME, StateCache, Version, fold, rows_table, snapshot_due
+from strata.spark.worker_heap import freeze_worker_heap
 
 US = 1_000_000
 
@@ -542,7 +543,7 @@ class _Task:
         acknowledge_promptly()  # before the first read: the JVM's first batch waits on our ACK
         # never empty: the driver adds one marker row per partition
         out = self.run(TaskContext.get().partitionId(), pa.Table.from_batches(list(batches)))
-        _freeze_worker_heap()
+        freeze_worker_heap()
         yield out
 
     def run(self, partition: int, rows: pa.Table, cache: StateCache | None = None) -> pa.RecordBatch:
@@ -633,28 +634,6 @@ class _Task:
             event_time = emit.column("et").to_numpy()
         cols += [emit.column("key").combine_chunks(), pa.array(value), pa.array(event_time, type=ts)]
         return pa.RecordBatch.from_arrays(cols, schema=self.spec.output_schema())
-
-
-_FROZEN: list[bool] = []
-
-
-def _freeze_worker_heap() -> None:
-    """Once per Python worker, after its first task: move every object alive then out of the cyclic collector's
-    reach (``gc.freeze``).
-
-    PySpark's daemon runs a full ``gc.collect()`` in a reused worker after every task (``pyspark/daemon.py``),
-    and with pandas, pyarrow and pyspark loaded that walks some 107,000 objects: 46–54 ms a task measured here,
-    two workers' worth of CPU right after each batch on a 2-core machine, while Spark commits the batch
-    (``commitOffsets`` took 0.06–0.07 s against 0.03–0.04 s once the collection was out of the way). What the
-    first task leaves alive is modules, the task's imports and the cached key-group states, which live as long
-    as the worker; they are still freed by reference counting when dropped, only never scanned for cycles.
-    """
-    if not _FROZEN:
-        import gc
-
-        gc.collect()  # the first task's cyclic garbage, before the rest is frozen
-        gc.freeze()
-        _FROZEN.append(True)
 
 
 def _explode_windows(base: pd.DataFrame, window: WindowSpec) -> pd.DataFrame:
