@@ -115,3 +115,36 @@ def test_a_source_with_no_file_yet_is_rehearsed_on_rows_of_its_declared_schema(s
     n = SAMPLE_FILES * SAMPLE_ROWS
     assert sorted(rehearsed.result()["id"]) == [i for i in range(n) if i / n > 0.9]  # 299 of 3000
     assert not any((root / "events").iterdir()) and not (tmp_path / "out").exists()
+
+
+@pytest.mark.spark
+def test_a_query_that_fails_or_outlasts_the_cap_is_skipped_and_the_warm_up_goes_on(spark, tmp_path):
+    from pyspark.sql import functions as F
+
+    root = tmp_path / "in"
+    (root / "events").mkdir(parents=True)
+    rows = pd.DataFrame({"id": [1, 2], "event_time": pd.Timestamp.now(tz="UTC"), "key": [1, 2], "value": [0.5, 0.95]})
+    rows.to_json(root / "events" / "part-0.json", orient="records", lines=True, date_format="iso")
+
+    def bad(_v):
+        raise ValueError("no such card")
+
+    def slow(v):
+        time.sleep(3)
+        return v
+
+    with collecting() as jobs:
+        for name, fn in (("broken", bad), ("slow", slow)):
+            declared = job(name, rank=1, target_latency_s=2.0, sink=memory())
+
+            def build(spark, fn=fn):
+                events = spark.readStream.schema(EVENTS).json(str(root / "events"))
+                return events.withColumn("value", F.udf(fn, "double")("value"))
+
+            declared.template(build)
+    scenario = with_python_jobs(jobs, [], "bad")
+    failed = warm_up(spark, scenario, tmp_path / "warm", ["broken"])
+    assert failed.jobs == () and failed.skipped["broken"].startswith("its query failed (")
+    capped = warm_up(spark, scenario, tmp_path / "warm", ["slow"], cap_s=0.5)
+    assert (capped.jobs, capped.skipped) == ((), {"slow": "no batch done within the warm-up's 0.5 s"})
+    assert capped.seconds < 30 and not spark.streams.active

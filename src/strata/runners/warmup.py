@@ -10,7 +10,8 @@ its own query, as Strata builds it, on a sample of each file source (the files a
 schema it declared) read a file a batch, into a memory sink, from a checkpoint under the warm-up's scratch
 directory — never the run's sink or checkpoint, so the run stays exactly once. A query that cannot be rehearsed
 (no input yet, Kafka, a Python data source, a failure) is skipped with its reason (:attr:`Warmed.skipped`), and
-no query outlives :data:`WARM_CAP_S`: a warm-up never fails nor holds up a run.
+no query outlives :data:`WARM_CAP_S` (one that took no batch by then is skipped too): a warm-up never fails
+nor holds up a run.
 """
 
 from __future__ import annotations
@@ -93,7 +94,7 @@ def warm_up(
             failed = {p.job.id: why for p in pipelines if (why := _start(p)) is not None}
             start_s = max(start_s, time.time() - begun)
             for p in pipelines:
-                why = failed.get(p.job.id) or _finish(p, started + cap_s)
+                why = failed.get(p.job.id) or _finish(p, started, cap_s)
                 if why is not None:
                     skipped[p.job.id] = why
     finally:
@@ -121,8 +122,9 @@ def _warm_pipeline(
         pipeline = pipeline_for(
             spark, job, job.templates[t], run_dir, options, where, files_per_trigger=1, rehearsal=rehearsal
         )
-    except SpecError as e:  # the run says where, when it builds the query again
-        return None, rehearsal.refused or f"its query did not build ({e.problems[0].found})"
+    except Exception as e:  # the run says where (a located SpecError), when it builds the query again
+        found = e.problems[0].found if isinstance(e, SpecError) else _first_line(e)
+        return None, rehearsal.refused or f"its query did not build ({found})"
     return (None, rehearsal.refused) if rehearsal.refused else (pipeline, None)
 
 
@@ -138,15 +140,17 @@ def _start(pipeline: Pipeline) -> str | None:
     return None
 
 
-def _finish(pipeline: Pipeline, deadline: float) -> str | None:
-    """Wait for a warming query to end, stopping it at ``deadline``; why a user's query did not run (None: it
-    ran, maybe stopped at the deadline). Strata's own query failing is Strata's error, and raised."""
+def _finish(pipeline: Pipeline, started: float, cap_s: float) -> str | None:
+    """Wait for a warming query to end, stopping it ``cap_s`` after the warm-up ``started``; why it did not warm
+    (None: it ran a batch at least). A user's query failing is skipped; Strata's own is Strata's error, raised."""
     from pyspark.errors import StreamingQueryException
 
     query = pipeline.query
     try:
-        if not query.awaitTermination(max(0.001, deadline - time.time())):  # Spark wants a positive timeout
+        if not query.awaitTermination(max(0.001, started + cap_s - time.time())):  # Spark wants a timeout > 0
             query.stop()  # a warm-up holds up no run: it warmed this far
+            if not pipeline.records:
+                return f"no batch done within the warm-up's {cap_s:g} s"
     except StreamingQueryException as e:
         if pipeline.job.declared is None:
             raise
