@@ -8,12 +8,9 @@ import time
 
 import pytest
 
-from strata.model import load_scenario
-from strata.model.user import with_jobs
 from strata.runners.cell import read_ready, ready_report
 from strata.runners.live import time_base
-from strata.runners.warmup import LEAD_S, Warmed, lead_after, warm_line, warm_up
-from tests.conftest import EXAMPLES
+from strata.runners.warmup import LEAD_S, Warmed, lead_after, warm_line
 
 
 def test_the_epoch_lead_covers_the_slowest_measured_start_one_and_a_half_times():
@@ -40,23 +37,17 @@ def test_a_new_run_s_epoch_is_the_lead_ahead_and_a_resumed_run_keeps_its_own(tmp
 
 
 def test_a_cell_reports_where_it_listens_and_what_its_warm_up_measured():
-    warmed = Warmed(seconds=12.5, start_s=1.25, jobs=("sessions", "scoring"), skipped=("mine",))
+    warmed = Warmed(seconds=12.5, start_s=1.25, jobs=("sessions", "scoring"), skipped={"mine": "reads Kafka"})
     text = ready_report(("127.0.0.1", 40123), warmed)
     assert read_ready(text) == (("127.0.0.1", 40123), warmed)
 
 
-def test_a_users_python_job_is_skipped_and_said_so(tmp_path):
-    scenario = load_scenario(EXAMPLES / "demo.yaml")
-    theirs = scenario.job["sessions"].model_copy(update={"declared": object()})  # as strata.job(...) declares it
-    mixed = with_jobs(scenario, [theirs if j.id == "sessions" else j for j in scenario.jobs])
-    # nothing of theirs is built (the session is never touched); nothing asked of a job it does not hold
-    warmed = warm_up(None, mixed, tmp_path / "warm", ["sessions"])
-    assert (warmed.jobs, warmed.skipped, warmed.start_s) == ((), ("sessions",), 0.0)
-    assert not (tmp_path / "warm").exists()
+def test_the_run_says_why_a_job_was_not_warmed():
     line = warm_line(
-        {"c0": Warmed(9.6, 1.2, ("alerts",)), "c1": Warmed(0.0, 0.0, (), ("sessions",))}, lead_after([Warmed(9.6, 1.2)])
+        {"c0": Warmed(9.6, 1.2, ("alerts",)), "c1": Warmed(0.0, 0.0, (), {"feed": "reads Kafka"})},
+        lead_after([Warmed(9.6, 1.2)]),
     )
     assert line == (
         "queries warmed: c0 10 s (alerts: started in 1.2 s); c1 none; sources' epoch 2.0 s after they start; "
-        "not warmed (a user's Python job reads its own files): sessions"
+        "not warmed: feed (reads Kafka)"
     )

@@ -15,7 +15,7 @@ It joins its cgroup and dies with the fleet (the fleet's :meth:`~strata.runners.
 JVM exits when its driver's stdin closes (PySpark's gateway), so no cell outlives the fleet.
 
 Every cell starts warm, as the demo's session does: before it reports ready it runs the queries of the jobs it will
-hold on a few seconds of generated input (:func:`strata.runners.warmup.warm_up`; a user's Python job is skipped)
+hold on a few seconds of input (:func:`strata.runners.warmup.warm_up`: generated, or a user's query's own sample)
 and reports how long starting them took, from which the fleet sets the sources' epoch
 (:func:`strata.runners.warmup.lead_after`): every query takes its first batch before any record is due.
 """

@@ -4,9 +4,14 @@ modes), each cell of a fleet (``strata run``, the demo's ``dedicated`` and ``str
 it will hold before it reports ready) — so that no mode's first batches pay a cold JVM and cold Python workers
 after its sources' epoch (issue 28; docs/spark.md, "Cells").
 
-Only a job whose sources Strata generates can be warmed: its templates run once on :data:`WARM_INPUT_S` of
-generated input into a memory sink. A user's own Python job reads their files, which no synthetic input stands
-in for: it is skipped (:attr:`Warmed.skipped`).
+A job whose sources Strata generates runs its templates once on :data:`WARM_INPUT_S` of generated input into a
+memory sink. A user's own Python job is rehearsed the way a Spark team warms a query (:mod:`strata.spark.rehearsal`):
+its own query, as Strata builds it, on a sample of each file source (the files already there, else rows of the
+schema it declared) read a file a batch, into a memory sink, from a checkpoint under the warm-up's scratch
+directory — never the run's sink or checkpoint, so the run stays exactly once. A query that cannot be rehearsed
+(no input yet, Kafka, a Python data source, a failure) is skipped with its reason (:attr:`Warmed.skipped`), and
+no query outlives :data:`WARM_CAP_S` (one that took no batch by then is skipped too): a warm-up never fails
+nor holds up a run.
 """
 
 from __future__ import annotations
@@ -14,27 +19,32 @@ from __future__ import annotations
 import shutil
 import time
 from collections.abc import Collection, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from strata.model import Scenario
+from strata.model import Job, Scenario
 from strata.runners.spark_loop import keyed_operators
+
+if TYPE_CHECKING:
+    from strata.spark.pipelines import Pipeline, PipelineOptions
 
 WARM_INPUT_S = 2.0  # event seconds of generated input each warmed template reads
 LEAD_S = 2.0  # the least lead of the sources' epoch over the queries' start
 START_MARGIN = 1.5  # the lead covers this many times the measured start of a round of queries
+WARM_CAP_S = 60.0  # a warm-up stops whatever query of it still runs this long after it began
 
 
 @dataclass(frozen=True)
 class Warmed:
     """What a warm-up did: its wall seconds, the longest a round of its queries took to start (the lead a
-    measured run needs before its sources' epoch: :func:`lead_after`), the jobs warmed and those skipped (a
-    user's Python job)."""
+    measured run needs before its sources' epoch: :func:`lead_after`), the jobs warmed and those skipped (job →
+    why, in a few words)."""
 
     seconds: float = 0.0
     start_s: float = 0.0
     jobs: tuple[str, ...] = ()
-    skipped: tuple[str, ...] = ()
+    skipped: dict[str, str] = field(default_factory=dict)
 
 
 def lead_after(warmed: Iterable[Warmed], least_s: float = LEAD_S) -> float:
@@ -45,16 +55,20 @@ def lead_after(warmed: Iterable[Warmed], least_s: float = LEAD_S) -> float:
     return max(least_s, START_MARGIN * max((w.start_s for w in warmed), default=0.0))
 
 
-def warm_up(spark, scenario: Scenario, scratch: Path, jobs: Collection[str] | None = None) -> Warmed:
-    """Run every template of ``jobs`` (default: every job of ``scenario``) once on :data:`WARM_INPUT_S` of
-    generated input, memory sink, virtual clock, under ``scratch`` (removed after), so the queries measured next
-    start with a warm JVM and warm Python workers. A user's Python job is skipped: nothing stands in for its
-    files."""
-    from strata.spark.pipelines import Pipeline, PipelineOptions
+def warm_up(
+    spark, scenario: Scenario, scratch: Path, jobs: Collection[str] | None = None, cap_s: float = WARM_CAP_S
+) -> Warmed:
+    """Run every template of ``jobs`` (default: every job of ``scenario``) once, a job's templates one round
+    after another, under ``scratch`` (removed after), so the queries measured next start with a warm JVM and warm
+    Python workers: Strata's own on :data:`WARM_INPUT_S` of generated input (virtual clock), a user's rehearsed
+    on samples of its files (:mod:`strata.spark.rehearsal`), each into a memory sink. A query still running
+    ``cap_s`` after the warm-up began is stopped; a user's query that cannot be rehearsed or fails is skipped
+    (:attr:`Warmed.skipped`: why)."""
+    from strata.spark.pipelines import PipelineOptions
 
     wanted = [j.id for j in scenario.jobs] if jobs is None else list(jobs)
-    skipped = tuple(j for j in wanted if scenario.job[j].declared is not None)
-    warmed = [(k, job) for k, job in enumerate(scenario.jobs) if job.id in wanted and job.id not in skipped]
+    held = [(k, job) for k, job in enumerate(scenario.jobs) if job.id in wanted]
+    skipped: dict[str, str] = {}
     started = time.time()
     start_s = 0.0
     options = PipelineOptions(
@@ -65,23 +79,87 @@ def warm_up(spark, scenario: Scenario, scratch: Path, jobs: Collection[str] | No
         available_now=True,
         managed=keyed_operators(scenario),
     )
-    rounds = max((len(job.templates) for _, job in warmed), default=0)
+    rounds = max((len(job.templates) for _, job in held), default=0)
     try:
         for t in range(rounds):  # a job's templates share its query name, so one template per job at a time
-            pipelines = [
-                Pipeline(spark, job, job.templates[t], scratch / f"{job.id}-{t}", options, ("jobs", k, "templates", t))
-                for k, job in warmed
-                if t < len(job.templates)
-            ]
+            pipelines = []
+            for k, job in held:
+                if t < len(job.templates) and job.id not in skipped:
+                    pipeline, why = _warm_pipeline(spark, job, t, scratch / f"round-{t}", options, ("jobs", k))
+                    if why is None:
+                        pipelines.append(pipeline)
+                    else:
+                        skipped[job.id] = why
             begun = time.time()
-            for p in pipelines:
-                p.start()
+            failed = {p.job.id: why for p in pipelines if (why := _start(p)) is not None}
             start_s = max(start_s, time.time() - begun)
             for p in pipelines:
-                p.query.awaitTermination()
+                why = failed.get(p.job.id) or _finish(p, started, cap_s)
+                if why is not None:
+                    skipped[p.job.id] = why
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
-    return Warmed(time.time() - started, start_s, tuple(job.id for _, job in warmed), skipped)
+    warmed = tuple(job.id for _, job in held if job.id not in skipped)
+    return Warmed(time.time() - started, start_s, warmed, skipped)
+
+
+def _warm_pipeline(
+    spark, job: Job, t: int, scratch: Path, options: PipelineOptions, here: tuple
+) -> tuple[Pipeline | None, str | None]:
+    """The query that warms ``job``'s template ``t`` under ``scratch`` and None, or None and why there is none (a
+    user's query that cannot be rehearsed). A user query's checkpoint is its run directory's parent's, so each
+    job's is ``scratch/jobs/<job>/checkpoint``: a throwaway one, as the rest under ``scratch``."""
+    from strata.model import SpecError
+    from strata.spark.rehearsal import Rehearsal
+    from strata.spark.user import pipeline_for
+
+    run_dir = scratch / "jobs" / job.id / "warm-up"
+    where = (*here, "templates", t)
+    if job.declared is None:
+        return pipeline_for(spark, job, job.templates[t], run_dir, options, where), None
+    rehearsal = Rehearsal(spark, scratch / "input" / job.id)
+    try:
+        pipeline = pipeline_for(
+            spark, job, job.templates[t], run_dir, options, where, files_per_trigger=1, rehearsal=rehearsal
+        )
+    except Exception as e:  # the run says where (a located SpecError), when it builds the query again
+        found = e.problems[0].found if isinstance(e, SpecError) else _first_line(e)
+        return None, rehearsal.refused or f"its query did not build ({found})"
+    return (None, rehearsal.refused) if rehearsal.refused else (pipeline, None)
+
+
+def _start(pipeline: Pipeline) -> str | None:
+    """Start a warming query; why a user's did not start (None: it did). Strata's own failing is Strata's error,
+    and raised."""
+    try:
+        pipeline.start()
+    except Exception as e:
+        if pipeline.job.declared is None:
+            raise
+        return f"its query did not start ({_first_line(e)})"
+    return None
+
+
+def _finish(pipeline: Pipeline, started: float, cap_s: float) -> str | None:
+    """Wait for a warming query to end, stopping it ``cap_s`` after the warm-up ``started``; why it did not warm
+    (None: it ran a batch at least). A user's query failing is skipped; Strata's own is Strata's error, raised."""
+    from pyspark.errors import StreamingQueryException
+
+    query = pipeline.query
+    try:
+        if not query.awaitTermination(max(0.001, started + cap_s - time.time())):  # Spark wants a timeout > 0
+            query.stop()  # a warm-up holds up no run: it warmed this far
+            if not pipeline.records:
+                return f"no batch done within the warm-up's {cap_s:g} s"
+    except StreamingQueryException as e:
+        if pipeline.job.declared is None:
+            raise
+        return f"its query failed ({_first_line(e)})"
+    return None
+
+
+def _first_line(error: BaseException) -> str:
+    return (str(error).strip().splitlines() or [type(error).__name__])[0][:200]
 
 
 def warm_line(warmed: Mapping[str, Warmed], lead_s: float) -> str:
@@ -92,7 +170,7 @@ def warm_line(warmed: Mapping[str, Warmed], lead_s: float) -> str:
         for name, w in sorted(warmed.items())
     ]
     line = f"queries warmed: {'; '.join(parts)}; sources' epoch {lead_s:.1f} s after they start"
-    skipped = sorted({j for w in warmed.values() for j in w.skipped})
+    skipped = {j: why for w in warmed.values() for j, why in w.skipped.items()}
     if skipped:
-        line += f"; not warmed (a user's Python job reads its own files): {', '.join(skipped)}"
+        line += "; not warmed: " + ", ".join(f"{j} ({why})" for j, why in sorted(skipped.items()))
     return line

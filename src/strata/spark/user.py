@@ -17,6 +17,12 @@ Everything else is :class:`strata.spark.pipelines.Pipeline`: the query's
 sink runs inside Strata's ``foreachBatch`` (so each batch passes the dispatch
 gate and runs in its FAIR pool), and each batch's record carries sink-side
 latency from the declared event-time column.
+
+A query can also be rehearsed (:func:`pipeline_for` with a
+:class:`~strata.spark.rehearsal.Rehearsal`: what a warm-up runs before the
+sources' epoch): its file sources are then read from samples under the
+rehearsal's scratch directory and its sink is a memory sink, so nothing the
+run reads or writes is touched.
 """
 
 from __future__ import annotations
@@ -36,6 +42,7 @@ from strata.spark import keyed
 from strata.spark.files import FileProbe
 from strata.spark.pipelines import Pipeline, PipelineOptions
 from strata.spark.python_sources import CONTROL_OPTION, capped, capped_name
+from strata.spark.rehearsal import Rehearsal
 from strata.spark.sinks import ConsoleSink, FunctionSink, MemorySink, ParquetSink, Sink
 from strata.spark.sources import RateCap
 
@@ -56,6 +63,7 @@ class ReadLimits:
     python_sources: dict[str, str] = field(default_factory=dict)
     control_file: Path | None = None
     capped: bool = False  # a source read through the control file was loaded
+    rehearsal: Rehearsal | None = None  # a rehearsal's sources stand in for the query's own (None: the run's)
 
 
 class LimitedReader:
@@ -65,10 +73,16 @@ class LimitedReader:
         self._reader = reader
         self._limits = limits
         self._format: str | None = None
+        self._schema = None
 
     def format(self, source: str) -> LimitedReader:
         self._format = source
         self._reader = self._reader.format(source)
+        return self
+
+    def schema(self, schema) -> LimitedReader:
+        self._schema = schema  # a rehearsal writes rows of it when the source has no file yet
+        self._reader = self._reader.schema(schema)
         return self
 
     def __getattr__(self, name: str):
@@ -96,9 +110,25 @@ class LimitedReader:
         if twin is not None and self._limits.control_file is not None:
             reader = reader.format(twin).option(CONTROL_OPTION, str(self._limits.control_file))
             self._limits.capped = True
+        if self._limits.rehearsal is not None:
+            path = self._rehearsed(how, fmt, twin, path, kwargs.get("schema", self._schema))
         self._limits.reads.append((fmt or "?", None if path is None else str(path)))
         loader = getattr(reader, how)
         return loader(path, *args, **kwargs) if path is not None else loader(*args, **kwargs)
+
+    def _rehearsed(self, how: str, fmt: str | None, twin: str | None, path, schema):
+        """The path a rehearsal reads in place of ``path`` (a file source's sample), or ``path`` with the
+        rehearsal refused: no other source stands in."""
+        rehearsal = self._limits.rehearsal
+        if fmt in FILE_FORMATS and isinstance(path, str | Path):
+            return rehearsal.stand_in(fmt, str(path), schema)
+        if twin is not None:
+            rehearsal.refuse(f"reads a Python data source ({fmt})")
+        elif how == "table":
+            rehearsal.refuse(f"reads a table ({path})")
+        else:
+            rehearsal.refuse("reads Kafka" if fmt == "kafka" else f"reads a {fmt or 'streaming'} source")
+        return path
 
 
 class LimitedRegistration:
@@ -222,6 +252,8 @@ class UserPipeline(Pipeline):
     def _make_sink(self) -> Sink:
         spec = self.declared.sink
         column = self.declared.event_time
+        if self.limits.rehearsal is not None:  # writes nowhere the run reads, whatever the job declares
+            return MemorySink(column)
         # a run's sink override (memory, console) does not apply to output other jobs read
         kind = spec.kind if self.options.sink == "parquet" or self.declared.readers else self.options.sink
         if kind == "parquet":
@@ -325,13 +357,16 @@ def pipeline_for(
     options: PipelineOptions,
     here: tuple = (),
     files_per_trigger: int | None = None,
+    rehearsal: Rehearsal | None = None,
 ) -> Pipeline:
     """The query of ``job``'s ``template``: its user's own (:class:`UserPipeline`) for a job declared in Python
     (``job.declared``), else the template's operators built by :class:`Pipeline`. ``files_per_trigger``: a static
     read limit on a user query, as a careful Spark user sets it (None: Spark's default, or Strata's caps).
+    ``rehearsal``: a user query is rehearsed (its sources' samples, a memory sink; :mod:`strata.spark.rehearsal`)
+    rather than run; ``rehearsal.refused`` says when it cannot be.
     Raises SpecError (Python jobs) or PipelineProblems (YAML templates), located, before anything starts."""
     if job.declared is not None:
         # a user query's run directory is a segment's: ``<run>/jobs/<job>/<segment>`` (its checkpoint is the job's)
-        limits = ReadLimits(files_per_trigger=files_per_trigger)
+        limits = ReadLimits(files_per_trigger=files_per_trigger, rehearsal=rehearsal)
         return UserPipeline(spark, job, template, run_dir, options, here=here, declared=job.declared, limits=limits)
     return Pipeline(spark, job, template, run_dir, options, here=here)
