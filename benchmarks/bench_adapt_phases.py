@@ -42,7 +42,9 @@ Measured (docs/hierarchy.md, round 6's code): adaptive 0.655 against the best fi
 on round6 (blind), regret 3.8% (target ≤ 8%: met; below sjf on one shape of three, coarse-skew-fine+skew-fine-loss);
 round5 0.443 (best fixed 0.395, regret 8.3%: not met), round4 0.638 (0.620, 7.6%), round3 0.548 (0.515, 6.0%),
 evaluation 0.605 (0.562, 6.8%), tuning 0.833 (0.798, 4.0%); the meta level's own wall time 3.9–4.4% of the run's
-under the benchmark lock (``--quick``). ``--fixed-from`` reuses an
+under the benchmark lock (``--quick``); with the model's cheaper evaluation (select7, the same decisions) its CPU time
+2.4–2.6% of the run's on average per group, at most 3.2% (``meta_share_of_cpu``: beside other processes a
+millisecond of wall time may hold another's time slice). ``--fixed-from`` reuses an
 earlier file's fixed runs (the meta level does not touch them);
 ``--sources`` splits a results file's regret by where it arises.
 
