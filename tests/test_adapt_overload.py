@@ -4,9 +4,17 @@ import math
 
 import pytest
 
-from strata.adapt import Composition, FeatureTracker, Selector
+from strata.adapt import Composition, FeatureTracker, Selector, overload
 from strata.adapt.features import declared_rates
-from strata.adapt.overload import JobLoad, NodeLoads, on_time_share, on_time_within, predicted_score, with_declared
+from strata.adapt.overload import (
+    JobLoad,
+    NodeLoads,
+    PredictedScores,
+    on_time_share,
+    on_time_within,
+    predicted_score,
+    with_declared,
+)
 from strata.protocol.engine import InstanceLoad, KeyGroupLoad, LatencyStats, Observation
 from tests.test_adapt_selector import obs, scenario
 
@@ -64,6 +72,40 @@ def test_over_a_horizon_a_draining_backlog_recovers_and_a_growing_one_does_not()
     assert 9 * 0.5 / 16 <= share <= 9 / 16
     # At ρ ≥ 1 nothing drains, however long the horizon.
     assert on_time_share([JobLoad("a", 10.0, 0.1, 1.1, queued=50)], 1.0, "arrival", horizon=20.0)["a"] == 0.0
+
+
+def test_arrivals_after_the_backlog_has_drained_wait_for_none_of_it():
+    # One class at ρ 0.5 (5/s × 0.1 s, one core), 10 records queued: 1 s of work draining at 0.5 → 2 s. Slack
+    # 2.0 s, mean wait R / (1 − ρ) = (5 × 0.01 / 2) / 0.5 = 0.05 s. Over 4 s the 16 arrival times are 0.125 …
+    # 3.875 s: one at t < 2 s has t of slack left (1 − 0.5 e^{−10 t}), the 8 after 2 s all of it (1 − 0.5 e^{−20}).
+    job = JobLoad("a", 5.0, 0.1, 2.1, queued=10)
+    times = [4.0 * (k + 0.5) / 16 for k in range(16)]
+    expected = sum(1 - 0.5 * math.exp(-10 * (t if t < 2 else 2.0)) for t in times) / 16
+    assert on_time_share([job], 1.0, "arrival", horizon=4.0)["a"] == pytest.approx(expected)
+    # Each call's answer is the caller's own: changing one does not change the next (the shares are memoised).
+    first = on_time_share([job], 1.0, "arrival", horizon=4.0)
+    first["a"] = -1.0
+    assert on_time_share([job], 1.0, "arrival", horizon=4.0)["a"] == pytest.approx(expected)
+
+
+def test_predicted_scores_are_computed_only_when_read_and_equal_predicted_score(monkeypatch):
+    loads, cores = hazard(), {"n0": 2.0}
+    what_if = with_declared(loads, {"a": 100.0}, 2.5)
+    read: list[str] = []
+    real = overload.predicted_score
+
+    def counted(loads, cores, block, min_rate, horizon):
+        read.append(block)
+        return real(loads, cores, block, min_rate, horizon)
+
+    monkeypatch.setattr(overload, "predicted_score", counted)
+    scores = PredictedScores(("llf", "sjf", "fair"), what_if, cores, 2.5, 2.0)
+    assert list(scores) == ["llf", "sjf", "fair"] and len(scores) == 3 and read == []
+    assert scores["sjf"] == scores.get("sjf") == real(what_if, cores, "sjf", 2.5, 2.0) > 0.4
+    assert read == ["sjf"]  # once, however often read
+    assert scores.get("fifo") is None and "fifo" not in scores  # not a block it scores
+    assert dict(scores) == {v: real(what_if, cores, v, 2.5, 2.0) for v in ("llf", "sjf", "fair")}
+    assert read == ["sjf", "llf", "fair"]
 
 
 def test_node_loads_count_what_is_offered_and_skip_free_operators_and_lost_nodes():

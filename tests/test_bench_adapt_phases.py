@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import sys
+import time
 from dataclasses import asdict
 from pathlib import Path
 
@@ -76,3 +77,14 @@ def test_fixed_runs_come_only_from_a_file_with_the_same_shapes_seeds_and_candida
     del doc["round5"]["runs"][-1]["runs"]["fair/off/planner"]
     with pytest.raises(ValueError, match=r"seed 403 lacks \['fair/off/planner'\]"):
         bench.fixed_runs(doc, "round5", "f")
+
+
+def test_the_meta_level_is_charged_the_cpu_time_it_ran_not_the_wall_time_it_waited(bench):
+    class Waits:
+        def select(self, obs, ran=None):
+            time.sleep(0.05)  # off the CPU, as when another process holds the core
+            return "waited"
+
+    timed = bench.Timed(Waits())
+    assert timed.select(None) == "waited"
+    assert timed.spent >= 0.05 and timed.cpu < 0.01

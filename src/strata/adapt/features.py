@@ -24,6 +24,7 @@ costs as much as making it late), averaged over jobs — in [0, 1].
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -88,8 +89,9 @@ class FeatureTracker:
         self._ingest.append(sum(w.ingest.values()))
         while len(self._ingest) > self.history:
             self._ingest.popleft()
-        ingest = np.asarray(self._ingest)
-        burst = float(ingest.std() / ingest.mean()) if len(ingest) > 1 and ingest.mean() > 0 else 0.0
+        n = len(self._ingest)
+        mean = sum(self._ingest) / n if n else 0.0
+        burst = math.sqrt(sum((x - mean) ** 2 for x in self._ingest) / n) / mean if n > 1 and mean > 0 else 0.0
         per_group: dict[str, list[float]] = {}
         for kg in w.key_groups:
             per_group.setdefault(kg.pe, []).append(kg.busy)

@@ -48,8 +48,9 @@ tell apart (Dean & Porter: workloads arrive sporadically).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from functools import lru_cache
 
 from strata.protocol.engine import Observation
 
@@ -103,52 +104,59 @@ def on_time_share(loads: Sequence[JobLoad], cores: float, discipline: str, horiz
     """
     if discipline not in ("deadline", "arrival", "shortest", "fair"):
         raise ValueError(f"discipline: expected deadline, arrival, shortest or fair; found {discipline!r}")
+    return dict(zip([j.job for j in loads], _shares(tuple(loads), cores, discipline, horizon), strict=True))
+
+
+@lru_cache(maxsize=256)
+def _shares(loads: tuple[JobLoad, ...], cores: float, discipline: str, horizon: float) -> tuple[float, ...]:
+    """:func:`on_time_share`'s shares, in the order of ``loads``.
+
+    Memoised: the meta level predicts every dispatch block on the same loads
+    each window (llf and edf are one discipline here), again over the
+    segment's horizon (the same one when the segment has just begun), and
+    again on a what-if that leaves most nodes' loads as they are.
+    """
     if not loads:
-        return {}
+        return ()
     rho = {j.job: j.rate * j.service / cores for j in loads}
     work = {j.job: j.queued * j.service / cores for j in loads}  # seconds of the whole node's time
     residual = sum(j.rate * j.service**2 for j in loads) / (2 * cores**2)
     total = sum(rho.values())
-    out: dict[str, float] = {}
-    for j in loads:
+    rhos = [rho[j.job] for j in loads]
+    works = [work[j.job] for j in loads]
+    # Priority classes rank by target (deadline) or service time (shortest). Ranks within ``TIE`` of each other
+    # are one class, served in arrival order: measured service times this close cannot be told apart, and the
+    # dispatcher's own profiled estimates may order them either way.
+    ranks = [j.target if discipline == "deadline" else j.service for j in loads]
+    times = [horizon * (k + 0.5) / SAMPLES for k in range(SAMPLES)] if horizon > 0 else [0.0]
+    out: list[float] = []
+    for j, rank in zip(loads, ranks, strict=True):
         if discipline == "fair":
             ahead, own, backlog, drain = _fair(j, loads, rho, work)
+        elif discipline == "arrival":
+            ahead, own, backlog, drain = 0.0, total, sum(work.values()), 1.0 - total
         else:
-            ahead, own = _priority(j, loads, rho, discipline)
+            tied = [abs(r - rank) <= TIE * max(r, rank) for r in ranks]
+            ahead = sum([x for x, r, t in zip(rhos, ranks, tied, strict=True) if r < rank and not t])
+            own = sum([x for x, r, t in zip(rhos, ranks, tied, strict=True) if r < rank or t])
             if discipline == "shortest":
-                backlog = sum(work[i.job] for i in loads if i.service < j.service or _same(i.service, j.service))
-            elif discipline == "deadline":
-                # Overdue records hold the earliest deadlines: they run first whatever their class (the domino).
-                backlog = sum(work[i.job] * (i.overdue if i.target > j.target else 1.0) for i in loads)
+                backlog = sum([w for w, r, t in zip(works, ranks, tied, strict=True) if r < rank or t])
             else:
-                backlog = sum(work.values())
-            drain = 1.0 - (total if discipline == "arrival" else ahead)
+                # Overdue records hold the earliest deadlines: they run first whatever their class (the domino).
+                late = [i.overdue if i.target > j.target else 1.0 for i in loads]
+                backlog = sum([w * x for w, x in zip(works, late, strict=True)])
+            drain = 1.0 - ahead
         if own >= 1.0 or drain <= 0:
-            out[j.job] = 0.0
+            out.append(0.0)
             continue
         mean_wait = residual / ((1.0 - ahead) * (1.0 - own))
         left = backlog / drain  # seconds until the backlog ahead of an arrival now has drained
-        times = [horizon * (k + 0.5) / SAMPLES for k in range(SAMPLES)] if horizon > 0 else [0.0]
-        shares = [on_time_within(j.target - j.service - max(0.0, left - t), own, mean_wait) for t in times]
-        out[j.job] = sum(shares) / len(shares)
-    return out
-
-
-def _priority(j: JobLoad, loads: Sequence[JobLoad], rho: Mapping[str, float], discipline: str) -> tuple[float, float]:
-    """Load of the classes served strictly ahead of ``j``, and with ``j``'s own class (ties share a class)."""
-    if discipline == "arrival":
-        total = sum(rho.values())
-        return 0.0, total
-    rank = (lambda i: i.target) if discipline == "deadline" else (lambda i: i.service)
-    ahead = sum(rho[i.job] for i in loads if rank(i) < rank(j) and not _same(rank(i), rank(j)))
-    own = sum(rho[i.job] for i in loads if rank(i) < rank(j) or _same(rank(i), rank(j)))
-    return ahead, own
-
-
-def _same(a: float, b: float) -> bool:
-    """Sizes (or targets) within ``TIE`` of each other: measured service times this close cannot be told apart,
-    and the dispatcher's own profiled estimates may order them either way — one class, served in arrival order."""
-    return abs(a - b) <= TIE * max(a, b)
+        slack = j.target - j.service
+        # An arrival after the backlog has drained waits for none of it: one share for all of them.
+        drained = on_time_within(slack, own, mean_wait)
+        shares = [on_time_within(slack - (left - t), own, mean_wait) if t < left else drained for t in times]
+        out.append(sum(shares) / len(shares))
+    return tuple(out)
 
 
 def _fair(
@@ -164,13 +172,10 @@ def _fair(
     among ``j`` and the higher ones; ``j``'s backlog drains with its part of
     that minus its own arrivals.
     """
-
-    def demand(i: JobLoad) -> float:
-        return (rho[i.job] + work[i.job] / j.target) / i.weight
-
-    level = demand(j)
-    lighter = [i for i in loads if i.job != j.job and demand(i) < level]
-    heavier = [i for i in loads if i.job != j.job and demand(i) >= level]
+    demand = [(rho[i.job] + work[i.job] / j.target) / i.weight for i in loads]
+    level = (rho[j.job] + work[j.job] / j.target) / j.weight
+    lighter = [i for i, d in zip(loads, demand, strict=True) if i.job != j.job and d < level]
+    heavier = [i for i, d in zip(loads, demand, strict=True) if i.job != j.job and d >= level]
     ahead = sum(rho[i.job] for i in lighter)
     # The arrivals' own queueing: each heavier class competes at j's arrival rate per weight.
     own = ahead + rho[j.job] + sum(i.weight * rho[j.job] / j.weight for i in heavier)
@@ -274,6 +279,42 @@ def predicted_score(
             arrived[j.job] = arrived.get(j.job, 0.0) + j.rate
     per_job = [on[job] / arrived[job] for job in arrived if arrived[job] > 0 and arrived[job] >= min_rate]
     return sum(per_job) / len(per_job) if per_job else None
+
+
+class PredictedScores(Mapping[str, "float | None"]):
+    """Dispatch block → :func:`predicted_score` on one window's loads, each computed when first asked for.
+
+    The meta level scores the coming window under every block, but outside
+    a suspected change of workload it reads one of them back: the block that
+    ran, to measure the model's error. The loads, cores and floor are the
+    window's; ``horizon`` as for :func:`predicted_score`.
+    """
+
+    def __init__(
+        self,
+        blocks: Sequence[str],
+        loads: Mapping[str, Sequence[JobLoad]],
+        cores: Mapping[str, float],
+        min_rate: float = 0.0,
+        horizon: float = 0.0,
+    ) -> None:
+        self._blocks = tuple(blocks)
+        self._window = (loads, cores, min_rate, horizon)
+        self._known: dict[str, float | None] = {}
+
+    def __getitem__(self, block: str) -> float | None:
+        if block not in self._blocks:
+            raise KeyError(block)
+        if block not in self._known:
+            loads, cores, min_rate, horizon = self._window
+            self._known[block] = predicted_score(loads, cores, block, min_rate, horizon)
+        return self._known[block]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._blocks)
+
+    def __len__(self) -> int:
+        return len(self._blocks)
 
 
 def with_declared(

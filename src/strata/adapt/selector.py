@@ -66,7 +66,7 @@ from strata.adapt.features import (
     unit_costs,
     yields,
 )
-from strata.adapt.overload import NodeLoads, predicted_score, with_declared
+from strata.adapt.overload import NodeLoads, PredictedScores, predicted_score, with_declared
 from strata.model import Scenario, chosen_templates, job_maps
 from strata.protocol.engine import Observation
 
@@ -246,7 +246,8 @@ class Selector:
         self._cores: dict[str, float] = {}
         self._min_rate = 0.0
         self.model_error = Effect()  # score − predicted score of what ran, since the incumbent last changed
-        self._predicted: dict[str, float | None] = {}  # dispatch block → predicted score of the coming window
+        # Dispatch block → predicted score of the coming window (computed when read).
+        self._predicted: Mapping[str, float | None] = {}
         self._foreseen: dict[str, float | None] = {}  # dispatch block → predicted score over the segment's horizon
         self._now = 0.0
         self.lookahead_calls = 0
@@ -254,6 +255,7 @@ class Selector:
         self._segments = 0
         self._index = {c: i for i, c in enumerate(self.candidates)}
         self._values = [sorted({_blocks(c)[k] for c in self.candidates}) for k in range(len(LEVELS))]
+        self._neighbours: dict[Composition, list] = {}  # composition → its one-level alternatives
         self._ran: Composition | None = None
         self._interim: Composition | None = None  # what runs while a change is unconfirmed
         self._run_for = 0  # windows in a row ``_ran`` has run
@@ -409,14 +411,17 @@ class Selector:
 
     def _alternatives(self) -> list[tuple[int, str, Composition]]:
         """The candidates differing from the incumbent in one level: (level, its block value, composition)."""
-        inc = _blocks(self.segment.incumbent)
-        out = []
-        for k, values in enumerate(self._values):
-            for v in values:
-                comp = replace(self.segment.incumbent, **{LEVELS[k]: v})
-                if v != inc[k] and comp in self._index:
-                    out.append((k, v, comp))
-        return out
+        incumbent = self.segment.incumbent
+        if incumbent not in self._neighbours:
+            inc = _blocks(incumbent)
+            out = []
+            for k, values in enumerate(self._values):
+                for v in values:
+                    comp = replace(incumbent, **{LEVELS[k]: v})
+                    if v != inc[k] and comp in self._index:
+                        out.append((k, v, comp))
+            self._neighbours[incumbent] = out
+        return self._neighbours[incumbent]
 
     def _look(self) -> None:
         """Run the incumbent and its one-level alternatives on forks; each paired window gain is a sample."""
@@ -440,9 +445,7 @@ class Selector:
         self._cores = {n: 0.0 if n in obs.nodes_down else c for n, c in self.cores.items()}
         span = max(obs.window.now - obs.window.start, 1e-9)
         self._min_rate = 5.0 / span  # the score's 5-record floor
-        self._predicted = {
-            v: predicted_score(self._loads, self._cores, v, self._min_rate, span) for v in self._values[0]
-        }
+        self._predicted = PredictedScores(self._values[0], self._loads, self._cores, self._min_rate, span)
 
     def _foresee(self, obs: Observation) -> None:
         """Each dispatch block's predicted score over the horizon the choice is expected to stand.
