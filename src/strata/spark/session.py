@@ -51,6 +51,8 @@ STRATA_OWNED: dict[str, tuple[str | None, str]] = {
 }
 """The settings the engine relies on: Strata's value (None: made per session) and why a user's is not used."""
 
+DAEMON_MODULE = "spark.python.daemon.module"  # local masters: Strata's daemon, which freezes reused workers' heaps
+
 FIRST_TIER_ONLY = "-XX:TieredStopAtLevel=1"
 """HotSpot's option for a JVM that compiles with C1 only (no C2): for applications whose batches are too small to
 repay C2's compiling (:func:`strata.control.cells.light_compiling` decides which)."""
@@ -146,6 +148,8 @@ def build_session(
         **LOCAL_CHECKPOINTS,
     }
     conf = session_conf(strata, user, master)
+    if conf["spark.master"].startswith("local") and DAEMON_MODULE not in user:  # strata.spark.worker_daemon
+        conf[DAEMON_MODULE] = "strata.spark.worker_daemon"
     check_java()
     check_master(conf["spark.master"])
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
