@@ -31,7 +31,7 @@ from strata.runners.fleet import RUN_PREFIX, FleetEngine, RemoteCell, close_shar
 from strata.runners.live import DRAIN_S, RunRequest
 from strata.runners.shares import NICE_STEP, CpuShares
 from strata.runners.spark_loop import Recorder, RunConfig, hand_pools
-from strata.runners.warmup import LEAD_S, lead_after
+from strata.runners.warmup import LEAD_S, lead_after, on_grid, window_grid
 from strata.spark.measure import ModeRun
 
 DEDICATED = "dedicated"  # the mode's name in the metrics tables
@@ -89,7 +89,7 @@ def run_dedicated(
             remote.append(launch_cell(CellSpec(name, cells_request, out / "run", plain, jobs), shares, key))
         warmed = {cell.name: cell.connect().warmed for cell in remote}
         lead = lead_after(warmed.values(), lead_s)  # as strata run's fleet
-        epoch = time.time() + lead
+        epoch = on_grid(time.time() + lead, window_grid(scenario))
         for cell in remote:
             cell.call("begin", epoch, shares_now[cell.name])
             cell.call("resume", ())

@@ -65,7 +65,7 @@ from strata.runners.dedicated import DEDICATED, critical_jobs, run_dedicated
 from strata.runners.fleet import run_fleet, stack
 from strata.runners.live import DRAIN_S, RunRequest
 from strata.runners.spark_loop import RunConfig, hand_pools, run_mode
-from strata.runners.warmup import LEAD_S, lead_after, warm_up
+from strata.runners.warmup import LEAD_S, lead_after, on_grid, warm_up, window_grid
 from strata.spark.conf import SparkSettings, user_conf
 from strata.spark.measure import RunResult, collect, job_summary, write_metrics
 
@@ -190,7 +190,7 @@ def run_in_session(session: DemoSession, scenario: Scenario, mode: str, out: Pat
     """A session mode through ``run_mode``, measured and verified at once into ``out/<mode>/metrics`` (the
     session may be stopped before the end of the demo). Returns how late its queries started."""
     spark = session.get()
-    epoch = time.time() + session.lead
+    epoch = on_grid(time.time() + session.lead, window_grid(scenario))
     run_config = replace(config.run, pools=hand_pools(scenario)) if mode == "fair" else config.run
     ran = run_mode(
         spark, scenario, mode, out / mode, run_config, epoch, epoch + config.duration_s + config.drain_s, on_step

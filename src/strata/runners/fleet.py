@@ -61,7 +61,7 @@ from strata.runners.live import (
 )
 from strata.runners.shares import NICE, ClusterCores, CpuShares, dir_name, started
 from strata.runners.spark_loop import Recorder, RunConfig, job_floors
-from strata.runners.warmup import Warmed, lead_after, warm_line, warm_up
+from strata.runners.warmup import Warmed, lead_after, warm_line, warm_up, window_grid
 from strata.spark.checkpoint import CheckpointChanged
 from strata.spark.engine import EngineConfig, decision_row
 from strata.spark.java import JavaError
@@ -711,7 +711,7 @@ def _run_cells(
     # The sources' epoch once every cell is up and warm, far enough ahead that each cell's queries start and take
     # their first batch before it (as the demo's session modes): a cell's start-up is not a backlog to read.
     lead = lead_after(warmed.values())
-    epoch, said = time_base(run_dir, request.fresh, lead)
+    epoch, said = time_base(run_dir, request.fresh, lead, window_grid(scenario))
     cells: dict[str, CellHandle] = {}
     if host is not None:
         local = Cell(spark, scenario, host_spec, epoch, held.get(host, 1.0))

@@ -29,7 +29,7 @@ from strata.model.user import PythonJob, load_python_run, split_files, with_jobs
 from strata.protocol.engine import Decisions, Observation
 from strata.protocol.units import POOLS
 from strata.runners.spark_loop import RunConfig, job_floors, run_mode
-from strata.runners.warmup import LEAD_S
+from strata.runners.warmup import LEAD_S, on_grid
 from strata.spark.checkpoint import CheckpointChanged
 from strata.spark.conf import SparkSettings
 from strata.spark.java import JavaError
@@ -167,10 +167,13 @@ def analyse(spark, scenario: Scenario, scratch: Path, unreproducible: list[str] 
     return problems
 
 
-def time_base(run_dir: Path, fresh: Collection[str], lead_s: float = LEAD_S) -> tuple[float, list[str]]:
+def time_base(
+    run_dir: Path, fresh: Collection[str], lead_s: float = LEAD_S, grid_s: float = 0.0
+) -> tuple[float, list[str]]:
     """The sources' epoch of the run in ``run_dir``: an earlier run's (resumed on the same time base), else now +
     ``lead_s`` (the time its queries need to start and take a first batch before any record is due:
-    :func:`strata.runners.warmup.lead_after`).
+    :func:`strata.runners.warmup.lead_after`), put off to the next instant on its windows' grid (``grid_s``:
+    :func:`strata.runners.warmup.window_grid`).
 
     Generated records are a function of their offset and the epoch, so a
     resumed query must keep its epoch: its backlog is the records offered since.
@@ -180,7 +183,7 @@ def time_base(run_dir: Path, fresh: Collection[str], lead_s: float = LEAD_S) -> 
         epoch = float(json.loads(meta.read_text())["epoch"])
         return epoch, [f"resuming the run in {run_dir} (sources' epoch {time.time() - epoch:.0f} s ago)"]
     run_dir.mkdir(parents=True, exist_ok=True)
-    epoch = time.time() + lead_s
+    epoch = on_grid(time.time() + lead_s, grid_s)
     meta.write_text(json.dumps({"epoch": epoch}))
     return epoch, []
 
