@@ -424,6 +424,9 @@ class HarmGuard:
             out[job.id] = Setting(
                 self.templates.get(job.id),
                 sum(capped) if capped else None,
+                # The weight-32 pool (URGENT_POOL) is not a share pool: a latency-critical job runs in it from the
+                # first plan on, as FAIR pools by hand put it (budgets.critical_pools), so it is the reference that
+                # job's pool is judged from, as w1 is the others' — weight 1 here, not a decision to judge.
                 float(SHARE_POOLS.get(self.pools.get(job.id, PLAIN_POOL), 1)),
                 self.triggers.get(job.id),
             )
