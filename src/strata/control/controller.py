@@ -204,7 +204,10 @@ class Controller:
             self._nominal[job.id] = sum(op.source.rate for op in ops if op.source is not None)
         self._evidence: set[str] = set()  # jobs observed: their costs learned from the engine's accounting
         by_job = {j: [pe for pe, owner in self._sources.items() if owner == j] for j in scenario.job}
-        self._harm = HarmGuard(scenario, by_job, cfg.critical_latency_s, cfg.harm)
+        # plain Spark runs the triggers the Controller starts with (the runner gives Plain the same): no departure
+        self._harm = HarmGuard(
+            scenario, by_job, cfg.critical_latency_s, cfg.harm, plain_triggers=cfg.triggers(scenario)
+        )
         self._critical = {j.id for j in scenario.jobs if j.target_latency_s <= cfg.critical_latency_s}
 
     # ------------------------------------------------------------------ API
