@@ -7,14 +7,14 @@ from dataclasses import replace
 
 import pytest
 
-from strata.control.budgets import pool_names
+from strata.control.budgets import critical_pools, pool_names
 from strata.control.controller import Controller, HierarchyConfig
 from strata.control.loop import Plain
 from strata.control.micro_batches import ReadLimitRestarts, gate_config, trigger_intervals
 from strata.model import Scenario
 from strata.plan import Options
 from strata.protocol.engine import Decisions
-from strata.protocol.units import POOLS
+from strata.protocol.units import POOLS, URGENT_POOL
 
 
 def scenario(targets: dict[str, float]) -> Scenario:
@@ -51,6 +51,7 @@ def test_the_gate_bound_is_the_cores_less_the_reserved_at_least_one():
     assert [gate_config(c, 1).max_running for c in (1, 2, 3, 8)] == [1, 1, 2, 7]
     assert gate_config(8, 3).max_running == 5
     assert gate_config(4, 1).strategy == "cameo"  # the other knobs at their defaults
+    assert gate_config(2, 1).critical_s == 0.0 and gate_config(2, 1, 5.0).critical_s == 5.0
 
 
 def test_pool_quantisation_rounds_the_share_ratio_to_a_power_of_two_capped_at_8():
@@ -59,6 +60,13 @@ def test_pool_quantisation_rounds_the_share_ratio_to_a_power_of_two_capped_at_8(
     assert pool_names({"a": 0.0, "b": 0.3}) == {"a": "w1", "b": "w1"}  # no share: the smallest pool
     assert pool_names({"a": 0.0, "b": 0.0}) == {"a": "w1", "b": "w1"}
     assert set(pool_names({"a": 1e-3, "b": 100.0}).values()) <= set(POOLS)
+
+
+def test_critical_jobs_run_in_the_weight_32_pool_whatever_their_share():
+    names = pool_names({"alerts": 0.1, "sessions": 0.8, "scoring": 1.5})  # ∝ shares: alerts the lightest
+    assert names == {"alerts": "w1", "sessions": "w8", "scoring": "w8"}
+    assert critical_pools(names, {"alerts"}) == {"alerts": "urgent", "sessions": "w8", "scoring": "w8"}
+    assert POOLS["urgent"] == 32 and critical_pools(names, ()) == names
 
 
 def test_read_limit_restarts_need_a_half_again_change_and_20_s_between_restarts():
@@ -85,7 +93,9 @@ def test_the_controller_hands_spark_its_triggers_and_the_pools_of_its_cpu_shares
     config = replace(HierarchyConfig(), plan=Options(budget_s=0.5))
     d = Controller(sc, config).start(0.0)
     assert d.triggers == {"alerts": 0.1, "sessions": 2.0}  # alerts polls every 0.05 × its 2 s target
-    assert d.cpu_share is not None and d.pools == pool_names(d.cpu_share)
+    # the critical job in the weight-32 pool from the first plan, as FAIR by hand puts it; the other by its share
+    assert d.cpu_share is not None
+    assert d.pools == {"alerts": URGENT_POOL, "sessions": pool_names(d.cpu_share)["sessions"]}
     plain = Plain(sc, {"sessions": 2.0}).start(0.0)
     assert plain.triggers == {"sessions": 2.0} and plain.pools is None and plain.cpu_share is None
     assert Plain(sc).start(0.0).triggers is None

@@ -55,6 +55,32 @@ def test_bound_counts_running_batches_of_all_queries():
         core.enqueue(unit("y", 0.0, 1.0, 0.0, 9))
 
 
+def test_a_latency_critical_batch_never_waits_for_a_bulk_batch_to_end():
+    # Issue 29: FAIR pools by hand start a critical batch at once; the gate held it for the running bulk batch
+    for critical_s, expected in ((0.0, None), (2.0, "alerts")):
+        core = GateCore(GateConfig(max_running=1, urgent_laxity_s=1.0, critical_s=critical_s))
+        core.enqueue(unit("bulk", 100.0, 30.0, 1.0, 0))
+        core.take(core.next_release(0.0), 0.0)  # the slot is the bulk batch's
+        core.enqueue(unit("alerts", 100.0, 2.0, 0.2, 1))  # deadline 101.8 at t = 0: slack 101.8 s, not urgent
+        assert core.next_release(0.0) == expected
+    core.take("alerts", 0.0)
+    assert core.running == {"bulk", "alerts"} and core.urgent_running == set()
+    # a bulk batch still waits for the slot (the critical batch holds one too), however the keys order them
+    core.finish("bulk")
+    core.enqueue(unit("other", 0.0, 30.0, 0.0, 2))
+    assert core.next_release(0.0) is None
+    core.finish("alerts")
+    assert core.next_release(0.0) == "other"
+
+
+def test_of_two_waiting_critical_batches_the_more_pressing_goes_first_even_behind_a_bulk_key():
+    core = GateCore(GateConfig(max_running=1, critical_s=2.0))
+    core.enqueue(unit("bulk", -50.0, 30.0, 0.0, 0))  # deadline −20: the least slack of all, but bulk
+    core.enqueue(unit("a", 10.0, 2.0, 0.0, 1))  # deadline 12
+    core.enqueue(unit("b", 9.0, 2.0, 0.0, 2))  # deadline 11
+    assert core.next_release(0.0) == "b"
+
+
 def test_pool_is_urgent_when_laxity_is_short_else_the_jobs_share_pool():
     core = GateCore(GateConfig(urgent_laxity_s=1.0))
     u = unit("a", 100.0, 2.0, 0.5, 0)  # deadline 101.5

@@ -465,3 +465,20 @@ def test_the_windows_after_a_decision_settle_before_they_are_judged():
     for t in (20.0, 25.0, 30.0):  # 60 on time: −15, as predicted
         d = g.review(Decisions(1), t, window(t, {"crit": 90.0, "bulk": 60.0}), MODELS, 1.5)
     assert d.reverts == () and g.kept == {("bulk", "rate cap"): "capped"}
+
+
+def test_a_trigger_plain_spark_runs_too_is_no_departure_and_a_held_one_returns_to_it():
+    # Issue 29: every Spark mode runs the Controller's triggers (the runner gives Plain the same); judged against
+    # none, the critical job's poll was reverted on the model's fiction
+    g = HarmGuard(scenario(), SOURCES, 5.0, HarmConfig(settle_windows=0), plain_triggers={"crit": 0.5})
+    d = Decisions(1, admitted={"crit": "t0", "bulk": "full"}, triggers={"crit": 0.5, "bulk": 2.0})
+    g.review(d, 0.0, None, MODELS, 1.5)
+    assert ("crit", "trigger") not in g.pending and g.pending[("bulk", "trigger")].value == "2 s"
+    # a trigger other than plain's is a departure; held plain, it returns to plain's trigger, not to none
+    g.review(
+        Decisions(1, triggers={"crit": 0.1, "bulk": 2.0}), 5.0, window(5.0, {"crit": 75.0, "bulk": 75.0}), MODELS, 1.5
+    )
+    assert g.pending[("crit", "trigger")].plain == "0.5 s"
+    held = Decisions(1)
+    assert g._hold_plain(held, {("crit", "trigger"), ("bulk", "trigger")})
+    assert held.triggers == {"crit": 0.5}

@@ -21,6 +21,8 @@ def session(cores: int) -> SimpleNamespace:
 
 def test_the_gate_keeps_one_cores_worth_of_batches_back_for_urgent_ones():
     assert [RunConfig().gate_for(session(c)).max_running for c in (1, 2, 8)] == [1, 1, 7]
+    # and never holds a latency-critical job's batch (target ≤ the Controller's 5 s) for a slot
+    assert RunConfig().gate_for(session(2)).critical_s == 5.0
 
 
 def test_hand_pools_put_the_critical_query_at_weight_32_and_the_rest_by_rank(tmp_path, monkeypatch):

@@ -19,7 +19,7 @@ import numpy as np
 
 from strata.balance.level import L1Budget
 from strata.plan import Plan
-from strata.protocol.units import SHARE_POOLS
+from strata.protocol.units import SHARE_POOLS, URGENT_POOL
 
 
 def pools(plan: Plan, job_of: Mapping[str, str]) -> dict[str, float]:
@@ -46,6 +46,16 @@ def pool_names(cpu_share: Mapping[str, float]) -> dict[str, str]:
         weight = min(max(SHARE_POOLS.values()), 2 ** round(float(np.log2(ratio))))
         out[job] = f"w{weight}"
     return out
+
+
+def critical_pools(names: Mapping[str, str], critical: Iterable[str]) -> dict[str, str]:
+    """``names`` (job → FAIR pool) with each latency-critical job in ``critical`` in the weight-32 pool
+    (:data:`~strata.protocol.units.URGENT_POOL`), the configuration Spark's documentation shows and a careful team
+    sets by hand (``strata.runners.spark_loop.hand_pools``). Under weighted FAIR a job takes from the others only
+    the cores it uses, so a light critical job weighted 32 costs the bulk jobs what its batches run on and no
+    more, and its tasks take the next free cores. E.g. {a: w1, b: w8}, a critical → {a: urgent, b: w8}."""
+    chosen = set(critical)
+    return {job: URGENT_POOL if job in chosen else name for job, name in names.items()}
 
 
 def l1_budget(

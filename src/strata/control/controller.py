@@ -51,7 +51,7 @@ import networkx as nx
 
 from strata.adapt.blocks import BALANCING, PLACEMENT, Composition
 from strata.balance.level import TaskLevel, uncoordinated
-from strata.control.budgets import l1_budget, pool_names, pools
+from strata.control.budgets import critical_pools, l1_budget, pool_names, pools
 from strata.control.cells import CellConfig, place
 from strata.control.estimation import ResourceLearner, mean_offered_rates, offered_demand
 from strata.control.harm import HarmConfig, HarmGuard, Setting, job_models
@@ -204,7 +204,11 @@ class Controller:
             self._nominal[job.id] = sum(op.source.rate for op in ops if op.source is not None)
         self._evidence: set[str] = set()  # jobs observed: their costs learned from the engine's accounting
         by_job = {j: [pe for pe, owner in self._sources.items() if owner == j] for j in scenario.job}
-        self._harm = HarmGuard(scenario, by_job, cfg.critical_latency_s, cfg.harm)
+        # plain Spark runs the triggers the Controller starts with (the runner gives Plain the same): no departure
+        self._harm = HarmGuard(
+            scenario, by_job, cfg.critical_latency_s, cfg.harm, plain_triggers=cfg.triggers(scenario)
+        )
+        self._critical = {j.id for j in scenario.jobs if j.target_latency_s <= cfg.critical_latency_s}
 
     # ------------------------------------------------------------------ API
 
@@ -685,15 +689,19 @@ class Controller:
     def _pool_names(self, shares: Mapping[str, float]) -> dict[str, str]:
         """The FAIR pools that enforce ``shares`` (:func:`pool_names`), a job planned before it was observed in
         the heaviest of them: no job the plan favours on evidence outweighs it, so under contention it gets at
-        least the equal share plain Spark gives it. Weights relative to the lightest (all equal: plain's w1)."""
+        least the equal share plain Spark gives it. Weights relative to the lightest (all equal: plain's w1).
+
+        A latency-critical job runs in the weight-32 pool from the first plan on, as Spark's documentation has a
+        team put it by hand (:func:`critical_pools`), whatever its share: a share is cores over a window, and a
+        critical job's is the smallest, so ∝ it its pool was the lightest (issue 29: ``w1`` next to bulk ``w8``)."""
         names = pool_names(shares)
-        if not self.config.harm.enabled:
-            return names
-        weight = {job: SHARE_POOLS[name] for job, name in names.items()}
-        top = max(weight.values(), default=1)
-        weight.update({job: top for job in weight if job in self._plain})
-        least = min(weight.values(), default=1)
-        return {job: f"w{w // least}" for job, w in weight.items()}
+        if self.config.harm.enabled:
+            weight = {job: SHARE_POOLS[name] for job, name in names.items()}
+            top = max(weight.values(), default=1)
+            weight.update({job: top for job in weight if job in self._plain})
+            least = min(weight.values(), default=1)
+            names = {job: f"w{w // least}" for job, w in weight.items()}
+        return critical_pools(names, self._critical)
 
     def _place_cells(self, d: Decisions) -> None:
         """L0's jobs → cells and cell shares into ``d`` (when the engine runs cells), from the plan in force's cpu

@@ -3,7 +3,9 @@
 it is judged on).
 
 Plain Spark — :class:`strata.control.loop.Plain` — runs every job on its first template, uncapped, in the default
-FAIR pool (weight 1: equal shares), admitted, batches back to back. Each of the Controller's decisions that departs
+FAIR pool (weight 1: equal shares), admitted, on the processing-time triggers its user set (:attr:`HarmGuard.
+plain_triggers`: on Spark the runner gives plain Spark the Controller's triggers, so they are no departure; none:
+batches back to back). Each of the Controller's decisions that departs
 from that on one job (kinds: ``template``, ``rate cap``, ``pool``, ``admission`` (a stop), ``trigger``) enters a
 ledger with the gain the model predicts for it over the plain setting, in the job's objective: its **on-time
 importance rate** — the importance (SODA §3: Σ stream weight × value(rate)) of its template at the source rate
@@ -408,6 +410,10 @@ class HarmGuard:
     caps: dict[str, float | None] = field(default_factory=dict)  # in force: source PE → records/s
     pools: dict[str, str] = field(default_factory=dict)  # in force: job → FAIR pool
     triggers: dict[str, float] = field(default_factory=dict)  # in force: job → trigger s
+    # job → the processing-time trigger (s) plain Spark runs it with: the reference a trigger is judged from. Every
+    # Spark mode runs the Controller's triggers (spark_loop.run_mode gives them to Plain): judged against none, the
+    # critical job's 0.5 s poll was "reverted" on the model's fiction (bench_one_app, seed 1: −986/s at t = 11 s).
+    plain_triggers: Mapping[str, float] = field(default_factory=dict)
     calm: bool | None = None  # no overload (None: not looked yet): bulk jobs held plain
     calm_looks: int = 0  # consecutive looks below busy_limit
     # (job, kind) → why the Controller did not make a decision the plan proposed (kind "evidence": none before the
@@ -424,6 +430,9 @@ class HarmGuard:
             out[job.id] = Setting(
                 self.templates.get(job.id),
                 sum(capped) if capped else None,
+                # The weight-32 pool (URGENT_POOL) is not a share pool: a latency-critical job runs in it from the
+                # first plan on, as FAIR pools by hand put it (budgets.critical_pools), so it is the reference that
+                # job's pool is judged from, as w1 is the others' — weight 1 here, not a decision to judge.
                 float(SHARE_POOLS.get(self.pools.get(job.id, PLAIN_POOL), 1)),
                 self.triggers.get(job.id),
             )
@@ -440,7 +449,7 @@ class HarmGuard:
             return d
         if window is not None:
             self._observe(window)
-        plain = plain_settings(models)
+        plain = {job: replace(s, trigger=self.plain_triggers.get(job)) for job, s in plain_settings(models).items()}
         predicted_plain = objectives(models, plain, cores)
         restored = self._try(models, predicted_plain)
         failed: dict[str, list[Verdict]] = {}
@@ -696,7 +705,7 @@ class HarmGuard:
         """A window ``job`` ran in under ``setting``: once ``settle_windows`` of them have passed since its setting
         last changed (the transition: a start, a restart, a backlog draining), an observation of plain for each
         kind at its plain value — the last ``baseline_windows`` are kept."""
-        plain = Setting(self._first(job))
+        plain = Setting(self._first(job), trigger=self.plain_triggers.get(job))
         identity = tuple(_identity(kind, setting) for kind in KINDS)
         last, count = self.steady.get(job, ((), 0))
         count = count if identity == last else 0
@@ -727,8 +736,11 @@ class HarmGuard:
                     d.pools, changed = {**pools, job: PLAIN_POOL}, True
             elif kind == "trigger":
                 triggers = d.triggers if d.triggers is not None else self.triggers
-                if job in triggers:
-                    d.triggers, changed = {j: s for j, s in triggers.items() if j != job}, True
+                if triggers.get(job) != self.plain_triggers.get(job):
+                    held = {j: s for j, s in triggers.items() if j != job}
+                    if job in self.plain_triggers:
+                        held[job] = self.plain_triggers[job]
+                    d.triggers, changed = held, True
         return changed
 
     def _enforced(self, d: Decisions) -> None:

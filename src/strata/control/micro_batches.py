@@ -17,7 +17,8 @@ knobs", lists every default):
 - **The gate's concurrency bound** (:func:`gate_config`): the session's cores
   less ``gate_reserved_cores`` (at least 1), so a batch of a latency-critical
   query that goes over the bound always finds a core no other batch was let in
-  to take (measured on bench_platform: docs/spark.md).
+  to take (measured on bench_platform: docs/spark.md). A latency-critical
+  job's batch never waits for a slot (as FAIR pools by hand start it at once).
 - **Bulk batch sizes** (:func:`batch_sizes`, from :func:`critical_slack`; :class:`BatchSizing`):
   Spark cannot preempt a task, so a batch of a latency-critical job that
   arrives while a bulk batch holds the cores waits for a task to end. Task
@@ -198,10 +199,11 @@ def _passes(op) -> float:
     return 1.0 if op.kind in (OperatorKind.SOURCE, OperatorKind.SINK) else op.selectivity
 
 
-def gate_config(parallelism: int, reserved: int) -> GateConfig:
+def gate_config(parallelism: int, reserved: int, critical_s: float = 0.0) -> GateConfig:
     """The gate's knobs for a session of ``parallelism`` cores: at most ``parallelism − reserved`` batches
-    running at once (at least 1), the other knobs at their defaults."""
-    return GateConfig(max_running=max(1, parallelism - reserved))
+    running at once (at least 1), a batch of a job whose target is ``critical_s`` or shorter released at once,
+    the other knobs at their defaults."""
+    return GateConfig(max_running=max(1, parallelism - reserved), critical_s=critical_s)
 
 
 @dataclass(frozen=True)

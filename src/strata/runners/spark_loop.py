@@ -70,8 +70,12 @@ class RunConfig:
     read_limits: dict[str, int] = field(default_factory=dict)
 
     def gate_for(self, spark) -> GateConfig:
-        """The gate's knobs on ``spark``'s session: ``gate`` if set, else bounded by the session's cores."""
-        return self.gate or gate_config(spark.sparkContext.defaultParallelism, self.control.gate_reserved_cores)
+        """The gate's knobs on ``spark``'s session: ``gate`` if set, else bounded by the session's cores, the
+        latency-critical jobs' batches never held."""
+        cfg = self.control
+        return self.gate or gate_config(
+            spark.sparkContext.defaultParallelism, cfg.gate_reserved_cores, cfg.critical_latency_s
+        )
 
 
 def hand_pools(scenario: Scenario, critical_s: float = HierarchyConfig.critical_latency_s) -> dict[str, str]:
