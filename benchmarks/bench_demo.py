@@ -45,7 +45,7 @@ from rich.console import Console
 from rich.table import Table
 
 from app_cpu import AppCpu, between
-from strata.model import Scenario, load_scenario
+from strata.model import Scenario, critical_jobs, load_scenario
 from strata.report.targets import (
     VERSUS_FAIR,
     VERSUS_PLAIN,
@@ -56,7 +56,6 @@ from strata.report.targets import (
     versus_plain,
     worst_seeds,
 )
-from strata.runners.dedicated import critical_jobs
 from strata.runners.demo import DEMO_MODES, DemoConfig, run_demo
 
 ROOT = Path(__file__).resolve().parents[1]

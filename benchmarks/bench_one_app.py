@@ -28,9 +28,8 @@ import pandas as pd
 from rich.console import Console
 from rich.table import Table
 
-from strata.model import load_scenario
+from strata.model import critical_jobs, load_scenario
 from strata.report.targets import VERSUS_FAIR, VERSUS_PLAIN, judge, versus_fair, versus_plain, worst_seeds
-from strata.runners.dedicated import critical_jobs
 from strata.runners.demo import DemoConfig, DemoSession, reseed, run_in_session
 from strata.spark.conf import SparkSettings, user_conf
 

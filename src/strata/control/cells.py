@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from strata.model import OperatorKind, Scenario
+from strata.model import OperatorKind, Scenario, critical_jobs
 from strata.plan.cells import CellJob, CellPlan, default_limits, place_cells
 
 MIN_CORES = 0.05  # a held-back job (no cpu share in the plan) still has a cell, and place_cells needs cores > 0
@@ -93,7 +93,7 @@ def light_compiling(scenario: Scenario, members: Mapping[str, Sequence[str]], cr
     0.5 s) took 32–40 % less JVM CPU with no slower batches (Spark's trigger median 217 and 196 ms against 260
     and 194 ms with C2, two pairs). What the cell does not burn, the bulk cells get. A cell
     holding any bulk job keeps C2: its batches are large, where C2's code pays for itself."""
-    critical = {j.id for j in scenario.jobs if j.target_latency_s <= critical_s}
+    critical = set(critical_jobs(scenario, critical_s))
     return {cell for cell, jobs in members.items() if jobs and set(jobs) <= critical}
 
 

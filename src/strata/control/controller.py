@@ -57,7 +57,7 @@ from strata.control.estimation import ResourceLearner, mean_offered_rates, offer
 from strata.control.harm import HarmConfig, HarmGuard, Setting, job_models
 from strata.control.micro_batches import BatchSizing, ReadLimitRestarts, trigger_intervals
 from strata.control.signals import KINDS, Debounce, Signal, SignalConfig, lost_nodes, observed_signals
-from strata.model import Cluster, Scenario, job_maps, joined_graph
+from strata.model import Cluster, Scenario, critical_jobs, job_maps, joined_graph
 from strata.plan import Options, Plan, PlanError, replan
 from strata.plan.instances import Host, MultiBalanceConfig, place_instances
 from strata.plan.pacing import PACING, pace
@@ -208,7 +208,7 @@ class Controller:
         self._harm = HarmGuard(
             scenario, by_job, cfg.critical_latency_s, cfg.harm, plain_triggers=cfg.triggers(scenario)
         )
-        self._critical = {j.id for j in scenario.jobs if j.target_latency_s <= cfg.critical_latency_s}
+        self._critical = set(critical_jobs(scenario, cfg.critical_latency_s))
 
     # ------------------------------------------------------------------ API
 

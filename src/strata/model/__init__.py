@@ -26,7 +26,7 @@ from strata.model.job import (
     Template,
     WindowSpec,
 )
-from strata.model.scenario import Problem, Scenario, pe_id, resolve
+from strata.model.scenario import Problem, Scenario, critical_jobs, pe_id, resolve
 from strata.model.spec import Located, SpecError, load_scenario, locate_problems, scenario_schema
 
 __all__ = [
@@ -57,6 +57,7 @@ __all__ = [
     "Template",
     "WindowSpec",
     "chosen_templates",
+    "critical_jobs",
     "importance",
     "job_maps",
     "joined_graph",

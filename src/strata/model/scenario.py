@@ -70,6 +70,12 @@ def pe_id(job: str, op: str) -> str:
     return f"{job}.{op}"
 
 
+def critical_jobs(scenario: Scenario, critical_s: float) -> list[str]:
+    """The latency-critical jobs of ``scenario`` (target ≤ ``critical_s``), in its order: the latency class every
+    level reads (the Controller's pools, L0's cells, the gate) and FAIR by hand puts in its weight-32 pool."""
+    return [j.id for j in scenario.jobs if j.target_latency_s <= critical_s]
+
+
 def resolve(job: str, ref: str) -> str:
     """A stream end or constraint as written in ``job`` → its global PE name."""
     return ref if "." in ref else pe_id(job, ref)

@@ -24,7 +24,7 @@ from dataclasses import asdict, replace
 from pathlib import Path
 
 from strata.control.loop import Plain, run
-from strata.model import Scenario
+from strata.model import Scenario, critical_jobs
 from strata.protocol.engine import Decisions, Observation
 from strata.runners.cell import CellSpec
 from strata.runners.fleet import RUN_PREFIX, FleetEngine, RemoteCell, close_shares, launch_cell, merge_metrics
@@ -37,11 +37,6 @@ from strata.spark.measure import ModeRun
 DEDICATED = "dedicated"  # the mode's name in the metrics tables
 CRITICAL_CELL, BULK_CELL = "critical", "bulk"
 BULK_NICE = 10  # the bulk application's nice, as bench_platform's --bulk-nice starts it
-
-
-def critical_jobs(scenario: Scenario, critical_s: float) -> list[str]:
-    """The latency-critical jobs (target ≤ ``critical_s``), as the Controller and FAIR by hand read them."""
-    return [j.id for j in scenario.jobs if j.target_latency_s <= critical_s]
 
 
 def hand_cells(scenario: Scenario, critical_s: float) -> dict[str, str]:

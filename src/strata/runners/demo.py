@@ -57,11 +57,11 @@ import pandas as pd
 import yaml
 from rich.console import Console
 
-from strata.model import Scenario
+from strata.model import Scenario, critical_jobs
 from strata.protocol.engine import Decisions, Observation
 from strata.protocol.units import POOLS
 from strata.runners.cell import end_jvm
-from strata.runners.dedicated import DEDICATED, critical_jobs, run_dedicated
+from strata.runners.dedicated import DEDICATED, run_dedicated
 from strata.runners.fleet import run_fleet, stack
 from strata.runners.live import DRAIN_S, RunRequest
 from strata.runners.spark_loop import RunConfig, hand_pools, run_mode

@@ -21,7 +21,7 @@ from strata.control.estimation import BatchAccount, ResourceLearner, attribute, 
 from strata.control.loop import Plain, run
 from strata.control.micro_batches import gate_config
 from strata.dispatch.gate import GateConfig, GateCore
-from strata.model import Scenario, pe_id
+from strata.model import Scenario, critical_jobs, pe_id
 from strata.plan import Options
 from strata.protocol.engine import Decisions, Observation
 from strata.protocol.units import URGENT_POOL
@@ -82,7 +82,7 @@ def hand_pools(scenario: Scenario, critical_s: float = HierarchyConfig.critical_
     """FAIR pools as Spark's documentation recommends and a careful user sets them once: latency-critical
     jobs (target ≤ ``critical_s``) in the weight-32 pool, the others by rank — the best rank among them
     weight 4, the next 2, the rest 1."""
-    critical = {j.id for j in scenario.jobs if j.target_latency_s <= critical_s}
+    critical = set(critical_jobs(scenario, critical_s))
     ranks = sorted({j.rank for j in scenario.jobs if j.id not in critical})
     weights = {r: ("w4", "w2")[k] if k < 2 else "w1" for k, r in enumerate(ranks)}
     return {j.id: URGENT_POOL if j.id in critical else weights[j.rank] for j in scenario.jobs}
