@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import json
 import time
 from pathlib import Path
 
@@ -24,7 +25,7 @@ from pyspark.errors import StreamingQueryException
 
 from strata.model import Job, SourceSpec, locate_problems
 from strata.model.inputs import static_dimension
-from strata.spark.listener import ProgressListener
+from strata.spark.listener import ProgressListener, progress_row
 from strata.spark.pipelines import Pipeline, PipelineOptions, PipelineProblems
 from strata.spark.sinks import event_micros
 from strata.spark.sources import expected_rows
@@ -214,6 +215,14 @@ def test_every_input_row_is_read_exactly_once(run, reference):
     for name in JOBS:
         rows = sum(r["input_rows"] for r in progress(run, name))
         assert rows == len(reference), name
+
+
+def test_listener_reads_each_progress_as_the_query_recorded_it(run):
+    """Strata's listener reads an event as its JSON text: the same rows as the query's own recent progress."""
+    for name, p in run["restarted"].items():
+        own = [progress_row(json.loads(q.json)) for q in p.query.recentProgress]
+        heard = [r for r in progress(run, name) if r["id"] == str(p.query.id) and r["batch_id"] >= CRASH_AT]
+        assert own and heard == own, name
 
 
 def test_filter_and_map(run, reference):

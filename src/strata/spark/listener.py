@@ -14,6 +14,7 @@ import threading
 from datetime import datetime
 
 from pyspark.sql.streaming import StreamingQueryListener
+from pyspark.sql.streaming.listener import JStreamingQueryListener
 
 
 def _row_offset(offset: str | dict | None) -> int | None:
@@ -75,12 +76,35 @@ def progress_row(progress: dict) -> dict:
     }
 
 
+class _JsonProgress(JStreamingQueryListener):
+    """The JVM's side of :class:`ProgressListener`: a progress event read as its JSON text, two py4j calls.
+
+    PySpark's own (``QueryProgressEvent.fromJObject``) reads every field of the progress, of each source, sink
+    and state operator and of each metrics map with a py4j call of its own, some 60 for a stateful query, on
+    the listener bus's one thread. In a cell with a small CPU share and five queries, the events fell behind
+    the batches until the last 20 s of the run's progress never reached the driver (bench_platform,
+    ``strata-cells``: 40 of 89 batches, 27 Nov). Started and terminated events are rare and keep PySpark's.
+    """
+
+    def onQueryProgress(self, jevent) -> None:
+        self.pylistener.on_progress(json.loads(jevent.progress().json()))
+
+
 class ProgressListener(StreamingQueryListener):
     """Collects progress rows and terminations of every query of the session.
 
     Events arrive once per batch on the listener bus; polling ``recentProgress`` instead costs one py4j
     call per retained batch on every observation, in the driver the batches' callbacks also need.
     """
+
+    @property
+    def _jlistener(self):
+        """PySpark's wrapper around :class:`_JsonProgress` (in place of its field-by-field progress events)."""
+        from pyspark import SparkContext
+
+        if not hasattr(self, "_jlistenerobj"):
+            self._jlistenerobj = SparkContext._jvm.PythonStreamingQueryListenerWrapper(_JsonProgress(self))
+        return self._jlistenerobj
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -97,7 +121,11 @@ class ProgressListener(StreamingQueryListener):
             self.names[str(event.runId)] = event.name
 
     def onQueryProgress(self, event) -> None:
-        row = progress_row(json.loads(event.progress.json))
+        self.on_progress(json.loads(event.progress.json))
+
+    def on_progress(self, progress: dict) -> None:
+        """One batch's progress, as its JSON dict."""
+        row = progress_row(progress)
         with self._lock:
             self.rows.append(row)
             self._inputs.setdefault(str(row["id"]), {})[int(row["batch_id"])] = int(row["input_rows"] or 0)
