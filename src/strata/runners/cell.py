@@ -172,7 +172,6 @@ class Cell:
     def finish(self, horizon_s: float, stop: float, held: tuple[str, ...], config: dict) -> str:
         """Measure the cell (every sink of its segments verified, latency of its batches) into ``home/metrics``;
         ``held``: the jobs it holds at the end, whose undelivered output it owes. Returns the directory."""
-        time.sleep(0.5)  # the last batches' progress events are delivered asynchronously
         self.engine.close()
         self.run.stop = stop
         self.run.floors = job_floors(self.engine.batch_observations(), self.spark.sparkContext.defaultParallelism)

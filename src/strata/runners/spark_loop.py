@@ -227,7 +227,6 @@ def run_mode(
         run_.late_s = max(0.0, started - epoch)
         engine.stop_all()
         run_.stop = time.time()
-        time.sleep(0.5)  # the last batches' progress events are delivered asynchronously
         engine.close()
         run_.floors = job_floors(engine.batch_observations(), spark.sparkContext.defaultParallelism)
         if controlled:

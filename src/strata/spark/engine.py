@@ -70,6 +70,7 @@ from strata.spark.pipelines import Pipeline, PipelineOptions
 from strata.spark.sources import offered_rows
 from strata.spark.user import pipeline_for
 
+STOP_WAIT_S = 10.0  # longest a stop waits for its queries' last progress events (the listener bus is asynchronous)
 SETTLE_S = 3.0  # longest a committed batch waits for its jobs' task metrics before it is observed without them
 
 
@@ -694,16 +695,23 @@ class SparkEngine:
                 out[s.job] = cause(q.exception())
         return out
 
-    def stop_all(self) -> None:
-        """Stop every query where it is (the runs are compared on what each committed)."""
+    def stop_all(self, wait_s: float = STOP_WAIT_S) -> None:
+        """Stop every query where it is (the runs are compared on what each committed), then wait up to ``wait_s``
+        for the listener bus to deliver their terminations, so every committed batch's progress is in: a batch
+        without it is neither measured nor learnt from."""
+        stopped = []
         for job in list(self.running):
             segment = self.running.pop(job)
             if segment.pipeline.query.isActive:
                 segment.pipeline.query.stop()
+            stopped.append(str(segment.pipeline.query.runId))
             if self.gate is not None:
                 self.gate.forget(job)
             segment.stopped_at = self.clock()
             segment.end_row = self.end_row(segment)
+        deadline = time.monotonic() + wait_s
+        for run_id in stopped:
+            self.progress.wait_terminated(run_id, max(0.0, deadline - time.monotonic()))
 
 
 def decision_row(t: float, decisions: Decisions, kind: str, job: str, detail: str) -> dict:
