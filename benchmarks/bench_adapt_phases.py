@@ -63,7 +63,7 @@ best fixed (the best fixed composition of each run, in hindsight), the
 regret of the adaptive runs against the per-phase best, and the meta level's
 own wall time as a share of the run's.
 
-    .venv/bin/python benchmarks/bench_adapt_phases.py [--group tuning evaluation round3 round4 round5 round6] [--quick]
+    .venv/bin/python benchmarks/bench_adapt_phases.py [--group tuning evaluation round3 ... round7] [--quick]
         [--lookahead-share 0.05 0.5] [--out adapt_shapes]
 """
 
@@ -179,6 +179,17 @@ ROUND6 = family(
     ("coarse-skew-fine+skew-fine-loss", (55, 85, 45), (1, 2, 0), 3.5, 1.55, 8.0, (80.0, 150.0), None),
     ("short-skew-fine-coarse+coarse-arrival", (30, 100, 65), (2, 0, 1), 9.0, 1.22, 22.0, None, 170.0),
 )
+# Round 7 (issue 30): round 6 was seen, so another family was committed before any change — phase lengths 42–115 s
+# not used before (every order of the three kinds has been used, so the orders are new only with these lengths),
+# burst factors 3.2, 6.8, 8.8, Zipf 1.18–1.52 drifting every 14–55 s, n1 lost for 12 s inside the fine phase, for
+# 28 s inside the first (skewed) phase or for 25 s inside the last (coarse) phase, arrivals at 75 s (inside the fine
+# phase) and 125 s (inside the skewed phase); seeds never run; run once, at the end.
+ROUND7_SEEDS = (601, 602, 603)
+ROUND7 = family(
+    ("coarse-fine-skew+fine-arrival+fine-loss", (58, 88, 68), (1, 0, 2), 6.8, 1.38, 14.0, (100.0, 112.0), 75.0),
+    ("long-skew-coarse-fine+skew-loss", (105, 42, 78), (2, 1, 0), 8.8, 1.52, 28.0, (20.0, 48.0), None),
+    ("fine-skew-long-coarse+arrival+coarse-loss", (48, 92, 115), (0, 2, 1), 3.2, 1.18, 55.0, (160.0, 185.0), 125.0),
+)
 GROUPS = {
     "tuning": (TUNING, TUNING_SEEDS),
     "evaluation": (EVALUATION, EVALUATION_SEEDS),
@@ -186,6 +197,7 @@ GROUPS = {
     "round4": (ROUND4, ROUND4_SEEDS),
     "round5": (ROUND5, ROUND5_SEEDS),
     "round6": (ROUND6, ROUND6_SEEDS),
+    "round7": (ROUND7, ROUND7_SEEDS),
 }
 
 
