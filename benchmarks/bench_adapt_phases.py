@@ -44,7 +44,10 @@ round5 0.443 (best fixed 0.395, regret 8.3%: not met), round4 0.638 (0.620, 7.6%
 evaluation 0.605 (0.562, 6.8%), tuning 0.833 (0.798, 4.0%); the meta level's own wall time 3.9–4.4% of the run's
 under the benchmark lock (``--quick``); with the model's cheaper evaluation (select7, the same decisions) its CPU time
 2.4–2.6% of the run's on average per group, at most 3.2% (``meta_share_of_cpu``: beside other processes a
-millisecond of wall time may hold another's time slice). ``--fixed-from`` reuses an
+millisecond of wall time may hold another's time slice). select8 (the model's error leaves out the windows of another
+level's trial and its transient): regret tuning 6.3%, evaluation 7.3%, round3 5.8%, round4 6.3%, round5 7.8%, round6
+3.6%, no fixed composition above the adaptive mean; round7 (blind, run once) 0.585 against sjf/off 0.577, regret 9.1%
+(not met). ``--fixed-from`` reuses an
 earlier file's fixed runs (the meta level does not touch them);
 ``--sources`` splits a results file's regret by where it arises.
 
