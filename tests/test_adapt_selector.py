@@ -339,3 +339,34 @@ def test_a_trials_cost_is_measured_and_a_level_whose_trials_do_not_pay_back_is_n
         sel.explored[0] = record
         sel._start_trial()
         assert sel._trial[2] == trial
+
+
+def test_the_models_error_leaves_out_windows_another_levels_trial_ran_or_left():
+    # The model predicts dispatch blocks only. A window run under the incumbent's dispatch but another balancing
+    # mode (a balancing trial) is no sample of its error, nor are the incumbent's windows after such a trial (the
+    # one that brackets it, and those of the transient charged to its cost: migrations the trial started); the
+    # incumbent's own windows, and those after a dispatch trial, are. No trial starts by itself (explore 0): the
+    # windows' compositions are given.
+    inc, other = Composition("llf"), Composition("llf", "off")
+    sel = Selector(scenario(), [inc, other], explore=0.0)
+    window(sel, 0, 0.0)
+    predicted = sel._predicted["llf"]
+    assert predicted is not None
+    window(sel, 1, 0.2, ran=other)
+    assert sel.model_error.n == 0
+    window(sel, 2, 0.2, ran=inc)
+    assert sel.model_error.n == 1 and sel.model_error.mean == pytest.approx(0.8 - predicted)
+    for level, counted in ((1, 0), (0, 1)):
+        n = sel.model_error.n
+        sel._pending = (level, "off" if level else "edf", [0.5], [0.8], [])
+        window(sel, 3 + level, 0.2, ran=inc)
+        assert sel.model_error.n == n + counted
+        sel._pending = sel._transient = None  # the trial's transient, charged after it, is the next loop's case
+    sel.explored = [[(0.0, 0.0)] for _ in range(3)]
+    for level, counted in ((1, 0), (0, 1)):
+        n = sel.model_error.n
+        sel._transient = (level, 0, 0.8, 2)
+        window(sel, 5 + level, 0.2, ran=inc)
+        assert sel.model_error.n == n + counted
+        assert sel.explored[level] == [(0.0, pytest.approx(0.0))]  # charged: 0.8 before, 0.8 now
+        sel._transient = None

@@ -296,9 +296,15 @@ class Selector:
         self._run_for = self._run_for + 1 if ran == self._ran else 1
         if self._scored >= self.horizon and ran is not None and self._run_for > self.settle:
             credited = learning_reward(reward, self._queued, queued)
+            # The model predicts dispatch blocks only: a window another level's trial ran (a balancing mode's
+            # migrations, another placement), or the transient it left, measures that block's effect, not the
+            # model's error.
+            other = _blocks(ran)[1:] != _blocks(self.segment.incumbent)[1:] or any(
+                t is not None and t[0] != 0 for t in (self._pending, self._transient)
+            )
             self._file(ran, credited)
             self._settled.append((ran, credited))
-            if self._predicted.get(ran.dispatch) is not None:
+            if self._predicted.get(ran.dispatch) is not None and not other:
                 self.model_error.add(reward - self._predicted[ran.dispatch])
         self._ran, self._queued = ran, queued
         if self.model:
@@ -478,9 +484,15 @@ class Selector:
         exceeds ``margin`` (a predicted win), or with ``upper`` the gain plus
         ``z`` errors stays within ``margin`` (a predicted non-win); else None.
         The error is the root mean square of (score − prediction) over the
-        windows since the incumbent last changed, whatever ran them (bias and
-        spread both): the model is trusted only as far as it has predicted
-        what ran, and not before ``n_model`` windows.
+        windows since the incumbent last changed, under its balancing and
+        placement blocks whatever the dispatch (bias and spread both): the
+        model is trusted only as far as it has predicted what ran, and not
+        before ``n_model`` windows. A window of another level's trial, or of
+        the transient charged to that trial's cost, is left out: the model
+        predicts dispatch blocks only, and such a window measures the other
+        block's effect (round 4's long-fine+skew-loss+late-arrival seed 303:
+        one window of a balancing trial, 0.91 below the prediction, kept the
+        error above sjf's predicted gain over llf for the rest of the phase).
         """
         err = self.model_error
         if not self.model or err.n < self.n_model or value == base:
