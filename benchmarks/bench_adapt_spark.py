@@ -102,7 +102,7 @@ def demo_seed(index: int, seed: int, args, console: Console) -> dict:
     out.mkdir(parents=True, exist_ok=True)
     settings = SparkSettings(tuple(user_conf().items()))
     session = DemoSession(scenario, out, config, settings, lambda text: console.print(f"[dim]seed {seed}: {text}[/]"))
-    runs = {}
+    runs, load_before = {}, os.getloadavg()
     try:
         for mode in order_of(index):
             console.print(f"[dim]demo seed {seed}: {mode}[/]")
@@ -115,14 +115,15 @@ def demo_seed(index: int, seed: int, args, console: Console) -> dict:
             runs[mode] = figures(summary, read_controller(metrics), critical)
     finally:
         session.stop(end=False)
-    return {"seed": seed, "order": order_of(index), "critical_jobs": critical, "modes": runs}
+    load = {"before": load_before, "after": os.getloadavg()}  # a shared machine: what else ran
+    return {"seed": seed, "order": order_of(index), "critical_jobs": critical, "load_average": load, "modes": runs}
 
 
 def platform_seed(index: int, seed: int, args, console: Console, spark) -> dict:
     """Every mode on bench_platform's workload (its strata mode, warm protocol) in this process's session."""
     import bench_platform as bp
 
-    runs = {}
+    runs, load_before = {}, os.getloadavg()
     critical = [bp.WORKLOADS["platform"].critical]
     for mode in order_of(index):
         console.print(f"[dim]platform seed {seed}: {mode}[/]")
@@ -130,7 +131,8 @@ def platform_seed(index: int, seed: int, args, console: Console, spark) -> dict:
         work = args.work / "platform" / mode.replace("/", "-")
         rows = bp.run_one(spark, "strata", seed, ns, work)
         runs[mode] = figures(rows, read_controller(work / f"strata-{seed}" / "run-strata" / "metrics"), critical)
-    return {"seed": seed, "order": order_of(index), "critical_jobs": critical, "modes": runs}
+    load = {"before": load_before, "after": os.getloadavg()}
+    return {"seed": seed, "order": order_of(index), "critical_jobs": critical, "load_average": load, "modes": runs}
 
 
 def platform_args(args, meta: str) -> argparse.Namespace:
