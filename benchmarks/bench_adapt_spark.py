@@ -34,6 +34,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -99,7 +100,8 @@ def demo_seed(index: int, seed: int, args, console: Console) -> dict:
     config = DemoConfig(duration_s=args.duration, seed=seed)
     critical = critical_jobs(scenario, config.run.control.critical_latency_s)
     out = args.work / "demo" / f"seed{seed}"
-    out.mkdir(parents=True, exist_ok=True)
+    shutil.rmtree(out, ignore_errors=True)  # a mode's queries would resume an earlier run's checkpoints
+    out.mkdir(parents=True)
     settings = SparkSettings(tuple(user_conf().items()))
     session = DemoSession(scenario, out, config, settings, lambda text: console.print(f"[dim]seed {seed}: {text}[/]"))
     runs, load_before = {}, os.getloadavg()
