@@ -124,3 +124,18 @@ def test_the_controller_logs_the_composition_and_the_meta_levels_time_per_step()
     plain.start(0.0)
     plain.step(window(0, 0.0))
     assert (plain.log[-1].dispatch, plain.log[-1].balancing, plain.log[-1].meta_seconds) == ("fifo", "off", 0.0)
+
+
+def test_strata_run_refuses_an_unknown_meta_level_before_spark_starts():
+    from typer.testing import CliRunner
+
+    from strata.cli import app
+
+    from .conftest import EXAMPLES
+
+    result = CliRunner().invoke(app, ["run", str(EXAMPLES / "demo.yaml"), "--meta", "lifo/off"])
+    assert result.exit_code == 2
+    assert "--meta: expected 'off', 'adaptive' or a composition" in " ".join(result.output.split())
+    result = CliRunner().invoke(app, ["run", str(EXAMPLES / "demo.yaml"), "--meta", "adaptive", "--no-control"])
+    assert result.exit_code == 2
+    assert "--meta: expected Strata in control" in " ".join(result.output.split())
