@@ -79,6 +79,7 @@ from rich.console import Console
 from rich.table import Table
 
 from app_cpu import AppCpu
+from strata.control.meta import ADAPTIVE, OFF, with_meta
 from strata.model import Scenario, SourceSpec
 from strata.model.user import load_jobs, with_python_jobs
 from strata.protocol.units import POOLS
@@ -276,6 +277,7 @@ def launch(base: Path, app: str, seed: int, args) -> subprocess.Popen:
     command = [sys.executable, __file__, "--serve", str(base), "--modes", app, "--seeds", str(seed)]
     command += ["--duration", str(args.duration), "--rate", str(args.rate), "--burst", str(args.burst)]
     command += ["--protocol", args.protocol, "--workload", args.workload, *(["--cap-reads"] if args.cap_reads else [])]
+    command += ["--meta", args.meta]
     if app in BULK.values():
         command = ["nice", "-n", str(args.bulk_nice), *command]
     log = (base / f"{app}.log").open("w")
@@ -327,7 +329,7 @@ def run_jobs(spark, app: str, seed: int, base: Path, epoch: float, args) -> list
         sink="parquet",
         pools=hand_pools(scenario) if app in ("fair", "fair+limits", "bulk") else {},
         read_limits=workload.static_limits if app == "fair+limits" else {},
-        control=replace(RunConfig().control, cap_reads=args.cap_reads),
+        control=replace(with_meta(RunConfig().control, args.meta), cap_reads=args.cap_reads),
     )
     cpu = os.times()
     out = base / f"run-{app}"
@@ -673,6 +675,12 @@ def main() -> None:
         "--cap-reads", action="store_true", help="Strata mode: L0's rate caps as read limits (each change restarts)"
     )
     parser.add_argument(
+        "--meta",
+        default=OFF,
+        help=f"Strata modes: the meta level ({OFF}, {ADAPTIVE}, or a composition 'dispatch/balancing' fixed; "
+        "strata.control.meta)",
+    )
+    parser.add_argument(
         "--bulk-nice", type=int, default=10, help="dedicated mode: the bulk application's nice value (0-19)"
     )
     parser.add_argument(
@@ -688,6 +696,10 @@ def main() -> None:
     if args.serve is not None:
         serve(args.serve, args)
         return
+    try:
+        with_meta(RunConfig().control, args.meta)
+    except ValueError as e:
+        parser.error(str(e))
     if not 0 <= args.settle < horizon_of(args):
         parser.error(f"--settle: expected 0 ≤ s < the measured horizon ({horizon_of(args):g} s); found {args.settle:g}")
     spark = None

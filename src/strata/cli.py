@@ -555,6 +555,14 @@ def run(
             '(docs/spark.md, "Cells").'
         ),
     ] = None,
+    meta: Annotated[
+        str,
+        typer.Option(
+            help="The meta level: off (the levels' own composition, llf/aggressive), adaptive (it chooses the "
+            "gate's strategy and L1's preset every window, switching only on evidence beyond its measured noise), "
+            'or a composition dispatch/balancing run fixed (docs/hierarchy.md, "The meta level on Spark").',
+        ),
+    ] = "off",
     conf: ConfOption = None,
     properties_file: PropertiesOption = None,
     verbose: VerboseOption = False,
@@ -563,6 +571,8 @@ def run(
 
     A jobs program calling strata.main() runs this same command on the jobs it declared: python jobs.py
     --duration 60, or under spark-submit."""
+    from strata.control.controller import HierarchyConfig
+    from strata.control.meta import OFF, with_meta
     from strata.model.user import declared_here
     from strata.runners.live import RunRequest, run_live
 
@@ -587,6 +597,14 @@ def run(
     if dedicate and (cells == 1 or not control):
         given = "--cells 1" if cells == 1 else "--no-control"
         errors.print(f"[bold red]error[/] --dedicate: expected cells (a job pinned to its own); found {given}")
+        raise typer.Exit(code=2)
+    try:
+        with_meta(HierarchyConfig(), meta)
+    except ValueError as err:
+        errors.print(f"[bold red]error[/] --{err}")
+        raise typer.Exit(code=2) from None
+    if meta != OFF and not control:
+        errors.print(f"[bold red]error[/] --meta: expected Strata in control; found --no-control with {meta!r}")
         raise typer.Exit(code=2)
     settings = spark_settings(conf, properties_file, verbose)
     out = out or (Path("runs") / (program.stem or "jobs") if declared else Path("runs/latest"))
@@ -613,6 +631,7 @@ def run(
             tuple(skip_jobs or ()),
             tuple(dedicate or ()),
             settings,
+            meta,
         )
         if fleet:
             from strata.runners.fleet import run_fleet

@@ -44,6 +44,7 @@ uncoordinated baseline of the co-operation experiment.
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 
@@ -152,6 +153,8 @@ class StepLog:
     dispatch: str | None
     skipped: tuple[str, ...] = ()  # signals ignored (cooldown) and why
     plan_seconds: float = 0.0
+    balancing: str | None = None  # L1's balancing block in force after the step
+    meta_seconds: float = 0.0  # wall time the meta level took to choose (its own cost per control step)
 
 
 class Controller:
@@ -230,7 +233,7 @@ class Controller:
             reasons=("start",),
         )
         self._place_cells(d)
-        self.log.append(StepLog(now, self.epoch, (), ("*",), 0, 0, {}, self.dispatch))
+        self.log.append(StepLog(now, self.epoch, (), ("*",), 0, 0, {}, self.dispatch, balancing=self.balancing))
         return self._no_harm(d, now, None)
 
     def step(self, obs: Observation) -> Decisions:
@@ -250,8 +253,11 @@ class Controller:
         # Meta level: the composition for this window (dispatch now; balancing now; placer at the next plan).
         # What ran in the window that ended — the plan in force, answering whichever placer was chosen when it was
         # made — is what the learner credits, not a choice no plan has answered yet.
+        meta_seconds = 0.0
         if self.selector is not None:
+            t0 = time.perf_counter()
             comp = self.selector.select(obs, Composition(self.dispatch, self.balancing, self.answered))
+            meta_seconds = time.perf_counter() - t0
             if comp is not None:
                 self.dispatch, self.balancing, self.placer = comp.dispatch, comp.balancing, comp.placement
 
@@ -346,6 +352,8 @@ class Controller:
                 self.dispatch,
                 tuple(skipped),
                 plan_seconds,
+                self.balancing,
+                meta_seconds,
             )
         )
         return d
@@ -546,8 +554,6 @@ class Controller:
 
     def _full_plan(self, now: float, signals) -> float:
         """A full SODA epoch on the live cluster with observed rates and costs; then place every instance."""
-        import time
-
         t0 = time.perf_counter()
         cluster = self._live_cluster()
         margin = {s.job: 1.0 + self.config.headroom for s in signals if s.kind in ("miss", "shortfall")}
@@ -586,8 +592,6 @@ class Controller:
         The other components keep their plan; the re-planned ones get the cpu and
         memory the rest leaves free. Then only their instances are re-placed.
         """
-        import time
-
         t0 = time.perf_counter()
         for s in signals:
             if s.job in jobs and s.kind in ("miss", "shortfall", "hotspot"):

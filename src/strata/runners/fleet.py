@@ -56,6 +56,7 @@ from strata.runners.live import (
     check_files,
     prepare,
     refuse_changed,
+    run_config,
     start_session,
     time_base,
 )
@@ -569,7 +570,7 @@ def run_fleet(request: RunRequest, console: Console, errors: Console, max_cells:
         if cluster and (too_many := cells_over(scenario, needed if max_cells is None else max(needed, max_cells))):
             errors.print(f"[bold red]error[/] --master {request.master}: {too_many}", highlight=False)
             return 2
-        config = fleet_config(scenario, request.dedicated, max_cells, request.master, RunConfig(sink=request.sink))
+        config = fleet_config(scenario, request.dedicated, max_cells, request.master, run_config(request))
         if cluster:
             shares = ClusterCores(whole_cluster_cores(scenario), worker_cores(scenario))
         else:

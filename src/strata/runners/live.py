@@ -24,6 +24,7 @@ from rich.console import Console, Group
 from rich.live import Live
 from rich.table import Table
 
+from strata.control.meta import OFF, with_meta
 from strata.model import Scenario, SpecError, load_scenario, locate_problems
 from strata.model.user import PythonJob, load_python_run, split_files, with_jobs
 from strata.protocol.engine import Decisions, Observation
@@ -222,7 +223,7 @@ class RunRequest:
 
     ``only``/``skip``: the jobs to run, or to leave out, of those declared (:func:`choose_jobs`); ``dedicated``:
     those pinned to a cell of their own (:mod:`strata.runners.fleet`); ``spark``: the user's Spark settings and
-    log verbosity, for every application the run starts."""
+    log verbosity, for every application the run starts; ``meta``: the meta level (:func:`run_config`)."""
 
     files: tuple[Path | str, ...]
     duration_s: float = 120.0
@@ -235,6 +236,12 @@ class RunRequest:
     skip: tuple[str, ...] = ()
     dedicated: tuple[str, ...] = ()
     spark: SparkSettings = field(default_factory=SparkSettings)
+    meta: str = OFF  # the meta level: off, adaptive, or a composition fixed (strata.control.meta.with_meta)
+
+
+def run_config(request: RunRequest) -> RunConfig:
+    """The run's knobs on Spark: the defaults with the request's sink and meta level."""
+    return RunConfig(sink=request.sink, control=with_meta(RunConfig().control, request.meta))
 
 
 @dataclass(frozen=True)
@@ -376,7 +383,7 @@ def run_live(request: RunRequest, console: Console, errors: Console, declared: C
                     scenario,
                     mode,
                     out / mode,
-                    RunConfig(sink=request.sink),
+                    run_config(request),
                     epoch,
                     max(epoch, time.time()) + request.duration_s,
                     shown,
