@@ -55,7 +55,7 @@ from strata.control.budgets import critical_pools, l1_budget, pool_names, pools
 from strata.control.cells import CellConfig, place
 from strata.control.estimation import ResourceLearner, mean_offered_rates, offered_demand
 from strata.control.harm import HarmConfig, HarmGuard, Setting, job_models
-from strata.control.micro_batches import BatchSizing, ReadLimitRestarts, trigger_intervals
+from strata.control.micro_batches import BatchSizing, ReadLimitRestarts, TaskTimes, trigger_intervals
 from strata.control.signals import KINDS, Debounce, Signal, SignalConfig, lost_nodes, observed_signals
 from strata.model import Cluster, Scenario, critical_jobs, job_maps, joined_graph
 from strata.plan import Options, Plan, PlanError, replan
@@ -193,6 +193,7 @@ class Controller:
         # The one estimator of the model (costs, selectivities, offered rates); before any observation a source is
         # expected at its arrival process's long-run mean rate.
         self.estimator = ResourceLearner()
+        self.task_times = TaskTimes()  # how long each job's tasks hold a core (wall): what bulk batches are sized on
         self._prior = mean_offered_rates(scenario)
         self._planned_model = scenario  # the (learned) model the plan in force was made on: what pacing reads
         self._load: dict[tuple[str, int], float] = {}  # (PE, instance) → cores it used in the last window
@@ -231,7 +232,7 @@ class Controller:
         )
         self._place_cells(d)
         self.log.append(StepLog(now, self.epoch, (), ("*",), 0, 0, {}, self.dispatch))
-        return self._no_harm(d, now, None)
+        return self._size_batches(self._no_harm(d, now, None), None)
 
     def step(self, obs: Observation) -> Decisions:
         """One control window: signals, L0 re-plans (full or per component), L1 scaling and moves, meta choice."""
@@ -330,7 +331,7 @@ class Controller:
             d.dispatch = self.dispatch
         if replanned:
             self._place_cells(d)
-        d = self._no_harm(d, now, obs.window)
+        d = self._size_batches(self._no_harm(d, now, obs.window), obs.window)
         placement_moves = sum(
             1 for pe in changed for a, b in zip(old_place.get(pe, []), self.placement[pe], strict=False) if a[0] != b[0]
         )
@@ -368,6 +369,7 @@ class Controller:
         """The window into the estimator (costs, selectivities, offered rates), instance loads and lost nodes."""
         w = obs.window
         self.estimator.observe_window(w)
+        self.task_times.observe(obs.task_run)
         span = max(w.now - w.start, 1e-9)
         self._load = {(inst.pe, inst.instance): inst.busy / span for inst in w.instances}
         for node in lost_nodes(obs, self.down):
@@ -379,8 +381,7 @@ class Controller:
         return self.estimator.refine(self.scenario, self._prior, margin)
 
     def _pace(self, window) -> dict[str, float | None] | None:
-        """L0's rate caps for the plan in force, with the bulk batch sizes when ``size_batches`` (None: pacing
-        off); never on a job not observed yet."""
+        """L0's rate caps for the plan in force (None: pacing off); never on a job not observed yet."""
         cfg = self.config
         if cfg.pacing == "off":
             return None
@@ -388,14 +389,29 @@ class Controller:
         caps = self._worth_capping(
             pace(self._planned_model, self.plan, window, cfg.window_s, cfg.pacing, opt.batch, opt.headroom)
         )
-        if cfg.size_batches:  # bulk batches whose longest task fits the critical jobs' slack (micro_batches)
-            sizing = BatchSizing(
-                int(self.scenario.cluster.total_cores), cfg.critical_latency_s, cfg.triggers(self.scenario)
-            )
-            ingest = window.ingest if window is not None else {}
-            for pe, rate in sizing.caps(self.model(), self.plan.templates, self.estimator.estimates(), ingest).items():
-                caps[pe] = rate if caps.get(pe) is None else min(caps[pe], rate)
         return {pe: None if self._job_of[pe] in self._plain else cap for pe, cap in caps.items()}
+
+    def _size_batches(self, d: Decisions, window) -> Decisions:
+        """``d`` with each bulk job's rate cap lowered to the batch size whose longest task fits the critical jobs'
+        slack (:class:`~strata.control.micro_batches.BatchSizing`, when ``size_batches`` and the pacing is on),
+        on a job observed: its costs learned, or its tasks' wall time measured (from its first batch on). Applied
+        after do no harm: the bound comes from the critical jobs' targets and the bulk tasks' measured length
+        (Spark's only preemption is a task's end), not from overload or the rate model, so neither a calm machine
+        nor a rate verdict lifts it."""
+        cfg = self.config
+        if not cfg.size_batches or d.rate_limits is None:
+            return d
+        cores = int(self.scenario.cluster.total_cores)
+        sizing = BatchSizing(cores, cfg.critical_latency_s, cfg.triggers(self.scenario))
+        ingest = window.ingest if window is not None else {}
+        measured = self.task_times.per_record()
+        sized = sizing.caps(self.model(), self.plan.templates, self.estimator.estimates(), ingest, measured)
+        caps = dict(d.rate_limits)
+        for pe, rate in sized.items():
+            if self._job_of[pe] not in self._plain or self._job_of[pe] in measured:
+                caps[pe] = rate if caps.get(pe) is None else min(caps[pe], rate)
+        d.rate_limits = caps
+        return d
 
     def _worth_capping(self, caps: dict[str, float | None]) -> dict[str, float | None]:
         """The pacing's ``caps`` (source PE → records/s) less those of a job the cap is not predicted to gain

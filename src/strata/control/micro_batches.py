@@ -23,11 +23,14 @@ knobs", lists every default):
   Spark cannot preempt a task, so a batch of a latency-critical job that
   arrives while a bulk batch holds the cores waits for a task to end. Task
   granularity is Spark's only preemption: a bulk job's batch is sized so its
-  longest task — its records × learned core-seconds per record over the tasks
-  it runs at once — fits within the critical jobs' slack (target − batch time
-  alone), and as large as that allows, for throughput: its trigger is the
-  longest the slack and its own target allow, its read limit the records (or
-  files, at the measured records per file) such a batch holds.
+  longest task — its records × seconds per record over the tasks it runs at
+  once, the tasks' measured wall time (:class:`TaskTimes`) when known, never
+  less than the learned core-seconds — fits within the critical jobs' slack
+  (a record can wait out two blocked batches of its job: the one in flight
+  when it arrives and its own, so slack = min(target / 2, target − poll) −
+  batch time alone), and as large as that allows, for throughput: its trigger
+  is the longest the slack and its own target allow, its read limit the
+  records (or files, at the measured records per file) such a batch holds.
 - **Read-limit restarts** (:class:`ReadLimitRestarts`): a source whose read
   limit Spark reads only at query start (``maxFilesPerTrigger``,
   ``maxOffsetsPerTrigger``) can follow L0's rate cap only by a restart, which
@@ -41,12 +44,13 @@ Pure: plain data in, plain data out.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from strata.control.estimation import Estimate
 from strata.dispatch.gate import GateConfig
 from strata.model import OperatorKind, Scenario, joined_graph
 from strata.model.graph import topological_order
+from strata.protocol.engine import TaskRun
 
 
 def trigger_intervals(
@@ -76,20 +80,55 @@ def alone_batch_s(fixed_s: float, marginal_s: float, rate: float, cores: float) 
     return max(0.0, fixed_s) / spare
 
 
-def critical_slack(targets: Mapping[str, float], alone: Mapping[str, float | None]) -> float | None:
-    """The least slack over the latency-critical jobs: min(target − batch time alone) over ``targets`` (job → s)
-    with a known batch time (``alone``: job → s or None). None when none is known, or when some critical job's
-    slack is not positive: it misses alone, so bulk batches made smaller would cost throughput and buy nothing."""
-    known = [targets[j] - t for j, t in alone.items() if j in targets and t is not None]
+def critical_slack(
+    targets: Mapping[str, float], alone: Mapping[str, float | None], polls: Mapping[str, float]
+) -> float | None:
+    """The longest bulk task every latency-critical job can wait out within its target: the least over the jobs
+    in ``targets`` (job → s) with a known batch time alone B (``alone``: job → s or None) of
+    min(target / 2, target − poll) − B, ``polls``: job → its trigger P (0 when absent).
+
+    A record that arrives just after its job's batch started waits for that batch, which a bulk task of L seconds
+    can hold back: it ends by L + B; the record's own batch starts then or at the next poll, max(P, L + B), and can
+    be held back as long again: its latency is at most max(P, L + B) + L + B. That is within the target T while
+    L ≤ T/2 − B (P ≤ T/2) or L ≤ T − P − B (P > T/2). None when no batch time is known, or when some critical
+    job's slack is not positive: it misses even so, and bulk batches made smaller would cost throughput and buy
+    nothing."""
+    known = [
+        min(targets[j] / 2, targets[j] - polls.get(j, 0.0)) - t
+        for j, t in alone.items()
+        if j in targets and t is not None
+    ]
     if not known or min(known) <= 0:
         return None
     return min(known)
 
 
+@dataclass
+class TaskTimes:
+    """Each job's task wall seconds per input record, as Spark ran its batches (:class:`TaskRun`): sums weighted
+    ``decay`` per older window, so the figure follows the machine's load. Wall time, not core-seconds: a task
+    holds its core for its wall time, contention included, and that is what a critical batch waits out."""
+
+    decay: float = 0.9
+    run_s: dict[str, float] = field(default_factory=dict)
+    records: dict[str, float] = field(default_factory=dict)
+
+    def observe(self, runs: Mapping[str, TaskRun]) -> None:
+        """One window's task runs (job → :class:`TaskRun`); a job without one keeps its sums as they were."""
+        for job, r in runs.items():
+            self.run_s[job] = self.decay * self.run_s.get(job, 0.0) + r.run_s
+            self.records[job] = self.decay * self.records.get(job, 0.0) + r.records
+
+    def per_record(self) -> dict[str, float]:
+        """Job → task wall seconds per input record (jobs with records seen)."""
+        return {job: self.run_s[job] / n for job, n in self.records.items() if n > 0}
+
+
 @dataclass(frozen=True)
 class BulkBatches:
-    """What the policy knows of a bulk job's micro-batches: its learned core-seconds per record (Spark's
-    accounting), the tasks a batch runs at once, the records/s its source offers, the trigger its target allows."""
+    """What the policy knows of a bulk job's micro-batches: the seconds a record holds a core in its tasks
+    (:meth:`BatchSizing.caps`: measured task wall time, at least the learned core-seconds), the tasks a batch runs
+    at once, the records/s its source offers, the trigger its target allows."""
 
     cost_s: float
     width: int
@@ -139,7 +178,8 @@ def batch_sizes(slack_s: float | None, bulk: Mapping[str, BulkBatches], least_s:
 class BatchSizing:
     """The knobs :meth:`caps` sizes bulk batches with: the cores a batch's tasks run on at once (Spark's input
     partitions default to the session's parallelism), the latency a critical job has at most, the trigger each
-    bulk query runs with (job → s), and the shortest trigger worth a batch's fixed cost."""
+    query runs with (job → s: a bulk job's batch interval, a critical job's poll), and the shortest trigger worth
+    a batch's fixed cost."""
 
     cores: int
     critical_s: float
@@ -152,14 +192,19 @@ class BatchSizing:
         templates: Mapping[str, str],
         estimates: Mapping[str, Estimate],
         ingest: Mapping[str, float],
+        task_s: Mapping[str, float] | None = None,
     ) -> dict[str, float]:
         """Source PE → the rate cap that sizes its bulk job's batches (:func:`batch_sizes`), from the learned model.
 
         Per admitted job (``templates``), on its observed offer (``ingest``, source PE → records/s): core-seconds
         per source record Σ cost × gain over its PEs with an estimate (gain: records reaching the PE per source
         record, through the model's selectivities), and its per-batch line (Σ fixed, Σ marginal × gain). A job
-        with a target of ``critical_s`` or less gives a batch time alone (:func:`alone_batch_s`), and so the
-        slack; a job with a trigger is bulk and is sized, unless it is required (fitted whole, never held back).
+        with a target of ``critical_s`` or less gives a batch time alone (:func:`alone_batch_s`) and, with its
+        trigger (its poll), the slack (:func:`critical_slack`); a job with a trigger is bulk and is sized, unless
+        it is required (fitted whole, never held back), on the seconds a record holds a core: its measured task
+        wall time per source record (``task_s``: job → s, :meth:`TaskTimes.per_record`) when known — from its
+        first batch, before its costs are learned — never less than its learned core-seconds (a task takes at
+        least its CPU time); a job with neither is not sized (priors only seed).
 
         The cap is the sized records over the trigger the query runs with: an engine reads cap × trigger records
         a batch. Spark takes a processing-time trigger only when a query starts, so the sized trigger
@@ -189,8 +234,9 @@ class BatchSizing:
                 targets[job] = spec.target_latency_s
                 alone[job] = alone_batch_s(fixed, marginal, offered, self.cores) if cost > 0 else None
             elif job in self.triggers and not spec.required:
-                bulk[job] = BulkBatches(cost, self.cores, offered, self.triggers[job])
-        sizes = batch_sizes(critical_slack(targets, alone), bulk, self.least_s)
+                held = max(cost, (task_s or {}).get(job, 0.0))  # neither learned nor measured: 0, not sized
+                bulk[job] = BulkBatches(held, self.cores, offered, self.triggers[job])
+        sizes = batch_sizes(critical_slack(targets, alone, self.triggers), bulk, self.least_s)
         return {pe: size.records / self.triggers[job] for job, size in sizes.items() for pe in sources.get(job, ())}
 
 

@@ -43,11 +43,22 @@ __all__ = [
     "Move",
     "Observation",
     "Placement",
+    "TaskRun",
     "WindowStats",
 ]
 
 Placement = dict[str, list[tuple[str, float]]]
 """PE → one ``(node, cpu cores)`` per instance, in instance order (SODA's fractional assignment made concrete)."""
+
+
+@dataclass(frozen=True)
+class TaskRun:
+    """A job's units of work in one window as their tasks ran them: the tasks' wall time summed (seconds) over
+    the input records of those units. Not a cost (that is core-seconds, in the window's loads): how long the
+    job's non-preemptible tasks hold a core on the machine as loaded, what a latency-critical batch waits out."""
+
+    run_s: float
+    records: int
 
 
 @dataclass(frozen=True)
@@ -57,7 +68,9 @@ class Observation:
     ``window`` is the measurement over ``[window.start, window.now)``: per-key-group
     and per-instance loads, node utilisation, per-job latency (p50/p95/p99 and
     deadline-miss rate), PE output rates, source ingest, routing, placement,
-    migrations in flight, records dropped by reason. ``nodes_down``: nodes the
+    migrations in flight, records dropped by reason. ``task_run``: job → its
+    batches' task wall time and records in the window (engines whose units run
+    as tasks, i.e. Spark; empty: unknown). ``nodes_down``: nodes the
     engine knows to be lost (the node-loss signal). ``templates``: job →
     template running now (absent: not running). ``dispatch``: the L2 strategy
     in force (``strata.dispatch.STRATEGIES`` name) or None if the engine has no
@@ -72,6 +85,7 @@ class Observation:
     dispatch: str | None = None
     units: int = 0
     unit_records: float = 0.0
+    task_run: Mapping[str, TaskRun] = field(default_factory=dict)
 
     @property
     def now(self) -> float:

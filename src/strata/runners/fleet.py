@@ -118,6 +118,7 @@ def merge_observations(parts: Mapping[str, Observation], shares: Mapping[str, fl
         dispatch=dispatch,
         units=units,
         unit_records=sum(o.unit_records * o.units for o in parts.values()) / units if units else 0.0,
+        task_run={j: t for o in parts.values() for j, t in o.task_run.items()},
     )
 
 

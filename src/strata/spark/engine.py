@@ -58,6 +58,7 @@ from strata.protocol.engine import (
     KeyGroupLoad,
     LatencyStats,
     Observation,
+    TaskRun,
     WindowStats,
 )
 from strata.protocol.units import POOLS, Attribution, ReadLimitPolicy
@@ -503,6 +504,7 @@ class SparkEngine:
         rates: dict[str, float] = {}
         ingest: dict[str, float] = {}
         routing: dict[str, tuple[int, ...]] = {}
+        task_run: dict[str, TaskRun] = {}
         units, unit_rows = 0, 0
         with self._lock:
             running = dict(self.running)
@@ -538,7 +540,8 @@ class SparkEngine:
             fresh = fresh_of[job]
             rows_in = self._rows_in(p, {r["batch_id"] for r in fresh})
             rows_out = sum(r["rows_out"] for r in fresh)
-            busy = 0.0
+            busy = task_s = 0.0
+            timed: set[int] = set()  # batches with Spark's task metrics: their tasks' wall time is known
             for r in fresh:
                 cost = accounted.get((job, r["batch_id"]))
                 if cost is None:
@@ -546,6 +549,8 @@ class SparkEngine:
                     continue
                 py = python.get((job, r["batch_id"]), 0.0)
                 busy += cost.cpu_s + py
+                task_s += cost.run_s
+                timed.add(r["batch_id"])
                 self.costs[(job, segment.index, r["batch_id"])] = {
                     "cpu_s": cost.cpu_s,
                     "python_s": py,
@@ -555,6 +560,9 @@ class SparkEngine:
                 }
             units += len(fresh)
             unit_rows += rows_in
+            timed_rows = self._rows_in(p, timed)
+            if timed_rows:
+                task_run[job] = TaskRun(task_s, timed_rows)
             source = p.chain[0]
             src_pe = pe_id(job, source.name)
             # what the source offered and what waits in it, from the query's own progress (the source's latest
@@ -619,6 +627,7 @@ class SparkEngine:
             dispatch=strategy,
             units=units,
             unit_records=unit_rows / units if units else 0.0,
+            task_run=task_run,
         )
 
     def _settled(self, job: str, segment: Segment) -> dict[int, BatchCost]:
