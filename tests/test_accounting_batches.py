@@ -1,4 +1,4 @@
-"""Bulk batch sizes as a decision of the levels (issue 29 item 2): known answers by hand."""
+"""Bulk task sizes as a decision of the levels (issue 29 item 2): known answers by hand."""
 
 from __future__ import annotations
 
@@ -6,13 +6,11 @@ import pytest
 
 from strata.control.estimation import Estimate
 from strata.control.micro_batches import (
-    BatchSize,
     BatchSizing,
-    BulkBatches,
     TaskTimes,
     alone_batch_s,
-    batch_sizes,
     critical_slack,
+    records_per_task,
 )
 from strata.protocol.engine import TaskRun
 from tests.test_accounting import chain_job, on_one_node
@@ -53,28 +51,15 @@ def test_task_times_are_wall_seconds_per_record_weighted_to_the_latest_windows()
     assert times.per_record()["sessions"] == pytest.approx(0.3 / 9000)
 
 
-def test_bulk_batches_are_as_large_as_the_slack_allows():
-    bulk = {
-        # 0.9 s × 2 tasks / 0.003 = 600 records; at 250/s that is 2.4 s of input, under its 4 s trigger
-        "scoring": BulkBatches(cost_s=0.003, width=2, offered=250.0, trigger_s=4.0),
-        # 0.9 × 2 / 0.03 = 60 records = 0.24 s of input: the trigger stays at 0.5 s, the batch at 60 (120/s)
-        "heavy": BulkBatches(cost_s=0.03, width=2, offered=250.0, trigger_s=4.0),
-        # 180,000 records: the job's own 4 s trigger binds
-        "light": BulkBatches(cost_s=1e-5, width=2, offered=250.0, trigger_s=4.0),
-        "unlearned": BulkBatches(cost_s=0.0, width=2, offered=250.0, trigger_s=4.0),
-    }
-    sizes = batch_sizes(0.9, bulk)
-    assert sizes["scoring"] == BatchSize(pytest.approx(2.4), pytest.approx(600.0))
-    assert sizes["scoring"].rate == pytest.approx(250.0)
-    assert sizes["scoring"].files(40.0) == 15
-    assert sizes["heavy"].trigger_s == 0.5 and sizes["heavy"].rate == pytest.approx(120.0)
-    assert sizes["heavy"].files(100.0) == 1  # at least one file
-    assert sizes["light"].trigger_s == 4.0 and sizes["light"].rate == pytest.approx(45_000.0)
-    assert "unlearned" not in sizes
-    assert batch_sizes(None, bulk) == {}  # no critical job with a known slack: nothing sized
+def test_bulk_tasks_hold_as_many_records_as_the_slack_allows():
+    held = {"scoring": 0.008, "light": 1e-5, "unlearned": 0.0}
+    # 0.4 s / 8 ms = 50 records a task; 0.4 / 1e-5 = 40,000
+    assert records_per_task(0.4, held) == {"scoring": 50, "light": 40_000}
+    assert records_per_task(1e-4, {"scoring": 0.008}) == {"scoring": 1}  # at least one record
+    assert records_per_task(None, held) == {}  # no critical job with a known slack: nothing sized
 
 
-def test_caps_from_the_learned_model_size_the_bulk_jobs_only():
+def test_task_sizes_from_the_learned_model_and_measured_task_times_size_the_bulk_jobs_only():
     query = {"kind": "map", "selectivity": 0.5}
     alerts, bulk = chain_job("alerts", query, target_latency_s=1.0), chain_job("bulk", query, target_latency_s=60.0)
     model = on_one_node(2, alerts, bulk, chain_job("must", query, target_latency_s=60.0, required=True))
@@ -90,27 +75,23 @@ def test_caps_from_the_learned_model_size_the_bulk_jobs_only():
     ingest = {"alerts.input": 100.0, "bulk.input": 1000.0, "must.input": 1000.0}
     templates = {"alerts": "default", "bulk": "default", "must": "default"}
     triggers = {"bulk": 4.0, "must": 4.0}
-    # bulk: 0.4 × 2 / 0.004 = 200 records = 0.2 s at 1000/s (sized trigger 0.5 s, 400/s); its query runs with
-    # its 4 s trigger, so the cap holds a batch to 200 records at that trigger: 50/s
-    caps = BatchSizing(cores=2, critical_s=5.0, triggers=triggers).caps(model, templates, est, ingest)
-    assert caps == {"bulk.input": pytest.approx(50.0)}
-    shorter = BatchSizing(cores=2, critical_s=5.0, triggers={"bulk": 0.5})
-    assert shorter.caps(model, templates, est, ingest) == {"bulk.input": pytest.approx(400.0)}
-    # alerts polling every 0.8 s: slack min(0.5, 0.2) − 0.1 = 0.1 s → 50 records a batch, 12.5/s at 4 s
-    polled = BatchSizing(cores=2, critical_s=5.0, triggers={**triggers, "alerts": 0.8})
-    assert polled.caps(model, templates, est, ingest) == {"bulk.input": pytest.approx(12.5)}
-    # measured: bulk's tasks ran 0.008 s a record (a loaded machine): 0.4 × 2 / 0.008 = 100 records, 25/s; a
-    # measurement under the core-seconds (0.001) is not believed below them
     sizing = BatchSizing(cores=2, critical_s=5.0, triggers=triggers)
-    assert sizing.caps(model, templates, est, ingest, {"bulk": 0.008}) == {"bulk.input": pytest.approx(25.0)}
-    assert sizing.caps(model, templates, est, ingest, {"bulk": 0.001}) == {"bulk.input": pytest.approx(50.0)}
+    # bulk: 0.4 s / 0.004 = 100 records a task; must is required: never sized
+    assert sizing.tasks(model, templates, est, ingest) == {"bulk.input": 100}
+    # alerts polling every 0.8 s: slack min(0.5, 0.2) − 0.1 = 0.1 s → 25 records a task
+    polled = BatchSizing(cores=2, critical_s=5.0, triggers={**triggers, "alerts": 0.8})
+    assert polled.tasks(model, templates, est, ingest) == {"bulk.input": 25}
+    # measured: bulk's tasks ran 0.008 s a record (a loaded machine): 0.4 / 0.008 = 50 records; a measurement
+    # under the core-seconds (0.001) is not believed below them
+    assert sizing.tasks(model, templates, est, ingest, {"bulk": 0.008}) == {"bulk.input": 50}
+    assert sizing.tasks(model, templates, est, ingest, {"bulk": 0.001}) == {"bulk.input": 100}
     # bulk's costs not learned yet, its tasks measured from its first batch: sized on the measurement alone
     early = {k: v for k, v in est.items() if not k.startswith("bulk.")}
-    assert sizing.caps(model, templates, early, ingest, {"bulk": 0.008}) == {"bulk.input": pytest.approx(25.0)}
-    assert sizing.caps(model, templates, early, ingest) == {}  # neither learned nor measured: not sized
+    assert sizing.tasks(model, templates, early, ingest, {"bulk": 0.008}) == {"bulk.input": 50}
+    assert sizing.tasks(model, templates, early, ingest) == {}  # neither learned nor measured: not sized
     # without the critical job's estimate there is no slack to size against
     unlearned = {k: v for k, v in est.items() if k != "alerts.query"}
-    assert BatchSizing(cores=2, critical_s=5.0, triggers=triggers).caps(model, templates, unlearned, ingest) == {}
+    assert sizing.tasks(model, templates, unlearned, ingest, {"bulk": 0.008}) == {}
 
 
 def test_the_controller_sizes_bulk_batches_from_what_it_learned_when_asked():
@@ -133,17 +114,18 @@ def test_the_controller_sizes_bulk_batches_from_what_it_learned_when_asked():
         ingest = {"alerts.input": 100.0, "bulk.input": 1000.0}
         return WindowStats(2.0 * k, 2.0 * k - 2, (), loads, {}, {}, {}, {}, ingest, {}, {}, (), {})
 
-    caps = {}
+    sizes = {}
     for size, runs in ((False, {}), (True, {}), (True, {"bulk": TaskRun(8.0, 1000)})):
         ctl = Controller(sc, HierarchyConfig(epoch_s=1000.0, window_s=2.0, pacing="plan", size_batches=size))
-        ctl.start(0.0)
-        caps[size, bool(runs)] = [
-            ctl.step(Observation(window(k), task_run=runs)).rate_limits["bulk.input"] for k in (1, 2, 3)
-        ]
+        d = ctl.start(0.0)
+        assert d.task_records == ({"bulk.input": None} if size else None)  # nothing known: the source's split
+        steps = [ctl.step(Observation(window(k), task_run=runs)) for k in (1, 2, 3)]
+        sizes[size, bool(runs)] = [(d.task_records or {}).get("bulk.input") for d in steps]
+        assert all(d.rate_limits["bulk.input"] is None for d in steps)  # split finer, never read less
     # alerts alone: 0.19 / (2 − 0.001 × 100) = 0.1 s; it polls every 0.05 × 1 s, so the slack is min(1/2, 0.95)
-    # − 0.1 = 0.4 s; bulk at 0.004 core-s a record: 200 records a batch, at its 4 s trigger (60 s / 15) 50/s.
-    # Nothing before three windows have fitted the lines.
-    assert caps[True, False] == [None, None, pytest.approx(50.0)]
-    # its tasks measured at 8 s of wall time per 1000 records: 0.4 × 2 / 0.008 = 100 records a batch, 25/s
-    assert caps[True, True] == [None, None, pytest.approx(25.0)]
-    assert caps[False, False] == [None, None, None]  # the plan's own pacing does not cap bulk here
+    # − 0.1 = 0.4 s; bulk at 0.004 core-s a record: 100 records a task. Nothing before three windows have fitted
+    # the lines.
+    assert sizes[True, False] == [None, None, 100]
+    # its tasks measured at 8 s of wall time per 1000 records: 0.4 / 0.008 = 50 records a task
+    assert sizes[True, True] == [None, None, 50]
+    assert sizes[False, False] == [None, None, None]

@@ -102,8 +102,8 @@ class HierarchyConfig:
     trigger_max_s: float = 5.0  # ... at most this
     critical_poll: float = 0.05  # a critical job's trigger: this × its target (how often its driver polls for input)
     gate_reserved_cores: int = 1  # the gate lets the session's cores less this run at once (at least 1)
-    # Bulk batches sized so their longest task fits the critical jobs' slack (micro_batches.BatchSizing), as caps
-    # with the pacing's: for engines whose units of work are micro-batches (strata run and the demo set it).
+    # Bulk batches split into tasks whose longest fits the critical jobs' slack (micro_batches.BatchSizing,
+    # Decisions.task_records): for engines whose units of work are micro-batches (strata run and the demo set it).
     size_batches: bool = False
     # L0's rate caps on user queries through their sources' read limits, which Spark reads only at start (every
     # change is a restart). Off by default: on bench_platform (--cap-reads) the caps, planned on costs learned
@@ -392,25 +392,26 @@ class Controller:
         return {pe: None if self._job_of[pe] in self._plain else cap for pe, cap in caps.items()}
 
     def _size_batches(self, d: Decisions, window) -> Decisions:
-        """``d`` with each bulk job's rate cap lowered to the batch size whose longest task fits the critical jobs'
-        slack (:class:`~strata.control.micro_batches.BatchSizing`, when ``size_batches`` and the pacing is on),
-        on a job observed: its costs learned, or its tasks' wall time measured (from its first batch on). Applied
-        after do no harm: the bound comes from the critical jobs' targets and the bulk tasks' measured length
-        (Spark's only preemption is a task's end), not from overload or the rate model, so neither a calm machine
-        nor a rate verdict lifts it."""
+        """``d`` with each bulk job's task size (``task_records``): its batches split into tasks whose longest fits
+        the critical jobs' slack (:class:`~strata.control.micro_batches.BatchSizing`, when ``size_batches``), on
+        a job observed: its costs learned, or its tasks' wall time measured (from its first batch on); the
+        source's own split otherwise. Applied after do no harm: a batch split finer reads as much as before, and
+        the bound comes from the critical jobs' targets and the bulk tasks' measured length (Spark's only
+        preemption is a task's end), not from overload or the rate model, so neither a calm machine nor a rate
+        verdict lifts it."""
         cfg = self.config
-        if not cfg.size_batches or d.rate_limits is None:
+        if not cfg.size_batches:
             return d
         cores = int(self.scenario.cluster.total_cores)
         sizing = BatchSizing(cores, cfg.critical_latency_s, cfg.triggers(self.scenario))
         ingest = window.ingest if window is not None else {}
         measured = self.task_times.per_record()
-        sized = sizing.caps(self.model(), self.plan.templates, self.estimator.estimates(), ingest, measured)
-        caps = dict(d.rate_limits)
-        for pe, rate in sized.items():
-            if self._job_of[pe] not in self._plain or self._job_of[pe] in measured:
-                caps[pe] = rate if caps.get(pe) is None else min(caps[pe], rate)
-        d.rate_limits = caps
+        sized = sizing.tasks(self.model(), self.plan.templates, self.estimator.estimates(), ingest, measured)
+        d.task_records = {
+            pe: sized.get(pe) if job not in self._plain or job in measured else None
+            for pe, job in sorted(self._sources.items())
+            if job not in self._critical
+        }
         return d
 
     def _worth_capping(self, caps: dict[str, float | None]) -> dict[str, float | None]:

@@ -111,6 +111,10 @@ class Decisions:
       instance, for engines that place. Only PEs that change are listed.
     - ``rate_limits`` (L0, SODA microQ pacing): source PE → records/s (None lifts
       the cap); ``limit_mode`` 'defer' (no record lost) or 'drop' (shedding jobs only).
+    - ``task_records`` (L0, bulk batch sizes: :class:`strata.control.micro_batches.BatchSizing`):
+      source PE → the most records one task of a micro-batch reads (None: the source's own split), for
+      engines that split a batch's input into tasks (Spark's generator source); a batch is split into more,
+      shorter tasks, never read smaller.
     - ``moves`` (L1): key-group moves, AutoFlow's live protocol by default.
     - ``dispatch`` (meta, learner): name of the L2 strategy to run from the next
       unit of work on; engines switch between units, never inside one.
@@ -136,6 +140,7 @@ class Decisions:
     placement: Placement | None = None
     rate_limits: dict[str, float | None] | None = None
     limit_mode: str = "defer"
+    task_records: dict[str, int | None] | None = None
     moves: list[Move] = field(default_factory=list)
     dispatch: str | None = None
     cells: dict[str, str] | None = None
@@ -158,6 +163,7 @@ class Decisions:
             and self.triggers is None
             and self.placement is None
             and self.rate_limits is None
+            and self.task_records is None
             and not self.moves
             and self.dispatch is None
             and self.cells is None

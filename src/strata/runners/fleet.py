@@ -149,6 +149,7 @@ def route(
             triggers=decisions.triggers,
             placement=mine(decisions.placement, cell, job_of),
             rate_limits=mine(decisions.rate_limits, cell, job_of),
+            task_records=mine(decisions.task_records, cell, job_of),
             limit_mode=decisions.limit_mode,
             moves=[m for m in decisions.moves if holder.get(job_of(m.pe)) == cell],
             dispatch=decisions.dispatch,
