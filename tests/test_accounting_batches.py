@@ -53,8 +53,9 @@ def test_task_times_are_wall_seconds_per_record_weighted_to_the_latest_windows()
 
 def test_bulk_tasks_hold_as_many_records_as_the_slack_allows():
     held = {"scoring": 0.008, "light": 1e-5, "unlearned": 0.0}
-    # 0.4 s / 8 ms = 50 records a task; 0.4 / 1e-5 = 40,000
-    assert records_per_task(0.4, held) == {"scoring": 50, "light": 40_000}
+    # 0.4 s / 8 ms = 50 records a task, down to the step 2^(22/4) = 45.25; 0.4 / 1e-5 = 40,000 → 2^(61/4) = 38,967.6
+    assert records_per_task(0.4, held) == {"scoring": 45, "light": 38_967}
+    assert records_per_task(0.4, {"scoring": 0.004}) == {"scoring": 90}  # 100 → 2^(26/4) = 90.5: on a step
     assert records_per_task(1e-4, {"scoring": 0.008}) == {"scoring": 1}  # at least one record
     assert records_per_task(None, held) == {}  # no critical job with a known slack: nothing sized
 
@@ -76,22 +77,26 @@ def test_task_sizes_from_the_learned_model_and_measured_task_times_size_the_bulk
     templates = {"alerts": "default", "bulk": "default", "must": "default"}
     triggers = {"bulk": 4.0, "must": 4.0}
     sizing = BatchSizing(cores=2, critical_s=5.0, triggers=triggers)
-    # bulk: 0.4 s / 0.004 = 100 records a task; must is required: never sized
-    assert sizing.tasks(model, templates, est, ingest) == {"bulk.input": 100}
-    # alerts polling every 0.8 s: slack min(0.5, 0.2) − 0.1 = 0.1 s → 25 records a task
+    # bulk: 0.4 s / 0.004 = 100 records a task (step 90); must is required: never sized
+    assert sizing.tasks(model, templates, est, ingest) == {"bulk.input": 90}
+    # alerts polling every 0.8 s: slack min(0.5, 0.2) − 0.1 = 0.1 s → 25 records a task (step 22)
     polled = BatchSizing(cores=2, critical_s=5.0, triggers={**triggers, "alerts": 0.8})
-    assert polled.tasks(model, templates, est, ingest) == {"bulk.input": 25}
-    # measured: bulk's tasks ran 0.008 s a record (a loaded machine): 0.4 / 0.008 = 50 records; a measurement
-    # under the core-seconds (0.001) is not believed below them
-    assert sizing.tasks(model, templates, est, ingest, {"bulk": 0.008}) == {"bulk.input": 50}
-    assert sizing.tasks(model, templates, est, ingest, {"bulk": 0.001}) == {"bulk.input": 100}
+    assert polled.tasks(model, templates, est, ingest) == {"bulk.input": 22}
+    # measured: bulk's tasks ran 0.008 s a record (a loaded machine): 0.4 / 0.008 = 50 records (step 45); a
+    # measurement under the core-seconds (0.001) is not believed below them
+    assert sizing.tasks(model, templates, est, ingest, {"bulk": 0.008}) == {"bulk.input": 45}
+    assert sizing.tasks(model, templates, est, ingest, {"bulk": 0.001}) == {"bulk.input": 90}
     # bulk's costs not learned yet, its tasks measured from its first batch: sized on the measurement alone
     early = {k: v for k, v in est.items() if not k.startswith("bulk.")}
-    assert sizing.tasks(model, templates, early, ingest, {"bulk": 0.008}) == {"bulk.input": 50}
+    assert sizing.tasks(model, templates, early, ingest, {"bulk": 0.008}) == {"bulk.input": 45}
     assert sizing.tasks(model, templates, early, ingest) == {}  # neither learned nor measured: not sized
-    # without the critical job's estimate there is no slack to size against
+    # the critical job neither learned nor measured: no slack to size against
     unlearned = {k: v for k, v in est.items() if k != "alerts.query"}
     assert sizing.tasks(model, templates, unlearned, ingest, {"bulk": 0.008}) == {}
+    # ... measured only (1 ms of task time a record, polling every 0.5 s): one poll's 50 records over 2 cores take
+    # 0.025 s, slack min(0.5, 1 − 0.5) − 0.025 = 0.475 s → 59.4 records of bulk a task (step 2^(23/4) = 53.8)
+    measured = BatchSizing(cores=2, critical_s=5.0, triggers={**triggers, "alerts": 0.5})
+    assert measured.tasks(model, templates, unlearned, ingest, {"bulk": 0.008, "alerts": 0.001}) == {"bulk.input": 53}
 
 
 def test_the_controller_sizes_bulk_batches_from_what_it_learned_when_asked():
@@ -123,9 +128,9 @@ def test_the_controller_sizes_bulk_batches_from_what_it_learned_when_asked():
         sizes[size, bool(runs)] = [(d.task_records or {}).get("bulk.input") for d in steps]
         assert all(d.rate_limits["bulk.input"] is None for d in steps)  # split finer, never read less
     # alerts alone: 0.19 / (2 − 0.001 × 100) = 0.1 s; it polls every 0.05 × 1 s, so the slack is min(1/2, 0.95)
-    # − 0.1 = 0.4 s; bulk at 0.004 core-s a record: 100 records a task. Nothing before three windows have fitted
-    # the lines.
-    assert sizes[True, False] == [None, None, 100]
-    # its tasks measured at 8 s of wall time per 1000 records: 0.4 / 0.008 = 50 records a task
-    assert sizes[True, True] == [None, None, 50]
+    # − 0.1 = 0.4 s; bulk at 0.004 core-s a record: 100 records a task (step 90). Nothing before three windows
+    # have fitted the lines.
+    assert sizes[True, False] == [None, None, 90]
+    # its tasks measured at 8 s of wall time per 1000 records: 0.4 / 0.008 = 50 records a task (step 45)
+    assert sizes[True, True] == [None, None, 45]
     assert sizes[False, False] == [None, None, None]

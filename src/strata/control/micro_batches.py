@@ -41,6 +41,7 @@ Pure: plain data in, plain data out.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -124,16 +125,23 @@ class TaskTimes:
 
 def records_per_task(slack_s: float | None, held_s: Mapping[str, float]) -> dict[str, int]:
     """Job → the most records one task of its batches reads, so that the task ends within ``slack_s``: slack / s
-    (at least 1), ``held_s``: job → the seconds one record holds a core in its tasks (jobs with s ≤ 0 are not
-    sized). No slack (no critical job with a known batch time, or one that misses even so): none.
+    rounded down to a step of 2^(1/4) (at least 1), ``held_s``: job → the seconds one record holds a core in its
+    tasks (jobs with s ≤ 0 are not sized). No slack (no critical job with a known batch time, or one that misses
+    even so): none. The steps (≈ 19% apart) keep a size steady while its measurements drift by a few percent
+    from window to window, so the source's split changes only when the tasks would.
 
     Tasks, not batches: a batch read smaller at the same trigger reads less (measured, bench_one_app seed 1:
     read limits sized so cost `scoring` 12% of its throughput, and its batches, always behind, held the cores
     back to back); split into more tasks it reads as much, and a critical batch waits at most one task."""
     if slack_s is None:
         return {}
-    # a quotient that is whole on paper (0.4 / 0.004) must not lose a record to binary rounding
-    return {job: max(1, int(slack_s / s + 1e-9)) for job, s in held_s.items() if s > 0}
+    # a quotient that is whole on paper (0.4 / 0.004) must not lose a step to binary rounding
+    return {job: _quarter_octave(slack_s / s * (1 + 1e-9)) for job, s in held_s.items() if s > 0}
+
+
+def _quarter_octave(n: float) -> int:
+    """The largest 2^(k/4) ≤ ``n`` (whole k, truncated to an integer), at least 1."""
+    return max(1, int(2 ** (math.floor(4 * math.log2(n)) / 4))) if n >= 1 else 1
 
 
 @dataclass(frozen=True)
@@ -160,7 +168,8 @@ class BatchSizing:
         per source record Σ cost × gain over its PEs with an estimate (gain: records reaching the PE per source
         record, through the model's selectivities), and its per-batch line (Σ fixed, Σ marginal × gain). A job
         with a target of ``critical_s`` or less gives a batch time alone (:func:`alone_batch_s`) and, with its
-        trigger (its poll), the slack (:func:`critical_slack`); a job with a trigger is bulk and is sized, unless
+        trigger (its poll), the slack (:func:`critical_slack`) — before its costs are learned, from its measured
+        task time (one poll's input at that pace over the cores); a job with a trigger is bulk and is sized, unless
         it is required (fitted whole, never held back), on the seconds a record holds a core: its measured task
         wall time per source record (``task_s``: job → s, :meth:`TaskTimes.per_record`) when known — from its
         first batch, before its costs are learned — never less than its learned core-seconds (a task takes at
@@ -186,7 +195,14 @@ class BatchSizing:
             if spec.target_latency_s <= self.critical_s:
                 offered = sum(ingest.get(pe, 0.0) for pe in sources.get(job, ()))
                 targets[job] = spec.target_latency_s
-                alone[job] = alone_batch_s(fixed, marginal, offered, self.cores) if cost > 0 else None
+                if cost > 0:
+                    alone[job] = alone_batch_s(fixed, marginal, offered, self.cores)
+                elif job in (task_s or {}) and job in self.triggers:
+                    # not learned yet, its tasks measured: one poll's input at their measured pace (contention
+                    # included: no shorter than alone) over the cores
+                    alone[job] = task_s[job] * offered * self.triggers[job] / self.cores
+                else:
+                    alone[job] = None
             elif job in self.triggers and not spec.required:
                 held[job] = max(cost, (task_s or {}).get(job, 0.0))  # neither learned nor measured: 0, not sized
         sized = records_per_task(critical_slack(targets, alone, self.triggers), held)
