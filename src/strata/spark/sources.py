@@ -65,19 +65,15 @@ class RateCap:
 
     def set(self, max_rows_per_batch: int | None) -> None:
         """Cap rows per micro-batch (None lifts the cap, 0 pauses); atomic for the reader."""
-        if max_rows_per_batch is not None and max_rows_per_batch < 0:
-            raise ValueError(f"max_rows_per_batch must be ≥ 0 or None; got {max_rows_per_batch}")
-        self._write("max_rows_per_batch", max_rows_per_batch)
+        self._write("max_rows_per_batch", max_rows_per_batch, least=0)
+
+    def split(self, max_rows_per_task: int | None) -> None:
+        """At most this many rows (≥ 1) in one input partition of a batch (None: the source's own split)."""
+        self._write("max_rows_per_task", max_rows_per_task, least=1)
 
     def get(self) -> int | None:
         """The cap now in force (None when there is no file or no cap)."""
         return self._read("max_rows_per_batch")
-
-    def split(self, max_rows_per_task: int | None) -> None:
-        """At most this many rows in one input partition of a batch (None: the source's own split; ≥ 1)."""
-        if max_rows_per_task is not None and max_rows_per_task < 1:
-            raise ValueError(f"max_rows_per_task must be ≥ 1 or None; got {max_rows_per_task}")
-        self._write("max_rows_per_task", max_rows_per_task)
 
     def task_rows(self) -> int | None:
         """The rows per task now in force (None when there is no file or no bound)."""
@@ -93,8 +89,11 @@ class RateCap:
         except (OSError, ValueError):
             return {}
 
-    def _write(self, key: str, value: int | None) -> None:
-        """The file with ``key`` set and the other entries kept (only the driver writes it)."""
+    def _write(self, key: str, value: int | None, least: int) -> None:
+        """The file with ``key`` set to ``value`` (None, or at least ``least``) and the other entries kept (only
+        the driver writes it)."""
+        if value is not None and value < least:
+            raise ValueError(f"{key} must be ≥ {least} or None; got {value}")
         self.path.parent.mkdir(parents=True, exist_ok=True)
         tmp = self.path.with_suffix(f".tmp{os.getpid()}")
         tmp.write_text(json.dumps({**self._values(), key: value}))
