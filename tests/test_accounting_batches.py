@@ -134,3 +134,31 @@ def test_the_controller_sizes_bulk_batches_from_what_it_learned_when_asked():
     # its tasks measured at 8 s of wall time per 1000 records: 0.4 / 0.008 = 50 records a task (step 45)
     assert sizes[True, True] == [None, None, 45]
     assert sizes[False, False] == [None, None, None]
+
+
+def test_in_cells_only_a_bulk_job_beside_a_critical_job_is_split():
+    from strata.control.cells import CellConfig
+    from strata.control.controller import Controller, HierarchyConfig
+    from strata.protocol.engine import InstanceLoad, Observation, WindowStats
+
+    query = {"kind": "map", "cost_per_record": 0.001}
+    sc = on_one_node(
+        2, chain_job("alerts", query, target_latency_s=1.0), chain_job("bulk", query, rank=2, target_latency_s=60.0)
+    )
+
+    def window(k: int) -> WindowStats:
+        loads = (
+            InstanceLoad("alerts.query", 0, "n0", 100 * k, 0.19 + 0.1 * k, 0, 0),
+            InstanceLoad("bulk.query", 0, "n0", 1000 * k, 4.0 * k, 0, 0),
+        )
+        ingest = {"alerts.input": 100.0, "bulk.input": 1000.0}
+        return WindowStats(2.0 * k, 2.0 * k - 2, (), loads, {}, {}, {}, {}, ingest, {}, {}, (), {})
+
+    last = {}
+    for name, cells in (("one cell", CellConfig(max_cells=1)), ("apart", CellConfig(pins=(("alerts", "own"),)))):
+        cfg = HierarchyConfig(epoch_s=1000.0, window_s=2.0, pacing="plan", size_batches=True, cells=cells)
+        ctl = Controller(sc, cfg)
+        ctl.start(0.0)
+        last[name] = [ctl.step(Observation(window(k))) for k in (1, 2, 3)][-1].task_records["bulk.input"]
+    # as in one application (90 records a task: see above); in a cell of its own, the OS preempts between them
+    assert last == {"one cell": 90, "apart": None}
