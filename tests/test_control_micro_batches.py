@@ -101,6 +101,6 @@ def test_the_controller_hands_spark_its_triggers_and_the_pools_of_its_cpu_shares
     assert Plain(sc).start(0.0).triggers is None
 
 
-@pytest.mark.parametrize("field", ["triggers", "pools"])
-def test_decisions_carrying_only_triggers_or_pools_are_not_empty(field):
+@pytest.mark.parametrize("field", ["triggers", "pools", "task_records"])
+def test_decisions_carrying_only_triggers_pools_or_task_sizes_are_not_empty(field):
     assert Decisions(0).empty() and not Decisions(0, **{field: {}}).empty()

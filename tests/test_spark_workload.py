@@ -10,7 +10,7 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
 from strata.model import SourceSpec
 from strata.model.inputs import Timeline, Workload, record_columns, zipf_cdf
-from strata.spark.sources import RateCap, SyntheticStreamReader, expected_rows, synthetic_options
+from strata.spark.sources import RateCap, SyntheticStreamReader, expected_rows, synthetic_options, task_splits
 
 EPOCH = 1_700_000_000.0
 
@@ -98,6 +98,29 @@ def test_read_limits_and_the_control_file_cap_batches(tmp_path):
     assert r.reportLatestOffset() == {"row": 10000, "epoch": EPOCH}
     with pytest.raises(ValueError):
         cap.set(-1)
+
+
+def test_the_control_file_splits_batches_into_tasks_of_at_most_its_rows(tmp_path):
+    assert task_splits(9000, 2, None) == 2  # no bound: the source's own splits
+    assert task_splits(9000, 2, 3000) == 4  # 2 × ceil(9000 / 6000): 4 tasks of 2250 rows, as many on each core
+    assert task_splits(9000, 2, 5000) == 2
+    assert task_splits(5, 2, 1) == 6
+    spec = SourceSpec(rate=1000, arrivals={"process": "constant"})
+    cap = RateCap(tmp_path / "control" / "q.json")
+    r = reader(spec, clock="virtual", end_s=10, epoch=EPOCH, control_file=cap.path)
+    start, end = r.initialOffset(), {"row": 9000, "epoch": EPOCH}
+    assert [(p.lo, p.hi) for p in r.partitions(start, end)] == [(0, 4500), (4500, 9000)]
+    cap.set(5000)
+    cap.split(3000)
+    assert cap.get() == 5000 and cap.task_rows() == 3000  # the cap and the task size live side by side
+    assert [(p.lo, p.hi) for p in r.partitions(start, end)] == [(0, 2250), (2250, 4500), (4500, 6750), (6750, 9000)]
+    assert len(rows_of(r, start, end)["id"]) == 9000  # the same rows, in more tasks
+    cap.set(None)
+    assert cap.task_rows() == 3000
+    cap.split(None)
+    assert len(r.partitions(start, end)) == 2
+    with pytest.raises(ValueError):
+        cap.split(0)
 
 
 def test_wall_clock_offers_only_what_has_happened():

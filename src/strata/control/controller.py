@@ -56,7 +56,7 @@ from strata.control.budgets import critical_pools, l1_budget, pool_names, pools
 from strata.control.cells import CellConfig, place
 from strata.control.estimation import ResourceLearner, mean_offered_rates, offered_demand
 from strata.control.harm import HarmConfig, HarmGuard, Setting, job_models
-from strata.control.micro_batches import BatchSizing, ReadLimitRestarts, trigger_intervals
+from strata.control.micro_batches import BatchSizing, ReadLimitRestarts, TaskTimes, trigger_intervals
 from strata.control.signals import KINDS, Debounce, Signal, SignalConfig, lost_nodes, observed_signals
 from strata.model import Cluster, Scenario, critical_jobs, job_maps, joined_graph
 from strata.plan import Options, Plan, PlanError, replan
@@ -103,8 +103,8 @@ class HierarchyConfig:
     trigger_max_s: float = 5.0  # ... at most this
     critical_poll: float = 0.05  # a critical job's trigger: this × its target (how often its driver polls for input)
     gate_reserved_cores: int = 1  # the gate lets the session's cores less this run at once (at least 1)
-    # Bulk batches sized so their longest task fits the critical jobs' slack (micro_batches.BatchSizing), as caps
-    # with the pacing's: for engines whose units of work are micro-batches (strata run and the demo set it).
+    # Bulk batches split into tasks whose longest fits the critical jobs' slack (micro_batches.BatchSizing,
+    # Decisions.task_records): for engines whose units of work are micro-batches (strata run and the demo set it).
     size_batches: bool = False
     # L0's rate caps on user queries through their sources' read limits, which Spark reads only at start (every
     # change is a restart). Off by default: on bench_platform (--cap-reads) the caps, planned on costs learned
@@ -196,6 +196,7 @@ class Controller:
         # The one estimator of the model (costs, selectivities, offered rates); before any observation a source is
         # expected at its arrival process's long-run mean rate.
         self.estimator = ResourceLearner()
+        self.task_times = TaskTimes()  # how long each job's tasks hold a core (wall): what bulk batches are sized on
         self._prior = mean_offered_rates(scenario)
         self._planned_model = scenario  # the (learned) model the plan in force was made on: what pacing reads
         self._load: dict[tuple[str, int], float] = {}  # (PE, instance) → cores it used in the last window
@@ -234,7 +235,7 @@ class Controller:
         )
         self._place_cells(d)
         self.log.append(StepLog(now, self.epoch, (), ("*",), 0, 0, {}, self.dispatch, balancing=self.balancing))
-        return self._no_harm(d, now, None)
+        return self._size_batches(self._no_harm(d, now, None), None)
 
     def step(self, obs: Observation) -> Decisions:
         """One control window: signals, L0 re-plans (full or per component), L1 scaling and moves, meta choice."""
@@ -336,7 +337,7 @@ class Controller:
             d.dispatch = self.dispatch
         if replanned:
             self._place_cells(d)
-        d = self._no_harm(d, now, obs.window)
+        d = self._size_batches(self._no_harm(d, now, obs.window), obs.window)
         placement_moves = sum(
             1 for pe in changed for a, b in zip(old_place.get(pe, []), self.placement[pe], strict=False) if a[0] != b[0]
         )
@@ -376,6 +377,7 @@ class Controller:
         """The window into the estimator (costs, selectivities, offered rates), instance loads and lost nodes."""
         w = obs.window
         self.estimator.observe_window(w)
+        self.task_times.observe(obs.task_run)
         span = max(w.now - w.start, 1e-9)
         self._load = {(inst.pe, inst.instance): inst.busy / span for inst in w.instances}
         for node in lost_nodes(obs, self.down):
@@ -387,8 +389,7 @@ class Controller:
         return self.estimator.refine(self.scenario, self._prior, margin)
 
     def _pace(self, window) -> dict[str, float | None] | None:
-        """L0's rate caps for the plan in force, with the bulk batch sizes when ``size_batches`` (None: pacing
-        off); never on a job not observed yet."""
+        """L0's rate caps for the plan in force (None: pacing off); never on a job not observed yet."""
         cfg = self.config
         if cfg.pacing == "off":
             return None
@@ -396,14 +397,35 @@ class Controller:
         caps = self._worth_capping(
             pace(self._planned_model, self.plan, window, cfg.window_s, cfg.pacing, opt.batch, opt.headroom)
         )
-        if cfg.size_batches:  # bulk batches whose longest task fits the critical jobs' slack (micro_batches)
-            sizing = BatchSizing(
-                int(self.scenario.cluster.total_cores), cfg.critical_latency_s, cfg.triggers(self.scenario)
-            )
-            ingest = window.ingest if window is not None else {}
-            for pe, rate in sizing.caps(self.model(), self.plan.templates, self.estimator.estimates(), ingest).items():
-                caps[pe] = rate if caps.get(pe) is None else min(caps[pe], rate)
         return {pe: None if self._job_of[pe] in self._plain else cap for pe, cap in caps.items()}
+
+    def _size_batches(self, d: Decisions, window) -> Decisions:
+        """``d`` with each bulk job's task size (``task_records``): its batches split into tasks whose longest fits
+        the critical jobs' slack (:class:`~strata.control.micro_batches.BatchSizing`, when ``size_batches``), on
+        a job observed: its costs learned, or its tasks' wall time measured (from its first batch on); the
+        source's own split otherwise, and in cells on a job in a cell with no critical job. Applied after do no
+        harm: a batch split finer reads as much as before, and the bound comes from the critical jobs' targets and
+        the bulk tasks' measured length (Spark's only preemption is a task's end), not from overload or the rate
+        model, so neither a calm machine nor a rate verdict lifts it."""
+        cfg = self.config
+        if not cfg.size_batches:
+            return d
+        cores = int(self.scenario.cluster.total_cores)
+        sizing = BatchSizing(cores, cfg.critical_latency_s, cfg.triggers(self.scenario))
+        ingest = window.ingest if window is not None else {}
+        measured = self.task_times.per_record()
+        sized = sizing.tasks(self.model(), self.plan.templates, self.estimator.estimates(), ingest, measured)
+        # Spark orders tasks only within one application: in cells, a bulk job in a cell without a critical job
+        # shares the machine's cores through the OS, which preempts; splitting its batches there only costs tasks
+        beside = None if self._cells is None else {self._cells.get(j) for j in self._critical}
+        d.task_records = {
+            pe: sized.get(pe)
+            if (job not in self._plain or job in measured) and (beside is None or self._cells.get(job) in beside)
+            else None
+            for pe, job in sorted(self._sources.items())
+            if job not in self._critical
+        }
+        return d
 
     def _worth_capping(self, caps: dict[str, float | None]) -> dict[str, float | None]:
         """The pacing's ``caps`` (source PE → records/s) less those of a job the cap is not predicted to gain

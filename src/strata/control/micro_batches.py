@@ -19,15 +19,16 @@ knobs", lists every default):
   query that goes over the bound always finds a core no other batch was let in
   to take (measured on bench_platform: docs/spark.md). A latency-critical
   job's batch never waits for a slot (as FAIR pools by hand start it at once).
-- **Bulk batch sizes** (:func:`batch_sizes`, from :func:`critical_slack`; :class:`BatchSizing`):
+- **Bulk task sizes** (:func:`records_per_task`, from :func:`critical_slack`; :class:`BatchSizing`):
   Spark cannot preempt a task, so a batch of a latency-critical job that
   arrives while a bulk batch holds the cores waits for a task to end. Task
-  granularity is Spark's only preemption: a bulk job's batch is sized so its
-  longest task — its records × learned core-seconds per record over the tasks
-  it runs at once — fits within the critical jobs' slack (target − batch time
-  alone), and as large as that allows, for throughput: its trigger is the
-  longest the slack and its own target allow, its read limit the records (or
-  files, at the measured records per file) such a batch holds.
+  granularity is Spark's only preemption: a bulk job's batches are split into
+  tasks of at most as many records as fit the critical jobs' slack — records ×
+  the seconds a record holds a core (the tasks' measured wall time,
+  :class:`TaskTimes`, never less than the learned core-seconds) — and read as
+  much as before (more, shorter tasks; not smaller batches). A record can wait
+  out two blocked batches of its job (the one in flight when it arrives and
+  its own), so slack = min(target / 2, target − poll) − batch time alone.
 - **Read-limit restarts** (:class:`ReadLimitRestarts`): a source whose read
   limit Spark reads only at query start (``maxFilesPerTrigger``,
   ``maxOffsetsPerTrigger``) can follow L0's rate cap only by a restart, which
@@ -40,13 +41,15 @@ Pure: plain data in, plain data out.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from strata.control.estimation import Estimate
 from strata.dispatch.gate import GateConfig
 from strata.model import OperatorKind, Scenario, joined_graph
 from strata.model.graph import topological_order
+from strata.protocol.engine import TaskRun
 
 
 def trigger_intervals(
@@ -76,97 +79,102 @@ def alone_batch_s(fixed_s: float, marginal_s: float, rate: float, cores: float) 
     return max(0.0, fixed_s) / spare
 
 
-def critical_slack(targets: Mapping[str, float], alone: Mapping[str, float | None]) -> float | None:
-    """The least slack over the latency-critical jobs: min(target − batch time alone) over ``targets`` (job → s)
-    with a known batch time (``alone``: job → s or None). None when none is known, or when some critical job's
-    slack is not positive: it misses alone, so bulk batches made smaller would cost throughput and buy nothing."""
-    known = [targets[j] - t for j, t in alone.items() if j in targets and t is not None]
+def critical_slack(
+    targets: Mapping[str, float], alone: Mapping[str, float | None], polls: Mapping[str, float]
+) -> float | None:
+    """The longest bulk task every latency-critical job can wait out within its target: the least over the jobs
+    in ``targets`` (job → s) with a known batch time alone B (``alone``: job → s or None) of
+    min(target / 2, target − poll) − B, ``polls``: job → its trigger P (0 when absent).
+
+    A record that arrives just after its job's batch started waits for that batch, which a bulk task of L seconds
+    can hold back: it ends by L + B; the record's own batch starts then or at the next poll, max(P, L + B), and can
+    be held back as long again: its latency is at most max(P, L + B) + L + B. That is within the target T while
+    L ≤ T/2 − B (P ≤ T/2) or L ≤ T − P − B (P > T/2). None when no batch time is known, or when some critical
+    job's slack is not positive: it misses even so, and bulk batches made smaller would cost throughput and buy
+    nothing."""
+    known = [
+        min(targets[j] / 2, targets[j] - polls.get(j, 0.0)) - t
+        for j, t in alone.items()
+        if j in targets and t is not None
+    ]
     if not known or min(known) <= 0:
         return None
     return min(known)
 
 
-@dataclass(frozen=True)
-class BulkBatches:
-    """What the policy knows of a bulk job's micro-batches: its learned core-seconds per record (Spark's
-    accounting), the tasks a batch runs at once, the records/s its source offers, the trigger its target allows."""
+@dataclass
+class TaskTimes:
+    """Each job's task wall seconds per input record, as Spark ran its batches (:class:`TaskRun`): sums weighted
+    ``decay`` per older window, so the figure follows the machine's load. Wall time, not core-seconds: a task
+    holds its core for its wall time, contention included, and that is what a critical batch waits out."""
 
-    cost_s: float
-    width: int
-    offered: float
-    trigger_s: float
+    decay: float = 0.9
+    run_s: dict[str, float] = field(default_factory=dict)
+    records: dict[str, float] = field(default_factory=dict)
 
+    def observe(self, runs: Mapping[str, TaskRun]) -> None:
+        """One window's task runs (job → :class:`TaskRun`); a job without one keeps its sums as they were."""
+        for job, r in runs.items():
+            self.run_s[job] = self.decay * self.run_s.get(job, 0.0) + r.run_s
+            self.records[job] = self.decay * self.records.get(job, 0.0) + r.records
 
-@dataclass(frozen=True)
-class BatchSize:
-    """A bulk job's batches: trigger (s) and the most records one batch reads (its read limit)."""
-
-    trigger_s: float
-    records: float
-
-    @property
-    def rate(self) -> float:
-        """The rate cap (records/s) that holds a batch of ``trigger_s`` to ``records``."""
-        return self.records / self.trigger_s
-
-    def files(self, records_per_file: float) -> int:
-        """The read limit in files (``maxFilesPerTrigger``) at the measured records per file (at least 1)."""
-        return max(1, int(self.records // records_per_file))
+    def per_record(self) -> dict[str, float]:
+        """Job → task wall seconds per input record (jobs with records seen)."""
+        return {job: self.run_s[job] / n for job, n in self.records.items() if n > 0}
 
 
-def batch_sizes(slack_s: float | None, bulk: Mapping[str, BulkBatches], least_s: float = 0.5) -> dict[str, BatchSize]:
-    """Job → the size of its batches, so the longest task of any bulk batch fits within ``slack_s``.
+def records_per_task(slack_s: float | None, held_s: Mapping[str, float]) -> dict[str, int]:
+    """Job → the most records one task of its batches reads, so that the task ends within ``slack_s``: slack / s
+    rounded down to a step of 2^(1/4) (at least 1), ``held_s``: job → the seconds one record holds a core in its
+    tasks (jobs with s ≤ 0 are not sized). No slack (no critical job with a known batch time, or one that misses
+    even so): none. The steps (≈ 19% apart) keep a size steady while its measurements drift by a few percent
+    from window to window, so the source's split changes only when the tasks would.
 
-    A batch of n records runs ``width`` tasks of n × cost / width core-seconds each, so n ≤ slack × width / cost.
-    The trigger is the longest that keeps a batch at the offered rate within that, at most the job's own
-    ``trigger_s`` and at least ``least_s`` (below it a batch's fixed cost dominates: the read limit then holds
-    the batch to n and the rest waits in the source). No slack (no critical job, or one that misses alone): no
-    sizes, the jobs run as their triggers say. A job with no learned cost is not sized (priors only seed).
-    """
+    Tasks, not batches: a batch read smaller at the same trigger reads less (measured, bench_one_app seed 1:
+    read limits sized so cost `scoring` 12% of its throughput, and its batches, always behind, held the cores
+    back to back); split into more tasks it reads as much, and a critical batch waits at most one task."""
     if slack_s is None:
         return {}
-    out = {}
-    for job, b in bulk.items():
-        if b.cost_s <= 0 or b.width <= 0:
-            continue
-        records = slack_s * b.width / b.cost_s
-        longest = records / b.offered if b.offered > 0 else b.trigger_s
-        out[job] = BatchSize(max(least_s, min(b.trigger_s, longest)), records)
-    return out
+    # a quotient that is whole on paper (0.4 / 0.004) must not lose a step to binary rounding
+    return {job: _quarter_octave(slack_s / s * (1 + 1e-9)) for job, s in held_s.items() if s > 0}
+
+
+def _quarter_octave(n: float) -> int:
+    """The largest 2^(k/4) ≤ ``n`` (whole k, truncated to an integer), at least 1."""
+    return max(1, int(2 ** (math.floor(4 * math.log2(n)) / 4))) if n >= 1 else 1
 
 
 @dataclass(frozen=True)
 class BatchSizing:
-    """The knobs :meth:`caps` sizes bulk batches with: the cores a batch's tasks run on at once (Spark's input
-    partitions default to the session's parallelism), the latency a critical job has at most, the trigger each
-    bulk query runs with (job → s), and the shortest trigger worth a batch's fixed cost."""
+    """The knobs :meth:`tasks` sizes bulk batches' tasks with: the cores of the session (a critical job's batch
+    time alone spreads over them), the latency a critical job has at most, and the trigger each query runs with
+    (job → s: a bulk job's batch interval, a critical job's poll)."""
 
     cores: int
     critical_s: float
     triggers: Mapping[str, float]
-    least_s: float = 0.5
 
-    def caps(
+    def tasks(
         self,
         model: Scenario,
         templates: Mapping[str, str],
         estimates: Mapping[str, Estimate],
         ingest: Mapping[str, float],
-    ) -> dict[str, float]:
-        """Source PE → the rate cap that sizes its bulk job's batches (:func:`batch_sizes`), from the learned model.
+        task_s: Mapping[str, float] | None = None,
+    ) -> dict[str, int]:
+        """Source PE → the most records one task of its bulk job's batches reads (:func:`records_per_task`).
 
         Per admitted job (``templates``), on its observed offer (``ingest``, source PE → records/s): core-seconds
         per source record Σ cost × gain over its PEs with an estimate (gain: records reaching the PE per source
         record, through the model's selectivities), and its per-batch line (Σ fixed, Σ marginal × gain). A job
-        with a target of ``critical_s`` or less gives a batch time alone (:func:`alone_batch_s`), and so the
-        slack; a job with a trigger is bulk and is sized, unless it is required (fitted whole, never held back).
-
-        The cap is the sized records over the trigger the query runs with: an engine reads cap × trigger records
-        a batch. Spark takes a processing-time trigger only when a query starts, so the sized trigger
-        (:attr:`BatchSize.trigger_s`, shorter for a heavy job) is not applied to a running query: until it is, a
-        heavy bulk job reads its sized batch once per trigger in force, and what it is offered beyond that waits
-        in its source."""
-        targets, alone, bulk, sources = {}, {}, {}, {}
+        with a target of ``critical_s`` or less gives a batch time alone (:func:`alone_batch_s`) and, with its
+        trigger (its poll), the slack (:func:`critical_slack`) — before its costs are learned, from its measured
+        task time (one poll's input at that pace over the cores); a job with a trigger is bulk and is sized, unless
+        it is required (fitted whole, never held back), on the seconds a record holds a core: its measured task
+        wall time per source record (``task_s``: job → s, :meth:`TaskTimes.per_record`) when known — from its
+        first batch, before its costs are learned — never less than its learned core-seconds (a task takes at
+        least its CPU time); a job with neither is not sized (priors only seed)."""
+        targets, alone, held, sources = {}, {}, {}, {}
         for job, tpl in templates.items():
             graph = joined_graph(model, {job: tpl})
             gain: dict[str, float] = {}
@@ -183,15 +191,22 @@ class BatchSizing:
                     cost += e.cost_per_record * gain[pe]
                     fixed += e.fixed_s
                     marginal += e.marginal_s * gain[pe]
-            offered = sum(ingest.get(pe, 0.0) for pe in sources.get(job, ()))
             spec = model.job[job]
             if spec.target_latency_s <= self.critical_s:
+                offered = sum(ingest.get(pe, 0.0) for pe in sources.get(job, ()))
                 targets[job] = spec.target_latency_s
-                alone[job] = alone_batch_s(fixed, marginal, offered, self.cores) if cost > 0 else None
+                if cost > 0:
+                    alone[job] = alone_batch_s(fixed, marginal, offered, self.cores)
+                elif job in (task_s or {}) and job in self.triggers:
+                    # not learned yet, its tasks measured: one poll's input at their measured pace (contention
+                    # included: no shorter than alone) over the cores
+                    alone[job] = task_s[job] * offered * self.triggers[job] / self.cores
+                else:
+                    alone[job] = None
             elif job in self.triggers and not spec.required:
-                bulk[job] = BulkBatches(cost, self.cores, offered, self.triggers[job])
-        sizes = batch_sizes(critical_slack(targets, alone), bulk, self.least_s)
-        return {pe: size.records / self.triggers[job] for job, size in sizes.items() for pe in sources.get(job, ())}
+                held[job] = max(cost, (task_s or {}).get(job, 0.0))  # neither learned nor measured: 0, not sized
+        sized = records_per_task(critical_slack(targets, alone, self.triggers), held)
+        return {pe: n for job, n in sized.items() for pe in sources.get(job, ())}
 
 
 def _passes(op) -> float:

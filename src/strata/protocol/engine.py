@@ -43,11 +43,22 @@ __all__ = [
     "Move",
     "Observation",
     "Placement",
+    "TaskRun",
     "WindowStats",
 ]
 
 Placement = dict[str, list[tuple[str, float]]]
 """PE → one ``(node, cpu cores)`` per instance, in instance order (SODA's fractional assignment made concrete)."""
+
+
+@dataclass(frozen=True)
+class TaskRun:
+    """A job's units of work in one window as their tasks ran them: the tasks' wall time summed (seconds) over
+    the input records of those units. Not a cost (that is core-seconds, in the window's loads): how long the
+    job's non-preemptible tasks hold a core on the machine as loaded, what a latency-critical batch waits out."""
+
+    run_s: float
+    records: int
 
 
 @dataclass(frozen=True)
@@ -57,7 +68,9 @@ class Observation:
     ``window`` is the measurement over ``[window.start, window.now)``: per-key-group
     and per-instance loads, node utilisation, per-job latency (p50/p95/p99 and
     deadline-miss rate), PE output rates, source ingest, routing, placement,
-    migrations in flight, records dropped by reason. ``nodes_down``: nodes the
+    migrations in flight, records dropped by reason. ``task_run``: job → its
+    batches' task wall time and records in the window (engines whose units run
+    as tasks, i.e. Spark; empty: unknown). ``nodes_down``: nodes the
     engine knows to be lost (the node-loss signal). ``templates``: job →
     template running now (absent: not running). ``dispatch``: the L2 strategy
     in force (``strata.dispatch.STRATEGIES`` name) or None if the engine has no
@@ -72,6 +85,7 @@ class Observation:
     dispatch: str | None = None
     units: int = 0
     unit_records: float = 0.0
+    task_run: Mapping[str, TaskRun] = field(default_factory=dict)
 
     @property
     def now(self) -> float:
@@ -97,6 +111,10 @@ class Decisions:
       instance, for engines that place. Only PEs that change are listed.
     - ``rate_limits`` (L0, SODA microQ pacing): source PE → records/s (None lifts
       the cap); ``limit_mode`` 'defer' (no record lost) or 'drop' (shedding jobs only).
+    - ``task_records`` (L0, bulk batch sizes: :class:`strata.control.micro_batches.BatchSizing`):
+      source PE → the most records one task of a micro-batch reads (None: the source's own split), for
+      engines that split a batch's input into tasks (Spark's generator source); a batch is split into more,
+      shorter tasks, never read smaller.
     - ``moves`` (L1): key-group moves, AutoFlow's live protocol by default.
     - ``dispatch`` (meta, learner): name of the L2 strategy to run from the next
       unit of work on; engines switch between units, never inside one.
@@ -122,6 +140,7 @@ class Decisions:
     placement: Placement | None = None
     rate_limits: dict[str, float | None] | None = None
     limit_mode: str = "defer"
+    task_records: dict[str, int | None] | None = None
     moves: list[Move] = field(default_factory=list)
     dispatch: str | None = None
     cells: dict[str, str] | None = None
@@ -144,6 +163,7 @@ class Decisions:
             and self.triggers is None
             and self.placement is None
             and self.rate_limits is None
+            and self.task_records is None
             and not self.moves
             and self.dispatch is None
             and self.cells is None

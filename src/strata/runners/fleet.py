@@ -119,6 +119,7 @@ def merge_observations(parts: Mapping[str, Observation], shares: Mapping[str, fl
         dispatch=dispatch,
         units=units,
         unit_records=sum(o.unit_records * o.units for o in parts.values()) / units if units else 0.0,
+        task_run={j: t for o in parts.values() for j, t in o.task_run.items()},
     )
 
 
@@ -149,6 +150,7 @@ def route(
             triggers=decisions.triggers,
             placement=mine(decisions.placement, cell, job_of),
             rate_limits=mine(decisions.rate_limits, cell, job_of),
+            task_records=mine(decisions.task_records, cell, job_of),
             limit_mode=decisions.limit_mode,
             moves=[m for m in decisions.moves if holder.get(job_of(m.pe)) == cell],
             dispatch=decisions.dispatch,

@@ -19,6 +19,10 @@ Enforcement of :class:`~strata.protocol.engine.Decisions`:
   source's control file as rows per micro-batch (rate × the query's batch
   interval: its trigger, or the measured interval between its recent batches
   when they come slower, to the half second); None lifts the cap.
+- ``task_records`` (bulk batch sizes): source PE → most rows one task of a
+  batch reads, written to the same control file (the generator splits each
+  batch into that many more input partitions); a source whose partitions are
+  its own (files, a user's data source) cannot take it: said once.
 - ``moves`` (L1): key-group moves on a managed keyed operator's routing table;
   they take effect at the next micro-batch and state moves with the key group.
 - ``dispatch`` (meta): the gate's strategy for the next batches.
@@ -58,6 +62,7 @@ from strata.protocol.engine import (
     KeyGroupLoad,
     LatencyStats,
     Observation,
+    TaskRun,
     WindowStats,
 )
 from strata.protocol.units import POOLS, Attribution, ReadLimitPolicy
@@ -138,6 +143,7 @@ class SparkEngine:
         self.running: dict[str, Segment] = {}
         self.decisions: list[dict] = []  # one row per enforced change, for the report's timeline
         self.caps: dict[str, float | None] = {}  # source PE → the rate cap in force (records/s; None: none)
+        self.task_rows: dict[str, int | None] = {}  # source PE → rows per task in force (None: the source's split)
         self._seen: dict[tuple[str, int], int] = {}  # (job, segment) → batch records already observed
         self._window_start = clock()
         self._earlier: dict[str, list[Existing]] = {}  # job → segment directories an earlier run left
@@ -193,6 +199,9 @@ class SparkEngine:
         if decisions.rate_limits is not None:
             for pe, rate in decisions.rate_limits.items():
                 self._rate_limit(decisions, pe, rate)
+        if decisions.task_records is not None:
+            for pe, rows in decisions.task_records.items():
+                self._split_tasks(decisions, pe, rows)
         if decisions.moves:
             self._move(decisions)
 
@@ -348,6 +357,7 @@ class SparkEngine:
             )
         if pipeline.rate_cap is not None:
             pipeline.rate_cap.set(None)  # a cap an earlier run left in the control file is not this run's decision
+            pipeline.rate_cap.split(None)  # nor a task size
         if self.gate is not None:
             pipeline.hooks.append(self.gate)
         else:
@@ -421,6 +431,24 @@ class SparkEngine:
         if cap.get() != rows:
             cap.set(rows)
             self._log(decisions, "rate cap", job, f"{rate:.0f} rec/s ({rows} rows/batch)")
+
+    def _split_tasks(self, decisions: Decisions, pe: str, rows: int | None) -> None:
+        """At most ``rows`` records in one task of the source's batches (None: its own split), through its control
+        file, for a source that splits its batches as told (:attr:`Pipeline.splits_tasks`)."""
+        job = pe.partition(".")[0]
+        segment = self.running.get(job)
+        if segment is None:
+            return
+        p = segment.pipeline
+        if not p.splits_tasks or p.rate_cap is None:
+            if rows is not None and pe not in self.task_rows:  # said once
+                self.task_rows[pe] = None
+                self._log(decisions, "task size", job, f"not enforced: {pe} splits its batches itself")
+            return
+        if p.rate_cap.task_rows() != rows:
+            p.rate_cap.split(rows)
+            self.task_rows[pe] = rows
+            self._log(decisions, "task size", job, "the source's own split" if rows is None else f"≤ {rows} rows/task")
 
     def _limit_reads(
         self, decisions: Decisions, segment: Segment, pe: str, rate: float | None, policy: ReadLimitPolicy
@@ -504,6 +532,7 @@ class SparkEngine:
         rates: dict[str, float] = {}
         ingest: dict[str, float] = {}
         routing: dict[str, tuple[int, ...]] = {}
+        task_run: dict[str, TaskRun] = {}
         units, unit_rows = 0, 0
         with self._lock:
             running = dict(self.running)
@@ -539,7 +568,8 @@ class SparkEngine:
             fresh = fresh_of[job]
             rows_in = self._rows_in(p, {r["batch_id"] for r in fresh})
             rows_out = sum(r["rows_out"] for r in fresh)
-            busy = 0.0
+            busy = task_s = 0.0
+            timed: set[int] = set()  # batches with Spark's task metrics: their tasks' wall time is known
             for r in fresh:
                 cost = accounted.get((job, r["batch_id"]))
                 if cost is None:
@@ -547,6 +577,8 @@ class SparkEngine:
                     continue
                 py = python.get((job, r["batch_id"]), 0.0)
                 busy += cost.cpu_s + py
+                task_s += cost.run_s
+                timed.add(r["batch_id"])
                 self.costs[(job, segment.index, r["batch_id"])] = {
                     "cpu_s": cost.cpu_s,
                     "python_s": py,
@@ -556,6 +588,9 @@ class SparkEngine:
                 }
             units += len(fresh)
             unit_rows += rows_in
+            timed_rows = self._rows_in(p, timed)
+            if timed_rows:
+                task_run[job] = TaskRun(task_s, timed_rows)
             source = p.chain[0]
             src_pe = pe_id(job, source.name)
             # what the source offered and what waits in it, from the query's own progress (the source's latest
@@ -620,6 +655,7 @@ class SparkEngine:
             dispatch=strategy,
             units=units,
             unit_records=unit_rows / units if units else 0.0,
+            task_run=task_run,
         )
 
     def _settled(self, job: str, segment: Segment) -> dict[int, BatchCost]:

@@ -234,6 +234,8 @@ class Pipeline:
     hooks: list[BatchHook] = field(default_factory=list)
     records: list[dict] = field(default_factory=list)
     rate_cap: RateCap | None = None
+    # its source splits each batch into tasks of the size the control file says (RateCap.split): the generator
+    splits_tasks: bool = False
     store: KeyedStateStore | None = None
     query: object = None
     started_at: float | None = None
@@ -335,6 +337,7 @@ class Pipeline:
             return self._file_source(op)
         register(self.spark)
         self.rate_cap = RateCap(self.run_dir / "control" / f"{self.name}.json")
+        self.splits_tasks = True
         o = self.options
         self._logged = LoggedBatches(op.source, o.tick_s, self.checkpoint, o.start_row)
         opts = synthetic_options(

@@ -23,12 +23,20 @@ is applied on top of Spark's ``ReadLimit``: the source honours
 ``ReadMaxRows`` from ``getDefaultReadLimit`` (option ``max_rows_per_batch``)
 and the control file, whichever is smaller; under ``ReadAllAvailable`` only
 the control file applies.
+
+Task sizes: ``{"max_rows_per_task": R}`` in the same file splits each batch
+into more input partitions, a multiple of ``partitions`` (so every core gets
+as many), each of at most R rows; ``null`` or absent: ``partitions`` splits.
+Spark cannot preempt a task, so shorter tasks are how a latency-critical
+batch gets a core sooner beside a heavy one, without reading less
+(:class:`strata.control.micro_batches.BatchSizing`).
 """
 
 from __future__ import annotations
 
 import itertools
 import json
+import math
 import os
 import time
 from dataclasses import dataclass
@@ -57,20 +65,39 @@ class RateCap:
 
     def set(self, max_rows_per_batch: int | None) -> None:
         """Cap rows per micro-batch (None lifts the cap, 0 pauses); atomic for the reader."""
-        if max_rows_per_batch is not None and max_rows_per_batch < 0:
-            raise ValueError(f"max_rows_per_batch must be ≥ 0 or None; got {max_rows_per_batch}")
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_suffix(f".tmp{os.getpid()}")
-        tmp.write_text(json.dumps({"max_rows_per_batch": max_rows_per_batch}))
-        os.replace(tmp, self.path)
+        self._write("max_rows_per_batch", max_rows_per_batch, least=0)
+
+    def split(self, max_rows_per_task: int | None) -> None:
+        """At most this many rows (≥ 1) in one input partition of a batch (None: the source's own split)."""
+        self._write("max_rows_per_task", max_rows_per_task, least=1)
 
     def get(self) -> int | None:
         """The cap now in force (None when there is no file or no cap)."""
-        try:
-            value = json.loads(self.path.read_text()).get("max_rows_per_batch")
-        except (OSError, ValueError):
-            return None
+        return self._read("max_rows_per_batch")
+
+    def task_rows(self) -> int | None:
+        """The rows per task now in force (None when there is no file or no bound)."""
+        return self._read("max_rows_per_task")
+
+    def _read(self, key: str) -> int | None:
+        value = self._values().get(key)
         return None if value is None else int(value)
+
+    def _values(self) -> dict:
+        try:
+            return json.loads(self.path.read_text())
+        except (OSError, ValueError):
+            return {}
+
+    def _write(self, key: str, value: int | None, least: int) -> None:
+        """The file with ``key`` set to ``value`` (None, or at least ``least``) and the other entries kept (only
+        the driver writes it)."""
+        if value is not None and value < least:
+            raise ValueError(f"{key} must be ≥ {least} or None; got {value}")
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_suffix(f".tmp{os.getpid()}")
+        tmp.write_text(json.dumps({**self._values(), key: value}))
+        os.replace(tmp, self.path)
 
 
 @dataclass(frozen=True)
@@ -81,6 +108,14 @@ class RowRange(InputPartition):
     hi: int
     epoch: float
     segments: tuple[tuple[int, int, int], ...]
+
+
+def task_splits(rows: int, splits: int, max_rows_per_task: int | None) -> int:
+    """Input partitions for a batch of ``rows``: ``splits``, or the least multiple of it whose partitions hold at
+    most ``max_rows_per_task`` rows each."""
+    if not max_rows_per_task:
+        return splits
+    return splits * max(1, math.ceil(rows / (max_rows_per_task * splits)))
 
 
 class SyntheticSource(DataSource):
@@ -167,7 +202,8 @@ class SyntheticStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         lo, hi, epoch = int(start["row"]), int(end["row"]), float(end["epoch"])
         if hi <= lo:
             return []
-        bounds = np.linspace(lo, hi, self.splits + 1).astype(np.int64)
+        bounds = np.linspace(lo, hi, task_splits(hi - lo, self.splits, self.cap.task_rows() if self.cap else None) + 1)
+        bounds = bounds.astype(np.int64)
         out = []
         for a, b in itertools.pairwise(bounds):
             if b > a:
