@@ -99,19 +99,17 @@ def test_task_sizes_from_the_learned_model_and_measured_task_times_size_the_bulk
     assert measured.tasks(model, templates, unlearned, ingest, {"bulk": 0.008, "alerts": 0.001}) == {"bulk.input": 53}
 
 
-def test_the_controller_sizes_bulk_batches_from_what_it_learned_when_asked():
-    from strata.control.controller import Controller, HierarchyConfig
-    from strata.protocol.engine import InstanceLoad, Observation, WindowStats
+def _alerts_beside_bulk():
+    """A 1 s alerts job and a 60 s bulk job on two cores, and their windows k = 1, 2, 3 on the lines busy =
+    0.19 + 0.001 × records (alerts) and 0.004 × records (bulk)."""
+    from strata.protocol.engine import InstanceLoad, WindowStats
 
     query = {"kind": "map", "cost_per_record": 0.001}
     sc = on_one_node(
-        2,
-        chain_job("alerts", query, target_latency_s=1.0),
-        chain_job("bulk", query, rank=2, target_latency_s=60.0),
+        2, chain_job("alerts", query, target_latency_s=1.0), chain_job("bulk", query, rank=2, target_latency_s=60.0)
     )
 
     def window(k: int) -> WindowStats:
-        # three windows on the lines busy = 0.19 + 0.001 × records (alerts) and 0.004 × records (bulk)
         loads = (
             InstanceLoad("alerts.query", 0, "n0", 100 * k, 0.19 + 0.1 * k, 0, 0),
             InstanceLoad("bulk.query", 0, "n0", 1000 * k, 4.0 * k, 0, 0),
@@ -119,6 +117,14 @@ def test_the_controller_sizes_bulk_batches_from_what_it_learned_when_asked():
         ingest = {"alerts.input": 100.0, "bulk.input": 1000.0}
         return WindowStats(2.0 * k, 2.0 * k - 2, (), loads, {}, {}, {}, {}, ingest, {}, {}, (), {})
 
+    return sc, window
+
+
+def test_the_controller_sizes_bulk_batches_from_what_it_learned_when_asked():
+    from strata.control.controller import Controller, HierarchyConfig
+    from strata.protocol.engine import Observation
+
+    sc, window = _alerts_beside_bulk()
     sizes = {}
     for size, runs in ((False, {}), (True, {}), (True, {"bulk": TaskRun(8.0, 1000)})):
         ctl = Controller(sc, HierarchyConfig(epoch_s=1000.0, window_s=2.0, pacing="plan", size_batches=size))
@@ -139,21 +145,9 @@ def test_the_controller_sizes_bulk_batches_from_what_it_learned_when_asked():
 def test_in_cells_only_a_bulk_job_beside_a_critical_job_is_split():
     from strata.control.cells import CellConfig
     from strata.control.controller import Controller, HierarchyConfig
-    from strata.protocol.engine import InstanceLoad, Observation, WindowStats
+    from strata.protocol.engine import Observation
 
-    query = {"kind": "map", "cost_per_record": 0.001}
-    sc = on_one_node(
-        2, chain_job("alerts", query, target_latency_s=1.0), chain_job("bulk", query, rank=2, target_latency_s=60.0)
-    )
-
-    def window(k: int) -> WindowStats:
-        loads = (
-            InstanceLoad("alerts.query", 0, "n0", 100 * k, 0.19 + 0.1 * k, 0, 0),
-            InstanceLoad("bulk.query", 0, "n0", 1000 * k, 4.0 * k, 0, 0),
-        )
-        ingest = {"alerts.input": 100.0, "bulk.input": 1000.0}
-        return WindowStats(2.0 * k, 2.0 * k - 2, (), loads, {}, {}, {}, {}, ingest, {}, {}, (), {})
-
+    sc, window = _alerts_beside_bulk()
     last = {}
     for name, cells in (("one cell", CellConfig(max_cells=1)), ("apart", CellConfig(pins=(("alerts", "own"),)))):
         cfg = HierarchyConfig(epoch_s=1000.0, window_s=2.0, pacing="plan", size_batches=True, cells=cells)
