@@ -42,7 +42,8 @@ def test_the_heap_is_collected_then_frozen_and_frozen_again_only_after_modules_a
     assert frozen > 0
     assert not any(o is kept for o in gc.get_objects())  # out of every generation the collector scans
     assert freeze_worker_heap() is False  # nothing loaded since: no collection, nothing more frozen
-    assert gc.get_freeze_count() == frozen
+    # nothing frozen since; other threads of the process (py4j's, Spark's) may free frozen objects meanwhile
+    assert gc.get_freeze_count() <= frozen
     monkeypatch.setitem(sys.modules, "strata_test_loaded_later", types.ModuleType("strata_test_loaded_later"))
     later = Node()
     assert any(o is later for o in gc.get_objects())
