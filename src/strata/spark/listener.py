@@ -80,10 +80,11 @@ class _JsonProgress(JStreamingQueryListener):
     """The JVM's side of :class:`ProgressListener`: a progress event read as its JSON text, two py4j calls.
 
     PySpark's own (``QueryProgressEvent.fromJObject``) reads every field of the progress, of each source, sink
-    and state operator and of each metrics map with a py4j call of its own, some 60 for a stateful query, on
-    the listener bus's one thread. In a cell with a small CPU share and five queries, the events fell behind
-    the batches until the last 20 s of the run's progress never reached the driver (bench_platform,
-    ``strata-cells``: 40 of 89 batches, 27 Nov). Started and terminated events are rare and keep PySpark's.
+    and state operator and of each metrics map with a py4j call of its own (591 for a windowed count, 79 ms:
+    bench_progress_events.py), on the listener bus's one thread. In a cell with a small CPU share and five
+    queries, the events fell behind the batches until the last 20 s of the run's progress never reached the
+    driver (bench_platform, ``strata-cells``: 40 of 89 batches, 27 Nov). Started and
+    terminated events are rare and keep PySpark's.
     """
 
     def onQueryProgress(self, jevent) -> None:
