@@ -84,7 +84,15 @@ from strata.model import Scenario, SourceSpec
 from strata.model.user import load_jobs, with_python_jobs
 from strata.protocol.units import POOLS
 from strata.runners.live import DRAIN_S
-from strata.runners.producer import platform_input, team_b_input, team_b_layout, team_c_input, team_c_layout
+from strata.runners.producer import (
+    platform_input,
+    team_b_input,
+    team_b_layout,
+    team_c_input,
+    team_c_layout,
+    team_d_input,
+    team_d_layout,
+)
 from strata.runners.spark_loop import RunConfig, hand_pools, run_mode
 from strata.spark.measure import collect, job_summary
 
@@ -134,6 +142,15 @@ WORKLOADS = {
         {"volume": 2, "risk": 2, "card_sessions": 2},
         25.0,
         8.0,
+    ),
+    "team_d": Workload(
+        ROOT / "benchmarks" / "workloads" / "team_d" / "jobs.py",
+        "excursions",
+        team_d_input,
+        team_d_layout,
+        {"depot_load": 2, "eta": 2, "fleet_summary": 2},
+        24.0,
+        6.0,
     ),
 }
 MODES = ("alone", "fifo", "fair", "fair+limits", "dedicated", "strata", "strata+dedicated", "strata-cells")

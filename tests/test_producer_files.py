@@ -9,7 +9,7 @@ import pytest
 
 from strata.model import SourceSpec
 from strata.model.inputs import static_dimension
-from strata.runners.producer import Producer, redelivered, team_b_input, team_c_input
+from strata.runners.producer import Producer, redelivered, team_b_input, team_c_input, team_d_input
 
 SOURCE = SourceSpec(rate=200, keys={"count": 50, "zipf_s": 1.1}, seed=3)
 EPOCH = 1_700_000_000.0
@@ -103,3 +103,16 @@ def test_team_c_input_writes_the_same_records_as_json_and_parquet(tmp_path):
     back = {p.fmt: READ[p.fmt](p.directory / f"part-000000000000.{p.fmt}") for p in producers}
     assert back["json"]["id"].tolist() == back["parquet"]["id"].tolist() == list(range(20))
     assert back["json"]["value"].tolist() == back["parquet"]["value"].tolist()
+
+
+def test_team_d_input_writes_json_and_csv_and_its_registry_once(tmp_path):
+    producers = team_d_input(tmp_path, SOURCE, EPOCH, 10.0)
+    assert [(p.directory.name, p.fmt) for p in producers] == [("telemetry_json", "json"), ("telemetry_csv", "csv")]
+    registry = tmp_path / "devices" / "devices.parquet"
+    before = registry.stat().st_ino
+    team_d_input(tmp_path, SOURCE, EPOCH, 10.0)
+    assert registry.stat().st_ino == before
+    devices = pd.read_parquet(registry)
+    expected = static_dimension(50, 3)
+    assert devices["key"].tolist() == list(range(50))
+    assert devices["dim"].tolist() == expected["dim"].tolist()

@@ -151,16 +151,22 @@ TEAM_B_DIMENSION = "users"  # its static table's directory: ``key``, ``dim``
 
 
 def team_b_layout(root: str | Path, source: SourceSpec) -> None:
-    """The second benchmark workload's directories (empty) and its static table, written once (if not there yet)
-    before any query starts, since a stream–static join's static side is listed when the query is planned: one
-    row per key of ``source`` (``key``, ``dim`` ~ U[0, 1), as a generated static side), a CSV file with a header."""
+    """The second benchmark workload's directories (empty) and its static table (:func:`static_table`, a CSV file
+    with a header), before any query starts, since a stream–static join's static side is listed when the query
+    is planned."""
     root = Path(root)
     for name in TEAM_B_DIRECTORIES:
         (root / name).mkdir(parents=True, exist_ok=True)
-    (root / TEAM_B_DIMENSION).mkdir(parents=True, exist_ok=True)
-    table = root / TEAM_B_DIMENSION / "users.csv"
-    if not table.exists():  # not rewritten under running queries when their producers start
-        publish(pd.DataFrame(static_dimension(source.keys.count, source.seed)), table, "csv")
+    static_table(root / TEAM_B_DIMENSION / "users.csv", source, "csv")
+
+
+def static_table(path: Path, source: SourceSpec, fmt: str) -> None:
+    """A stream–static join's static side, one row per key of ``source`` (``key``, ``dim`` ~ U[0, 1):
+    :func:`~strata.model.inputs.static_dimension`) as ``fmt`` at ``path``, written once: not rewritten under
+    running queries when their producers start."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if not path.exists():
+        publish(pd.DataFrame(static_dimension(source.keys.count, source.seed)), path, fmt)
 
 
 def team_b_input(root: str | Path, source: SourceSpec, epoch: float, end_s: float) -> list[Producer]:
@@ -191,6 +197,25 @@ def team_c_input(root: str | Path, source: SourceSpec, epoch: float, end_s: floa
     (``payments_json/``) and as Parquet (``payments_parquet/``)."""
     team_c_layout(root, source)
     return [Producer(Path(root) / name, source, epoch, end_s, fmt=fmt) for name, fmt in TEAM_C_DIRECTORIES.items()]
+
+
+TEAM_D_DIRECTORIES = {"telemetry_json": "json", "telemetry_csv": "csv"}  # team_d_input's: directory → format
+TEAM_D_DIMENSION = "devices"  # its static registry's directory: ``key``, ``dim`` as Parquet
+
+
+def team_d_layout(root: str | Path, source: SourceSpec) -> None:
+    """The fourth benchmark workload's directories (empty) and its device registry, before any query starts."""
+    root = Path(root)
+    for name in TEAM_D_DIRECTORIES:
+        (root / name).mkdir(parents=True, exist_ok=True)
+    static_table(root / TEAM_D_DIMENSION / "devices.parquet", source, "parquet")
+
+
+def team_d_input(root: str | Path, source: SourceSpec, epoch: float, end_s: float) -> list[Producer]:
+    """The fourth benchmark workload's input (``benchmarks/workloads/team_d``): the source's records as JSON lines
+    (``telemetry_json/``) and as CSV (``telemetry_csv/``), and the registry (:func:`team_d_layout`)."""
+    team_d_layout(root, source)
+    return [Producer(Path(root) / name, source, epoch, end_s, fmt=fmt) for name, fmt in TEAM_D_DIRECTORIES.items()]
 
 
 def write_sources(directories: dict[str, SourceSpec], epoch: float, end_s: float) -> None:
