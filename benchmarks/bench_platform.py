@@ -63,6 +63,7 @@ whole run and settled.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import re
@@ -81,7 +82,7 @@ from rich.table import Table
 from app_cpu import AppCpu
 from strata.control.meta import ADAPTIVE, OFF, with_meta
 from strata.model import Scenario, SourceSpec
-from strata.model.user import load_jobs, with_python_jobs
+from strata.model.user import SessionNeeded, load_jobs, with_python_jobs
 from strata.protocol.units import POOLS
 from strata.runners.live import DRAIN_S
 from strata.runners.producer import (
@@ -171,10 +172,27 @@ def applications(mode: str) -> tuple[str, ...]:
     return (mode, BULK[mode]) if mode in BULK else (mode,)
 
 
+@functools.cache
+def declared_jobs(path: Path) -> list:
+    """The jobs a workload's file declares, for their ids, ranks and targets. A file that makes, when imported,
+    what PySpark makes only with a session (team_d's module-level pandas UDF) loads under a local session of
+    its own, stopped at once, as ``strata run`` loads it under the run's session."""
+    try:
+        return load_jobs(path)
+    except SessionNeeded:
+        from pyspark.sql import SparkSession
+
+        spark = SparkSession.builder.master("local[1]").appName("bench-platform-jobs").getOrCreate()
+        try:
+            return load_jobs(path)
+        finally:
+            spark.stop()
+
+
 def jobs_of(app: str, workload: Workload) -> list:
     """The declared jobs one application runs: the critical one alone, the others (a dedicated deployment's
     second application), or all of them."""
-    declared = load_jobs(workload.jobs)
+    declared = declared_jobs(workload.jobs)
     if app == "alone" or app in BULK:
         return [j for j in declared if j.id == workload.critical]
     if app in BULK.values():
@@ -471,7 +489,7 @@ def on_common_windows(rows: list[dict], mode: str, latency: pd.DataFrame, batche
     comes as late as its start-up), and beside it the settled one (event time from ``--settle``)."""
     workload = WORKLOADS[args.workload]
     ids = {j.id for app in applications(mode) for j in jobs_of(app, workload)}
-    scenario = with_python_jobs([j for j in load_jobs(workload.jobs) if j.id in ids], [], args.workload)
+    scenario = with_python_jobs([j for j in declared_jobs(workload.jobs) if j.id in ids], [], args.workload)
     whole = window_figures(latency, batches, scenario, 0.0, horizon_of(args), args.duration)
     settled = window_figures(latency, batches, scenario, args.settle, horizon_of(args), args.duration)
     return [
@@ -729,6 +747,7 @@ def main() -> None:
         spark.sparkContext.setLogLevel("FATAL")
     if args.cpu and args.protocol != "cold":
         parser.error("--cpu: the cold protocol only (the warm one runs an application in this process)")
+    declared_jobs(WORKLOADS[args.workload].jobs)  # before any timed run: it may start a session of its own
     rows: list[dict] = []
     cpu_rows: list[dict] = []
     cpu = AppCpu(application_of).start() if args.cpu else None
