@@ -25,8 +25,9 @@ knobs", lists every default):
   granularity is Spark's only preemption: a bulk job's batches are split into
   tasks of at most as many records as fit the critical jobs' slack — records ×
   the seconds a record holds a core (the tasks' measured wall time,
-  :class:`TaskTimes`, never less than the learned core-seconds) — and read as
-  much as before (more, shorter tasks; not smaller batches). A record can wait
+  :class:`TaskTimes`, never less than the learned core-seconds; before either,
+  the model's prior cost, so that a burst at the start is split too) — and read
+  as much as before (more, shorter tasks; not smaller batches). A record can wait
   out two blocked batches of its job (the one in flight when it arrives and
   its own), so slack = min(target / 2, target − poll) − batch time alone.
 - **Read-limit restarts** (:class:`ReadLimitRestarts`): a source whose read
