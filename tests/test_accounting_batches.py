@@ -89,14 +89,33 @@ def test_task_sizes_from_the_learned_model_and_measured_task_times_size_the_bulk
     # bulk's costs not learned yet, its tasks measured from its first batch: sized on the measurement alone
     early = {k: v for k, v in est.items() if not k.startswith("bulk.")}
     assert sizing.tasks(model, templates, early, ingest, {"bulk": 0.008}) == {"bulk.input": 45}
-    assert sizing.tasks(model, templates, early, ingest) == {}  # neither learned nor measured: not sized
-    # the critical job neither learned nor measured: no slack to size against
+    # neither learned nor measured: on the model's prior, 1e-5 core-s a record (an operator's default) at the
+    # query, 0 at the sink: 0.4 / 1e-5 = 40,000 records a task (step 2^(61/4) = 38,967.6)
+    assert sizing.tasks(model, templates, early, ingest) == {"bulk.input": 38_967}
+    # the critical job neither learned nor measured: its prior has no per-batch part, so its batch alone takes 0 s
+    # and the slack is min(1/2, 1 − 0) = 0.5 s → 0.5 / 0.008 = 62.5 records of bulk a task (step 2^(23/4) = 53.8)
     unlearned = {k: v for k, v in est.items() if k != "alerts.query"}
-    assert sizing.tasks(model, templates, unlearned, ingest, {"bulk": 0.008}) == {}
+    assert sizing.tasks(model, templates, unlearned, ingest, {"bulk": 0.008}) == {"bulk.input": 53}
     # ... measured only (1 ms of task time a record, polling every 0.5 s): one poll's 50 records over 2 cores take
     # 0.025 s, slack min(0.5, 1 − 0.5) − 0.025 = 0.475 s → 59.4 records of bulk a task (step 2^(23/4) = 53.8)
     measured = BatchSizing(cores=2, critical_s=5.0, triggers={**triggers, "alerts": 0.5})
     assert measured.tasks(model, templates, unlearned, ingest, {"bulk": 0.008, "alerts": 0.001}) == {"bulk.input": 53}
+
+
+def test_before_anything_is_measured_bulk_tasks_are_sized_on_the_priors():
+    # the demo's shape: alerts (2 s, polling every 0.5 s) at 400 records/s, a bulk job at a prior 6e-4 core-s a
+    # record; no estimate, no measurement
+    alerts = chain_job("alerts", {"kind": "filter", "selectivity": 0.1, "cost_per_record": 1e-4}, target_latency_s=2)
+    bulk = chain_job("bulk", {"kind": "map", "cost_per_record": 6e-4}, target_latency_s=30.0)
+    templates = {"alerts": "default", "bulk": "default"}
+    sizing = BatchSizing(cores=2, critical_s=5.0, triggers={"alerts": 0.5, "bulk": 2.0})
+    ingest = {"alerts.input": 400.0, "bulk.input": 2400.0}
+    # alerts alone on its prior: no per-batch part, 0 s; slack min(2/2, 2 − 0.5) = 1 s → 1 / 6e-4 = 1,666.7
+    # records a task (step 2^(42/4) = 1,448.2)
+    assert sizing.tasks(on_one_node(2, alerts, bulk), templates, {}, ingest) == {"bulk.input": 1448}
+    # a prior by which alerts cannot keep up alone (6e-3 × 400 = 2.4 cores of 2): it misses even so, not sized
+    heavy = chain_job("alerts", {"kind": "filter", "cost_per_record": 6e-3}, target_latency_s=2.0)
+    assert sizing.tasks(on_one_node(2, heavy, bulk), templates, {}, ingest) == {}
 
 
 def _alerts_beside_bulk():
@@ -129,17 +148,19 @@ def test_the_controller_sizes_bulk_batches_from_what_it_learned_when_asked():
     for size, runs in ((False, {}), (True, {}), (True, {"bulk": TaskRun(8.0, 1000)})):
         ctl = Controller(sc, HierarchyConfig(epoch_s=1000.0, window_s=2.0, pacing="plan", size_batches=size))
         d = ctl.start(0.0)
-        assert d.task_records == ({"bulk.input": None} if size else None)  # nothing known: the source's split
-        steps = [ctl.step(Observation(window(k), task_run=runs)) for k in (1, 2, 3)]
+        steps = [d] + [ctl.step(Observation(window(k), task_run=runs)) for k in (1, 2, 3)]
         sizes[size, bool(runs)] = [(d.task_records or {}).get("bulk.input") for d in steps]
         assert all(d.rate_limits["bulk.input"] is None for d in steps)  # split finer, never read less
-    # alerts alone: 0.19 / (2 − 0.001 × 100) = 0.1 s; it polls every 0.05 × 1 s, so the slack is min(1/2, 0.95)
-    # − 0.1 = 0.4 s; bulk at 0.004 core-s a record: 100 records a task (step 90). Nothing before three windows
-    # have fitted the lines.
-    assert sizes[True, False] == [None, None, 90]
-    # its tasks measured at 8 s of wall time per 1000 records: 0.4 / 0.008 = 50 records a task (step 45)
-    assert sizes[True, True] == [None, None, 45]
-    assert sizes[False, False] == [None, None, None]
+    # at the start and until three windows have fitted the lines, on the priors: alerts' 0.001 core-s a record
+    # has no per-batch part (0 s alone), it polls every 0.05 × 1 s, so the slack is min(1/2, 0.95) = 0.5 s; bulk
+    # at its prior 0.001 core-s a record: 500 records a task (step 2^(35/4) = 430.5). Then learned: alerts alone
+    # 0.19 / (2 − 0.001 × 100) = 0.1 s, slack min(1/2, 0.95) − 0.1 = 0.4 s; bulk at 0.004 core-s a record: 100
+    # records a task (step 90).
+    assert sizes[True, False] == [430, 430, 430, 90]
+    # its tasks measured at 8 s of wall time per 1000 records from the first window: 0.5 / 0.008 = 62.5 (step
+    # 53) on alerts' prior, 0.4 / 0.008 = 50 records a task (step 45) once alerts is learned
+    assert sizes[True, True] == [430, 53, 53, 45]
+    assert sizes[False, False] == [None, None, None, None]
 
 
 def test_in_cells_only_a_bulk_job_beside_a_critical_job_is_split():

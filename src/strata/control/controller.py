@@ -402,26 +402,26 @@ class Controller:
     def _size_batches(self, d: Decisions, window) -> Decisions:
         """``d`` with each bulk job's task size (``task_records``): its batches split into tasks whose longest fits
         the critical jobs' slack (:class:`~strata.control.micro_batches.BatchSizing`, when ``size_batches``), on
-        a job observed: its costs learned, or its tasks' wall time measured (from its first batch on); the
-        source's own split otherwise, and in cells on a job in a cell with no critical job. Applied after do no
-        harm: a batch split finer reads as much as before, and the bound comes from the critical jobs' targets and
-        the bulk tasks' measured length (Spark's only preemption is a task's end), not from overload or the rate
-        model, so neither a calm machine nor a rate verdict lifts it."""
+        its costs learned, its tasks' wall time measured (from its first batch on), or before either on its prior
+        cost (from the start: the first burst comes before any batch is measured; a split is no cap and no share
+        below the offer, so a job not observed yet may have one); the source's own split in cells on a job in a
+        cell with no critical job. Applied after do no harm: a batch split finer reads as much as before, and the
+        bound comes from the critical jobs' targets and the bulk tasks' measured length (Spark's only preemption
+        is a task's end), not from overload or the rate model, so neither a calm machine nor a rate verdict lifts
+        it."""
         cfg = self.config
         if not cfg.size_batches:
             return d
         cores = int(self.scenario.cluster.total_cores)
         sizing = BatchSizing(cores, cfg.critical_latency_s, cfg.triggers(self.scenario))
-        ingest = window.ingest if window is not None else {}
+        ingest = window.ingest if window is not None else self._prior
         measured = self.task_times.per_record()
         sized = sizing.tasks(self.model(), self.plan.templates, self.estimator.estimates(), ingest, measured)
         # Spark orders tasks only within one application: in cells, a bulk job in a cell without a critical job
         # shares the machine's cores through the OS, which preempts; splitting its batches there only costs tasks
         beside = None if self._cells is None else {self._cells.get(j) for j in self._critical}
         d.task_records = {
-            pe: sized.get(pe)
-            if (job not in self._plain or job in measured) and (beside is None or self._cells.get(job) in beside)
-            else None
+            pe: sized.get(pe) if beside is None or self._cells.get(job) in beside else None
             for pe, job in sorted(self._sources.items())
             if job not in self._critical
         }

@@ -25,8 +25,9 @@ knobs", lists every default):
   granularity is Spark's only preemption: a bulk job's batches are split into
   tasks of at most as many records as fit the critical jobs' slack — records ×
   the seconds a record holds a core (the tasks' measured wall time,
-  :class:`TaskTimes`, never less than the learned core-seconds) — and read as
-  much as before (more, shorter tasks; not smaller batches). A record can wait
+  :class:`TaskTimes`, never less than the learned core-seconds; before either,
+  the model's prior cost, so that a burst at the start is split too) — and read
+  as much as before (more, shorter tasks; not smaller batches). A record can wait
   out two blocked batches of its job (the one in flight when it arrives and
   its own), so slack = min(target / 2, target − poll) − batch time alone.
 - **Read-limit restarts** (:class:`ReadLimitRestarts`): a source whose read
@@ -169,16 +170,21 @@ class BatchSizing:
         record, through the model's selectivities), and its per-batch line (Σ fixed, Σ marginal × gain). A job
         with a target of ``critical_s`` or less gives a batch time alone (:func:`alone_batch_s`) and, with its
         trigger (its poll), the slack (:func:`critical_slack`) — before its costs are learned, from its measured
-        task time (one poll's input at that pace over the cores); a job with a trigger is bulk and is sized, unless
-        it is required (fitted whole, never held back), on the seconds a record holds a core: its measured task
-        wall time per source record (``task_s``: job → s, :meth:`TaskTimes.per_record`) when known — from its
-        first batch, before its costs are learned — never less than its learned core-seconds (a task takes at
-        least its CPU time); a job with neither is not sized (priors only seed)."""
+        task time (one poll's input at that pace over the cores), before that from the model's prior costs (no
+        per-batch part); a job with a trigger is bulk and is sized, unless it is required (fitted whole, never held
+        back), on the seconds a record holds a core: its measured task wall time per source record (``task_s``:
+        job → s, :meth:`TaskTimes.per_record`) when known — from its first batch, before its costs are learned —
+        never less than its learned core-seconds (a task takes at least its CPU time); a job with neither, on the
+        model's prior cost per record (``model``: the spec's costs where nothing is learned), so that the first
+        batches — a burst at the start, before anything is measured — are split too. A split reads as much as
+        before (more tasks, not fewer records: no cap), so a prior that is off costs tasks for a window or two,
+        not records; a job whose prior cost is 0 is not sized."""
         targets, alone, held, sources = {}, {}, {}, {}
+        task_s = task_s or {}
         for job, tpl in templates.items():
             graph = joined_graph(model, {job: tpl})
             gain: dict[str, float] = {}
-            cost = fixed = marginal = 0.0
+            cost = fixed = marginal = prior = 0.0
             for pe in topological_order(graph):
                 op = graph.nodes[pe]["op"]
                 if op.kind is OperatorKind.SOURCE:
@@ -186,6 +192,7 @@ class BatchSizing:
                     sources.setdefault(job, []).append(pe)
                 else:
                     gain[pe] = sum(gain[u] * _passes(graph.nodes[u]["op"]) for u in graph.predecessors(pe))
+                prior += op.cost_per_record * gain[pe]
                 e = estimates.get(pe)
                 if e is not None:
                     cost += e.cost_per_record * gain[pe]
@@ -197,14 +204,16 @@ class BatchSizing:
                 targets[job] = spec.target_latency_s
                 if cost > 0:
                     alone[job] = alone_batch_s(fixed, marginal, offered, self.cores)
-                elif job in (task_s or {}) and job in self.triggers:
+                elif job in task_s and job in self.triggers:
                     # not learned yet, its tasks measured: one poll's input at their measured pace (contention
                     # included: no shorter than alone) over the cores
                     alone[job] = task_s[job] * offered * self.triggers[job] / self.cores
                 else:
-                    alone[job] = None
+                    # neither: the model's prior cost, with no per-batch part known (0 unless it cannot keep up)
+                    alone[job] = alone_batch_s(0.0, prior, offered, self.cores)
             elif job in self.triggers and not spec.required:
-                held[job] = max(cost, (task_s or {}).get(job, 0.0))  # neither learned nor measured: 0, not sized
+                # neither learned nor measured: the model's prior cost per record (0: not sized)
+                held[job] = max(cost, task_s.get(job, 0.0)) or prior
         sized = records_per_task(critical_slack(targets, alone, self.triggers), held)
         return {pe: n for job, n in sized.items() for pe in sources.get(job, ())}
 
