@@ -433,6 +433,7 @@ def run(sc: Scenario, shape: Shape, seed: int, comp: Composition | None, lookahe
         out["trial_windows"] = chooser.inner.budget.spent
         out["model_switches"] = chooser.inner.model_switches
         out["hedge_switches"] = chooser.inner.hedge_switches
+        out["reopened"] = chooser.inner.reopened
         if forks is not None:
             out["lookahead"] = {"calls": forks.calls, "declined": forks.declined, "wall_s": forks.spent}
     return out
