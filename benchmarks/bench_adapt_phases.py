@@ -51,7 +51,11 @@ level's trial and its transient): regret tuning 6.3%, evaluation 7.3%, round3 5.
 coarse, skewed, fine / fine, coarse, skewed / skewed, coarse, fine; phases 33–118 s; burst factors 3.8, 9.8, 2.8;
 Zipf 1.08–1.48 drifting every 11–42 s; arrivals at 90 s (skewed phase), 12 s and 175 s (a short last fine phase);
 n1 lost inside the fine phase, across the coarse→skewed change, or inside the coarse phase; seeds 701–703, run once
-at the end. ``--fixed-from`` reuses an
+at the end. select9 (after a change of segment, every dispatch order the model predicts better is re-evaluated by a
+trial, whatever the level's past trials found): regret tuning 7.3%, evaluation 6.6%, round3 5.8%, round4 6.3%, round5
+7.8%, round6 3.6%, round7 8.4% (not met), no fixed composition above the adaptive mean; round8 (blind, run once)
+0.751 against sjf/aggressive 0.773, regret 7.4% (met; three sjf compositions above the adaptive mean: not met).
+``--fixed-from`` reuses an
 earlier file's fixed runs (the meta level does not touch them);
 ``--sources`` splits a results file's regret by where it arises.
 
