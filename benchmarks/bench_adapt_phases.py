@@ -47,7 +47,15 @@ under the benchmark lock (``--quick``); with the model's cheaper evaluation (sel
 millisecond of wall time may hold another's time slice). select8 (the model's error leaves out the windows of another
 level's trial and its transient): regret tuning 6.3%, evaluation 7.3%, round3 5.8%, round4 6.3%, round5 7.8%, round6
 3.6%, no fixed composition above the adaptive mean; round7 (blind, run once) 0.585 against sjf/off 0.577, regret 9.1%
-(not met). ``--fixed-from`` reuses an
+(not met). **round8** (committed before any change of round 8's meta level, round 7 having been seen; blind):
+coarse, skewed, fine / fine, coarse, skewed / skewed, coarse, fine; phases 33–118 s; burst factors 3.8, 9.8, 2.8;
+Zipf 1.08–1.48 drifting every 11–42 s; arrivals at 90 s (skewed phase), 12 s and 175 s (a short last fine phase);
+n1 lost inside the fine phase, across the coarse→skewed change, or inside the coarse phase; seeds 701–703, run once
+at the end. select9 (after a change of segment, every dispatch order the model predicts better is re-evaluated by a
+trial, whatever the level's past trials found): regret tuning 7.3%, evaluation 6.6%, round3 5.8%, round4 6.3%, round5
+7.8%, round6 3.6%, round7 8.4% (not met), no fixed composition above the adaptive mean; round8 (blind, run once)
+0.751 against sjf/aggressive 0.773, regret 7.4% (met; three sjf compositions above the adaptive mean: not met).
+``--fixed-from`` reuses an
 earlier file's fixed runs (the meta level does not touch them);
 ``--sources`` splits a results file's regret by where it arises.
 
@@ -66,7 +74,7 @@ best fixed (the best fixed composition of each run, in hindsight), the
 regret of the adaptive runs against the per-phase best, and the meta level's
 own wall time as a share of the run's.
 
-    .venv/bin/python benchmarks/bench_adapt_phases.py [--group tuning evaluation round3 ... round7] [--quick]
+    .venv/bin/python benchmarks/bench_adapt_phases.py [--group tuning evaluation round3 ... round8] [--quick]
         [--lookahead-share 0.05 0.5] [--out adapt_shapes]
 """
 
@@ -193,6 +201,17 @@ ROUND7 = family(
     ("long-skew-coarse-fine+skew-loss", (105, 42, 78), (2, 1, 0), 8.8, 1.52, 28.0, (20.0, 48.0), None),
     ("fine-skew-long-coarse+arrival+coarse-loss", (48, 92, 115), (0, 2, 1), 3.2, 1.18, 55.0, (160.0, 185.0), 125.0),
 )
+# Round 8 (issue 30): round 7 was seen, so another family was committed before any change — burst factors 3.8, 9.8,
+# 2.8, Zipf 1.08–1.48 drifting every 11–42 s (none used before), phase lengths 33–118 s; a latency-bound job arriving
+# inside the skewed phase (90 s), at the start (12 s) or inside a short last fine phase (175 s); n1 lost inside the
+# fine phase (150–170 s), across the end of the coarse phase into the skewed one (140–175 s) or inside the coarse
+# phase (110–140 s); seeds never run; run once, at the end (blind).
+ROUND8_SEEDS = (701, 702, 703)
+ROUND8 = family(
+    ("coarse-skew-fine+skew-arrival+fine-loss", (62, 75, 83), (1, 2, 0), 3.8, 1.48, 11.0, (150.0, 170.0), 90.0),
+    ("fine-long-coarse-skew+start-arrival+loss", (33, 118, 52), (0, 1, 2), 9.8, 1.28, 42.0, (140.0, 175.0), 12.0),
+    ("skew-coarse-short-fine+loss+arrival", (96, 70, 38), (2, 1, 0), 2.8, 1.08, 33.0, (110.0, 140.0), 175.0),
+)
 GROUPS = {
     "tuning": (TUNING, TUNING_SEEDS),
     "evaluation": (EVALUATION, EVALUATION_SEEDS),
@@ -201,6 +220,7 @@ GROUPS = {
     "round5": (ROUND5, ROUND5_SEEDS),
     "round6": (ROUND6, ROUND6_SEEDS),
     "round7": (ROUND7, ROUND7_SEEDS),
+    "round8": (ROUND8, ROUND8_SEEDS),
 }
 
 
@@ -417,6 +437,7 @@ def run(sc: Scenario, shape: Shape, seed: int, comp: Composition | None, lookahe
         out["trial_windows"] = chooser.inner.budget.spent
         out["model_switches"] = chooser.inner.model_switches
         out["hedge_switches"] = chooser.inner.hedge_switches
+        out["reopened"] = chooser.inner.reopened
         if forks is not None:
             out["lookahead"] = {"calls": forks.calls, "declined": forks.declined, "wall_s": forks.spent}
     return out

@@ -2,8 +2,18 @@
 
 import pytest
 
-from strata.adapt import ChangeDetector, Composition, Features, FeatureTracker, Fixed, Selector, window_score, yields
+from strata.adapt import (
+    ChangeDetector,
+    Composition,
+    Features,
+    FeatureTracker,
+    Fixed,
+    Selector,
+    window_score,
+    yields,
+)
 from strata.adapt.features import learning_reward, unit_costs
+from strata.adapt.selector import predicted_winner
 from strata.model import Scenario
 from strata.protocol.engine import InstanceLoad, KeyGroupLoad, LatencyStats, Observation, WindowStats
 
@@ -370,3 +380,60 @@ def test_the_models_error_leaves_out_windows_another_levels_trial_ran_or_left():
         assert sel.model_error.n == n + counted
         assert sel.explored[level] == [(0.0, pytest.approx(0.0))]  # charged: 0.8 before, 0.8 now
         sel._transient = None
+
+
+def test_the_predicted_winner_known_answers():
+    assert predicted_winner("llf", {"llf": 0.2, "sjf": 0.45, "fair": 0.3}, 0.01) == "sjf"
+    assert predicted_winner("llf", {"llf": 0.2, "sjf": 0.205, "fair": 0.1}, 0.01) is None  # within the margin
+    assert predicted_winner("llf", {"llf": None, "sjf": 0.9}, 0.01) is None
+    assert predicted_winner("llf", {"llf": 0.2, "sjf": None, "edf": 0.5, "fair": 0.5}, 0.01) == "fair"
+
+
+def test_after_a_change_of_workload_the_dispatch_level_is_reevaluated_on_the_models_point_prediction():
+    # The dispatch level's past trials never found a gain (they do not pay back) and the model's error, 0.4, is
+    # larger than any predicted gain: no dispatch trial, a balancing one. In the ``reopen`` windows after a change,
+    # each alternative the model predicts better is tried in turn, the best first (sjf +0.25, then fair +0.1),
+    # whatever the past trials found, and what was measured of it before is dropped; a predicted gain within
+    # ``margin`` tries nothing, and a window of the ``reopen`` is spent.
+    cands = [Composition("llf"), Composition("sjf"), Composition("fair"), Composition("llf", "off")]
+    for reopen, foreseen, trials, left in (
+        (0, {"llf": 0.2, "sjf": 0.45, "fair": 0.3}, [Composition("llf", "off")], 0),
+        (3, {"llf": 0.2, "sjf": 0.45, "fair": 0.3}, [Composition("sjf"), Composition("fair")], 3),
+        (3, {"llf": 0.2, "sjf": 0.205, "fair": 0.1}, [Composition("llf", "off")], 2),
+    ):
+        sel = Selector(scenario(), cands, explore=0.5)
+        sel.budget.windows, sel._now, sel._span = 10, 100.0, 5.0
+        sel.explored[0] = [(0.0, 0.4), (0.0, 0.2)]
+        sel.segment.credit.record(0, "sjf", -0.3)
+        for err in (0.4, -0.4):
+            sel.model_error.add(err)
+        sel._foreseen, sel._reopen = foreseen, reopen
+        for trial in trials:
+            sel._recent.extend([0.2, 0.2])
+            sel._trial = None
+            sel._start_trial()
+            assert sel._trial[2] == trial
+        assert sel._reopen == left and sel.reopened == (2 if left == 3 else 0)
+        assert ("sjf" in sel.segment.credit.effects[0]) == (left != 3)
+    # The exploration budget still bounds it: none left, no trial.
+    sel = Selector(scenario(), cands, explore=0.1)
+    sel._recent.extend([0.2, 0.2])
+    sel._foreseen, sel._reopen = {"llf": 0.2, "sjf": 0.45, "fair": 0.2}, 3
+    sel._start_trial()
+    assert sel._trial is None and sel.reopened == 0
+
+
+def test_a_change_of_segment_reopens_the_dispatch_level():
+    # A stretch of small units, then units 50× larger: the second window of them confirms a new segment, which
+    # reopens the dispatch level for ``reopen`` windows with nothing re-evaluated yet; until then it stays closed.
+    sel = Selector(scenario(), [Composition("llf"), Composition("sjf"), Composition("llf", "off")], explore=0.0)
+    for k in range(4):
+        window(sel, k, 0.2)
+    assert sel._reopen == 0 and sel._segments == 0
+    sel._reevaluated = {"sjf"}
+    window(sel, 4, 0.2, unit=0.05)
+    assert sel._reopen == 0 and sel._segments == 0
+    window(sel, 5, 0.2, unit=0.05)
+    # Its confirming windows are the new incumbent's baseline: the same window's re-evaluation found no order
+    # predicted better, and spent one window of the ``reopen``.
+    assert sel._segments == 1 and sel._reevaluated == set() and sel._reopen == sel.reopen - 1
