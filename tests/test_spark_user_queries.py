@@ -295,6 +295,11 @@ def test_a_query_reading_a_directory_takes_its_directory_trigger(spark, tmp_path
 
         assert trigger("critical") == "ProcessingTimeTrigger(100)"
         assert trigger("other") == "ProcessingTimeTrigger(500)"  # no directory trigger: the decided one
+        said = {d["job"]: d["detail"] for d in engine.decisions if d["kind"] == "admit"}
+        assert said == {
+            "critical": "template listed; lists its directories every 0.1 s",
+            "other": "template also_listed",
+        }
         engine.stop_all()
     finally:
         engine.close()

@@ -227,8 +227,10 @@ class SparkEngine:
             current = self.running.get(job)
             if current is None:
                 start = self.segments_of(job)[-1].end_row if self.segments_of(job) else 0
-                self._start(job, template, start or 0)
-                self._log(decisions, "admit", job, f"template {template}")
+                started = self._start(job, template, start or 0)
+                listing = self.config.directory_triggers.get(job) if started.pipeline.probe is not None else None
+                listed = f"; lists its directories every {listing:g} s" if listing is not None else ""
+                self._log(decisions, "admit", job, f"template {template}{listed}")
             elif current.template != template:
                 if current.pipeline.stateful:
                     raise ValueError(
