@@ -10,7 +10,7 @@ import pytest
 from strata.control.budgets import critical_pools, pool_names
 from strata.control.controller import Controller, HierarchyConfig
 from strata.control.loop import Plain
-from strata.control.micro_batches import ReadLimitRestarts, gate_config, trigger_intervals
+from strata.control.micro_batches import ReadLimitRestarts, directory_triggers, gate_config, trigger_intervals
 from strata.model import Scenario
 from strata.plan import Options
 from strata.protocol.engine import Decisions
@@ -45,6 +45,18 @@ def test_on_spark_a_critical_job_polls_every_quarter_of_its_target():
     sc = scenario({"alerts": 2.0, "edge": 5.0, "sessions": 30.0, "daily": 600.0})
     # every mode of a Spark run (plain, FAIR by hand, the hand deployment, Strata) runs these triggers
     assert RunConfig().control.triggers(sc) == {"alerts": 0.5, "edge": 1.25, "sessions": 2.0, "daily": 5.0}
+
+
+def test_a_critical_query_reading_directories_lists_them_every_twentieth_of_its_target():
+    from strata.runners.spark_loop import RunConfig
+
+    sc = scenario({"alerts": 2.0, "edge": 5.0, "sessions": 30.0})
+    triggers = {"alerts": 0.5, "edge": 1.25, "sessions": 2.0}
+    # only latency-critical jobs; the shorter of its trigger and target × file_poll
+    assert directory_triggers(triggers, sc, 5.0, 0.05) == {"alerts": 0.1, "edge": 0.25}
+    assert directory_triggers(triggers, sc, 5.0, 0.5) == {"alerts": 0.5, "edge": 1.25}
+    assert directory_triggers(triggers, sc, 1.0, 0.05) == {}
+    assert RunConfig().control.directory_triggers(sc) == {"alerts": 0.1, "edge": 0.25}  # every mode of a Spark run
 
 
 def test_the_gate_bound_is_the_cores_less_the_reserved_at_least_one():

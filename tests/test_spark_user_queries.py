@@ -261,6 +261,50 @@ def test_a_template_switch_on_a_user_query_continues_from_the_next_unread_file(s
     assert engine.decisions[-1]["kind"] == "template"
 
 
+@pytest.mark.spark
+def test_a_query_reading_a_directory_takes_its_directory_trigger(spark, tmp_path):
+    written(tmp_path / "in", seconds=1.0)
+    root = tmp_path / "in" / "events"
+    with collecting() as declared:
+        critical = job("critical", rank=1, target_latency_s=2.0, sink=memory())
+
+        @critical.template
+        def listed(spark):
+            return spark.readStream.format("json").schema(EVENTS).load(str(root))
+
+        other = job("other", rank=2, target_latency_s=2.0, sink=memory())
+
+        @other.template
+        def also_listed(spark):
+            return spark.readStream.format("json").schema(EVENTS).load(str(root))
+
+    scenario = with_python_jobs(declared, [], "listing", cores=2)
+    config = EngineConfig(epoch=time.time(), sink="memory", directory_triggers={"critical": 0.1})
+    engine = SparkEngine(spark, scenario, tmp_path / "run", config, attribute=attribute)
+    try:
+        engine.apply(
+            Decisions(
+                0,
+                admitted={"critical": "listed", "other": "also_listed"},
+                triggers=dict.fromkeys(("critical", "other"), 0.5),
+            )
+        )
+
+        def trigger(name: str) -> str:  # the trigger Spark's stream execution runs
+            return str(engine.running[name].pipeline.query._jsq.streamingQuery().trigger().toString())
+
+        assert trigger("critical") == "ProcessingTimeTrigger(100)"
+        assert trigger("other") == "ProcessingTimeTrigger(500)"  # no directory trigger: the decided one
+        said = {d["job"]: d["detail"] for d in engine.decisions if d["kind"] == "admit"}
+        assert said == {
+            "critical": "template listed; lists its directories every 0.1 s",
+            "other": "template also_listed",
+        }
+        engine.stop_all()
+    finally:
+        engine.close()
+
+
 # ---------------------------------------------------------------------- declarations (no Spark)
 
 

@@ -56,7 +56,13 @@ from strata.control.budgets import critical_pools, l1_budget, pool_names, pools
 from strata.control.cells import CellConfig, place
 from strata.control.estimation import ResourceLearner, mean_offered_rates, offered_demand
 from strata.control.harm import HarmConfig, HarmGuard, Setting, job_models
-from strata.control.micro_batches import BatchSizing, ReadLimitRestarts, TaskTimes, trigger_intervals
+from strata.control.micro_batches import (
+    BatchSizing,
+    ReadLimitRestarts,
+    TaskTimes,
+    directory_triggers,
+    trigger_intervals,
+)
 from strata.control.signals import KINDS, Debounce, Signal, SignalConfig, lost_nodes, observed_signals
 from strata.model import Cluster, Scenario, critical_jobs, job_maps, joined_graph
 from strata.plan import Options, Plan, PlanError, replan
@@ -102,6 +108,7 @@ class HierarchyConfig:
     batches_per_target: float = 15.0  # trigger of a non-critical job: its target / this ...
     trigger_max_s: float = 5.0  # ... at most this
     critical_poll: float = 0.05  # a critical job's trigger: this × its target (how often its driver polls for input)
+    critical_file_poll: float = 0.05  # ... when its query reads directories (micro_batches.directory_triggers)
     gate_reserved_cores: int = 1  # the gate lets the session's cores less this run at once (at least 1)
     # Bulk batches split into tasks whose longest fits the critical jobs' slack (micro_batches.BatchSizing,
     # Decisions.task_records): for engines whose units of work are micro-batches (strata run and the demo set it).
@@ -123,6 +130,12 @@ class HierarchyConfig:
         return trigger_intervals(
             scenario, self.critical_latency_s, self.batches_per_target, self.trigger_max_s, self.critical_poll
         )
+
+    def directory_triggers(self, scenario: Scenario) -> dict[str, float]:
+        """Job → processing-time trigger (s) of ``scenario``'s latency-critical jobs when their queries read
+        directories (the engine uses it in place of :meth:`triggers` for such a query)."""
+        triggers = self.triggers(scenario)
+        return directory_triggers(triggers, scenario, self.critical_latency_s, self.critical_file_poll)
 
     def read_restarts(self) -> ReadLimitRestarts:
         """The read-limit restart policy these knobs describe (given to the engine)."""

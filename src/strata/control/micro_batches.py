@@ -13,7 +13,18 @@ knobs", lists every default):
   one of two cores (bench_platform, strata-cells), which no FAIR pool and no
   cell share below a core can take back. Cameo's
   deadline dispatch (Xu et al., §4) needs several batches inside a target to
-  order; a longer trigger only adds latency.
+  order; a longer trigger only adds latency. A latency-critical query that
+  reads directories lists them every ``critical_file_poll`` × its target
+  instead (:func:`directory_triggers`): a file source plans a batch only when a
+  new file is there, so its batches come no faster than its files land
+  whatever its trigger, and the trigger only sets how long a landed file
+  waits. Spark starts processing-time triggers on multiples of the interval
+  of the wall clock, so files written every 0.5 s against a 0.5 s trigger each
+  wait the same 0 to 0.5 s, the phase of the producer's clock against Spark's:
+  measured on bench_platform (alerts alone and in its cell, 27 Nov), every
+  trigger that planned no batch had no new file (its file landed 18–107 ms
+  after the trigger's instant) and the file waited for the next one, the
+  whole-run p99 moving with that phase by up to a trigger.
 - **The gate's concurrency bound** (:func:`gate_config`): the session's cores
   less ``gate_reserved_cores`` (at least 1), so a batch of a latency-critical
   query that goes over the bound always finds a core no other batch was let in
@@ -64,6 +75,20 @@ def trigger_intervals(
         if j.target_latency_s > critical_s
         else j.target_latency_s * critical_poll
         for j in scenario.jobs
+    }
+
+
+def directory_triggers(
+    triggers: Mapping[str, float], scenario: Scenario, critical_s: float, file_poll: float
+) -> dict[str, float]:
+    """Job → processing-time trigger (s) of a latency-critical job's query when it reads directories: ``target ×
+    file_poll``, or its trigger in ``triggers`` when that is shorter. Its batches come only as its files land
+    (a trigger that finds no new file plans no batch), so polling more often costs a directory listing, not a
+    batch; a landed file waits at most this long for its batch to start, whatever the producer's phase."""
+    return {
+        j.id: min(triggers[j.id], j.target_latency_s * file_poll)
+        for j in scenario.jobs
+        if j.target_latency_s <= critical_s and j.id in triggers
     }
 
 

@@ -149,6 +149,7 @@ def spark_engine(
             sink=config.sink,
             pools={} if controlled else config.pools,
             read_limits={} if controlled else config.read_limits,
+            directory_triggers=config.control.directory_triggers(scenario),  # every mode's, as its triggers
         ),
         gate=Gate(core, on_release=gate_rows.append) if controlled else None,
         attribute=attribute,

@@ -14,7 +14,9 @@ Enforcement of :class:`~strata.protocol.engine.Decisions`:
 - ``pools`` (L0 cpu, with ``cpu_share``): job → the FAIR pool the Controller
   chose for its cpu share (:func:`strata.control.budgets.pool_names`); the gate
   puts each batch in that pool unless the batch is urgent (:mod:`strata.spark.gate`).
-- ``triggers``: job → processing-time trigger, taken by a query when it (re)starts.
+- ``triggers``: job → processing-time trigger, taken by a query when it (re)starts; a query that reads
+  directories takes its job's ``EngineConfig.directory_triggers`` entry instead, when it has one (how often it
+  lists them: :func:`strata.control.micro_batches.directory_triggers`).
 - ``rate_limits`` (L0 microQ pacing): source PE → records/s, written to the
   source's control file as rows per micro-batch (rate × the query's batch
   interval: its trigger, or the measured interval between its recent batches
@@ -50,7 +52,7 @@ import json
 import threading
 import time
 from collections.abc import Callable, Collection
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -92,6 +94,7 @@ class EngineConfig:
     pause_timeout_s: float = 30.0  # longest wait for the batch in flight when switching a template
     pools: dict[str, str] = field(default_factory=dict)  # job → a FAIR pool set by hand (plain Spark's tuning)
     read_limits: dict[str, int] = field(default_factory=dict)  # job → static maxFilesPerTrigger (user jobs)
+    directory_triggers: dict[str, float] = field(default_factory=dict)  # job → trigger s when its query reads dirs
 
 
 @dataclass
@@ -224,8 +227,10 @@ class SparkEngine:
             current = self.running.get(job)
             if current is None:
                 start = self.segments_of(job)[-1].end_row if self.segments_of(job) else 0
-                self._start(job, template, start or 0)
-                self._log(decisions, "admit", job, f"template {template}")
+                started = self._start(job, template, start or 0)
+                listing = self.config.directory_triggers.get(job) if started.pipeline.probe is not None else None
+                listed = f"; lists its directories every {listing:g} s" if listing is not None else ""
+                self._log(decisions, "admit", job, f"template {template}{listed}")
             elif current.template != template:
                 if current.pipeline.stateful:
                     raise ValueError(
@@ -355,6 +360,9 @@ class SparkEngine:
                 f"admitted: {job!r} would switch to the stateful template {template!r} on the checkpoint of "
                 "another template; only stateless templates switch"
             )
+        listing = self.config.directory_triggers.get(job)
+        if listing is not None and pipeline.probe is not None:  # it reads directories: it lists them this often
+            pipeline.options = replace(pipeline.options, trigger_s=listing)
         if pipeline.rate_cap is not None:
             pipeline.rate_cap.set(None)  # a cap an earlier run left in the control file is not this run's decision
             pipeline.rate_cap.split(None)  # nor a task size
