@@ -59,7 +59,7 @@ from dataclasses import dataclass, field
 
 from strata.control.estimation import Estimate
 from strata.dispatch.gate import GateConfig
-from strata.model import OperatorKind, Scenario, joined_graph
+from strata.model import OperatorKind, Scenario, critical_jobs, joined_graph
 from strata.model.graph import topological_order
 from strata.protocol.engine import TaskRun
 
@@ -86,9 +86,9 @@ def directory_triggers(
     (a trigger that finds no new file plans no batch), so polling more often costs a directory listing, not a
     batch; a landed file waits at most this long for its batch to start, whatever the producer's phase."""
     return {
-        j.id: min(triggers[j.id], j.target_latency_s * file_poll)
-        for j in scenario.jobs
-        if j.target_latency_s <= critical_s and j.id in triggers
+        job: min(triggers[job], scenario.job[job].target_latency_s * file_poll)
+        for job in critical_jobs(scenario, critical_s)
+        if job in triggers
     }
 
 

@@ -228,7 +228,7 @@ class SparkEngine:
             if current is None:
                 start = self.segments_of(job)[-1].end_row if self.segments_of(job) else 0
                 started = self._start(job, template, start or 0)
-                listing = self.config.directory_triggers.get(job) if started.pipeline.probe is not None else None
+                listing = self._listing(job, started.pipeline)
                 listed = f"; lists its directories every {listing:g} s" if listing is not None else ""
                 self._log(decisions, "admit", job, f"template {template}{listed}")
             elif current.template != template:
@@ -330,6 +330,11 @@ class SparkEngine:
             return -1
         return offered_rows(source.source, self.config.epoch, self.config.tick_s, now)
 
+    def _listing(self, job: str, pipeline: Pipeline) -> float | None:
+        """How often ``job``'s query lists its directories (``EngineConfig.directory_triggers``), if it reads
+        directories (a file probe) and has an entry; None otherwise."""
+        return self.config.directory_triggers.get(job) if pipeline.probe is not None else None
+
     def _start(self, job: str, template: str, start_row: int) -> Segment:
         spec = self.scenario.job[job]
         earlier = self._earlier.pop(job, [])
@@ -360,8 +365,8 @@ class SparkEngine:
                 f"admitted: {job!r} would switch to the stateful template {template!r} on the checkpoint of "
                 "another template; only stateless templates switch"
             )
-        listing = self.config.directory_triggers.get(job)
-        if listing is not None and pipeline.probe is not None:  # it reads directories: it lists them this often
+        listing = self._listing(job, pipeline)
+        if listing is not None:
             pipeline.options = replace(pipeline.options, trigger_s=listing)
         if pipeline.rate_cap is not None:
             pipeline.rate_cap.set(None)  # a cap an earlier run left in the control file is not this run's decision
