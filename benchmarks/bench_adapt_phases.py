@@ -453,6 +453,7 @@ def run(sc: Scenario, shape: Shape, seed: int, comp: Composition | None, lookahe
         out["model_switches"] = chooser.inner.model_switches
         out["hedge_switches"] = chooser.inner.hedge_switches
         out["reopened"] = chooser.inner.reopened
+        out["abandoned"] = chooser.inner.abandoned
         if forks is not None:
             out["lookahead"] = {"calls": forks.calls, "declined": forks.declined, "wall_s": forks.spent}
     return out
