@@ -59,6 +59,10 @@ trial, whatever the level's past trials found): regret tuning 7.3%, evaluation 6
 coarse / skewed, fine, coarse / coarse, fine, skewed; phases 44–102 s; burst factors 5.2, 7.2, 4.2; Zipf 1.12–1.42
 drifting every 16–48 s; arrivals at 75 s (skewed phase) and 100 s (fine phase); n1 lost inside the last (coarse)
 phase or across the fine→skewed change; seeds 901–903, run once on main's code before any change and once after.
+Measured: main's code 0.634 against sjf/off 0.616, regret 12.7%. select10 (a collapsed incumbent — 3 windows in a
+row keeping no job on time — gives way to the dispatch alternative measured best and predicted better): tuning to
+round 6 identical to main, round7 8.4% → 7.3%, round8 7.4% → 6.6% (0.758; sjf/off, sjf/threshold, sjf/aggressive
+still above it: not met); round9 (blind) 0.636 against sjf/off 0.616, regret 12.5% (not met).
 ``--fixed-from`` reuses an
 earlier file's fixed runs (the meta level does not touch them);
 ``--sources`` splits a results file's regret by where it arises.
