@@ -20,8 +20,10 @@ Each control window the :class:`Selector`
    (:class:`~strata.adapt.credit.LevelCredit`: a trial changes one level's
    block; its reward minus the incumbent's just before it is a sample of that
    block's effect), replaces the incumbent's block when the gain is larger
-   than its measured noise (:func:`~strata.adapt.credit.significant`), and
-   otherwise starts the most promising trial the exploration budget allows
+   than its measured noise (:func:`~strata.adapt.credit.significant`) — or,
+   when the incumbent has kept no job on time for ``collapse`` windows, its
+   dispatch block when another is both measured and predicted better
+   (:meth:`Selector._abandon`) — and otherwise starts the most promising trial the exploration budget allows
    (:class:`~strata.adapt.credit.ExplorationBudget`: trial windows never
    exceed ``explore`` of the windows run) and that is expected to pay back
    (:func:`~strata.adapt.credit.pays_back`: what trials of that level have
