@@ -55,6 +55,14 @@ at the end. select9 (after a change of segment, every dispatch order the model p
 trial, whatever the level's past trials found): regret tuning 7.3%, evaluation 6.6%, round3 5.8%, round4 6.3%, round5
 7.8%, round6 3.6%, round7 8.4% (not met), no fixed composition above the adaptive mean; round8 (blind, run once)
 0.751 against sjf/aggressive 0.773, regret 7.4% (met; three sjf compositions above the adaptive mean: not met).
+**round9** (committed before any change of round 9's meta level, round 8 having been seen; blind): fine, skewed,
+coarse / skewed, fine, coarse / coarse, fine, skewed; phases 44–102 s; burst factors 5.2, 7.2, 4.2; Zipf 1.12–1.42
+drifting every 16–48 s; arrivals at 75 s (skewed phase) and 100 s (fine phase); n1 lost inside the last (coarse)
+phase or across the fine→skewed change; seeds 901–903, run once on main's code before any change and once after.
+Measured: main's code 0.634 against sjf/off 0.616, regret 12.7%. select10 (a collapsed incumbent — 3 windows in a
+row keeping no job on time — gives way to the dispatch alternative measured best and predicted better): tuning to
+round 6 identical to main, round7 8.4% → 7.3%, round8 7.4% → 6.6% (0.758; sjf/off, sjf/threshold, sjf/aggressive
+still above it: not met); round9 (blind) 0.636 against sjf/off 0.616, regret 12.5% (not met).
 ``--fixed-from`` reuses an
 earlier file's fixed runs (the meta level does not touch them);
 ``--sources`` splits a results file's regret by where it arises.
@@ -74,7 +82,7 @@ best fixed (the best fixed composition of each run, in hindsight), the
 regret of the adaptive runs against the per-phase best, and the meta level's
 own wall time as a share of the run's.
 
-    .venv/bin/python benchmarks/bench_adapt_phases.py [--group tuning evaluation round3 ... round8] [--quick]
+    .venv/bin/python benchmarks/bench_adapt_phases.py [--group tuning evaluation round3 ... round9] [--quick]
         [--lookahead-share 0.05 0.5] [--out adapt_shapes]
 """
 
@@ -212,6 +220,16 @@ ROUND8 = family(
     ("fine-long-coarse-skew+start-arrival+loss", (33, 118, 52), (0, 1, 2), 9.8, 1.28, 42.0, (140.0, 175.0), 12.0),
     ("skew-coarse-short-fine+loss+arrival", (96, 70, 38), (2, 1, 0), 2.8, 1.08, 33.0, (110.0, 140.0), 175.0),
 )
+# Round 9 (issue 30): round 8 was seen, so another family was committed before any change — burst factors 5.2,
+# 7.2, 4.2, Zipf 1.12–1.42 drifting every 16–48 s, phase lengths 44–102 s; a latency-bound job arriving inside the
+# skewed phase (75 s) or inside the fine phase (100 s); n1 lost inside the last (coarse) phase (150–172 s) or across
+# the fine→skewed change (100–130 s); seeds never run; run once before and once after the change (blind).
+ROUND9_SEEDS = (901, 902, 903)
+ROUND9 = family(
+    ("fine-skew-coarse+skew-arrival+coarse-loss", (52, 68, 90), (0, 2, 1), 5.2, 1.32, 26.0, (150.0, 172.0), 75.0),
+    ("skew-fine-coarse+fine-arrival", (85, 44, 64), (2, 0, 1), 7.2, 1.42, 16.0, None, 100.0),
+    ("coarse-fine-long-skew+fine-skew-loss", (44, 60, 102), (1, 0, 2), 4.2, 1.12, 48.0, (100.0, 130.0), None),
+)
 GROUPS = {
     "tuning": (TUNING, TUNING_SEEDS),
     "evaluation": (EVALUATION, EVALUATION_SEEDS),
@@ -221,6 +239,7 @@ GROUPS = {
     "round6": (ROUND6, ROUND6_SEEDS),
     "round7": (ROUND7, ROUND7_SEEDS),
     "round8": (ROUND8, ROUND8_SEEDS),
+    "round9": (ROUND9, ROUND9_SEEDS),
 }
 
 
@@ -438,6 +457,7 @@ def run(sc: Scenario, shape: Shape, seed: int, comp: Composition | None, lookahe
         out["model_switches"] = chooser.inner.model_switches
         out["hedge_switches"] = chooser.inner.hedge_switches
         out["reopened"] = chooser.inner.reopened
+        out["abandoned"] = chooser.inner.abandoned
         if forks is not None:
             out["lookahead"] = {"calls": forks.calls, "declined": forks.declined, "wall_s": forks.spent}
     return out

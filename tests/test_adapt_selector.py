@@ -437,3 +437,31 @@ def test_a_change_of_segment_reopens_the_dispatch_level():
     # Its confirming windows are the new incumbent's baseline: the same window's re-evaluation found no order
     # predicted better, and spent one window of the ``reopen``.
     assert sel._segments == 1 and sel._reevaluated == set() and sel._reopen == sel.reopen - 1
+
+
+def test_an_incumbent_that_keeps_nothing_on_time_gives_way_to_the_best_supported_alternative():
+    # Job a's windows: all late (score 0), half on time (0.5), then all late for three windows in a row. The first
+    # window is filed under nobody (nothing had been chosen); the half window resets the count; the third 0 in a row
+    # (step 5) gives up llf for the alternative measured best above 0 (+0.15: insignificant, one sample, noise
+    # 0.3) among those the model's point prediction puts above llf by more than ``margin``: sjf (predicted +0.2),
+    # not fair (measured −0.2); fair (+0.15) over sjf (+0.05) when both are predicted better; with sjf measured
+    # better but predicted within the margin (+0.005), or nothing measured above 0 (fair predicted +0.3), llf
+    # stays.
+    cands = [Composition("llf"), Composition("sjf"), Composition("fair")]
+    misses = [1.0, 1.0, 0.5, 1.0, 1.0, 1.0, 1.0]
+    for effects, foreseen, after in (
+        ({"sjf": 0.15, "fair": -0.2}, {"llf": 0.1, "sjf": 0.3, "fair": 0.3}, Composition("sjf")),
+        ({"sjf": 0.05, "fair": 0.15}, {"llf": 0.1, "sjf": 0.3, "fair": 0.3}, Composition("fair")),
+        ({"sjf": 0.15, "fair": -0.2}, {"llf": 0.1, "sjf": 0.105, "fair": 0.4}, Composition("llf")),
+        ({"fair": -0.2}, {"llf": 0.1, "sjf": 0.105, "fair": 0.4}, Composition("llf")),
+    ):
+        sel = Selector(scenario(), cands, explore=0.0, model=False)
+        for value, gain in effects.items():
+            sel.segment.credit.record(0, value, gain, floor=0.09)
+        sel._foreseen = foreseen
+        picks = [window(sel, step, miss) for step, miss in enumerate(misses)]
+        assert picks[:5] == [Composition("llf")] * 5
+        assert picks[5:] == [after] * 2
+        assert sel.abandoned == (after != Composition("llf"))
+        # The count restarts with the new incumbent: its first window (step 6, 0) is one.
+        assert sel._starved == (1 if after != Composition("llf") else 4)

@@ -20,8 +20,10 @@ Each control window the :class:`Selector`
    (:class:`~strata.adapt.credit.LevelCredit`: a trial changes one level's
    block; its reward minus the incumbent's just before it is a sample of that
    block's effect), replaces the incumbent's block when the gain is larger
-   than its measured noise (:func:`~strata.adapt.credit.significant`), and
-   otherwise starts the most promising trial the exploration budget allows
+   than its measured noise (:func:`~strata.adapt.credit.significant`) — or,
+   when the incumbent has kept no job on time for ``collapse`` windows, its
+   dispatch block when another is both measured and predicted better
+   (:meth:`Selector._abandon`) — and otherwise starts the most promising trial the exploration budget allows
    (:class:`~strata.adapt.credit.ExplorationBudget`: trial windows never
    exceed ``explore`` of the windows run) and that is expected to pay back
    (:func:`~strata.adapt.credit.pays_back`: what trials of that level have
@@ -196,7 +198,10 @@ class Selector:
     with the idle jobs at their declared rates (:meth:`_hedge_pick`).
     ``reopen``: after a change of workload segment, the windows (once the
     incumbent has a baseline) in which the dispatch level is re-evaluated
-    (:meth:`_reevaluate`; 0: never).
+    (:meth:`_reevaluate`; 0: never). ``collapse``: settled windows in a row
+    in which the incumbent kept no job on time (score ≤ ``margin``) after
+    which its dispatch block gives way to the best-supported alternative
+    (:meth:`_abandon`; 0: never).
     """
 
     scenario: Scenario
@@ -222,6 +227,7 @@ class Selector:
     transient: int = 4
     hedge: bool = True
     reopen: int = 3
+    collapse: int = 3
     choices: list[ArmChoice] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -247,6 +253,8 @@ class Selector:
         self._reopen = 0  # windows left in which the dispatch level is re-evaluated (``reopen``)
         self._reevaluated: set[str] = set()  # dispatch blocks re-evaluated since the last change
         self.reopened = 0  # re-evaluation trials started
+        self._starved = 0  # the incumbent's settled windows in a row that kept no job on time (``collapse``)
+        self.abandoned = 0  # collapsed incumbents' dispatch blocks given up (:meth:`_abandon`)
         # Dispatch blocks the model predicted apart from the incumbent's since it last changed (or the segment began).
         self._told_apart: set[str] = set()
         self._loads: dict[str, list] = {}  # node → the window's job loads (strata.adapt.overload.NodeLoads)
@@ -310,6 +318,8 @@ class Selector:
                 t is not None and t[0] != 0 for t in (self._pending, self._transient)
             )
             self._file(ran, credited)
+            if ran == self.segment.incumbent and self._trial is None:
+                self._starved = self._starved + 1 if reward <= self.margin else 0
             self._settled.append((ran, credited))
             if self._predicted.get(ran.dispatch) is not None and not other:
                 self.model_error.add(reward - self._predicted[ran.dispatch])
@@ -416,6 +426,7 @@ class Selector:
         self._transient = None  # the windows from here are another workload's
         self._told_apart = set()
         self._pending = None
+        self._starved = 0
         self._trial_rewards = []
         # The windows that confirmed the change ran the new workload: those its incumbent ran are its baseline.
         carried = [reward for comp, reward in self._settled if comp == self.segment.incumbent]
@@ -566,6 +577,8 @@ class Selector:
         """Replace the incumbent's block whose gain is significant, measured or predicted (none while a trial runs)."""
         if self._trial is not None or self._pending is not None:
             return
+        if self.collapse and self._starved >= self.collapse and self._abandon():
+            return
         best = self.segment.credit.best(self.z, self.n_min, self.margin)
         if best is None:
             inc = self.segment.incumbent.dispatch
@@ -587,6 +600,42 @@ class Selector:
             self.segment.credit.record(0, value, gain, err.mean**2 + err.m2 / err.n)
         self._switch(*best)
 
+    def _abandon(self) -> bool:
+        """Give up the incumbent's dispatch block after ``collapse`` windows in a row that kept no job on time,
+        for the alternative measured best in the segment (the largest mean effect, above 0) if the model's point
+        prediction over the segment's horizon (:meth:`_foresee`) also puts it above the incumbent's by more than
+        ``margin``; False when none is.
+
+        The safe-default rule keeps the incumbent until an alternative's gain clears its noise, to keep what
+        works from being lost on noise; an incumbent that keeps nothing on time has nothing to lose, and no
+        order scores below 0. Under sustained overload a deadline order can collapse this way (every job late
+        behind an overdue backlog, the domino) long after its windows' spread over the segment has made every
+        trial's gain look like noise (round 8's coarse-skew-fine+skew-arrival+fine-loss seed 701: llf 0.00 a
+        window from 190 s to the end of the fine phase, sjf's three trials +0.15 on average, not adopted; fixed
+        sjf 0.66 there; sjf predicted 0.62–0.65 against llf's 0.56–0.58). The choice needs no significance: it
+        only leaves a block measured at nothing. It needs the two kinds of evidence to agree: a gain measured
+        earlier in the segment may be of another regime (a node lost, an overdue backlog built) — where every
+        order keeps nothing on time the model predicts none better (round 7's long-skew-coarse-fine seed 602 at
+        22–104 s, n1 down: every order 0.00 a window), and a switch there gains nothing and moves the run off
+        the path it was on.
+        """
+        inc = self._foreseen.get(self.segment.incumbent.dispatch)
+        measured = {
+            v: e.mean
+            for v, e in self.segment.credit.effects[0].items()
+            if e.n
+            and e.mean > 0
+            and replace(self.segment.incumbent, dispatch=v) in self._index
+            and inc is not None
+            and (self._foreseen.get(v) or 0.0) > inc + self.margin
+        }
+        if not measured:
+            return False
+        value = max(measured, key=lambda v: (measured[v], v))
+        self.abandoned += 1
+        self._switch(0, value)
+        return True
+
     def _switch(self, level: int, value: str) -> None:
         """The incumbent's block of ``level`` becomes ``value`` (a candidate's), its credit re-based on it."""
         inc = self.segment.incumbent
@@ -596,6 +645,7 @@ class Selector:
         self.segment.credit.adopt(level, value, _blocks(inc)[level])
         self.segment.incumbent = comp
         self.segment.noise = Effect()
+        self._starved = 0
         self.model_error = Effect()
         self._told_apart = set()
         self._recent.clear()
