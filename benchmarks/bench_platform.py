@@ -102,7 +102,7 @@ from strata.runners.producer import (
     team_d_layout,
 )
 from strata.runners.spark_loop import RunConfig, hand_pools, run_mode
-from strata.runners.warmup import warm_application
+from strata.runners.warmup import Warmed, warm_application
 from strata.spark.measure import collect, job_summary
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -251,15 +251,14 @@ def run_one(spark, mode: str, seed: int, args, work: Path) -> list[dict]:
     children = {app: launch(base, app, seed, args) for app in applications(mode) if app not in here}
     producers: list = []
     try:
-        for app in here:
-            warm_if_strata(spark, app, base, args)
+        warmed = {app: warm_if_strata(spark, app, base, args) for app in here}
         wait_ready(base, children)
         epoch, producers = start_input(base, seed, args)
         (base / "go.tmp").write_text(repr(epoch))  # written whole, then renamed: the applications poll for it
         (base / "go.tmp").rename(base / "go")
         rows = []
         if here:
-            rows = run_jobs(spark, here[0], seed, base, epoch, args)
+            rows = with_warm_up(run_jobs(spark, here[0], seed, base, epoch, args), warmed[here[0]])
         for app, child in children.items():
             if child.wait(timeout=args.duration + 300) != 0:
                 raise RuntimeError(f"{mode}: the application {app} failed: see {base / f'{app}.log'}")
@@ -354,23 +353,32 @@ def serve(base: Path, args) -> None:
     try:
         if args.protocol == "warm":
             run_one(spark, app, 0, argparse.Namespace(**{**vars(args), "duration": WARM_UP_S}), base / "warmup")
-        warm_if_strata(spark, app, base, args)
+        warmed = warm_if_strata(spark, app, base, args)
         (base / f"{app}.ready").touch()
         while not (base / "go").exists():
             time.sleep(0.05)
         epoch = float((base / "go").read_text())
-        rows = run_jobs(spark, app, args.seeds[0], base, epoch, args)
+        rows = with_warm_up(run_jobs(spark, app, args.seeds[0], base, epoch, args), warmed)
     finally:
         spark.stop()
     (base / f"{app}.json").write_text(json.dumps(rows, default=str))
 
 
-def warm_if_strata(spark, app: str, base: Path, args) -> None:
+def warm_if_strata(spark, app: str, base: Path, args) -> Warmed | None:
     """Strata's own application ``app`` warms its queries before the epoch as ``strata run --cells 1`` does
-    (:func:`strata.runners.warmup.warm_application`, on a scratch directory under ``base``); a baseline's, as a
-    team starts plain Spark, does not."""
-    if app in CONTROLLED:
-        warm_application(spark, scenario_of(app, base, args), base / f"warmup-{app}")
+    (:func:`strata.runners.warmup.warm_application`, on a scratch directory under ``base``): what it did. A
+    baseline's, as a team starts plain Spark, does not (None)."""
+    if app not in CONTROLLED:
+        return None
+    return warm_application(spark, scenario_of(app, base, args), base / f"warmup-{app}")
+
+
+def with_warm_up(rows: list[dict], warmed: Warmed | None) -> list[dict]:
+    """An application's rows with what its warm-up did: its wall seconds (before the epoch) and, per job, why it
+    was not warmed (None: it was); a baseline's without."""
+    if warmed is None:
+        return rows
+    return [{**r, "warm_up_s": warmed.seconds, "not_warmed": warmed.skipped.get(r["job"])} for r in rows]
 
 
 def scenario_of(app: str, base: Path, args) -> Scenario:
