@@ -12,37 +12,18 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from strata.runners.warmup import Warmed, lead_after
 from strata.spark.sinks import ParquetSink
+from tests.test_cli_spark_failures import SPEC as COPY
+from tests.test_cli_spark_failures import STRATA
 
-STRATA = str(Path(sys.executable).with_name("strata"))
-
-SPEC = """
-cluster: {nodes: [{name: n0, cores: 2}]}
-jobs:
-  - id: copy
-    rank: 1
-    target_latency_s: 2
-    templates:
-      - operators:
-          - {name: s, kind: source, source: {rate: 100, keys: {count: 10}, seed: 4}}
-          - {name: f, kind: filter, predicate: "value < 0.5"}
-          - {name: o, kind: sink}
-        streams: [{from: s, to: f}, {from: f, to: o}]
-  - id: wide
-    rank: 2
-    templates:
-      - operators:
-          - {name: s, kind: source, source: {rate: 100, keys: {count: 10}, seed: 5}}
-          - {name: f, kind: filter, predicate: "value >= 0.5"}
-          - {name: o, kind: sink}
-        streams: [{from: s, to: f}, {from: f, to: o}]
-"""
+# test_cli_spark_failures' one job (`copy`, value < 0.5) and, ranked below it, its complement on another seed
+WIDE = COPY.split("jobs:\n")[1].replace("copy", "wide").replace("rank: 1", "rank: 2").replace("< 0.5", ">= 0.5")
+SPEC = COPY + WIDE.replace("seed: 4", "seed: 5")
 
 
 def strata_run(spec: Path, out: Path, *extra: str) -> subprocess.CompletedProcess:
