@@ -16,8 +16,9 @@ rates (the same records in every mode), each mode on a fresh copy of the input. 
   Spark application of its own, the other queries in a second application (FAIR pools by hand) started at
   ``nice`` +10 (``--bulk-nice``), so the operating system gives the alert query's JVM and Python workers the
   cores first whenever it has work; both read the same input directories;
-- ``strata``: Strata in control of one application (admission, pools, the gate, learned costs; with
-  ``--cap-reads`` also L0's rate caps as read limits, each change a restart);
+- ``strata``: Strata in control of one application, as ``strata run jobs.py --cells 1`` runs it (its queries
+  warmed first; admission, pools, the gate, learned costs; with ``--cap-reads`` also L0's rate caps as read
+  limits, each change a restart);
 - ``strata+dedicated``: the dedicated deployment with Strata in control of each application, as
   ``strata run jobs.py --dedicate alerts`` made it before cells (the alert query's application at normal
   priority, the others' under ``nice`` +10);
@@ -26,13 +27,19 @@ rates (the same records in every mode), each mode on a fresh copy of the input. 
   directory's metrics give its rows.
 
 Protocol (``--protocol``). ``cold`` (the default): every mode runs as a user starts it. Each application is a
-fresh process (this script re-invoked with ``--serve``) that builds its own SparkSession and runs no warm-up;
-a dedicated mode's two applications start together, both cold. ``warm`` (for comparison with earlier
-figures): a mode's first application runs in this script's own session after a 15 s warm-up run of the alert
-query, and a dedicated mode's second application runs a 15 s warm-up of its own queries before the epoch, so
-they start with JIT-compiled code and warm Python workers. ``strata-cells`` cannot be warm: the default
-command starts fresh applications by what it is, so it runs cold under both protocols and a warm comparison
-against it favours the baselines.
+fresh process (this script re-invoked with ``--serve``) that builds its own SparkSession. A baseline's
+(``alone``, ``fifo``, ``fair``, ``fair+limits``, ``dedicated``) runs no warm-up, as a team starts plain Spark: a
+dedicated mode's two applications start together, both cold. Strata's own modes warm because its commands do:
+``strata`` (and each application of ``strata+dedicated``) runs, before it says it is up,
+:func:`strata.runners.warmup.warm_application` — what ``strata run --cells 1`` runs before its sources' epoch:
+its Python workers started, each query rehearsed on a sample into a memory sink from a scratch checkpoint, never
+the run's — and ``strata-cells``' cells warm the jobs they hold before they report ready. That is the footing
+``strata-cells`` has had since its cells warm (issue 28): the commands are compared as users run them, so
+Strata's warm-up, paid before the producers' epoch, is a start-up the baselines as a team starts them do not
+run. ``warm`` (for comparison with earlier figures): a mode's first application runs in this script's own
+session after a 15 s warm-up run of the alert query, and a dedicated mode's second application runs a 15 s
+warm-up of its own queries before the epoch, so they start with JIT-compiled code and warm Python workers;
+Strata's modes warm as above besides, and ``strata-cells`` runs as the command starts it under both protocols.
 
 In every mode the producers start when the mode's applications are up (each session built; for
 ``strata-cells`` its ``▸ cells`` line), from an epoch 3 s ahead, and every application starts its queries
@@ -95,6 +102,7 @@ from strata.runners.producer import (
     team_d_layout,
 )
 from strata.runners.spark_loop import RunConfig, hand_pools, run_mode
+from strata.runners.warmup import Warmed, warm_application
 from strata.spark.measure import collect, job_summary
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -243,13 +251,14 @@ def run_one(spark, mode: str, seed: int, args, work: Path) -> list[dict]:
     children = {app: launch(base, app, seed, args) for app in applications(mode) if app not in here}
     producers: list = []
     try:
+        warmed = {app: warm_if_strata(spark, app, base, args) for app in here}
         wait_ready(base, children)
         epoch, producers = start_input(base, seed, args)
         (base / "go.tmp").write_text(repr(epoch))  # written whole, then renamed: the applications poll for it
         (base / "go.tmp").rename(base / "go")
         rows = []
         if here:
-            rows = run_jobs(spark, here[0], seed, base, epoch, args)
+            rows = with_warm_up(run_jobs(spark, here[0], seed, base, epoch, args), warmed[here[0]])
         for app, child in children.items():
             if child.wait(timeout=args.duration + 300) != 0:
                 raise RuntimeError(f"{mode}: the application {app} failed: see {base / f'{app}.log'}")
@@ -331,9 +340,9 @@ def wait_ready(base: Path, children: dict[str, subprocess.Popen]) -> None:
 
 def serve(base: Path, args) -> None:
     """One application (mode ``args.modes[0]``) in a process of its own: build its session (warm protocol: then a
-    warm-up run on input of its own), say it is up (``base/<app>.ready``), wait for the epoch (``base/go``), run
-    its queries on ``base/input`` (the producers belong to the benchmark's process) and write their rows
-    (``base/<app>.json``)."""
+    warm-up run on input of its own; Strata's: its queries warmed, :func:`warm_if_strata`), say it is up
+    (``base/<app>.ready``), wait for the epoch (``base/go``), run its queries on ``base/input`` (the producers
+    belong to the benchmark's process) and write their rows (``base/<app>.json``)."""
     from strata.spark.session import build_session
 
     app = args.modes[0]
@@ -344,22 +353,45 @@ def serve(base: Path, args) -> None:
     try:
         if args.protocol == "warm":
             run_one(spark, app, 0, argparse.Namespace(**{**vars(args), "duration": WARM_UP_S}), base / "warmup")
+        warmed = warm_if_strata(spark, app, base, args)
         (base / f"{app}.ready").touch()
         while not (base / "go").exists():
             time.sleep(0.05)
         epoch = float((base / "go").read_text())
-        rows = run_jobs(spark, app, args.seeds[0], base, epoch, args)
+        rows = with_warm_up(run_jobs(spark, app, args.seeds[0], base, epoch, args), warmed)
     finally:
         spark.stop()
     (base / f"{app}.json").write_text(json.dumps(rows, default=str))
 
 
+def warm_if_strata(spark, app: str, base: Path, args) -> Warmed | None:
+    """Strata's own application ``app`` warms its queries before the epoch as ``strata run --cells 1`` does
+    (:func:`strata.runners.warmup.warm_application`, on a scratch directory under ``base``): what it did. A
+    baseline's, as a team starts plain Spark, does not (None)."""
+    if app not in CONTROLLED:
+        return None
+    return warm_application(spark, scenario_of(app, base, args), base / f"warmup-{app}")
+
+
+def with_warm_up(rows: list[dict], warmed: Warmed | None) -> list[dict]:
+    """An application's rows with what its warm-up did: its wall seconds (before the epoch) and, per job, why it
+    was not warmed (None: it was); a baseline's without."""
+    if warmed is None:
+        return rows
+    return [{**r, "warm_up_s": warmed.seconds, "not_warmed": warmed.skipped.get(r["job"])} for r in rows]
+
+
+def scenario_of(app: str, base: Path, args) -> Scenario:
+    """Application ``app``'s jobs, reading ``base/input``."""
+    os.environ["STRATA_INPUT"] = str(base / "input")  # read by the jobs' file when it is loaded
+    return with_python_jobs(jobs_of(app, WORKLOADS[args.workload]), [], args.workload)
+
+
 def run_jobs(spark, app: str, seed: int, base: Path, epoch: float, args) -> list[dict]:
     """Run application ``app``'s jobs on ``base/input`` from ``epoch`` for the run's duration, its run directory
     ``base/run-<app>``; one row per job."""
-    os.environ["STRATA_INPUT"] = str(base / "input")  # read by the jobs' file when it is loaded
     workload = WORKLOADS[args.workload]
-    scenario = with_python_jobs(jobs_of(app, workload), [], args.workload)
+    scenario = scenario_of(app, base, args)
     config = RunConfig(
         sink="parquet",
         pools=hand_pools(scenario) if app in ("fair", "fair+limits", "bulk") else {},
@@ -701,7 +733,8 @@ def main() -> None:
         "--protocol",
         choices=("cold", "warm"),
         default="cold",
-        help="cold: every application a fresh process, no warm-up; warm: the baselines after warm-up runs",
+        help="cold: every application a fresh process, the baselines with no warm-up (Strata's warm as its "
+        "commands do); warm: the baselines after warm-up runs",
     )
     parser.add_argument(
         "--settle", type=float, default=20.0, help="settled figures: outputs of event time ≥ this after the epoch"

@@ -15,8 +15,8 @@ It joins its cgroup and dies with the fleet (the fleet's :meth:`~strata.runners.
 JVM exits when its driver's stdin closes (PySpark's gateway), so no cell outlives the fleet.
 
 Every cell starts warm, as the demo's session does: before it reports ready it runs the queries of the jobs it will
-hold on a few seconds of input (:func:`strata.runners.warmup.warm_up`: generated, or a user's query's own sample)
-and reports how long starting them took, from which the fleet sets the sources' epoch
+hold on a few seconds of input (:func:`strata.runners.warmup.warm_application`: generated, or a user's query's
+own sample) and reports how long starting them took, from which the fleet sets the sources' epoch
 (:func:`strata.runners.warmup.lead_after`): every query takes its first batch before any record is due.
 """
 
@@ -37,10 +37,9 @@ from pathlib import Path
 from strata.protocol.engine import Decisions, Observation
 from strata.runners.live import Floors, RunRequest, analyse, check_files, engine_status, load_run, start_session
 from strata.runners.spark_loop import RunConfig, job_floors, spark_engine
-from strata.runners.warmup import Warmed, warm_up
+from strata.runners.warmup import Warmed, warm_application
 from strata.spark.engine import decision_row
 from strata.spark.measure import ModeRun, collect
-from strata.spark.session import warm_python_workers
 
 CELLS = "cells"  # OUT/cells/<cell>: a cell's Spark work directory, log, spec and metrics
 CALLS = frozenset(
@@ -236,8 +235,7 @@ def main(spec_file: str) -> int:
     # Every template analysed here too (the host cell reports problems): it warms this application up — a Python
     # data source's first batch otherwise waits seconds for its worker, after the sources' epoch.
     analyse(spark, scenario, spec.home / "analysis")
-    warm_python_workers(spark)
-    warmed = warm_up(spark, scenario, spec.home / "warmup", spec.warm)  # the sources' epoch waits for the slowest
+    warmed = warm_application(spark, scenario, spec.home / "warmup", spec.warm)  # the epoch waits for the slowest
     with Listener(("127.0.0.1", 0), authkey=key) as listener:
         ready = path.with_suffix(".address")
         ready.with_suffix(".tmp").write_text(ready_report(listener.address, warmed))

@@ -4,10 +4,14 @@ The same decisions the demo's Strata mode makes — admission, templates, FAIR
 pools, rate caps, the dispatch gate, key-group moves, the estimator's model —
 made by :func:`strata.runners.spark_loop.run_mode` until the duration ends or
 Ctrl-C (checked between control steps: the batches in flight finish and
-commit). ``control=False`` runs plain Spark through the same loop. Afterwards
-the metrics tables of :mod:`strata.spark.measure` are written (every sink
-checked against a reference recomputed from its input where the source is
-generated) and ``strata report`` renders them.
+commit). With Strata in control the application first warms its queries as
+each cell of a fleet does (:func:`strata.runners.warmup.warm_application`, on a
+scratch directory: never the run's sinks or checkpoints), and its sources'
+epoch follows from what that measured (:func:`strata.runners.warmup.lead_after`).
+``control=False`` runs plain Spark through the same loop, cold, as a team
+starts it. Afterwards the metrics tables of :mod:`strata.spark.measure` are
+written (every sink checked against a reference recomputed from its input where
+the source is generated) and ``strata report`` renders them.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ import shutil
 import signal
 import time
 from collections.abc import Collection
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from rich.console import Console, Group
@@ -30,7 +34,7 @@ from strata.model.user import PythonJob, load_python_run, split_files, with_jobs
 from strata.protocol.engine import Decisions, Observation
 from strata.protocol.units import POOLS
 from strata.runners.spark_loop import RunConfig, job_floors, run_mode
-from strata.runners.warmup import LEAD_S, on_grid
+from strata.runners.warmup import LEAD_S, lead_after, on_grid, warm_application, warm_line
 from strata.spark.checkpoint import CheckpointChanged
 from strata.spark.conf import SparkSettings
 from strata.spark.java import JavaError
@@ -41,6 +45,7 @@ from strata.spark.user import pipeline_for
 DRAIN_S = 4.0  # records this close to the stop are not counted as due
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 SPARK_LOG = "spark.log"  # Spark's own log lines, under the run directory (strata.spark.logs)
+WARM_UP = "warmup"  # the warm-up's scratch under --out (removed after): never the run's sinks or checkpoints
 
 
 def _fmt(value, spec: str) -> str:
@@ -362,7 +367,13 @@ def run_live(request: RunRequest, console: Console, errors: Console, declared: C
     # (what Kubernetes and systemd send), instead end the loop after its step, and the batches in flight finish.
     previous = {sig: signal.signal(sig, lambda signum, _: stop_asked.append(signum)) for sig in STOP_SIGNALS}
     try:
-        epoch, said = time_base(out / mode, request.fresh)
+        # Strata warms the one application it starts as it warms each cell: the queries take their first batch
+        # before the sources' epoch, not after it as a backlog; plain Spark, as a team starts it, runs cold.
+        warmed = warm_application(spark, scenario, out / WARM_UP) if request.control else None
+        lead = lead_after([warmed] if warmed is not None else [])
+        epoch, said = time_base(out / mode, request.fresh, lead)
+        if warmed is not None:
+            said = [warm_line({"this application": warmed}, lead), *said]
         for line in said:
             console.print(f"[cyan]▸[/] {line}", highlight=False)
         with Live(view.render(), console=console, refresh_per_second=2) as live:
@@ -400,7 +411,10 @@ def run_live(request: RunRequest, console: Console, errors: Console, declared: C
             console.print(f"[yellow]interrupted ({name}): the queries were stopped between batches[/]")
         failures = result.engine.failures()
         horizon = max(0.0, result.stop - result.epoch - DRAIN_S)
-        config = {"config": {"duration_s": horizon, "requested_s": request.duration_s, "control": request.control}}
+        knobs = {"duration_s": horizon, "requested_s": request.duration_s, "control": request.control}
+        if warmed is not None:
+            knobs |= {"warm_up": asdict(warmed), "lead_s": lead}
+        config = {"config": knobs}
         measured = collect([result], scenario, horizon, spark, out, config, {})
         console.print(view.render())
         if not measured.checks.empty:

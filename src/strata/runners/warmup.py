@@ -1,8 +1,9 @@
 """Queries warmed before a measured run, and the lead of its sources' epoch from what the warm-up measured:
 one mechanism for every Spark application Strata starts — the demo's session (its ``baseline`` and ``fair``
 modes), each cell of a fleet (``strata run``, the demo's ``dedicated`` and ``strata`` modes: a cell warms the jobs
-it will hold before it reports ready) — so that no mode's first batches pay a cold JVM and cold Python workers
-after its sources' epoch (issue 28; docs/spark.md, "Cells").
+it will hold before it reports ready), the one application of ``strata run --cells 1`` with Strata in control
+(:func:`warm_application`; ``--no-control`` is plain Spark as a team starts it, cold) — so that no mode's first
+batches pay a cold JVM and cold Python workers after its sources' epoch (issues 28, 29; docs/spark.md, "Cells").
 
 A job whose sources Strata generates runs its templates once on :data:`WARM_INPUT_S` of generated input into a
 memory sink. A user's own Python job is rehearsed the way a Spark team warms a query (:mod:`strata.spark.rehearsal`):
@@ -131,6 +132,18 @@ def warm_up(
         shutil.rmtree(scratch, ignore_errors=True)
     warmed = tuple(job.id for _, job in held if job.id not in skipped)
     return Warmed(time.time() - started, start_s, warmed, skipped)
+
+
+def warm_application(spark, scenario: Scenario, scratch: Path, jobs: Collection[str] | None = None) -> Warmed:
+    """What every application Strata starts does before its sources' epoch: its Python workers started
+    (:func:`strata.spark.session.warm_python_workers`), then the queries of ``jobs`` (default: every job of
+    ``scenario``) warmed under ``scratch`` (:func:`warm_up`). A cell does it before it reports ready
+    (:mod:`strata.runners.cell`), ``strata run --cells 1`` before it sets its sources' epoch
+    (:func:`strata.runners.live.run_live`)."""
+    from strata.spark.session import warm_python_workers
+
+    warm_python_workers(spark)
+    return warm_up(spark, scenario, scratch, jobs)
 
 
 def _warm_pipeline(
