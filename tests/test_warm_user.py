@@ -148,3 +148,24 @@ def test_a_query_that_fails_or_outlasts_the_cap_is_skipped_and_the_warm_up_goes_
     capped = warm_up(spark, scenario, tmp_path / "warm", ["slow"], cap_s=0.5)
     assert (capped.jobs, capped.skipped) == ((), {"slow": "no batch done within the warm-up's 0.5 s"})
     assert capped.seconds < 30 and not spark.streams.active
+
+
+@pytest.mark.spark
+def test_a_csv_source_with_no_file_yet_is_rehearsed_on_rows_written_as_its_reader_reads_them(spark, tmp_path, started):
+    root = tmp_path / "in"
+    (root / "readings").mkdir(parents=True)
+    with collecting() as jobs:
+        readings = job("readings", rank=1, target_latency_s=2.0, sink=memory())
+
+        @readings.template
+        def every_row(spark):  # a header and ";" as separator, given both ways a reader takes options
+            reader = spark.readStream.option("header", True).option("mode", "FAILFAST").schema(EVENTS)
+            return reader.csv(str(root / "readings"), sep=";")
+
+    warmed = warm_up(spark, with_python_jobs(jobs, [], "csv"), tmp_path / "warm")
+    assert (warmed.jobs, warmed.skipped) == (("readings",), {})
+    (rehearsed,) = started
+    assert [r["batch_id"] for r in rehearsed.records] == list(range(SAMPLE_FILES))
+    # read back whole: a header read as a row or a wrong separator would fail the FAILFAST reader or drop rows
+    assert sorted(rehearsed.result()["id"]) == list(range(SAMPLE_FILES * SAMPLE_ROWS))
+    assert not any((root / "readings").iterdir())

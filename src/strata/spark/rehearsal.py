@@ -6,17 +6,21 @@ rehearsal does that without disturbing the run: each file source the query loads
 its own under the rehearsal's scratch directory, holding either a copy of the first :data:`SAMPLE_FILES` files
 already in the source's directory (a copy: a source that cleans up what it read, Spark's ``cleanSource``, must
 not touch the run's files), or, when there are none yet, :data:`SAMPLE_FILES` files of :data:`SAMPLE_ROWS`
-rows of the schema the user declared for the source, written by Spark in the source's format (JSON, Parquet or
-ORC, whose readers take what Spark's writers write whatever options the user set). A source that cannot stand
-in (Kafka, a table, a Python data source; a directory with no file yet and no schema declared, or in a format
-whose reader options the written rows might not match) refuses the rehearsal: :attr:`Rehearsal.refused` says
-why in one line, and the query is not started.
+rows of the schema the user declared for the source, written by Spark in the source's format: JSON, Parquet or
+ORC, whose readers take what Spark's writers write whatever options the user set, and CSV, written with the
+options the user's reader was given (``header``, ``sep``, ``quote``, ``timestampFormat``, … are options of
+Spark's CSV writer too, which ignores the reader's own). A source that cannot stand in (Kafka, a table, a
+Python data source; a directory with no file yet and no schema declared, or text, which has no schema of its
+own) refuses the rehearsal: :attr:`Rehearsal.refused` says why in one line, and the query is not started.
+Rows a reader option reads otherwise than they were written make the rehearsal fail or read nulls: the query
+is then skipped or warmed on those, never run on the run's input.
 """
 
 from __future__ import annotations
 
 import glob
 import shutil
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from decimal import Decimal
@@ -25,7 +29,7 @@ from pathlib import Path
 SAMPLE_FILES = 3  # files a rehearsed source holds: read one a batch, so the query runs this many batches
 SAMPLE_ROWS = 1000  # rows of each written file, when the source's directory has no file yet
 SAMPLE_SPAN_S = 10.0  # the written rows' timestamps spread over this many seconds up to the rehearsal
-WRITTEN_FORMATS = ("json", "parquet", "orc")
+WRITTEN_FORMATS = ("json", "parquet", "orc", "csv")
 
 
 @dataclass
@@ -41,10 +45,11 @@ class Rehearsal:
     def refuse(self, reason: str) -> None:
         self.refused = self.refused or reason
 
-    def stand_in(self, fmt: str, path: str, schema) -> str:
+    def stand_in(self, fmt: str, path: str, schema, options: Mapping[str, object] | None = None) -> str:
         """The directory the rehearsal reads in place of the file source ``path`` (format ``fmt``; ``schema``:
-        the one the user declared, a DDL string or StructType, or None), filled with its sample; ``path`` itself
-        when the source cannot stand in (:attr:`refused` says why; the query is then never started)."""
+        the one the user declared, a DDL string or StructType, or None; ``options``: its reader's), filled with
+        its sample; ``path`` itself when the source cannot stand in (:attr:`refused` says why; the query is then
+        never started)."""
         here = self.scratch / str(len(self.sources))
         if copy_sample(path, here, SAMPLE_FILES) == 0:
             if schema is None or fmt not in WRITTEN_FORMATS:
@@ -52,7 +57,7 @@ class Rehearsal:
                 self.refuse(f"no input yet in {path} ({what})")
                 return path
             try:
-                write_rows(self.spark, schema, fmt, here)
+                write_rows(self.spark, schema, fmt, here, options if fmt == "csv" else None)
             except Exception as e:  # a schema no row can be made for (a non-nullable nested field): say so
                 self.refuse(f"no input yet in {path}, and no rows of its schema ({type(e).__name__}: {e})"[:300])
                 return path
@@ -112,11 +117,12 @@ def sample_value(dtype, i: int, n: int, now: datetime):
     return None
 
 
-def write_rows(spark, schema, fmt: str, into: Path) -> None:
-    """:data:`SAMPLE_FILES` files of :data:`SAMPLE_ROWS` rows of ``schema`` (DDL or StructType) in ``fmt``."""
+def write_rows(spark, schema, fmt: str, into: Path, options: Mapping[str, object] | None = None) -> None:
+    """:data:`SAMPLE_FILES` files of :data:`SAMPLE_ROWS` rows of ``schema`` (DDL or StructType) in ``fmt``, written
+    with the writer ``options`` (a CSV source's reader options: the writer ignores those it does not know)."""
     struct = spark.createDataFrame([], schema).schema
     n = SAMPLE_FILES * SAMPLE_ROWS
     now = datetime.now()
     rows = [tuple(sample_value(f.dataType, i, n, now) for f in struct.fields) for i in range(n)]
     frame = spark.createDataFrame(rows, struct).repartition(SAMPLE_FILES)
-    frame.write.format(fmt).mode("overwrite").save(str(into))
+    frame.write.format(fmt).options(**(options or {})).mode("overwrite").save(str(into))

@@ -74,6 +74,17 @@ class LimitedReader:
         self._limits = limits
         self._format: str | None = None
         self._schema = None
+        self._options: dict[str, object] = {}  # a rehearsal writes CSV rows as the user's reader reads them
+
+    def option(self, key: str, value) -> LimitedReader:
+        self._options[key] = value
+        self._reader = self._reader.option(key, value)
+        return self
+
+    def options(self, **options) -> LimitedReader:
+        self._options.update(options)
+        self._reader = self._reader.options(**options)
+        return self
 
     def format(self, source: str) -> LimitedReader:
         self._format = source
@@ -111,17 +122,20 @@ class LimitedReader:
             reader = reader.format(twin).option(CONTROL_OPTION, str(self._limits.control_file))
             self._limits.capped = True
         if self._limits.rehearsal is not None:
-            path = self._rehearsed(how, fmt, twin, path, kwargs.get("schema", self._schema))
+            # a loader's keywords (``csv(path, header=True, sep=";")``, ``load(path, **options)``) are options too
+            given = {k: v for k, v in kwargs.items() if k not in ("schema", "format") and v is not None}
+            options = {**self._options, **given}
+            path = self._rehearsed(how, fmt, twin, path, kwargs.get("schema", self._schema), options)
         self._limits.reads.append((fmt or "?", None if path is None else str(path)))
         loader = getattr(reader, how)
         return loader(path, *args, **kwargs) if path is not None else loader(*args, **kwargs)
 
-    def _rehearsed(self, how: str, fmt: str | None, twin: str | None, path, schema):
+    def _rehearsed(self, how: str, fmt: str | None, twin: str | None, path, schema, options: dict[str, object]):
         """The path a rehearsal reads in place of ``path`` (a file source's sample), or ``path`` with the
-        rehearsal refused: no other source stands in."""
+        rehearsal refused: no other source stands in. ``options``: the reader's, which written CSV rows follow."""
         rehearsal = self._limits.rehearsal
         if fmt in FILE_FORMATS and isinstance(path, str | Path):
-            return rehearsal.stand_in(fmt, str(path), schema)
+            return rehearsal.stand_in(fmt, str(path), schema, options)
         if twin is not None:
             rehearsal.refuse(f"reads a Python data source ({fmt})")
         elif how == "table":
