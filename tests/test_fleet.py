@@ -69,9 +69,11 @@ class FakeShares:
 
     def __init__(self) -> None:
         self.given: list[dict] = []
+        self.critical: list[set] = []
 
-    def set(self, shares) -> None:
+    def set(self, shares, critical=()) -> None:
         self.given.append(dict(shares))
+        self.critical.append(set(critical))
 
     def held(self, shares) -> dict:
         return dict(shares)
@@ -157,6 +159,21 @@ def test_a_move_reserves_the_target_then_stops_the_job_before_the_target_continu
     assert [(a[0], a[2]) for a in adopt] == [("a", "c0"), ("b", "c1")]
     kinds = [(d["kind"], d["job"]) for d in fleet.decisions]
     assert ("move", "a") in kinds and ("move", "b") in kinds and ("cell", "*") in kinds
+
+
+def test_the_cells_holding_a_critical_job_are_named_to_the_shares_and_follow_its_move():
+    shares = FakeShares()
+    cells = {name: FakeCell(name, None, []) for name in ("c0", "c1")}
+    fleet = FleetEngine(cells, shares, critical=frozenset({"alerts"}))
+    fleet.apply(Decisions(1, cells={"alerts": "c0", "counts": "c1"}, cell_shares={"c0": 1.7, "c1": 0.3}))
+    assert shares.given == [{"c0": 1.7, "c1": 0.3}] and shares.critical == [{"c0"}]
+    fleet.apply(Decisions(2, cell_shares={"c0": 1.6, "c1": 0.4}))  # shares alone: the critical cell stays
+    assert shares.critical[-1] == {"c0"}
+    # the critical job moves, the shares are the same numbers: the weight still moves with it
+    fleet.apply(Decisions(3, cells={"alerts": "c1", "counts": "c0"}))
+    assert shares.given[-1] == {"c0": 1.6, "c1": 0.4} and shares.critical[-1] == {"c1"}
+    fleet.apply(Decisions(4, cells={"alerts": "c1", "counts": "c1"}))  # no change to the critical cells: no set
+    assert len(shares.given) == 3
 
 
 def test_the_controller_places_jobs_onto_cells_only_when_the_engine_runs_cells():

@@ -72,11 +72,32 @@ def test_cgroup_weights_are_per_core_and_keep_proportions_at_the_kernel_limits()
     assert cgroup_weights({"a": 2.0, "idle": 0.0}, 100, 1, 10000) == {"a": 200, "idle": 1}
 
 
+def test_critical_cells_weigh_the_kernel_maximum_and_the_others_a_hundredth_of_the_lightest_together():
+    # the platform's plan: 1.69 critical cores, 0.31 bulk; by cores 1731 : 317 (84.5% of a contended core)
+    shares = {"crit": 1.69, "bulk": 0.31}
+    assert cgroup_weights(shares, 1024, 2, 262144, {"crit"}) == {"crit": 262144, "bulk": 317}
+    assert cgroup_weights(shares, 100, 1, 10000, {"crit"}) == {"crit": 10000, "bulk": 31}
+    # v2 on a bigger machine: 40 bulk cores would weigh 4000; scaled to 10000 / 100 = 100 in all, 3 : 1 kept
+    assert cgroup_weights({"c": 8.0, "b1": 30.0, "b2": 10.0}, 100, 1, 10000, {"c"}) == {"c": 10000, "b1": 75, "b2": 25}
+    # two critical cells in proportion (2 : 1); the lighter one (131072) still outweighs the bulk 1024 by 128
+    two = cgroup_weights({"c1": 2.0, "c2": 1.0, "b": 1.0}, 1024, 2, 262144, {"c1", "c2"})
+    assert two == {"c1": 262144, "c2": 131072, "b": 1024}
+    # the bulk cells' sum capped at 32768 / 100 = 327.68: 2.5 and 0.5 cores scale by 109.2 to 273 and 55
+    capped = cgroup_weights({"c1": 4.0, "c2": 0.5, "b1": 2.5, "b2": 0.5}, 1024, 2, 262144, {"c1", "c2"})
+    assert capped == {"c1": 262144, "c2": 32768, "b1": 273, "b2": 55}
+    assert cgroup_weights({"c": 1.0, "idle": 0.0}, 1024, 2, 262144, {"c"}) == {"c": 262144, "idle": 2}
+    assert cgroup_weights({"c": 2.0}, 1024, 2, 262144, {"c"}) == {"c": 262144}
+    # a critical cell named but absent changes nothing
+    assert cgroup_weights({"c0": 1.5, "c1": 0.5}, 1024, 2, 262144, {"gone"}) == {"c0": 1536, "c1": 512}
+
+
 def test_nice_levels_follow_cfs_weights_1_25_per_step():
     assert nice_levels({"crit": 1.5, "bulk": 0.5}) == {"crit": 0, "bulk": 5}  # log_1.25(3) = 4.92
     assert nice_levels({"a": 1.0, "b": 1.0}) == {"a": 0, "b": 0}
     assert nice_levels({"a": 1.0, "b": 0.25}) == {"a": 0, "b": 6}  # log_1.25(4) = 6.21
     assert nice_levels({"a": 100.0, "b": 1.0, "c": 0.0}) == {"a": 0, "b": 19, "c": 19}
+    # with critical cells: the levels are theirs (log_1.25(2) = 3.1), every other cell at 19, even a larger one
+    assert nice_levels({"c1": 1.0, "c2": 0.5, "bulk": 1.5}, {"c1", "c2"}) == {"c1": 0, "c2": 3, "bulk": 19}
 
 
 def test_standalone_conf_gives_the_cells_cores_and_refuses_what_spark_would_waste():
@@ -157,6 +178,10 @@ def test_v1_file_protocol_on_a_fake_tree(tmp_path):
     assert (group / "cell-c0" / "cpu.shares").read_text() == "1536"
     assert (group / "cell-c1" / "cpu.shares").read_text() == "512"
     assert (group / "cpu.shares").read_text() == "2048"  # the run weighs its 2 cores against the rest
+    shares.set({"c0": 1.5, "c1": 0.5}, critical={"c0"})
+    assert (group / "cell-c0" / "cpu.shares").read_text() == "262144"
+    assert (group / "cell-c1" / "cpu.shares").read_text() == "512"
+    assert (group / "cpu.shares").read_text() == "2048"  # the class moves weight inside the run, not to it
     child = sleeper(shares.preexec("c0"))
     try:
         assert (group / "cell-c0" / "cgroup.procs").read_text() == str(child.pid)
@@ -294,8 +319,8 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def busy_split(shares: CpuShares, seconds: float) -> float:
-    """Two busy loops pinned to one core, in cells c0 and c1: c0's cpu time over c1's."""
+def busy_used(shares: CpuShares, seconds: float) -> list[float]:
+    """Two busy loops pinned to one core, in cells c0 and c1: the cpu seconds of each."""
     loops = []
     for cell in ("c0", "c1"):
         enter = shares.preexec(cell)
@@ -314,6 +339,12 @@ def busy_split(shares: CpuShares, seconds: float) -> float:
         for p in loops:
             p.kill()
             p.wait()
+    return used
+
+
+def busy_split(shares: CpuShares, seconds: float) -> float:
+    """Two busy loops pinned to one core, in cells c0 and c1: c0's cpu time over c1's."""
+    used = busy_used(shares, seconds)
     return used[0] / used[1]
 
 
@@ -322,6 +353,14 @@ def test_the_kernel_splits_a_contended_core_3_to_1_by_cgroup_shares():
     with CpuShares(f"test-split-{os.getpid()}") as shares:
         shares.set({"c0": 1.5, "c1": 0.5})
         assert 2.3 < busy_split(shares, 1.5) < 3.9
+
+
+@pytest.mark.skipif(not REAL_V1_WRITABLE, reason="no writable cgroup v1 cpu hierarchy at /sys/fs/cgroup/cpu")
+def test_the_kernel_leaves_a_critical_cell_nearly_all_of_a_contended_core():
+    with CpuShares(f"test-critical-{os.getpid()}") as shares:
+        shares.set({"c0": 1.5, "c1": 0.5}, critical={"c0"})  # 262144 : 512, c1 due 0.2%; by cores it had 25%
+        critical, bulk = busy_used(shares, 1.5)
+        assert bulk < 0.03 * (critical + bulk)
 
 
 def test_the_kernel_splits_a_contended_core_about_3_to_1_by_nice(tmp_path):

@@ -41,7 +41,10 @@ cannot always hold; it is then dropped and the plan's notes say so.
 Shares (:func:`cell_shares`) follow the placement: each cell needs its overhead plus its jobs' cores (mean
 demand), a critical job's cell its ``peak_cores`` (so the OS gives it cores whenever it has work); the
 shares sum to ``limits.cores``: spare cores go to the cells of non-critical work, a shortfall first trims
-the critical cells' bursts, then scales every cell; the plan's notes say which.
+the critical cells' bursts, then scales every cell; the plan's notes say which. The shares are what each cell is
+entitled to (its gate's bound follows them); the kernel weighs a cell holding a critical job above every other cell
+whatever its share (:mod:`strata.runners.shares`: a burst of it then runs as it would alone, the others keep idle
+cores).
 """
 
 from __future__ import annotations

@@ -44,7 +44,7 @@ from rich.live import Live
 from strata.control.cells import CellConfig, light_compiling
 from strata.control.controller import Controller
 from strata.control.loop import run
-from strata.model import Scenario
+from strata.model import Scenario, critical_jobs
 from strata.protocol.engine import Decisions, Observation, WindowStats
 from strata.runners.cell import CELLS, Cell, CellSpec, end_jvm, read_ready
 from strata.runners.live import (
@@ -253,7 +253,8 @@ class FleetEngine:
     to the cell holding each job, L0's cell shares enforced by the OS and its moves carried out.
 
     ``spawn``: starts a cell L0 names that does not run yet (name, share, the jobs it will hold) → its handle;
-    ``shares``: what enforces cell shares (:class:`~strata.runners.shares.CpuShares`: ``set``)."""
+    ``shares``: what enforces cell shares (:class:`~strata.runners.shares.CpuShares`: ``set``); ``critical``: the
+    latency-critical jobs, whose cells outweigh the others (:func:`~strata.runners.shares.cgroup_weights`)."""
 
     cells: dict[str, CellHandle]
     shares: object
@@ -262,6 +263,7 @@ class FleetEngine:
     holder: dict[str, str] = field(default_factory=dict)  # job → its cell
     cell_shares: dict[str, float] = field(default_factory=dict)
     admitted: dict[str, str] = field(default_factory=dict)  # the admission in force (job → template)
+    critical: frozenset[str] = frozenset()
     decisions: list[dict] = field(default_factory=list)  # the fleet's own enforced changes (cells, shares, moves)
     _placed: set[str] = field(default_factory=set)  # jobs whose cell was logged
 
@@ -281,7 +283,10 @@ class FleetEngine:
     def apply(self, decisions: Decisions) -> None:
         """Shares first (a move's target is reserved before the job stops), then per cell: the cells a job
         leaves stop it at a batch boundary before the cell it joins continues it from its checkpoint."""
-        if decisions.cell_shares is not None:
+        weighs = decisions.cells is not None and (
+            critical_cells(decisions.cells, self.critical) != critical_cells(self.holder, self.critical)
+        )
+        if decisions.cell_shares is not None or weighs:  # a critical job's move moves its cell's weight too
             self._set_shares(decisions)
         moves: dict[str, tuple[str, str]] = {}
         if decisions.cells is not None:
@@ -326,8 +331,10 @@ class FleetEngine:
             future.result()  # the first error, raised here
 
     def _set_shares(self, decisions: Decisions) -> None:
-        self.cell_shares = dict(decisions.cell_shares)
-        self.shares.set(self.cell_shares)
+        if decisions.cell_shares is not None:
+            self.cell_shares = dict(decisions.cell_shares)
+        placed = decisions.cells if decisions.cells is not None else self.holder
+        self.shares.set(self.cell_shares, critical_cells(placed, self.critical))
         held = self.shares.held(self.cell_shares)  # on a cluster: the whole cores each cell started with
         for name, cores in held.items():
             if name in self.cells:
@@ -446,6 +453,11 @@ def sweep_stale(shares: CpuShares) -> list[Path]:
             continue
         removed.append(group)
     return removed
+
+
+def critical_cells(placed: Mapping[str, str], critical: Collection[str]) -> set[str]:
+    """The cells (of ``placed``: job → cell) holding a job of ``critical``."""
+    return {cell for job, cell in placed.items() if job in critical}
 
 
 def host_cell(cells: Mapping[str, tuple[str, ...]], shares: Mapping[str, float]) -> str:
@@ -685,7 +697,8 @@ def _run_cells(
     members = {c: tuple(j for j, cc in placed.items() if cc == c) for c in sorted(set(placed.values()))}
     cluster = isinstance(shares, ClusterCores)
     host = None if cluster else host_cell(members, shares_now)
-    shares.set(shares_now)
+    critical = frozenset(critical_jobs(scenario, config.control.critical_latency_s))
+    shares.set(shares_now, critical_cells(placed, critical))
     held = shares.held(shares_now)
     if host is not None:
         # The host's JVM and its Python workers join the host cell; this process (the Controller, the host
@@ -734,7 +747,7 @@ def _run_cells(
         cell.call("resume", ())
         return cell
 
-    fleet = FleetEngine(cells, shares, spawn)
+    fleet = FleetEngine(cells, shares, spawn, critical=critical)
     for line in [warm_line(warmed, lead), *said]:
         console.print(f"[cyan]▸[/] {line}", highlight=False)
     run_ = ModeRun("strata", epoch, epoch, None)
