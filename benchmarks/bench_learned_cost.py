@@ -50,7 +50,8 @@ from strata.model import Scenario
 from strata.spark.engine import EngineConfig, SparkEngine
 
 RESULTS = Path(__file__).resolve().parent / "results" / "learned_cost.json"
-WARMUP_BATCHES = 3  # the first batches carry the query's start-up (a Python worker starting, planning)
+WARMUP_BATCHES = 3  # batches after the cap is set: the query's start-up (a Python worker starting, planning), and
+# the batch Spark may have planned before the cap took effect
 
 QUERIES = {
     # source, the map's expression, records per batch. The source offers its rate from the epoch on: several times
@@ -89,8 +90,10 @@ def measure(spark, query: str, duration_s: float, work: Path) -> dict:
     sc = scenario(query)
     engine = SparkEngine(spark, sc, work, EngineConfig(epoch=time.time()), attribute=attribute)
     learner = ResourceLearner()
+    whole = ResourceLearner(decay=1.0)  # the same windows, none forgotten: the run's mean, against the tracking one
     warm: list[bool] = []
     cap_rows = QUERIES[query][2]
+    capped_after: list[int] = []  # batches accounted when the cap was set: the ones before may be larger
 
     def step(obs, _decisions) -> None:
         # a fixed batch size, so a per-batch cost is spread over the same records at every load (under
@@ -98,9 +101,11 @@ def measure(spark, query: str, duration_s: float, work: Path) -> dict:
         cap = engine.running[query].pipeline.rate_cap
         if cap.get() is None:
             cap.set(cap_rows)
-        if len(engine.costs) >= WARMUP_BATCHES:  # windows after the warm-up batches only
+            capped_after.append(len(engine.costs))
+        if len(engine.costs) >= capped_after[0] + WARMUP_BATCHES:  # windows after the warm-up batches only
             warm.append(True)
             learner.observe_window(obs.window)
+            whole.observe_window(obs.window)
 
     started = time.time()
     stop = lambda: _done(warm, started, duration_s)  # noqa: E731
@@ -109,9 +114,8 @@ def measure(spark, query: str, duration_s: float, work: Path) -> dict:
             run(engine, Plain(sc), window_s=1.0, until=time.time() + 120, on_step=step, should_stop=stop)
         finally:
             stop_engine(engine)
-    batches = [b for b in engine.batch_observations() if b.get("cpu_s") is not None and b.get("rows_in")][
-        WARMUP_BATCHES:
-    ]
+    skip = (capped_after[0] if capped_after else 0) + WARMUP_BATCHES
+    batches = [b for b in engine.batch_observations() if b.get("cpu_s") is not None and b.get("rows_in")][skip:]
     rows = sum(b["rows_in"] for b in batches)
     return {
         "query": query,
@@ -120,6 +124,8 @@ def measure(spark, query: str, duration_s: float, work: Path) -> dict:
         "fill": rows / (cap_rows * len(batches)) if batches else None,  # records a batch over the cap
         "full": sum(b["rows_in"] >= cap_rows for b in batches) / len(batches) if batches else None,
         "learned_s": sum(e.cost_per_record for e in learner.estimates().values()),
+        "learned_whole_s": sum(e.cost_per_record for e in whole.estimates().values()),
+        "accounted_s": sum(b["cpu_s"] + b["python_s"] for b in batches) / rows if rows else None,
         "cpu_s": sum(b["cpu_s"] for b in batches) / rows if rows else None,
         "python_s": sum(b["python_s"] for b in batches) / rows if rows else None,
         "wall_s": sum(b["finished"] - b["released"] for b in batches) / rows if rows else None,
@@ -209,7 +215,7 @@ def summarise(rows: list[dict]) -> list[dict]:
             return statistics.median(vals) if vals else None
 
         row = {"query": query, "burners": n, "rounds": len(group)}
-        for key in ("learned_s", "cpu_s", "python_s", "wall_s", "plain_cpu_s"):
+        for key in ("learned_s", "learned_whole_s", "accounted_s", "cpu_s", "python_s", "wall_s", "plain_cpu_s"):
             row[key] = med(key)
             base = med(key, idle)
             row[f"{key}_vs_idle"] = row[key] / base if base and row[key] is not None else None
@@ -218,7 +224,8 @@ def summarise(rows: list[dict]) -> list[dict]:
         row["load"] = [min(r["load"] for r in group), max(r["load"] for r in group)]
         runnable = [r["runnable"] for r in group if r.get("runnable") is not None]
         row["runnable"] = statistics.median(runnable) if runnable else None
-        row["fill"] = min((r["fill"] for r in group if r.get("fill") is not None), default=None)
+        fills = [r["fill"] for r in group if r.get("fill") is not None]
+        row["fill"] = [min(fills), max(fills)] if fills else None  # 1–1: every batch at the cap, no larger one
         row["full"] = min((r["full"] for r in group if r.get("full") is not None), default=None)
         out.append(row)
     return out
@@ -302,7 +309,7 @@ def print_table(summary: list[dict]) -> None:
             str(s["burners"]),
             f"{s['load'][0]:.1f}–{s['load'][1]:.1f}",
             f"{s['runnable']:.1f}" if s["runnable"] is not None else "–",
-            f"{s['fill']:.3f}" if s["fill"] is not None else "–",
+            f"{s['fill'][0]:.2f}–{s['fill'][1]:.2f}" if s["fill"] is not None else "–",
             f"{1e3 * (s['learned_s'] or 0):.4f}",
             ratio(s["learned_s_vs_idle"]),
             f"{spread[0]:.2f}–{spread[1]:.2f}" if spread else "–",
