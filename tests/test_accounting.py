@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 
 import pytest
 
 from strata.model import Scenario
-from strata.spark.accounting import BatchCost, batch_of, combine, python_cpu_seconds, spread, tree_cpu
+from strata.spark.accounting import BatchCost, batch_of, combine, python_cpu_seconds, runs_tasks, spread, tree_cpu
 
 
 def chain_job(jid: str, query: dict, source: dict | None = None, **job) -> dict:
@@ -63,3 +65,33 @@ def test_python_cpu_counts_the_daemon_and_the_workers_forked_from_it():
 
 def test_python_cpu_of_a_process_without_pyspark_workers_is_zero():
     assert python_cpu_seconds(os.getpid()) == 0.0
+
+
+def test_the_tasks_daemon_is_told_from_the_planners_by_its_worker_module():
+    py = "/venv/bin/python"
+    assert runs_tasks([py, "-m", "strata.spark.worker_daemon", "pyspark.worker"], "strata.spark.worker_daemon")
+    assert runs_tasks([py, "-m", "pyspark.daemon"])  # an older PySpark names no worker module
+    assert runs_tasks([py, "-m", "pyspark.daemon", "pyspark.worker"])
+    assert runs_tasks([py, "-m", "pyspark.daemon", "team.worker"], worker="team.worker")
+    # Spark's planners of Python data sources run under PySpark's daemon module with a planner's module
+    assert not runs_tasks([py, "-m", "pyspark.daemon", "pyspark.sql.worker.plan_data_source_read"])
+    assert not runs_tasks([py, "-m", "pyspark.daemon", "pyspark.worker"], "strata.spark.worker_daemon")
+    assert not runs_tasks([py, "-m", "pyspark.sql.streaming.python_streaming_source_runner"])
+    assert not runs_tasks([py, "-c", "pass", "pyspark.daemon"])
+    assert not runs_tasks([])
+
+
+def test_python_cpu_is_read_from_the_tasks_daemon_under_the_given_process(tmp_path):
+    # a child of this process run as Spark runs the tasks' daemon (``python -m <module> pyspark.worker``) that burns
+    # 0.3 s of CPU, then sleeps: counted under its module, not under PySpark's
+    burn = "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.3:\n    pass\nprint(flush=True)\n"
+    (tmp_path / "burner_daemon.py").write_text(burn + "time.sleep(30)\n")
+    command = [sys.executable, "-m", "burner_daemon", "pyspark.worker"]
+    child = subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.PIPE)
+    try:
+        child.stdout.readline()  # the burn is over
+        assert python_cpu_seconds(os.getpid(), "burner_daemon") == pytest.approx(0.3, abs=0.1)
+        assert python_cpu_seconds(os.getpid()) == 0.0
+    finally:
+        child.kill()
+        child.wait()

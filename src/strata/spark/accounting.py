@@ -16,10 +16,10 @@ shipped as a jar). It retains ``spark.ui.retainedJobs`` (1,000) jobs: a window o
 
 Python code (UDFs, pandas UDFs, a Python data source's reads) runs in Python workers, whose CPU no task metric
 holds: the task thread waits on a socket. :func:`python_cpu_seconds` reads the workers' CPU from ``/proc`` (the
-PySpark daemon under the driver's JVM and every process forked from it: local mode, where the executor is the
-driver's JVM), and :func:`spread` splits a window's Python CPU over its batches in proportion to each batch's
-task time outside the JVM's CPU (run − cpu). Elsewhere (a cluster's executors on other machines) the Python part
-reads 0 and a batch's cost is its JVM CPU only.
+PySpark daemon under the driver's JVM, found by its module — :mod:`strata.spark.worker_daemon` on a local master —,
+and every process forked from it: local mode, where the executor is the driver's JVM), and :func:`spread` splits a
+window's Python CPU over its batches in proportion to each batch's task time outside the JVM's CPU (run − cpu).
+Elsewhere (a cluster's executors on other machines) the Python part reads 0 and a batch's cost is its JVM CPU only.
 """
 
 from __future__ import annotations
@@ -119,6 +119,9 @@ class BatchAccounting:
             done.pop(b, None)
 
 
+PYSPARK_DAEMON = "pyspark.daemon"  # PySpark's own worker daemon module (spark.python.daemon.module's default)
+PYSPARK_WORKER = "pyspark.worker"  # the module a task's Python worker runs (spark.python.worker.module's default)
+
 _HZ = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
@@ -132,11 +135,21 @@ def _stat(pid: str) -> tuple[int, float] | None:
     return int(fields[1]), sum(int(x) for x in fields[11:15]) / _HZ  # utime, stime, cutime, cstime
 
 
-def _command(pid: int) -> str:
+def _command(pid: int) -> list[str]:
     try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        return Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")[:-1]
     except OSError:
-        return ""
+        return []
+
+
+def runs_tasks(command: list[str], daemon: str = PYSPARK_DAEMON, worker: str = PYSPARK_WORKER) -> bool:
+    """Whether a process's command (its arguments) is the daemon that forks the workers of tasks: ``-m daemon``
+    with the tasks' worker module, or none. Spark starts its Python planners with the same daemon module and a
+    planner's module (``pyspark.sql.worker.plan_data_source_read``, …): the planning of a query, not task work."""
+    if "-m" not in command:
+        return False
+    i = command.index("-m")
+    return command[i + 1 : i + 2] == [daemon] and command[i + 2 :] in ([], [worker])
 
 
 def tree_cpu(procs: Mapping[int, tuple[int, float]], roots: Iterable[int]) -> float:
@@ -154,13 +167,15 @@ def tree_cpu(procs: Mapping[int, tuple[int, float]], roots: Iterable[int]) -> fl
     return total
 
 
-def python_cpu_seconds(jvm_pid: int, marker: str = "pyspark.daemon") -> float:
-    """CPU seconds the PySpark workers under the JVM ``jvm_pid`` have used so far: its children whose command
-    holds ``marker`` (the daemon; the planner processes of Python data sources are not task work) and every
-    worker forked from them. 0 where /proc is absent."""
+def python_cpu_seconds(jvm_pid: int, daemon: str = PYSPARK_DAEMON, worker: str = PYSPARK_WORKER) -> float:
+    """CPU seconds the PySpark workers under the JVM ``jvm_pid`` have used so far: its children that are the
+    tasks' daemon (:func:`runs_tasks`; ``daemon`` and ``worker``: the session's ``spark.python.daemon.module`` and
+    ``spark.python.worker.module``) and every worker forked from them. 0 where /proc is absent."""
     procs = {}
     for entry in os.listdir("/proc") if os.path.isdir("/proc") else ():
         if entry.isdigit() and (s := _stat(entry)) is not None:
             procs[int(entry)] = s
-    daemons = [pid for pid, (parent, _) in procs.items() if parent == jvm_pid and marker in _command(pid)]
+    daemons = [
+        pid for pid, (parent, _) in procs.items() if parent == jvm_pid and runs_tasks(_command(pid), daemon, worker)
+    ]
     return tree_cpu(procs, daemons)

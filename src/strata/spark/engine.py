@@ -69,11 +69,19 @@ from strata.protocol.engine import (
 )
 from strata.protocol.units import POOLS, Attribution, ReadLimitPolicy
 from strata.spark import checkpoint
-from strata.spark.accounting import BatchAccounting, BatchCost, python_cpu_seconds, spread
+from strata.spark.accounting import (
+    PYSPARK_DAEMON,
+    PYSPARK_WORKER,
+    BatchAccounting,
+    BatchCost,
+    python_cpu_seconds,
+    spread,
+)
 from strata.spark.checkpoint import CheckpointChanged, Existing
 from strata.spark.gate import Gate
 from strata.spark.listener import ProgressListener, progress_row
 from strata.spark.pipelines import Pipeline, PipelineOptions
+from strata.spark.session import DAEMON_MODULE
 from strata.spark.sources import offered_rows
 from strata.spark.user import pipeline_for
 
@@ -159,7 +167,10 @@ class SparkEngine:
         # the Python workers live under the driver's JVM only when the executor is that JVM (local mode)
         local = spark.sparkContext.master.startswith("local")
         self._jvm_pid = int(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()) if local else None
-        self._python_s = python_cpu_seconds(self._jvm_pid) if self._jvm_pid is not None else 0.0
+        # the tasks' daemon is Strata's own on a local master (strata.spark.worker_daemon), PySpark's elsewhere
+        conf = spark.sparkContext.getConf()
+        self._daemon = conf.get(DAEMON_MODULE, PYSPARK_DAEMON), conf.get("spark.python.worker.module", PYSPARK_WORKER)
+        self._python_s = python_cpu_seconds(self._jvm_pid, *self._daemon) if self._jvm_pid is not None else 0.0
         self._python_unspent = 0.0  # Python CPU of windows that finished no accounted batch
 
     # ------------------------------------------------------------------ time
@@ -687,7 +698,7 @@ class SparkEngine:
         time outside the JVM's CPU (a window with none carries it to the next)."""
         if self._jvm_pid is None:
             return {}
-        total = python_cpu_seconds(self._jvm_pid)
+        total = python_cpu_seconds(self._jvm_pid, *self._daemon)
         self._python_unspent += max(0.0, total - self._python_s)
         self._python_s = total
         weights = {k: c.run_s - c.cpu_s for k, c in accounted.items() if c.run_s > c.cpu_s}
