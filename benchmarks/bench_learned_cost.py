@@ -9,7 +9,8 @@ per batch (the source's per-batch cap):
   (work in the PySpark workers, which no task metric holds: read from /proc).
 
 Each run goes through the engine and the learner as ``strata run`` does (:class:`strata.spark.engine.SparkEngine`
-under the one loop, windows into :class:`strata.control.estimation.ResourceLearner`), after its first batches.
+under the one loop, windows into :class:`strata.control.estimation.ResourceLearner`), from the window after the
+one that accounted its first batches (that one holds them, with the batch Spark planned before the cap).
 Per run: the learner's cost per record (core-seconds: executor CPU + Python workers' CPU), the same from wall time
 (release → commit over records: what the learner fitted before), the batches' fill (records over the cap), the
 load (the 1-minute load average at the run's end, and the mean of the runnable threads, ``procs_running``, sampled
