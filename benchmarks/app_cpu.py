@@ -22,6 +22,9 @@ from bisect import bisect_left
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from strata.spark.accounting import PYSPARK_DAEMON, PYSPARK_WORKER
+from strata.spark.session import STRATA_DAEMON
+
 TICK_S = 1.0 / os.sysconf("SC_CLK_TCK")
 ACCT = Path("/sys/fs/cgroup/cpuacct")
 STOP_WAIT_S = 10.0  # how long stop waits for the groups to empty (one still holding a process stays)
@@ -46,11 +49,12 @@ def _cmdline(pid: int) -> str:
 
 
 def role_of(name: str, cmdline: str) -> str:
-    """A process's role in its application: ``jvm``, ``workers`` (PySpark's daemon and the workers it forks) or
-    ``driver`` (the Python process that started the application, and anything else)."""
+    """A process's role in its application: ``jvm``, ``workers`` (the worker daemon, PySpark's or Strata's on a
+    local master, and the workers it forks) or ``driver`` (the Python process that started the application, and
+    anything else)."""
     if name == "java":
         return "jvm"
-    if "pyspark.daemon" in cmdline or "pyspark.worker" in cmdline:
+    if any(module in cmdline for module in (PYSPARK_DAEMON, STRATA_DAEMON, PYSPARK_WORKER)):
         return "workers"
     return "driver"
 

@@ -106,4 +106,5 @@ def test_a_cumulative_counter_is_read_between_its_samples(bench):
     assert app_cpu.between(series, 0.0, 9.0) == 0.0  # born after the window's end
     assert app_cpu.role_of("java", "java -cp x") == "jvm"
     assert app_cpu.role_of("python", "python -m pyspark.daemon") == "workers"
+    assert app_cpu.role_of("python", "python -m strata.spark.worker_daemon pyspark.worker") == "workers"
     assert app_cpu.role_of("python", "python -m strata run jobs.py") == "driver"

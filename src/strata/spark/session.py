@@ -52,6 +52,7 @@ STRATA_OWNED: dict[str, tuple[str | None, str]] = {
 """The settings the engine relies on: Strata's value (None: made per session) and why a user's is not used."""
 
 DAEMON_MODULE = "spark.python.daemon.module"  # local masters: Strata's daemon, which freezes reused workers' heaps
+STRATA_DAEMON = "strata.spark.worker_daemon"
 
 FIRST_TIER_ONLY = "-XX:TieredStopAtLevel=1"
 """HotSpot's option for a JVM that compiles with C1 only (no C2): for applications whose batches are too small to
@@ -149,7 +150,7 @@ def build_session(
     }
     conf = session_conf(strata, user, master)
     if conf["spark.master"].startswith("local") and DAEMON_MODULE not in user:  # strata.spark.worker_daemon
-        conf[DAEMON_MODULE] = "strata.spark.worker_daemon"
+        conf[DAEMON_MODULE] = STRATA_DAEMON
     check_java()
     check_master(conf["spark.master"])
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
