@@ -24,7 +24,9 @@ Two protocols:
   its engine's progress listener; ``rows_in``: the batch's input rows). Writes
   ``benchmarks/results/user_overhead_default.json``. Seen (2 × 40 s, run twice): +10 ms (plain 358.5 ms,
   strata 369 ms; load 2.9–4.1; per round −18, +39) and +78 ms (plain 321, strata 399.5; load 1.3–2.4; per
-  round +63, +88: ``user_overhead_default_run2.json``), so over the target on the quieter machine. Where it
+  round +63, +88: ``user_overhead_default_run2.json``), so over the target on the quieter machine; on the tree of
+  28 Nov (3 × 40 s, load 1.0–1.8) +36 ms (plain 170, strata 206; per round +23.5, +38, +33.5:
+  ``user_overhead_stop40.json``). Where it
   goes (that run's progress rows, medians after warm-up): every phase of Spark's trigger grows a little, no
   one step — ``addBatch`` +31–42 ms, ``latestOffset`` +12–19 ms, the rest (offset log and commit writes)
   +22–31 ms, planning +0–3 ms. A probe sampling /proc over the steady state of one run each (plain 382 ms,
