@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import time
 from pathlib import Path
 
@@ -44,7 +45,8 @@ def measure_seed(index: int, seed: int, args, console: Console) -> dict:
     config = DemoConfig(duration_s=args.duration, seed=seed)
     order = MODES if index % 2 == 0 else tuple(reversed(MODES))
     out = args.out / f"seed{seed}"
-    out.mkdir(parents=True, exist_ok=True)
+    shutil.rmtree(out, ignore_errors=True)  # a mode's queries would resume an earlier run's checkpoints
+    out.mkdir(parents=True)
     settings = SparkSettings(tuple(user_conf().items()))
     session = DemoSession(scenario, out, config, settings, lambda text: console.print(f"[dim]seed {seed}: {text}[/]"))
     t0, load_before = time.time(), os.getloadavg()
