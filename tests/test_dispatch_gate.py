@@ -170,3 +170,54 @@ def test_use_switches_the_strategy_and_an_unknown_one_names_the_choices():
         core.use("nope")
     assert all(name in str(err.value) for name in STRATEGIES)
     assert core.strategy == "fifo"  # unchanged
+
+
+def looks(core: GateCore, times) -> list[str | None]:
+    """The gate's answer at each of ``times`` (the Spark gate asks every 0.05 s while a batch waits)."""
+    return [core.next_release(t) for t in times]
+
+
+def test_a_bound_that_held_batches_back_most_of_a_period_widens_by_one_and_narrows_when_unused():
+    # Issue 29: at local[2]'s bound of 1, sessions waited up to 13.6 s a batch behind scoring's 8 s batches
+    core = GateCore(GateConfig(max_running=1, widen_after_s=10.0, widen_share=0.8))
+    core.enqueue(unit("scoring", 1000.0, 30.0, 0.0, 0))
+    core.take(core.next_release(0.0), 0.0)
+    core.enqueue(unit("sessions", 1000.0, 30.0, 0.0, 1))  # slack 1030 s: never urgent here
+    assert looks(core, [1.0, 5.0, 9.0]) == [None, None, None]
+    assert core.bound == 1
+    # held back from 0 to 10 s: 10 ≥ 0.8 × 10 → the bound widens at this look, and the batch goes
+    assert core.next_release(10.0) == "sessions" and core.bound == 2
+    core.take("sessions", 10.0)  # two at once: the widened slot is used
+    core.finish("sessions")
+    core.enqueue(unit("sessions", 1000.0, 30.0, 0.0, 2))
+    assert core.next_release(20.0) == "sessions" and core.bound == 2  # peak 2 from 10 to 20 s: it stays
+    core.take("sessions", 20.0)
+    core.finish("sessions")
+    core.finish("scoring")
+    for start in (22.0, 31.0):  # from here one query alone, one batch at a time
+        core.enqueue(unit("scoring", 1000.0, 30.0, 0.0, int(start)))
+        assert core.next_release(start) == "scoring" and core.bound == 2  # 20-31 s: peak 2 (at 20 s), it stays
+        core.take("scoring", start)
+        core.finish("scoring")
+    # from 31 to 41 s one batch at most (peak 1 < 2): the widened slot was never used, and it goes
+    core.enqueue(unit("scoring", 1000.0, 30.0, 0.0, 41))
+    assert core.next_release(41.0) == "scoring" and core.bound == 1
+
+
+def test_a_bound_that_held_batches_back_less_than_the_share_stays():
+    core = GateCore(GateConfig(max_running=1, widen_after_s=10.0, widen_share=0.8))
+    core.enqueue(unit("a", 1000.0, 30.0, 0.0, 0))
+    core.take(core.next_release(0.0), 0.0)
+    core.enqueue(unit("b", 1000.0, 30.0, 0.0, 1))
+    assert looks(core, [1.0, 4.0, 7.0]) == [None, None, None]  # held back 7 s
+    core.finish("a")
+    assert core.next_release(7.0) == "b"  # nothing held back from here on
+    core.take("b", 7.0)
+    core.enqueue(unit("a", 1000.0, 30.0, 0.0, 2))
+    assert core.next_release(10.0) is None  # held back 7 + 0 of 10 s < 8: the bound stays 1
+    assert core.bound == 1
+    never = GateCore(GateConfig(max_running=1, widen_after_s=0.0))
+    never.enqueue(unit("a", 1000.0, 30.0, 0.0, 0))
+    never.take(never.next_release(0.0), 0.0)
+    never.enqueue(unit("b", 1000.0, 30.0, 0.0, 1))
+    assert looks(never, [5.0, 10.0, 100.0]) == [None, None, None] and never.bound == 1

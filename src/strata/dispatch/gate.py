@@ -27,6 +27,7 @@ is this policy over plain numbers, time passed in; it implements
 from __future__ import annotations
 
 import itertools
+import math
 from dataclasses import dataclass, field, replace
 
 from strata.dispatch.priority import deadline, next_due
@@ -52,11 +53,25 @@ class GateConfig:
     # start it at once, and its tasks take the next free cores (measured, bench_one_app: held 0.13 s a batch on
     # average, up to 0.66 s, of a 2 s target). 0: no batch is latency-critical.
     critical_s: float = 0.0
+    widen_after_s: float = 10.0  # the period the bound is judged over (0: never widened)
+    widen_share: float = 0.8  # held back by a full bound this share of a period or more: widen by one
 
     def __post_init__(self) -> None:
         if self.max_running < 1:
             raise ValueError(f"max_running must be ≥ 1; got {self.max_running}")
         strategy(self.strategy)  # fails early, naming the choices
+
+
+@dataclass
+class BoundPeriod:
+    """One period over which the gate's bound is judged: when it began, the last look, the time a batch was held
+    back by a full bound, and the most batches seen running at once."""
+
+    start: float
+    last: float
+    held_s: float = 0.0
+    holding: bool = False  # at the last look, a batch waited for a full bound
+    peak: int = 0
 
 
 @dataclass
@@ -89,10 +104,39 @@ class GateCore:
     running: set[str] = field(default_factory=set)
     urgent_running: set[str] = field(default_factory=set)
     costs: dict[str, LinearCost] = field(default_factory=dict)  # query → its batch-cost model
+    widened: int = 0  # slots over config.max_running, from the periods the bound held batches back
+    period: BoundPeriod | None = None  # the period the bound is being judged over (None: none started)
 
     def __post_init__(self) -> None:
         self.by: Strategy = strategy(self.config.strategy)
         self._seq = itertools.count()
+
+    @property
+    def bound(self) -> int:
+        """Batches let run at once, over which only urgent and latency-critical batches go."""
+        return self.config.max_running + self.widened
+
+    def _judge_bound(self, now: float, waiting: bool) -> None:
+        """Account the time since the last look (held back if, then, a batch that is not urgent waited for a full
+        bound; ``waiting``: such a batch waits now) and, at the end of a period, widen a bound that held batches
+        back most of it, or narrow a widened one its batches never filled."""
+        if not self.config.widen_after_s:
+            return
+        p = self.period
+        if p is not None and now >= p.last:
+            if p.holding:
+                p.held_s += now - p.last
+            p.last = now
+            p.peak = max(p.peak, len(self.running))
+            if now - p.start < self.config.widen_after_s:
+                p.holding = waiting and len(self.running) >= self.bound
+                return
+            if p.held_s >= self.config.widen_share * (now - p.start):
+                self.widened += 1
+            elif self.widened and p.peak < self.bound:
+                self.widened -= 1
+        held = waiting and len(self.running) >= self.bound
+        self.period = BoundPeriod(now, now, holding=held, peak=len(self.running))
 
     # ------------------------------------------------------------------ strategy
 
@@ -123,16 +167,18 @@ class GateCore:
         would hold cores the urgent batch's tasks need; it waits until then, or until its slack shrinks. A
         latency-critical job's batch (target at most ``critical_s``) goes at once too, the most pressing first.
         """
-        if not self.waiting:
-            return None
+        bulk = [p for p in self.waiting.values() if p.unit.target_latency > self.config.critical_s]
+        best = min(bulk, key=lambda p: (p.key, p.unit.seq), default=None)
+        slack = self.laxity(best.unit, now) if best is not None else math.inf
+        self._judge_bound(now, waiting=best is not None and slack >= self.config.urgent_laxity_s)
         critical = [p for p in self.waiting.values() if p.unit.target_latency <= self.config.critical_s]
         if critical:
             return min(critical, key=lambda p: (p.key, p.unit.seq)).unit.job
-        best = min(self.waiting.values(), key=lambda p: (p.key, p.unit.seq))
-        slack = self.laxity(best.unit, now)
+        if best is None:
+            return None
         if slack < self.config.urgent_laxity_s:
             return best.unit.job
-        if len(self.running) >= self.config.max_running:
+        if len(self.running) >= self.bound:  # the bound as judged at this look
             return None
         if self.config.hold_laxity_s and slack > self.config.hold_laxity_s and self.urgent_running:
             return None
@@ -147,6 +193,8 @@ class GateCore:
         """Let ``job``'s waiting unit go: it holds a slot (and counts as urgent if short of slack) until finished."""
         pending = self.waiting.pop(job)
         self.running.add(job)
+        if self.period is not None:
+            self.period.peak = max(self.period.peak, len(self.running))
         if self.laxity(pending.unit, now) < self.config.urgent_laxity_s:
             self.urgent_running.add(job)
         self.by.started(pending.unit, pending.key)
@@ -190,6 +238,7 @@ class GateCore:
             pool=self.pool(unit, base_pool, now),
             cost_fixed=fixed,
             cost_per_record=per_record,
+            bound=self.bound,
         )
 
     def learn(self, query: str, rows: int, seconds: float) -> None:

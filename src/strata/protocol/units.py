@@ -134,7 +134,8 @@ class BatchRelease:
     """What the micro-batch gate's policy decided for one released batch (one row of the ``gate`` table).
 
     ``deadline`` is the batch's target ``t_MF + L``; ``key`` the strategy's sort key;
-    ``pool`` the FAIR pool its Spark jobs run in; ``cost_*`` the batch-cost model then.
+    ``pool`` the FAIR pool its Spark jobs run in; ``cost_*`` the batch-cost model then; ``bound`` the batches the
+    gate let run at once then.
     """
 
     frontier: float
@@ -144,6 +145,7 @@ class BatchRelease:
     pool: str | None
     cost_fixed: float
     cost_per_record: float
+    bound: int
 
 
 class BatchGatePolicy(Protocol):
