@@ -68,6 +68,12 @@ fine, coarse, skewed / coarse, skewed, fine; phases 40–108 s; burst factors 6.
 drifting every 21, 37, 9 s; n1 lost inside the last (coarse) phase (160–178 s), inside the first (fine) phase
 (18–34 s) or for 55 s inside the skewed phase (85–140 s); arrivals inside the coarse phase (150 s) and inside the
 skewed phase (130 s); seeds 1001–1003, run once at the end.
+select11 (no trial in the ``transient`` windows after the incumbent changes: they carry its predecessor's
+backlog): tuning 7.3% → 5.4%, evaluation 6.6% → 6.8%, round3 5.8% → 6.4%, round4 6.3%, round5 7.8% → 7.7%, round6
+3.6% → 3.0%, round7 7.3% → 7.9%, round8 6.6% → 6.0% (0.762; sjf/off, sjf/threshold, sjf/aggressive still above it:
+not met), round9 12.5% → 10.7% (0.649 against sjf/off 0.616: regret not met), no other fixed composition above the
+adaptive mean; round10 (blind, run once on select11's code) 0.608 against sjf/aggressive 0.595, regret 4.7% (met),
+no fixed composition above it (met); the meta level's CPU time 2.0–2.5% of the run's per group, at most 3.3%.
 ``--fixed-from`` reuses an
 earlier file's fixed runs (the meta level does not touch them);
 ``--sources`` splits a results file's regret by where it arises.
