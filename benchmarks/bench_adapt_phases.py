@@ -62,7 +62,18 @@ phase or across the fine→skewed change; seeds 901–903, run once on main's co
 Measured: main's code 0.634 against sjf/off 0.616, regret 12.7%. select10 (a collapsed incumbent — 3 windows in a
 row keeping no job on time — gives way to the dispatch alternative measured best and predicted better): tuning to
 round 6 identical to main, round7 8.4% → 7.3%, round8 7.4% → 6.6% (0.758; sjf/off, sjf/threshold, sjf/aggressive
-still above it: not met); round9 (blind) 0.636 against sjf/off 0.616, regret 12.5% (not met).
+still above it: not met); round9 (blind) 0.636 against sjf/off 0.616, regret 12.5% (not met). **round10**
+(committed before any change of round 10's meta level, round 9 having been seen; blind): skewed, fine, coarse /
+fine, coarse, skewed / coarse, skewed, fine; phases 40–108 s; burst factors 6.2, 8.2, 3.6; Zipf 1.24, 1.46, 1.02
+drifting every 21, 37, 9 s; n1 lost inside the last (coarse) phase (160–178 s), inside the first (fine) phase
+(18–34 s) or for 55 s inside the skewed phase (85–140 s); arrivals inside the coarse phase (150 s) and inside the
+skewed phase (130 s); seeds 1001–1003, run once at the end.
+select11 (no trial in the ``transient`` windows after the incumbent changes: they carry its predecessor's
+backlog): tuning 7.3% → 5.4%, evaluation 6.6% → 6.8%, round3 5.8% → 6.4%, round4 6.3%, round5 7.8% → 7.7%, round6
+3.6% → 3.0%, round7 7.3% → 7.9%, round8 6.6% → 6.0% (0.762; sjf/off, sjf/threshold, sjf/aggressive still above it:
+not met), round9 12.5% → 10.7% (0.649 against sjf/off 0.616: regret not met), no other fixed composition above the
+adaptive mean; round10 (blind, run once on select11's code) 0.608 against sjf/aggressive 0.595, regret 4.7% (met),
+no fixed composition above it (met); the meta level's CPU time 2.0–2.5% of the run's per group, at most 3.3%.
 ``--fixed-from`` reuses an
 earlier file's fixed runs (the meta level does not touch them);
 ``--sources`` splits a results file's regret by where it arises.
@@ -82,7 +93,7 @@ best fixed (the best fixed composition of each run, in hindsight), the
 regret of the adaptive runs against the per-phase best, and the meta level's
 own wall time as a share of the run's.
 
-    .venv/bin/python benchmarks/bench_adapt_phases.py [--group tuning evaluation round3 ... round9] [--quick]
+    .venv/bin/python benchmarks/bench_adapt_phases.py [--group tuning evaluation round3 ... round10] [--quick]
         [--lookahead-share 0.05 0.5] [--out adapt_shapes]
 """
 
@@ -230,6 +241,26 @@ ROUND9 = family(
     ("skew-fine-coarse+fine-arrival", (85, 44, 64), (2, 0, 1), 7.2, 1.42, 16.0, None, 100.0),
     ("coarse-fine-long-skew+fine-skew-loss", (44, 60, 102), (1, 0, 2), 4.2, 1.12, 48.0, (100.0, 130.0), None),
 )
+# Round 10 (issue 30): round 9 was seen, so another family was committed before any change — burst factors 6.2,
+# 8.2, 3.6, Zipf 1.02, 1.24, 1.46 drifting every 9, 21 or 37 s, phase lengths 40–108 s (none used before); n1 lost
+# inside the first (fine) phase (18–34 s), inside the last (coarse) phase (160–178 s) or for 55 s inside the skewed
+# phase (85–140 s); a latency-bound job arriving inside the coarse phase (150 s) or inside the skewed phase (130 s);
+# seeds never run; run once, at the end (blind).
+ROUND10_SEEDS = (1001, 1002, 1003)
+ROUND10 = family(
+    (
+        "skew-fine-long-coarse+coarse-loss+coarse-arrival",
+        (57, 72, 96),
+        (2, 0, 1),
+        6.2,
+        1.24,
+        21.0,
+        (160.0, 178.0),
+        150.0,
+    ),
+    ("fine-coarse-long-skew+fine-loss+skew-arrival", (40, 66, 108), (0, 1, 2), 8.2, 1.46, 37.0, (18.0, 34.0), 130.0),
+    ("coarse-long-skew-fine+skew-loss", (75, 94, 47), (1, 2, 0), 3.6, 1.02, 9.0, (85.0, 140.0), None),
+)
 GROUPS = {
     "tuning": (TUNING, TUNING_SEEDS),
     "evaluation": (EVALUATION, EVALUATION_SEEDS),
@@ -240,6 +271,7 @@ GROUPS = {
     "round7": (ROUND7, ROUND7_SEEDS),
     "round8": (ROUND8, ROUND8_SEEDS),
     "round9": (ROUND9, ROUND9_SEEDS),
+    "round10": (ROUND10, ROUND10_SEEDS),
 }
 
 

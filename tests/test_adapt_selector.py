@@ -465,3 +465,17 @@ def test_an_incumbent_that_keeps_nothing_on_time_gives_way_to_the_best_supported
         assert sel.abandoned == (after != Composition("llf"))
         # The count restarts with the new incumbent: its first window (step 6, 0) is one.
         assert sel._starved == (1 if after != Composition("llf") else 4)
+
+
+def test_a_new_incumbents_first_windows_are_its_transient_and_no_trials_baseline():
+    # sjf's one sample (+0.5, noise 0) is significant: the first window adopts it. Its windows carry the backlog
+    # llf left for ``transient`` (4) windows: only after the fourth (step 4) is a trial (sjf/off, balancing: the
+    # dispatch alternative llf is measured −0.5) compared with its last two windows. Without the hold (transient
+    # 0) the trial starts once two windows are filed (step 2).
+    cands = [Composition("llf"), Composition("sjf"), Composition("sjf", "off")]
+    for transient, first in ((4, 4), (0, 2)):
+        sel = Selector(scenario(), cands, explore=0.5, model=False, transient=transient)
+        sel.segment.credit.record(0, "sjf", 0.5)
+        picks = [window(sel, step, 0.2) for step in range(first + 1)]
+        assert picks == [Composition("sjf")] * first + [Composition("sjf", "off")]
+        assert sel._trial_baseline == [0.8]  # ``bracket`` (1) of the two windows before it

@@ -25,7 +25,8 @@ Each control window the :class:`Selector`
    dispatch block when another is both measured and predicted better
    (:meth:`Selector._abandon`) — and otherwise starts the most promising trial the exploration budget allows
    (:class:`~strata.adapt.credit.ExplorationBudget`: trial windows never
-   exceed ``explore`` of the windows run) and that is expected to pay back
+   exceed ``explore`` of the windows run), once the incumbent's windows
+   since it last changed are past their transient, and that is expected to pay back
    (:func:`~strata.adapt.credit.pays_back`: what trials of that level have
    found, over the windows the segment has lasted, against what they have
    cost, their transient included — Dean & Porter's question of what
@@ -192,7 +193,9 @@ class Selector:
     at levels whose past trials are expected to pay back over the windows
     the segment has lasted (:func:`~strata.adapt.credit.pays_back`);
     ``transient``: the incumbent's windows after a trial charged to its cost
-    (the first ``bracket`` of them, its after-windows, included); ``hedge``:
+    (the first ``bracket`` of them, its after-windows, included), and the
+    incumbent's windows after it changes in which no trial starts (they
+    still carry the backlog its predecessor left: no baseline); ``hedge``:
     dispatch blocks never told apart from the incumbent's by the model on
     the workload running are switched to when confidently predicted better
     with the idle jobs at their declared rates (:meth:`_hedge_pick`).
@@ -254,6 +257,7 @@ class Selector:
         self._reevaluated: set[str] = set()  # dispatch blocks re-evaluated since the last change
         self.reopened = 0  # re-evaluation trials started
         self._starved = 0  # the incumbent's settled windows in a row that kept no job on time (``collapse``)
+        self._hold = 0  # the incumbent's windows left in the transient of its last change: no trial's baseline
         self.abandoned = 0  # collapsed incumbents' dispatch blocks given up (:meth:`_abandon`)
         # Dispatch blocks the model predicted apart from the incumbent's since it last changed (or the segment began).
         self._told_apart: set[str] = set()
@@ -364,6 +368,7 @@ class Selector:
         if self._trial is not None and ran == self._trial[2]:
             self._trial_rewards.append(reward)
         elif ran == self.segment.incumbent:
+            self._hold = max(0, self._hold - 1)
             self._recent.append(reward)
             self.segment.noise.add(reward)
             if self._pending is not None:
@@ -427,6 +432,7 @@ class Selector:
         self._told_apart = set()
         self._pending = None
         self._starved = 0
+        self._hold = 0
         self._trial_rewards = []
         # The windows that confirmed the change ran the new workload: those its incumbent ran are its baseline.
         carried = [reward for comp, reward in self._settled if comp == self.segment.incumbent]
@@ -646,6 +652,7 @@ class Selector:
         self.segment.incumbent = comp
         self.segment.noise = Effect()
         self._starved = 0
+        self._hold = self.transient
         self.model_error = Effect()
         self._told_apart = set()
         self._recent.clear()
@@ -656,7 +663,9 @@ class Selector:
         In the ``reopen`` windows after a change of workload, the dispatch
         block of :meth:`_reevaluate` first, whatever the level's past trials
         found. Otherwise dispatch blocks the model confidently predicts no
-        better than the incumbent's are left out. Untried
+        better than the incumbent's are left out. None starts in the
+        ``transient`` windows after the incumbent changed (their backlog is
+        its predecessor's). Untried
         blocks first (dispatch, then balancing, then placement; within
         a level the one that mattered most in stored segments, then by
         prior), then the tried one of highest optimistic gain
@@ -665,7 +674,13 @@ class Selector:
         could not show a gain in that many is left, and the budget kept for a
         later workload).
         """
-        if self._pending is not None or len(self._recent) < 2:
+        # A new incumbent's first ``transient`` windows carry the backlog its predecessor left — under a deadline
+        # order, an overdue backlog served first, every output late — and a trial bracketed by them measures that
+        # transient, not the blocks' effects (round 9's coarse-fine-long-skew seed 901, fine phase: llf adopted on
+        # the model's prediction at 64 s scored 0.00, 0.00, then 0.94-1.00; a one-window sjf trial at 68 s, 0.50,
+        # was +0.5 against the two zeros, with no noise measured in them, and took the incumbent back to sjf, 0.50
+        # a window for the rest of the phase). The trial waits until the incumbent's windows are its own.
+        if self._pending is not None or len(self._recent) < 2 or self._hold > 0:
             return
         if self._reopen > 0:
             pick = self._reevaluate()
