@@ -53,7 +53,7 @@ class GateConfig:
     # start it at once, and its tasks take the next free cores (measured, bench_one_app: held 0.13 s a batch on
     # average, up to 0.66 s, of a 2 s target). 0: no batch is latency-critical.
     critical_s: float = 0.0
-    widen_after_s: float = 5.0  # the period the bound is judged over (0: never widened)
+    widen_after_s: float = 10.0  # the period the bound is judged over (0: never widened)
     widen_share: float = 0.8  # held back by a full bound this share of a period or more: widen by one
 
     def __post_init__(self) -> None:
