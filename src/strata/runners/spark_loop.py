@@ -58,7 +58,7 @@ class RunConfig:
             # Bulk batches are not split into tasks sized to the critical jobs' slack (size_batches): every task
             # has a fixed cost (its scheduling, its sink file), which the split multiplies. On a slow shared
             # machine (bench_one_app seeds 1 2, 28 Nov, two runs) `scoring`'s batches went from 2 tasks to 8-16,
-            # its CPU per row rose ~25% and its batches fell behind: 0.36 / 0.78x FAIR's rows/s for an alerts p99
+            # its CPU per row rose 14-30% and its batches fell behind: 0.36 / 0.78x FAIR's rows/s for an alerts p99
             # of 2.39 / 2.22 s; unsplit, 1.01 / 1.03x FAIR's with 2.63 / 2.66 s (FAIR's 6.49 / 5.69 s).
             size_batches=False,
             # A latency-critical query polls every quarter of its target (2 s → 0.5 s), not every 0.05: each Spark
