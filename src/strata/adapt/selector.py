@@ -57,7 +57,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from strata.adapt.blocks import PRIOR, Composition
-from strata.adapt.credit import Effect, ExplorationBudget, LevelCredit, differences, pays_back, significant
+from strata.adapt.credit import Effect, ExplorationBudget, LevelCredit, Spread, differences, pays_back, significant
 from strata.adapt.features import (
     ChangeDetector,
     FeatureTracker,
@@ -147,14 +147,15 @@ class Fixed:
 class Segment:
     """One stationary stretch of the workload: its features' centroid, incumbent, per-level credit and noise.
 
-    ``noise``: the incumbent's settled window rewards (their variance is the
-    noise a trial's gain is measured against); ``looked``: whether the
+    ``noise``: the incumbent's settled window rewards (their spread from one
+    window to the next, :class:`~strata.adapt.credit.Spread`, is the noise a
+    trial's gain is measured against); ``looked``: whether the
     lookahead has been run for it; ``start``: when it began (or resumed).
     """
 
     incumbent: Composition
     credit: LevelCredit = field(default_factory=lambda: LevelCredit(len(LEVELS)))
-    noise: Effect = field(default_factory=Effect)
+    noise: Spread = field(default_factory=Spread)
     centroid: np.ndarray | None = None
     looked: bool = False
     start: float = 0.0
@@ -650,7 +651,7 @@ class Selector:
             return
         self.segment.credit.adopt(level, value, _blocks(inc)[level])
         self.segment.incumbent = comp
-        self.segment.noise = Effect()
+        self.segment.noise = Spread()
         self._starved = 0
         self._hold = self.transient
         self.model_error = Effect()
