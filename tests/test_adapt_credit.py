@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from strata.adapt import Effect, ExplorationBudget, LevelCredit, Spread, differences, pays_back, significant
+from strata.adapt import Effect, ExplorationBudget, LevelCredit, differences, pays_back, significant
 
 
 def test_effect_mean_variance_and_the_noise_floor():
@@ -17,26 +17,6 @@ def test_effect_mean_variance_and_the_noise_floor():
     one.add(0.2, floor=0.04)  # one sample: no sample variance, the measured noise stands in
     assert one.variance == pytest.approx(0.04) and one.se == pytest.approx(0.2)
     assert Effect().se == math.inf
-
-
-def test_noise_is_the_spread_between_successive_windows_not_a_level_shift():
-    # Three windows at 1.0, then three at 0.2 (a job arrived): one difference of 0.8 among five.
-    s, e = Spread(), Effect()
-    for x in (1.0, 1.0, 1.0, 0.2, 0.2, 0.2):
-        s.add(x)
-        e.add(x)
-    assert s.variance == pytest.approx(0.8**2 / (2 * 5))  # 0.064: sd 0.25
-    assert e.variance == pytest.approx(6 * 0.4**2 / 5)  # 0.192 about the mean 0.6: sd 0.44, the shift counted as noise
-    # A +0.34 trial against one window either side: 0.34 − 1 × sd clears the margin only with the spread.
-    for var, adopted in ((s.variance, True), (e.variance, False)):
-        assert significant(Effect(1, 0.34, 0.0, var * (1 + 0.5)), z=1.0) is adopted
-    two = Spread()
-    for x in (0.5, 0.9):
-        two.add(x)
-    assert two.variance == pytest.approx(0.08)  # two windows: their variance, (0.4)² / 2
-    one = Spread()
-    one.add(0.7)
-    assert one.variance == 0.0 and Spread().variance == 0.0
 
 
 def test_a_switch_needs_a_gain_beyond_its_noise_and_enough_samples():

@@ -10,7 +10,7 @@
 """
 
 from strata.adapt.blocks import BALANCING, DISPATCH, PLACEMENT, Composition, compositions
-from strata.adapt.credit import Effect, ExplorationBudget, LevelCredit, Spread, differences, pays_back, significant
+from strata.adapt.credit import Effect, ExplorationBudget, LevelCredit, differences, pays_back, significant
 from strata.adapt.features import ChangeDetector, Features, FeatureTracker, window_score, yields
 from strata.adapt.selector import ArmChoice, Fixed, Lookahead, Scorer, Segment, Selector
 
@@ -31,7 +31,6 @@ __all__ = [
     "Scorer",
     "Segment",
     "Selector",
-    "Spread",
     "compositions",
     "differences",
     "pays_back",

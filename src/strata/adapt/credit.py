@@ -68,36 +68,6 @@ class Effect:
         return math.sqrt(self.variance / self.n) if self.n else math.inf
 
 
-@dataclass
-class Spread:
-    """The noise of a series of window rewards from its successive differences (von Neumann's mean square
-    successive difference): variance ≈ Σ (x_i − x_{i−1})² / (2 (n − 1)).
-
-    The incumbent's windows inside one workload segment are not one
-    stationary series: a job arriving or a node lost moves their level for
-    good (round 8's coarse-skew-fine seed 701: llf 1.0 a window before the
-    arrival at 90 s, 0.2 after). Their variance about one mean counts such a
-    shift as noise (sd 0.40–0.45 there), and a trial's gain, judged against
-    it, looks like noise; a shift adds one large difference among many, so
-    the spread within each stretch is what is measured. With two windows it
-    is their variance (one difference d: d² / 2); with fewer, 0.
-    """
-
-    n: int = 0
-    last: float = 0.0
-    ss: float = 0.0
-
-    def add(self, x: float) -> None:
-        if self.n:
-            self.ss += (x - self.last) ** 2
-        self.n += 1
-        self.last = x
-
-    @property
-    def variance(self) -> float:
-        return self.ss / (2 * (self.n - 1)) if self.n >= 2 else 0.0
-
-
 def significant(effect: Effect, z: float = 2.0, n_min: int = 1, margin: float = 0.01) -> bool:
     """The safe-default rule: the effect is a gain larger than ``z`` of its standard errors and than ``margin``.
 

@@ -57,7 +57,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from strata.adapt.blocks import PRIOR, Composition
-from strata.adapt.credit import Effect, ExplorationBudget, LevelCredit, Spread, differences, pays_back, significant
+from strata.adapt.credit import Effect, ExplorationBudget, LevelCredit, differences, pays_back, significant
 from strata.adapt.features import (
     ChangeDetector,
     FeatureTracker,
@@ -147,15 +147,14 @@ class Fixed:
 class Segment:
     """One stationary stretch of the workload: its features' centroid, incumbent, per-level credit and noise.
 
-    ``noise``: the incumbent's settled window rewards (their spread from one
-    window to the next, :class:`~strata.adapt.credit.Spread`, is the noise a
-    trial's gain is measured against); ``looked``: whether the
+    ``noise``: the incumbent's settled window rewards (their variance is the
+    noise a trial's gain is measured against); ``looked``: whether the
     lookahead has been run for it; ``start``: when it began (or resumed).
     """
 
     incumbent: Composition
     credit: LevelCredit = field(default_factory=lambda: LevelCredit(len(LEVELS)))
-    noise: Spread = field(default_factory=Spread)
+    noise: Effect = field(default_factory=Effect)
     centroid: np.ndarray | None = None
     looked: bool = False
     start: float = 0.0
@@ -479,7 +478,7 @@ class Selector:
             if len(self._low) < self.collapse:
                 return
             self.drops += 1
-            self._level, self.segment.noise = Effect(), Spread()
+            self._level, self.segment.noise = Effect(), Effect()
             for r in self._low:
                 self._level.add(r)
                 self.segment.noise.add(r)
@@ -709,7 +708,7 @@ class Selector:
             return
         self.segment.credit.adopt(level, value, _blocks(inc)[level])
         self.segment.incumbent = comp
-        self.segment.noise = Spread()
+        self.segment.noise = Effect()
         self._starved = 0
         self._level, self._low = Effect(), []
         self._hold = self.transient
