@@ -479,29 +479,3 @@ def test_a_new_incumbents_first_windows_are_its_transient_and_no_trials_baseline
         picks = [window(sel, step, 0.2) for step in range(first + 1)]
         assert picks == [Composition("sjf")] * first + [Composition("sjf", "off")]
         assert sel._trial_baseline == [0.8]  # ``bracket`` (1) of the two windows before it
-
-
-def test_a_sustained_drop_below_the_incumbents_own_level_reopens_the_dispatch_level():
-    # llf scores 0.9 a window (steps 1-3 filed: its level 0.9; step 0 is filed under nobody), then 0.3 for three
-    # windows in a row: each below ``sag`` (0.5) × 0.9 = 0.45, the third (step 6) a drop — no window kept nothing on
-    # time, so the collapse rule does not fire. The dispatch level's trials no longer pay back (two that found
-    # nothing) and the model's horizon prediction ties sjf with llf (0.5 each): only the drop re-evaluates it, on
-    # the order predicted highest (sjf 0.5 over fair 0.45), at once. The level and noise restart from the low
-    # windows. A window at 0.5 (≥ 0.45) among them resets the run: the level becomes (3 × 0.9 + 0.3 + 0.3 + 0.5) / 6
-    # = 0.633, and the two 0.3s after it (< 0.317) are two low windows, not three. With ``sag`` 0, no drop.
-    cands = [Composition("llf"), Composition("sjf"), Composition("fair")]
-    for sag, scores, picks, drops in (
-        (0.5, [0.9] * 4 + [0.3] * 3, [Composition("llf")] * 6 + [Composition("sjf")], 1),
-        (0.0, [0.9] * 4 + [0.3] * 3, [Composition("llf")] * 7, 0),
-        (0.5, [0.9] * 4 + [0.3, 0.3, 0.5, 0.3, 0.3], [Composition("llf")] * 9, 0),
-    ):
-        sel = Selector(scenario(), cands, explore=0.5, model=False, sag=sag)
-        sel.explored[0] = [(0.0, 0.4), (0.0, 0.2)]
-        sel._foreseen = {"llf": 0.5, "sjf": 0.5, "fair": 0.45}
-        assert [window(sel, step, 1.0 - s) for step, s in enumerate(scores)] == picks
-        assert sel.drops == drops
-        if drops:
-            assert sel._level.mean == pytest.approx(0.3) and sel._level.n == 3 and sel.segment.noise.variance == 0
-            assert sel.reopened == 1 and sel._trial_baseline == [pytest.approx(0.3)]
-        elif sag:
-            assert sel._level.mean == pytest.approx(3.8 / 6) and sel._low == [pytest.approx(0.3)] * 2

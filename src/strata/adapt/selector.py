@@ -204,12 +204,7 @@ class Selector:
     (:meth:`_reevaluate`; 0: never). ``collapse``: settled windows in a row
     in which the incumbent kept no job on time (score ≤ ``margin``) after
     which its dispatch block gives way to the best-supported alternative
-    (:meth:`_abandon`; 0: never). ``sag``: an incumbent whose settled
-    windows stay below ``sag`` × its own earlier level (the mean of its
-    settled windows since it last changed) for ``collapse`` windows in a row
-    has dropped (:meth:`_track_level`): its noise and level restart from the
-    low windows and the dispatch level is re-evaluated as after a change of
-    workload, on the model's point prediction even where it ties (0: never).
+    (:meth:`_abandon`; 0: never).
     """
 
     scenario: Scenario
@@ -236,7 +231,6 @@ class Selector:
     hedge: bool = True
     reopen: int = 3
     collapse: int = 3
-    sag: float = 0.5
     choices: list[ArmChoice] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -265,10 +259,6 @@ class Selector:
         self._starved = 0  # the incumbent's settled windows in a row that kept no job on time (``collapse``)
         self._hold = 0  # the incumbent's windows left in the transient of its last change: no trial's baseline
         self.abandoned = 0  # collapsed incumbents' dispatch blocks given up (:meth:`_abandon`)
-        self._level = Effect()  # the incumbent's settled windows since it last changed, before a run of low ones
-        self._low: list[float] = []  # the incumbent's settled windows in a row below ``sag`` × its level
-        self._dropped = False  # the re-evaluation under way follows a drop (:meth:`_track_level`), not a change
-        self.drops = 0  # drops of the incumbent's level detected
         # Dispatch blocks the model predicted apart from the incumbent's since it last changed (or the segment began).
         self._told_apart: set[str] = set()
         self._loads: dict[str, list] = {}  # node → the window's job loads (strata.adapt.overload.NodeLoads)
@@ -334,7 +324,6 @@ class Selector:
             self._file(ran, credited)
             if ran == self.segment.incumbent and self._trial is None:
                 self._starved = self._starved + 1 if reward <= self.margin else 0
-                self._track_level(credited)
             self._settled.append((ran, credited))
             if self._predicted.get(ran.dispatch) is not None and not other:
                 self.model_error.add(reward - self._predicted[ran.dispatch])
@@ -351,7 +340,6 @@ class Selector:
             self._enter(self.change.previous, self.change.centroid)
             self._reopen = self.reopen
             self._reevaluated = set()
-            self._dropped = False
         if self.model:
             self._foresee(obs)
         if self.lookahead is not None and not self.segment.looked and self._scored >= self.horizon:
@@ -444,7 +432,6 @@ class Selector:
         self._told_apart = set()
         self._pending = None
         self._starved = 0
-        self._level, self._low = Effect(), []
         self._hold = 0
         self._trial_rewards = []
         # The windows that confirmed the change ran the new workload: those its incumbent ran are its baseline.
@@ -453,41 +440,6 @@ class Selector:
         for reward in carried:
             self._recent.append(reward)
             self.segment.noise.add(reward)
-
-    def _track_level(self, reward: float) -> None:
-        """Follow the incumbent's level; ``collapse`` settled windows in a row below ``sag`` × it are a drop.
-
-        The collapse rule (:meth:`_abandon`) asks for windows that keep no job
-        on time; an incumbent can instead fall to a fraction of what it did and
-        stay there (round 9's fine-skew-coarse seed 901, skewed phase: a
-        two-window balancing trial left llf a key-group backlog it served
-        overdue-first, 0.06–0.34 a window for 35 s after 0.97–1.00). By then
-        the dispatch level's trials may have stopped paying back on the
-        workload before, and the model's horizon prediction, which expects a
-        deadline order to drain its backlog, ties the orders. The regime the
-        incumbent's noise and the level's payback were measured on has ended
-        as surely as at a change of workload: the noise restarts from the low
-        windows, and the dispatch level is re-evaluated (:meth:`_reevaluate`),
-        within the exploration budget. Windows of the transient of the
-        incumbent's own change are its predecessor's: not its level.
-        """
-        if not self.sag or not self.collapse or self._hold > 0:
-            return
-        if self._level.n >= 2 and reward < self.sag * self._level.mean:
-            self._low.append(reward)
-            if len(self._low) < self.collapse:
-                return
-            self.drops += 1
-            self._level, self.segment.noise = Effect(), Effect()
-            for r in self._low:
-                self._level.add(r)
-                self.segment.noise.add(r)
-            self._low = []
-            self._reopen, self._reevaluated, self._dropped = self.reopen, set(), True
-            return
-        for r in [*self._low, reward]:
-            self._level.add(r)
-        self._low = []
 
     def _reevaluate(self) -> tuple[int, str, Composition] | None:
         """The dispatch alternative not yet re-evaluated since the last change that the model's prediction over
@@ -509,16 +461,6 @@ class Selector:
         inc = self.segment.incumbent.dispatch
         alts = {a[1]: a for a in self._alternatives() if a[0] == 0 and a[1] not in self._reevaluated}
         value = predicted_winner(inc, {v: self._foreseen.get(v) for v in {inc, *alts}}, self.margin)
-        if value is None and self._dropped:
-            # After a drop the model's horizon prediction is what failed (it expected the incumbent to hold its
-            # level): the alternative it puts highest is tried even on a tie, unless it is confident of no gain.
-            open_ = {
-                v: p
-                for v in alts
-                if (p := self._foreseen.get(v)) is not None
-                and self._model_gain(v, inc, self._foreseen, upper=True) is None
-            }
-            value = max(open_, key=lambda v: (open_[v], v)) if open_ else None
         return alts[value] if value is not None else None
 
     def _alternatives(self) -> list[tuple[int, str, Composition]]:
@@ -710,7 +652,6 @@ class Selector:
         self.segment.incumbent = comp
         self.segment.noise = Effect()
         self._starved = 0
-        self._level, self._low = Effect(), []
         self._hold = self.transient
         self.model_error = Effect()
         self._told_apart = set()
