@@ -79,6 +79,12 @@ backlog): tuning 7.3% → 5.4%, evaluation 6.6% → 6.8%, round3 5.8% → 6.4%, 
 not met), round9 12.5% → 10.7% (0.649 against sjf/off 0.616: regret not met), no other fixed composition above the
 adaptive mean; round10 (blind, run once on select11's code) 0.608 against sjf/aggressive 0.595, regret 4.7% (met),
 no fixed composition above it (met); the meta level's CPU time 2.0–2.5% of the run's per group, at most 3.3%.
+select12 (docs/hierarchy.md; both changes reverted, the meta level is select11's): the incumbent's noise as its
+successive windows' spread — tuning 0.838 / 5.4%, evaluation 0.598 / 7.9% (select11 0.604 / 6.8%), round3 0.549 /
+5.8%, round4 0.653 / 6.7%, round5 0.451 / 7.7%, round6 0.663 / 2.8%, round7 0.593 / 7.9%, round8 0.762 / 6.0% (three
+sjf above), round9 0.650 / 10.5%, round10 0.613 / 4.0%; a drop below the incumbent's own level re-opening the
+dispatch level, alone — round9 0.650 / 10.5%, round8 0.761 / 6.1% (three sjf above), evaluation 0.597 / 8.1% (not
+met).
 ``--fixed-from`` reuses an
 earlier file's fixed runs (the meta level does not touch them);
 ``--sources`` splits a results file's regret by where it arises.
