@@ -84,7 +84,8 @@ successive windows' spread — tuning 0.838 / 5.4%, evaluation 0.598 / 7.9% (sel
 5.8%, round4 0.653 / 6.7%, round5 0.451 / 7.7%, round6 0.663 / 2.8%, round7 0.593 / 7.9%, round8 0.762 / 6.0% (three
 sjf above), round9 0.650 / 10.5%, round10 0.613 / 4.0%; a drop below the incumbent's own level re-opening the
 dispatch level, alone — round9 0.650 / 10.5%, round8 0.761 / 6.1% (three sjf above), evaluation 0.597 / 8.1% (not
-met).
+met). round11 (blind, run once on select12's final code): 0.659 against sjf/aggressive 0.611, regret 3.9% (met), no
+fixed composition above it (met).
 ``--fixed-from`` reuses an
 earlier file's fixed runs (the meta level does not touch them);
 ``--sources`` splits a results file's regret by where it arises.
