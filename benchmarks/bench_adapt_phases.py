@@ -68,12 +68,24 @@ fine, coarse, skewed / coarse, skewed, fine; phases 40–108 s; burst factors 6.
 drifting every 21, 37, 9 s; n1 lost inside the last (coarse) phase (160–178 s), inside the first (fine) phase
 (18–34 s) or for 55 s inside the skewed phase (85–140 s); arrivals inside the coarse phase (150 s) and inside the
 skewed phase (130 s); seeds 1001–1003, run once at the end.
+**round11** (committed before any change of round 11's meta level, round 10 having been seen; blind): skewed,
+coarse, fine / fine, skewed, coarse / coarse, fine, skewed; phases 46–112 s; burst factors 5.8, 8.6, 3.4; Zipf 1.34,
+1.16, 1.58 drifting every 19, 29, 13 s; n1 lost inside the first (skewed) phase (25–50 s), across the skewed→coarse
+change (135–165 s) or inside the fine phase (95–117 s); arrivals inside the coarse phase (95 s), inside the first
+(fine) phase (25 s) or inside the last (skewed) phase (170 s); seeds 1101–1103, run once at the end.
 select11 (no trial in the ``transient`` windows after the incumbent changes: they carry its predecessor's
 backlog): tuning 7.3% → 5.4%, evaluation 6.6% → 6.8%, round3 5.8% → 6.4%, round4 6.3%, round5 7.8% → 7.7%, round6
 3.6% → 3.0%, round7 7.3% → 7.9%, round8 6.6% → 6.0% (0.762; sjf/off, sjf/threshold, sjf/aggressive still above it:
 not met), round9 12.5% → 10.7% (0.649 against sjf/off 0.616: regret not met), no other fixed composition above the
 adaptive mean; round10 (blind, run once on select11's code) 0.608 against sjf/aggressive 0.595, regret 4.7% (met),
 no fixed composition above it (met); the meta level's CPU time 2.0–2.5% of the run's per group, at most 3.3%.
+select12 (docs/hierarchy.md; both changes reverted, the meta level is select11's): the incumbent's noise as its
+successive windows' spread — tuning 0.838 / 5.4%, evaluation 0.598 / 7.9% (select11 0.604 / 6.8%), round3 0.549 /
+5.8%, round4 0.653 / 6.7%, round5 0.451 / 7.7%, round6 0.663 / 2.8%, round7 0.593 / 7.9%, round8 0.762 / 6.0% (three
+sjf above), round9 0.650 / 10.5%, round10 0.613 / 4.0%; a drop below the incumbent's own level re-opening the
+dispatch level, alone — round9 0.650 / 10.5%, round8 0.761 / 6.1% (three sjf above), evaluation 0.597 / 8.1% (not
+met). round11 (blind, run once on select12's final code): 0.659 against sjf/aggressive 0.611, regret 3.9% (met), no
+fixed composition above it (met).
 ``--fixed-from`` reuses an
 earlier file's fixed runs (the meta level does not touch them);
 ``--sources`` splits a results file's regret by where it arises.
@@ -93,7 +105,7 @@ best fixed (the best fixed composition of each run, in hindsight), the
 regret of the adaptive runs against the per-phase best, and the meta level's
 own wall time as a share of the run's.
 
-    .venv/bin/python benchmarks/bench_adapt_phases.py [--group tuning evaluation round3 ... round10] [--quick]
+    .venv/bin/python benchmarks/bench_adapt_phases.py [--group tuning evaluation round3 ... round11] [--quick]
         [--lookahead-share 0.05 0.5] [--out adapt_shapes]
 """
 
@@ -261,6 +273,17 @@ ROUND10 = family(
     ("fine-coarse-long-skew+fine-loss+skew-arrival", (40, 66, 108), (0, 1, 2), 8.2, 1.46, 37.0, (18.0, 34.0), 130.0),
     ("coarse-long-skew-fine+skew-loss", (75, 94, 47), (1, 2, 0), 3.6, 1.02, 9.0, (85.0, 140.0), None),
 )
+# Round 11 (issue 30): round 10 was seen, so another family was committed before any change — burst factors 5.8,
+# 8.6, 3.4, Zipf 1.34, 1.16, 1.58 drifting every 19, 29 or 13 s, phase lengths 46–112 s (none used before); n1 lost
+# inside the first (skewed) phase (25–50 s), across the skewed→coarse change (135–165 s) or inside the fine phase
+# (95–117 s); a latency-bound job arriving inside the coarse phase (95 s), inside the first (fine) phase (25 s) or
+# inside the last (skewed) phase (170 s); seeds never run; run once, at the end (blind).
+ROUND11_SEEDS = (1101, 1102, 1103)
+ROUND11 = family(
+    ("skew-coarse-fine+skew-loss+coarse-arrival", (62, 81, 53), (2, 1, 0), 5.8, 1.34, 19.0, (25.0, 50.0), 95.0),
+    ("fine-long-skew-coarse+fine-arrival+loss", (46, 112, 59), (0, 2, 1), 8.6, 1.16, 29.0, (135.0, 165.0), 25.0),
+    ("coarse-fine-skew+fine-loss+skew-arrival", (70, 55, 88), (1, 0, 2), 3.4, 1.58, 13.0, (95.0, 117.0), 170.0),
+)
 GROUPS = {
     "tuning": (TUNING, TUNING_SEEDS),
     "evaluation": (EVALUATION, EVALUATION_SEEDS),
@@ -272,6 +295,7 @@ GROUPS = {
     "round8": (ROUND8, ROUND8_SEEDS),
     "round9": (ROUND9, ROUND9_SEEDS),
     "round10": (ROUND10, ROUND10_SEEDS),
+    "round11": (ROUND11, ROUND11_SEEDS),
 }
 
 
