@@ -149,7 +149,7 @@ def build_session(
         **LOCAL_CHECKPOINTS,
     }
     conf = session_conf(strata, user, master)
-    if conf["spark.master"].startswith("local") and DAEMON_MODULE not in user:  # strata.spark.worker_daemon
+    if conf["spark.master"].startswith("local") and DAEMON_MODULE not in user:
         conf[DAEMON_MODULE] = STRATA_DAEMON
     check_java()
     check_master(conf["spark.master"])
