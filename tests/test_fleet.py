@@ -302,13 +302,18 @@ def test_a_restarted_fleet_removes_the_empty_cgroups_of_fleets_killed_before_it(
     from strata.runners.shares import CpuShares
 
     (tmp_path / "cpu.shares").write_text("1024\n")  # a fake cgroup v1 root
-    dead, alive = tmp_path / "strata-strata-999999999", tmp_path / f"strata-strata-{os.getppid()}"
+    dead, alive = tmp_path / "strata-strata-999999999+cell-c0", tmp_path / f"strata-strata-{os.getppid()}+cell-c0"
+    old = tmp_path / "strata-strata-999999998"  # a dead fleet's run group, as fleets before 28 Nov made them
+    (old / "cell-c0").mkdir(parents=True)
     for group in (dead, alive):
-        (group / "cell-c0").mkdir(parents=True)
+        group.mkdir()
     (tmp_path / "strata-other").mkdir()  # not a fleet's
     shares = CpuShares(f"{RUN_PREFIX}{os.getpid()}", root=tmp_path)
-    assert shares.backend == "cgroup-v1" and sweep_stale(shares) == [dead]
-    assert not dead.exists() and alive.is_dir() and shares.group.is_dir() and (tmp_path / "strata-other").is_dir()
+    mine = shares.entry("c0")
+    mine.mkdir()
+    assert shares.backend == "cgroup-v1" and sorted(sweep_stale(shares)) == [old, dead]
+    assert not dead.exists() and not old.exists()
+    assert alive.is_dir() and mine.is_dir() and (tmp_path / "strata-other").is_dir()
 
 
 def test_the_cells_metrics_merge_into_one_set_with_a_moved_jobs_sink_checked_once(tmp_path):

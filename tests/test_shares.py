@@ -72,19 +72,24 @@ def test_cgroup_weights_are_per_core_and_keep_proportions_at_the_kernel_limits()
     assert cgroup_weights({"a": 2.0, "idle": 0.0}, 100, 1, 10000) == {"a": 200, "idle": 1}
 
 
-def test_critical_cells_weigh_the_kernel_maximum_and_the_others_a_hundredth_of_the_lightest_together():
-    # the platform's plan: 1.69 critical cores, 0.31 bulk; by cores 1731 : 317 (84.5% of a contended core)
+def test_critical_cells_weigh_the_kernel_maximum_and_the_others_the_runs_cores_up_to_a_hundredth_of_it():
+    # the platform's plan: 1.69 critical cores, 0.31 bulk; by cores 1731 : 317 (84.5% of a contended core). The
+    # bulk cell weighs the run's 2 cores (2048, as two busy nice-0 processes), under 262144 / 100: 128 : 1
     shares = {"crit": 1.69, "bulk": 0.31}
-    assert cgroup_weights(shares, 1024, 2, 262144, {"crit"}) == {"crit": 262144, "bulk": 317}
-    assert cgroup_weights(shares, 100, 1, 10000, {"crit"}) == {"crit": 10000, "bulk": 31}
-    # v2 on a bigger machine: 40 bulk cores would weigh 4000; scaled to 10000 / 100 = 100 in all, 3 : 1 kept
+    assert cgroup_weights(shares, 1024, 2, 262144, {"crit"}) == {"crit": 262144, "bulk": 2048}
+    # v2: 2 cores weigh 200, over 10000 / 100: capped at 100 (one nice-0 process), 100 : 1
+    assert cgroup_weights(shares, 100, 1, 10000, {"crit"}) == {"crit": 10000, "bulk": 100}
+    # v2 on a bigger machine: 48 cores would weigh 4800; capped at 10000 / 100 = 100 in all, 3 : 1 kept
     assert cgroup_weights({"c": 8.0, "b1": 30.0, "b2": 10.0}, 100, 1, 10000, {"c"}) == {"c": 10000, "b1": 75, "b2": 25}
-    # two critical cells in proportion (2 : 1); the lighter one (131072) still outweighs the bulk 1024 by 128
+    # two critical cells in proportion (2 : 1); the lighter one (131072) caps the bulk at 1310.72 (4 cores: 4096)
     two = cgroup_weights({"c1": 2.0, "c2": 1.0, "b": 1.0}, 1024, 2, 262144, {"c1", "c2"})
-    assert two == {"c1": 262144, "c2": 131072, "b": 1024}
+    assert two == {"c1": 262144, "c2": 131072, "b": 1311}
     # the bulk cells' sum capped at 32768 / 100 = 327.68: 2.5 and 0.5 cores scale by 109.2 to 273 and 55
     capped = cgroup_weights({"c1": 4.0, "c2": 0.5, "b1": 2.5, "b2": 0.5}, 1024, 2, 262144, {"c1", "c2"})
     assert capped == {"c1": 262144, "c2": 32768, "b1": 273, "b2": 55}
+    # the bulk's weight is the run's, divided by their shares: 0.1 and 0.3 of 2 cores give 512 and 1536
+    small = cgroup_weights({"c": 1.6, "b1": 0.1, "b2": 0.3}, 1024, 2, 262144, {"c"})
+    assert small == {"c": 262144, "b1": 512, "b2": 1536}
     assert cgroup_weights({"c": 1.0, "idle": 0.0}, 1024, 2, 262144, {"c"}) == {"c": 262144, "idle": 2}
     assert cgroup_weights({"c": 2.0}, 1024, 2, 262144, {"c"}) == {"c": 262144}
     # a critical cell named but absent changes nothing
@@ -172,21 +177,20 @@ def test_v1_file_protocol_on_a_fake_tree(tmp_path):
     root = fake_v1(tmp_path)
     shares = CpuShares("run/1", root=root)
     assert shares.backend == V1
-    group = root / "strata-run%2F1"  # any run name is one path component
-    assert shares.group == group and group.is_dir()
+    # each cell a group at the top, siblings of the machine's other groups; any run name is one path component
+    c0, c1 = root / "strata-run%2F1+cell-c0", root / "strata-run%2F1+cell-c1"
+    assert shares.home == root and sorted(p.name for p in root.iterdir()) == ["cpu.shares"]
     shares.set({"c0": 1.5, "c1": 0.5})
-    assert (group / "cell-c0" / "cpu.shares").read_text() == "1536"
-    assert (group / "cell-c1" / "cpu.shares").read_text() == "512"
-    assert (group / "cpu.shares").read_text() == "2048"  # the run weighs its 2 cores against the rest
+    assert (c0 / "cpu.shares").read_text() == "1536"
+    assert (c1 / "cpu.shares").read_text() == "512"
     shares.set({"c0": 1.5, "c1": 0.5}, critical={"c0"})
-    assert (group / "cell-c0" / "cpu.shares").read_text() == "262144"
-    assert (group / "cell-c1" / "cpu.shares").read_text() == "512"
-    assert (group / "cpu.shares").read_text() == "2048"  # the class moves weight inside the run, not to it
+    assert (c0 / "cpu.shares").read_text() == "262144"
+    assert (c1 / "cpu.shares").read_text() == "2048"  # the run's 2 cores, as without a critical cell
     child = sleeper(shares.preexec("c0"))
     try:
-        assert (group / "cell-c0" / "cgroup.procs").read_text() == str(child.pid)
+        assert (c0 / "cgroup.procs").read_text() == str(child.pid)
         shares.join("c1", child.pid)
-        assert (group / "cell-c1" / "cgroup.procs").read_text() == str(child.pid)
+        assert (c1 / "cgroup.procs").read_text() == str(child.pid)
         assert shares.members("c1") == {child.pid}
     finally:
         child.kill()
@@ -197,16 +201,13 @@ def test_v2_file_protocol_on_a_fake_tree(tmp_path):
     root = fake_v2(tmp_path)
     shares = CpuShares("r", root=root)
     assert shares.backend == V2
-    group = root / "strata-r"
     assert (root / "cgroup.subtree_control").read_text() == "+cpu"
-    assert (group / "cgroup.subtree_control").read_text() == "+cpu"
     shares.set({"c0": 1.5, "c1": 0.5})
-    assert (group / "cell-c0" / "cpu.weight").read_text() == "150"
-    assert (group / "cell-c1" / "cpu.weight").read_text() == "50"
-    assert (group / "cpu.weight").read_text() == "200"
+    assert (root / "strata-r+cell-c0" / "cpu.weight").read_text() == "150"
+    assert (root / "strata-r+cell-c1" / "cpu.weight").read_text() == "50"
     child = sleeper(shares.preexec("c1"))
     try:
-        assert (group / "cell-c1" / "cgroup.procs").read_text() == str(child.pid)
+        assert (root / "strata-r+cell-c1" / "cgroup.procs").read_text() == str(child.pid)
     finally:
         child.kill()
         child.wait()
@@ -223,7 +224,7 @@ def test_a_hierarchy_without_cpu_or_that_refuses_the_group_falls_back_to_nice(tm
         root.mkdir(exist_ok=True)
         with CpuShares("r", root=root) as shares:
             assert shares.backend == NICE
-            assert not (root / "strata-r").exists()
+            assert not [p for p in root.iterdir() if p.name.startswith("strata-")]
 
 
 def test_nice_backend_renices_every_thread_of_a_cell_and_its_children_and_close_kills_them(tmp_path):
@@ -249,11 +250,11 @@ def test_nice_backend_renices_every_thread_of_a_cell_and_its_children_and_close_
         shares.set({"crit": 1.0, "bulk": 0.25})
         assert {nice_of(t) for t in threads} == {6} and nice_of(grandchild) == 6
         assert shares.members("bulk") == {parent.pid, grandchild} and shares.unenforced == set()
-        group = shares.group
+        home = shares.home
         shares.close()
         assert parent.wait(5) == -signal.SIGKILL
         assert wait_gone(grandchild, 1.0)
-        assert not group.exists()
+        assert not home.exists()
     finally:
         parent.kill()
         parent.wait()
@@ -295,19 +296,19 @@ REAL_V1_WRITABLE = (REAL_V1 / "cpu.shares").is_file() and os.access(REAL_V1, os.
 def test_real_cgroup_v1_group_holds_a_cell_and_close_removes_it():
     run = f"test-{os.getpid()}"
     shares = CpuShares(run)
-    assert shares.backend == V1 and shares.group == REAL_V1 / f"strata-{run}"
+    assert shares.backend == V1 and shares.home == REAL_V1
     child = sleeper(shares.preexec("c0"))
     try:
-        cell = shares.group / "cell-c0"
+        cell = REAL_V1 / f"strata-{run}+cell-c0"
         assert (cell / "cgroup.procs").read_text().split() == [str(child.pid)]
         memberships = {line.split(":", 1)[1] for line in Path(f"/proc/{child.pid}/cgroup").read_text().splitlines()}
-        assert f"cpu:/strata-{run}/cell-c0" in memberships
+        assert f"cpu:/strata-{run}+cell-c0" in memberships
         shares.set({"c0": 1.5, "c1": 0.5})
         assert (cell / "cpu.shares").read_text().strip() == "1536"
-        assert (shares.group / "cell-c1" / "cpu.shares").read_text().strip() == "512"
+        assert (REAL_V1 / f"strata-{run}+cell-c1" / "cpu.shares").read_text().strip() == "512"
         shares.close()
         assert child.wait(5) == -signal.SIGKILL  # still in its cell at close: killed, not left behind
-        assert not shares.group.exists()
+        assert not [p for p in REAL_V1.iterdir() if p.name.startswith(f"strata-{run}+")]
     finally:
         child.kill()
         child.wait()
@@ -358,7 +359,7 @@ def test_the_kernel_splits_a_contended_core_3_to_1_by_cgroup_shares():
 @pytest.mark.skipif(not REAL_V1_WRITABLE, reason="no writable cgroup v1 cpu hierarchy at /sys/fs/cgroup/cpu")
 def test_the_kernel_leaves_a_critical_cell_nearly_all_of_a_contended_core():
     with CpuShares(f"test-critical-{os.getpid()}") as shares:
-        shares.set({"c0": 1.5, "c1": 0.5}, critical={"c0"})  # 262144 : 512, c1 due 0.2%; by cores it had 25%
+        shares.set({"c0": 1.5, "c1": 0.5}, critical={"c0"})  # 262144 : 2048, c1 due 0.8%; by cores it had 25%
         critical, bulk = busy_used(shares, 1.5)
         assert bulk < 0.03 * (critical + bulk)
 

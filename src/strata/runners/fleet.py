@@ -436,14 +436,16 @@ RUN_PREFIX = "strata-"  # a fleet's CpuShares run name: strata-<its pid>
 
 def sweep_stale(shares: CpuShares) -> list[Path]:
     """Remove the empty cgroups of earlier fleets that ended without closing theirs (SIGKILL: nothing runs after
-    it; their cells died with them): those named by a pid that no longer runs. Returns what was removed."""
+    it; their cells died with them): those named by a pid that no longer runs (a cell's group
+    ``strata-strata-<pid>+cell-<cell>``; a directory of them, as fleets before 28 Nov left, with its cells).
+    Returns what was removed."""
     if shares.backend == NICE:
         return []
     removed = []
     mine = dir_name("strata-", RUN_PREFIX)
-    for group in shares.group.parent.glob(f"{mine}*"):
-        pid = group.name.removeprefix(mine)
-        if group == shares.group or not pid.isdigit() or started(int(pid)) is not None:
+    for group in shares.home.glob(f"{mine}*"):
+        pid = group.name.removeprefix(mine).split("+")[0]
+        if f"{RUN_PREFIX}{pid}" == shares.run or not pid.isdigit() or started(int(pid)) is not None:
             continue
         try:
             for cell in (c for c in group.iterdir() if c.is_dir()):

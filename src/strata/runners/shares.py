@@ -6,10 +6,10 @@ driver, its JVM and the JVM's Python workers — is that container, and the core
 kernel's fair scheduler (CFS), through the first of these that this process can write (on a standalone cluster,
 by the cluster's workers instead: :class:`ClusterCores`):
 
-- ``cgroup-v1``: a group ``strata-<run>`` in the ``cpu`` hierarchy, one child group per cell, ``cpu.shares`` =
-  :data:`V1_PER_CORE` per core (kernel range 2–262144);
+- ``cgroup-v1``: one group per cell, ``strata-<run>+cell-<cell>``, at the top of the ``cpu`` hierarchy,
+  ``cpu.shares`` = :data:`V1_PER_CORE` per core (kernel range 2–262144);
 - ``cgroup-v2``: the same in the unified hierarchy with ``cpu.weight`` = :data:`V2_PER_CORE` per core (range
-  1–10000), ``+cpu`` written into the parent's and the run group's ``cgroup.subtree_control``;
+  1–10000), ``+cpu`` written into the top's ``cgroup.subtree_control``;
 - ``nice``: each cell's processes (every thread of each) reniced by its share relative to the largest
   (:func:`nice_levels`).
 
@@ -23,10 +23,20 @@ as the weight it got 84.5% of each contended core, and its batches ran 1.13–1.
 bulk cell was busy (issue 28: a bursty two-process load against four busy ones, 0.092 s against 0.081 s alone
 at the median; the platform's alerts 1.21× its floor in a producer's burst). So a cell holding a critical job
 weighs the kernel's maximum (critical cells among themselves in proportion to their cores) and every other cell
-together at most 1/:data:`CRITICAL_DOMINANCE` of the lightest critical cell (among themselves in proportion to
-their cores): contended, a critical cell keeps ≥ 99% of each core it runs on (same load: 0.081 s, as alone). The
-bulk cells lose only what the critical cells use, the critical cells' mean cores, which L0 already counts
-against them; idle cores stay theirs.
+together at most 1/:data:`CRITICAL_DOMINANCE` of the lightest critical cell: contended, a critical cell keeps
+≥ 99% of each core it runs on (same load: 0.081 s, as alone). The bulk cells lose only what the critical cells
+use, the critical cells' mean cores, which L0 already counts against them; idle cores stay theirs.
+
+Against the rest of the machine the bulk cells together weigh what the run's cores would as busy nice-0
+processes (:data:`V1_PER_CORE` per core, as plain Spark's threads would), within that cap, whatever L0's shares
+say: their shares only divide the bulk cells' weight among them. So the cells are siblings at the top of the
+hierarchy, not children of one run group. Under one group, the kernel gives the group's weight to each core in
+proportion to the weight running there (CFS group shares), and a bulk cell on a core beside a critical cell 1,400
+times heavier got ~1/1,400 of the group's weight: less than one nice-19 process (weight 15). Measured on
+``strata run examples/demo.yaml`` (28 Nov) with a nice-19 simulation beside it: the bulk cell got 0.5–1.0 of the
+~1.3 cores the critical cell left, and ``sessions`` delivered no output in 30 s; synthetic, one busy thread in
+a critical cell half the time, two in a bulk cell, one nice-19 process: the bulk cell 0.39 cores nested against
+0.97 as a sibling of weight 2048 (``docs/spark.md``, "Cells' CPU shares").
 
 Orphans: :meth:`CpuShares.preexec` also gives the child ``PR_SET_PDEATHSIG`` = SIGKILL
 (:mod:`strata.spark.orphans`), so a cell dies with the fleet process even when that is SIGKILLed; a cell's JVM
@@ -72,9 +82,10 @@ def cgroup_weights(
     share still runs on idle cores).
 
     With ``critical`` cells (those holding a latency-critical job; module docstring): they weigh ``high`` × their
-    cores / the largest critical cell's, the others ``per_core`` × cores, scaled down alike when their sum would
-    pass the lightest critical weight / :data:`CRITICAL_DOMINANCE` (none below ``low``). 1.69 critical and 0.31
-    bulk cores in v1: 262144 and 317 (827 : 1, against 1731 : 317 by cores)."""
+    cores / the largest critical cell's; the others together ``per_core`` × every cell's cores (what the run's
+    cores weigh without critical cells), capped at the lightest critical weight / :data:`CRITICAL_DOMINANCE`,
+    divided in proportion to their cores (none below ``low``). 1.69 critical and 0.31 bulk cores in v1: 262144
+    and 2048 (128 : 1)."""
     crit = {cell: cores for cell, cores in shares.items() if cell in critical}
     rest = {cell: cores for cell, cores in shares.items() if cell not in critical}
     if not crit:
@@ -82,8 +93,9 @@ def cgroup_weights(
         return _scaled(shares, min(per_core, high / top) if top > 0 else per_core, low, high)
     top = max(crit.values())
     weights = _scaled(crit, high / top if top > 0 else 0.0, low, high)
-    budget, bulk = min(weights.values()) / CRITICAL_DOMINANCE, sum(rest.values())
-    return weights | _scaled(rest, min(per_core, budget / bulk) if bulk > 0 else per_core, low, high)
+    budget = min(per_core * sum(shares.values()), min(weights.values()) / CRITICAL_DOMINANCE)
+    bulk = sum(rest.values())
+    return weights | _scaled(rest, budget / bulk if bulk > 0 else per_core, low, high)
 
 
 def nice_levels(shares: Mapping[str, float], critical: Collection[str] = ()) -> dict[str, int]:
@@ -252,40 +264,50 @@ def dir_name(prefix: str, name: str) -> str:
 
 class CpuShares:
     """The CPU shares of one fleet run's cells (issue 28, Deliver 1). ``backend``: ``"cgroup-v1"``,
-    ``"cgroup-v2"`` or ``"nice"``: the first that works, found by creating the run's group in each cgroup
+    ``"cgroup-v2"`` or ``"nice"``: the first that works, found by creating (and removing) a group in each cgroup
     hierarchy carrying ``cpu`` (``root``: only that directory, for tests on a fake cgroup tree).
 
-    A cell's group is made the first time the cell is named. Before any :meth:`set`, a cell weighs one core
-    (``nice`` 0). Spawn cells with ``preexec_fn=shares.preexec(cell)``; :meth:`close` when the run ends (also
-    as a context manager)."""
+    A cell's group (``home`` / :meth:`entry`) is made the first time the cell is named. Before any :meth:`set`, a
+    cell weighs one core (``nice`` 0). Spawn cells with ``preexec_fn=shares.preexec(cell)``; :meth:`close` when
+    the run ends (also as a context manager)."""
 
     def __init__(self, run: str, root: Path | None = None):
         self.run = run
         candidates = [Path(root)] if root is not None else cgroup_mounts(Path("/proc/self/mounts").read_text())
-        self.backend, self.group = NICE, Path()
+        self.backend, self.home = NICE, Path()
         for where in candidates:
             kind = cgroup_kind(where)
             if kind is not None and self._create(kind, where):
                 break
         if self.backend == NICE:
-            # the nice backend's "group" is a directory of pid files, one per cell ("pid start-time" lines)
-            self.group = Path(tempfile.mkdtemp(prefix=dir_name("strata-", run) + "-"))
+            # the nice backend's "groups" are pid files, one per cell ("pid start-time" lines), in a directory
+            self.home = Path(tempfile.mkdtemp(prefix=dir_name("strata-", run) + "-"))
         self._nice: dict[str, int] = {}
         self._closed = False
         self.unenforced: set[str] = set()
         """Cells whose last share could not be applied (``nice`` without CAP_SYS_NICE: a nice only goes up)."""
 
+    @property
+    def prefix(self) -> str:
+        """What the name of each of this run's cell groups in ``home`` starts with: ``strata-<run>+`` in a cgroup
+        hierarchy (``+`` is percent-encoded in any run name, so it ends the run's part), nothing in the nice
+        backend's directory of its own."""
+        return "" if self.backend == NICE else dir_name("strata-", self.run) + "+"
+
+    def entry(self, cell: str) -> Path:
+        """Where ``cell``'s group is (made or not)."""
+        return self.home / (self.prefix + dir_name("cell-", cell))
+
     def _create(self, kind: str, where: Path) -> bool:
-        group = where / dir_name("strata-", self.run)
+        probe = where / (dir_name("strata-", self.run) + "+probe")  # a cell's name starts with cell-: never this
         try:
             if kind == V2:
                 (where / "cgroup.subtree_control").write_text("+cpu")
-            group.mkdir(exist_ok=True)
-            if kind == V2:
-                (group / "cgroup.subtree_control").write_text("+cpu")
+            probe.mkdir(exist_ok=True)
+            probe.rmdir()
         except OSError:
             return False
-        self.backend, self.group = kind, group
+        self.backend, self.home = kind, where
         return True
 
     def __enter__(self) -> CpuShares:
@@ -298,7 +320,7 @@ class CpuShares:
         """The cell's cgroup directory (its pid file with the ``nice`` backend), made if it is not there yet."""
         if self._closed:
             raise RuntimeError(f"the CPU shares of run {self.run!r} are closed")
-        path = self.group / dir_name("cell-", cell)
+        path = self.entry(cell)
         if self.backend == NICE:
             path.touch()
         else:
@@ -346,8 +368,8 @@ class CpuShares:
             (path / "cgroup.procs").write_text(str(pid))
 
     def set(self, shares: Mapping[str, float], critical: Collection[str] = ()) -> None:
-        """Give each cell its cores: cgroup weights proportional to them (:func:`cgroup_weights`; the run's own
-        group weighs the total, as that many busy nice-0 processes would against the rest of the machine), or
+        """Give each cell its cores: cgroup weights proportional to them (:func:`cgroup_weights`: the cells
+        together weigh the total, as that many busy nice-0 processes would against the rest of the machine), or
         nice levels by each cell's share relative to the largest (:func:`nice_levels`); the ``critical`` cells
         (holding a latency-critical job) outweigh the others (module docstring). Cells not named keep theirs."""
         for cell, cores in shares.items():
@@ -368,8 +390,6 @@ class CpuShares:
             if self.backend == V1
             else ("cpu.weight", V2_PER_CORE, V2_MIN, V2_MAX)
         )
-        total = cgroup_weights({"": sum(shares.values())}, per_core, low, high)[""]
-        (self.group / knob).write_text(str(total))
         for cell, weight in cgroup_weights(shares, per_core, low, high, critical).items():
             (self.cell_path(cell) / knob).write_text(str(weight))
 
@@ -380,8 +400,7 @@ class CpuShares:
     def members(self, cell: str) -> set[int]:
         """The processes in ``cell`` now: its cgroup's, or (``nice``) those that joined it and still run, with
         every process below them."""
-        path = self.group / dir_name("cell-", cell)
-        return self._members(path)
+        return self._members(self.entry(cell))
 
     def _members(self, path: Path) -> set[int]:
         try:
@@ -394,8 +413,9 @@ class CpuShares:
         return descendants(joined)
 
     def _cells(self) -> Iterator[Path]:
-        if self.group.is_dir():
-            yield from (path for path in self.group.iterdir() if path.name.startswith("cell-"))
+        if self.home.is_dir():
+            mine = self.prefix + "cell-"
+            yield from (path for path in self.home.iterdir() if path.name.startswith(mine))
 
     def close(self) -> None:
         """End the run's cells and remove their groups: every process still in one is SIGKILLed first — a cell
@@ -415,9 +435,7 @@ class CpuShares:
             if self.backend != NICE:
                 path.rmdir()
         if self.backend == NICE:
-            shutil.rmtree(self.group, ignore_errors=True)
-        else:
-            self.group.rmdir()
+            shutil.rmtree(self.home, ignore_errors=True)
         self._closed = True
 
 
