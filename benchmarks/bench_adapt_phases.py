@@ -531,6 +531,7 @@ def run(sc: Scenario, shape: Shape, seed: int, comp: Composition | None, lookahe
         out["hedge_switches"] = chooser.inner.hedge_switches
         out["reopened"] = chooser.inner.reopened
         out["abandoned"] = chooser.inner.abandoned
+        out["outpredicted"] = chooser.inner.outpredicted
         if forks is not None:
             out["lookahead"] = {"calls": forks.calls, "declined": forks.declined, "wall_s": forks.spent}
     return out
