@@ -1,6 +1,5 @@
 """Features, the window score and the selector on synthetic windows with known answers."""
 
-import numpy as np
 import pytest
 
 from strata.adapt import (
@@ -518,25 +517,3 @@ def test_a_persistent_one_window_prediction_borne_out_by_the_incumbent_starts_a_
         assert sel._trial[2] == trial
         assert sel.outpredicted == (trial == Composition("sjf"))
         assert sel._behind is None
-
-
-def test_a_change_of_segment_that_changes_what_runs_holds_trials_for_the_new_incumbents_transient():
-    # The new segment keeps what ran while the change was unconfirmed (the interim). llf, the default, ran 6
-    # windows and stays: no hold. sjf, the interim, has run 1 window: 4 − 1 = 3 windows of hold; sjf chosen but
-    # llf ran the last window: the whole ``transient`` (4).
-    cands = [Composition("llf"), Composition("sjf"), Composition("llf", "off")]
-    for interim, ran, run_for, hold in (
-        (None, Composition("llf"), 6, 0),
-        (Composition("sjf"), Composition("sjf"), 1, 3),
-        (Composition("sjf"), Composition("llf"), 6, 4),
-    ):
-        sel = Selector(scenario(), cands, explore=0.5)
-        sel.budget.windows = 10
-        sel._interim, sel._ran, sel._run_for = interim, ran, run_for
-        sel._enter(np.zeros(3), np.ones(3))
-        assert sel.segment.incumbent == (interim or Composition("llf"))
-        assert sel._hold == hold
-        # Held, no trial starts; without a hold one does (the budget allows it).
-        sel._recent.extend([0.5, 0.5])
-        sel._start_trial()
-        assert (sel._trial is None) == (hold > 0)

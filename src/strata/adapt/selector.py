@@ -443,10 +443,7 @@ class Selector:
         self._pending = None
         self._starved = 0
         self._behind = None
-        # A change of segment that changed what runs is a change of incumbent: its first ``transient`` windows
-        # (those already run while the change was unconfirmed included) carry its predecessor's backlog.
-        ran = self._run_for if self._ran == self.segment.incumbent else 0
-        self._hold = max(0, self.transient - ran)
+        self._hold = 0
         self._trial_rewards = []
         # The windows that confirmed the change ran the new workload: those its incumbent ran are its baseline.
         carried = [reward for comp, reward in self._settled if comp == self.segment.incumbent]
