@@ -91,6 +91,12 @@ sjf above), round9 0.650 / 10.5%, round10 0.613 / 4.0%; a drop below the incumbe
 dispatch level, alone — round9 0.650 / 10.5%, round8 0.761 / 6.1% (three sjf above), evaluation 0.597 / 8.1% (not
 met). round11 (blind, run once on select12's final code): 0.659 against sjf/aggressive 0.611, regret 3.9% (met), no
 fixed composition above it (met).
+select13 (a dispatch block the one-window model puts confidently above the incumbent's, and above what it scored,
+3 windows in a row, is tried whatever the level's past trials found): tuning 0.838 / 5.4%, evaluation 0.604 / 7.0%
+(select11 6.8%), round3 0.547 / 6.2%, round4 0.655 / 6.3%, round5 0.451 / 7.7%, round6 0.661 / 3.0%, round7 0.595 /
+7.4%, round8 0.762 / 6.0% (three sjf above: not met), round9 0.651 / 10.4% (not met), round10 0.608 / 4.7%, round11
+0.662 / 3.5%; a hold for the new incumbent's transient after a change of segment, tried on top and reverted: round9
+0.657 / 9.6%, round8 0.749 / 7.6% (three sjf above).
 ``--fixed-from`` reuses an
 earlier file's fixed runs (the meta level does not touch them);
 ``--sources`` splits a results file's regret by where it arises.
