@@ -96,7 +96,8 @@ select13 (a dispatch block the one-window model puts confidently above the incum
 (select11 6.8%), round3 0.547 / 6.2%, round4 0.655 / 6.3%, round5 0.451 / 7.7%, round6 0.661 / 3.0%, round7 0.595 /
 7.4%, round8 0.762 / 6.0% (three sjf above: not met), round9 0.651 / 10.4% (not met), round10 0.608 / 4.7%, round11
 0.662 / 3.5%; a hold for the new incumbent's transient after a change of segment, tried on top and reverted: round9
-0.657 / 9.6%, round8 0.749 / 7.6% (three sjf above).
+0.657 / 9.6%, round8 0.749 / 7.6% (three sjf above). round12 (blind, run once on select13's final code; the new
+rule started no trial there): 0.641 against sjf/off 0.596, regret 2.4% (met), no fixed composition above it (met).
 ``--fixed-from`` reuses an
 earlier file's fixed runs (the meta level does not touch them);
 ``--sources`` splits a results file's regret by where it arises.
