@@ -73,6 +73,11 @@ coarse, fine / fine, skewed, coarse / coarse, fine, skewed; phases 46–112 s; b
 1.16, 1.58 drifting every 19, 29, 13 s; n1 lost inside the first (skewed) phase (25–50 s), across the skewed→coarse
 change (135–165 s) or inside the fine phase (95–117 s); arrivals inside the coarse phase (95 s), inside the first
 (fine) phase (25 s) or inside the last (skewed) phase (170 s); seeds 1101–1103, run once at the end.
+**round12** (committed before any change of round 12's meta level, round 11 having been seen; blind): skewed,
+fine, coarse / coarse, skewed, fine / fine, coarse, skewed; phases 36–116 s; burst factors 4.8, 7.8, 2.6; Zipf 1.20,
+1.44, 1.06 drifting every 17, 31, 24 s; n1 lost inside the fine phase (70–95 s), inside the first (coarse) phase
+(20–45 s) or across the coarse→skewed change (80–108 s); arrivals inside the last (coarse) phase (170 s) or inside
+the skewed phase (110 s, 140 s); seeds 1201–1203, run once at the end.
 select11 (no trial in the ``transient`` windows after the incumbent changes: they carry its predecessor's
 backlog): tuning 7.3% → 5.4%, evaluation 6.6% → 6.8%, round3 5.8% → 6.4%, round4 6.3%, round5 7.8% → 7.7%, round6
 3.6% → 3.0%, round7 7.3% → 7.9%, round8 6.6% → 6.0% (0.762; sjf/off, sjf/threshold, sjf/aggressive still above it:
@@ -86,6 +91,13 @@ sjf above), round9 0.650 / 10.5%, round10 0.613 / 4.0%; a drop below the incumbe
 dispatch level, alone — round9 0.650 / 10.5%, round8 0.761 / 6.1% (three sjf above), evaluation 0.597 / 8.1% (not
 met). round11 (blind, run once on select12's final code): 0.659 against sjf/aggressive 0.611, regret 3.9% (met), no
 fixed composition above it (met).
+select13 (a dispatch block the one-window model puts confidently above the incumbent's, and above what it scored,
+3 windows in a row, is tried whatever the level's past trials found): tuning 0.838 / 5.4%, evaluation 0.604 / 7.0%
+(select11 6.8%), round3 0.547 / 6.2%, round4 0.655 / 6.3%, round5 0.451 / 7.7%, round6 0.661 / 3.0%, round7 0.595 /
+7.4%, round8 0.762 / 6.0% (three sjf above: not met), round9 0.651 / 10.4% (not met), round10 0.608 / 4.7%, round11
+0.662 / 3.5%; a hold for the new incumbent's transient after a change of segment, tried on top and reverted: round9
+0.657 / 9.6%, round8 0.749 / 7.6% (three sjf above). round12 (blind, run once on select13's final code; the new
+rule started no trial there): 0.641 against sjf/off 0.596, regret 2.4% (met), no fixed composition above it (met).
 ``--fixed-from`` reuses an
 earlier file's fixed runs (the meta level does not touch them);
 ``--sources`` splits a results file's regret by where it arises.
@@ -105,7 +117,7 @@ best fixed (the best fixed composition of each run, in hindsight), the
 regret of the adaptive runs against the per-phase best, and the meta level's
 own wall time as a share of the run's.
 
-    .venv/bin/python benchmarks/bench_adapt_phases.py [--group tuning evaluation round3 ... round11] [--quick]
+    .venv/bin/python benchmarks/bench_adapt_phases.py [--group tuning evaluation round3 ... round12] [--quick]
         [--lookahead-share 0.05 0.5] [--out adapt_shapes]
 """
 
@@ -284,6 +296,17 @@ ROUND11 = family(
     ("fine-long-skew-coarse+fine-arrival+loss", (46, 112, 59), (0, 2, 1), 8.6, 1.16, 29.0, (135.0, 165.0), 25.0),
     ("coarse-fine-skew+fine-loss+skew-arrival", (70, 55, 88), (1, 0, 2), 3.4, 1.58, 13.0, (95.0, 117.0), 170.0),
 )
+# Round 12 (issue 30): round 11 was seen, so another family was committed before any change — burst factors 4.8,
+# 7.8, 2.6, Zipf 1.20, 1.44, 1.06 drifting every 17, 31 or 24 s, phase lengths 36–116 s (none used before); n1 lost
+# inside the fine phase (70–95 s), inside the first (coarse) phase (20–45 s) or across the coarse→skewed change
+# (80–108 s); a latency-bound job arriving inside the last (coarse) phase (170 s) or inside the skewed phase (110 s,
+# 140 s); seeds never run; run once, at the end (blind).
+ROUND12_SEEDS = (1201, 1202, 1203)
+ROUND12 = family(
+    ("skew-long-fine-coarse+fine-loss+coarse-arrival", (50, 105, 63), (2, 0, 1), 4.8, 1.20, 17.0, (70.0, 95.0), 170.0),
+    ("coarse-skew-short-fine+coarse-loss+skew-arrival", (64, 78, 41), (1, 2, 0), 7.8, 1.44, 31.0, (20.0, 45.0), 110.0),
+    ("fine-coarse-long-skew+loss+skew-arrival", (36, 57, 116), (0, 1, 2), 2.6, 1.06, 24.0, (80.0, 108.0), 140.0),
+)
 GROUPS = {
     "tuning": (TUNING, TUNING_SEEDS),
     "evaluation": (EVALUATION, EVALUATION_SEEDS),
@@ -296,6 +319,7 @@ GROUPS = {
     "round9": (ROUND9, ROUND9_SEEDS),
     "round10": (ROUND10, ROUND10_SEEDS),
     "round11": (ROUND11, ROUND11_SEEDS),
+    "round12": (ROUND12, ROUND12_SEEDS),
 }
 
 
@@ -514,6 +538,7 @@ def run(sc: Scenario, shape: Shape, seed: int, comp: Composition | None, lookahe
         out["hedge_switches"] = chooser.inner.hedge_switches
         out["reopened"] = chooser.inner.reopened
         out["abandoned"] = chooser.inner.abandoned
+        out["outpredicted"] = chooser.inner.outpredicted
         if forks is not None:
             out["lookahead"] = {"calls": forks.calls, "declined": forks.declined, "wall_s": forks.spent}
     return out

@@ -479,3 +479,41 @@ def test_a_new_incumbents_first_windows_are_its_transient_and_no_trials_baseline
         picks = [window(sel, step, 0.2) for step in range(first + 1)]
         assert picks == [Composition("sjf")] * first + [Composition("sjf", "off")]
         assert sel._trial_baseline == [0.8]  # ``bracket`` (1) of the two windows before it
+
+
+def test_a_persistent_one_window_prediction_borne_out_by_the_incumbent_starts_a_trial_of_it():
+    # The model's error: +0.1 and −0.1, rms 0.1 (z 1, margin 0.01). Predicted for the window llf ran: llf 0.2, sjf
+    # 0.6 (+0.4 − 0.1 > 0.01: confident), fair 0.35 (+0.15 − 0.1: confident, smaller): sjf, while llf scored below
+    # 0.6 − 0.01; three windows in a row make a count of 3. llf scoring 0.6 does not bear it out (no count); sjf
+    # predicted 0.25 (+0.05 − 0.1: not confident) leaves fair, and the count restarts at 1.
+    cands = [Composition("llf"), Composition("sjf"), Composition("fair"), Composition("llf", "off")]
+    sel = Selector(scenario(), cands, explore=0.5)
+    for err in (0.1, -0.1):
+        sel.model_error.add(err)
+    sel._predicted = {"llf": 0.2, "sjf": 0.6, "fair": 0.35}
+    for n in (1, 2, 3):
+        sel._behind = sel._outpredicted(0.1)
+        assert sel._behind == ("sjf", n)
+    assert sel._outpredicted(0.6) is None
+    sel._predicted = {"llf": 0.2, "sjf": 0.25, "fair": 0.35}
+    assert sel._outpredicted(0.1) == ("fair", 1)
+    # The dispatch level's past trials found nothing (they do not pay back): with a count of ``persist`` (3) sjf
+    # is tried all the same; with 2, with the rule off, or with sjf tried ``n_max`` (3) times in the segment
+    # already, the balancing trial llf/off starts as before. Starting a trial clears the count.
+    for behind, persist, tried, trial in (
+        (("sjf", 3), 3, 0, Composition("sjf")),
+        (("sjf", 2), 3, 0, Composition("llf", "off")),
+        (("sjf", 3), 0, 0, Composition("llf", "off")),
+        (("sjf", 3), 3, 3, Composition("llf", "off")),
+    ):
+        sel = Selector(scenario(), cands, explore=0.5, persist=persist)
+        sel.budget.windows, sel._now, sel._span = 10, 100.0, 5.0
+        sel.explored[0] = [(0.0, 0.4), (0.0, 0.2)]
+        for _ in range(tried):
+            sel.segment.credit.record(0, "sjf", 0.3)
+        sel._recent.extend([0.2, 0.2])
+        sel._behind = behind
+        sel._start_trial()
+        assert sel._trial[2] == trial
+        assert sel.outpredicted == (trial == Composition("sjf"))
+        assert sel._behind is None
