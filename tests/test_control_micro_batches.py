@@ -39,12 +39,12 @@ def test_triggers_are_a_fifteenth_of_the_target_at_most_5_s_and_a_twentieth_for_
     assert trigger_intervals(sc, 1.0, 10.0, 60.0, 0.05) == both  # alerts (2 s) is not critical under 1 s
 
 
-def test_on_spark_a_critical_job_polls_every_quarter_of_its_target():
+def test_on_spark_a_critical_job_polls_every_half_of_its_target():
     from strata.runners.spark_loop import RunConfig
 
     sc = scenario({"alerts": 2.0, "edge": 5.0, "sessions": 30.0, "daily": 600.0})
     # every mode of a Spark run (plain, FAIR by hand, the hand deployment, Strata) runs these triggers
-    assert RunConfig().control.triggers(sc) == {"alerts": 0.5, "edge": 1.25, "sessions": 2.0, "daily": 5.0}
+    assert RunConfig().control.triggers(sc) == {"alerts": 1.0, "edge": 2.5, "sessions": 2.0, "daily": 5.0}
 
 
 def test_a_critical_query_reading_directories_lists_them_every_twentieth_of_its_target():

@@ -61,12 +61,12 @@ class RunConfig:
             # its CPU per row rose 14-30% and its batches fell behind: 0.36 / 0.78x FAIR's rows/s for an alerts p99
             # of 2.39 / 2.22 s; unsplit, 1.01 / 1.03x FAIR's with 2.63 / 2.66 s (FAIR's 6.49 / 5.69 s).
             size_batches=False,
-            # A latency-critical query polls every quarter of its target (2 s → 0.5 s), not every 0.05: each Spark
-            # micro-batch has a fixed cost (planning, offset and commit logs, the sink's files, listener events),
-            # so a query whose batches follow each other at once takes whatever CPU it is given — an alerts cell
-            # of its own took 1.36 of 2 cores for ~3.4 batches/s of 117 records (strata demo, seed 0), leaving
-            # its bulk neighbours 0.39. A record waits at most a quarter of its target for its batch to start.
-            critical_poll=0.25,
+            # A latency-critical query polls every half of its target (2 s → 1 s): each Spark micro-batch has a
+            # fixed cost (planning, offset and commit logs, the sink's files, listener events), paid in cores the
+            # bulk jobs lose. At 0.05 an alerts cell of its own took 1.36 of 2 cores (~3.4 batches/s of 117
+            # records), at 0.25 0.5-0.9 (2 batches/s), at 0.5 0.41-0.48 (bench_demo --cpu, 28 Nov: docs/spark.md).
+            # A record waits at most half its target for its batch to start; the batch has the other half.
+            critical_poll=0.5,
         )
     )
     sink: str = "parquet"
