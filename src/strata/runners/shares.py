@@ -33,10 +33,10 @@ say: their shares only divide the bulk cells' weight among them. So the cells ar
 hierarchy, not children of one run group. Under one group, the kernel gives the group's weight to each core in
 proportion to the weight running there (CFS group shares), and a bulk cell on a core beside a critical cell 1,400
 times heavier got ~1/1,400 of the group's weight: less than one nice-19 process (weight 15). Measured on
-``strata run examples/demo.yaml`` (28 Nov) with a nice-19 simulation beside it: the bulk cell got 0.5–1.0 of the
-~1.3 cores the critical cell left, and ``sessions`` delivered no output in 30 s; synthetic, one busy thread in
-a critical cell half the time, two in a bulk cell, one nice-19 process: the bulk cell 0.39 cores nested against
-0.97 as a sibling of weight 2048 (``docs/spark.md``, "Cells' CPU shares").
+``strata run examples/demo.yaml`` (28 Nov) with a nice-19 simulation beside it: the bulk cell ran 0.52 cores and
+the simulation 0.76 (as siblings: 0.81 and 0.43); synthetic, one busy thread in a critical cell half the time,
+two in a bulk cell, one nice-19 process: the bulk cell 0.39 cores nested against 0.97 as a sibling of weight
+2048 (``docs/spark.md``, "Cells' CPU shares").
 
 Orphans: :meth:`CpuShares.preexec` also gives the child ``PR_SET_PDEATHSIG`` = SIGKILL
 (:mod:`strata.spark.orphans`), so a cell dies with the fleet process even when that is SIGKILLed; a cell's JVM
