@@ -25,7 +25,7 @@ from strata.report.tables import decisions_by_lane
 from strata.runners.live import RunRequest
 from strata.spark.conf import ConfError, SparkSettings, parse_conf, read_properties, user_conf
 from strata.spark.logs import log4j2_properties, python_loggers_to, users_own_logging
-from strata.spark.session import session_conf, strata_owned
+from strata.spark.session import driver_java_options, session_conf, strata_owned
 
 # ---------------------------------------------------------------------- Spark settings
 
@@ -116,6 +116,16 @@ def test_the_users_settings_win_except_what_the_engine_relies_on():
     (line,) = strata_owned(user)
     assert line.startswith("your Spark setting spark.scheduler.mode=FIFO is not used: Strata sets FAIR")
     assert strata_owned({"spark.scheduler.mode": "FAIR", "spark.sql.shuffle.partitions": "8"}) == []
+
+
+def test_strata_s_driver_options_size_g1_regions_unless_the_user_does():
+    work = Path("/w")
+    assert driver_java_options(work, {}) == "-Dderby.system.home=/w -Xss16m -XX:G1HeapRegionSize=16m"
+    theirs = {"spark.driver.extraJavaOptions": "-XX:G1HeapRegionSize=4m"}
+    assert driver_java_options(work, theirs) == "-Dderby.system.home=/w -Xss16m"
+    assert session_conf({"spark.driver.extraJavaOptions": driver_java_options(work, theirs)}, theirs, None) == {
+        "spark.driver.extraJavaOptions": "-XX:G1HeapRegionSize=4m -Dderby.system.home=/w -Xss16m"
+    }
 
 
 def test_every_cell_gets_the_same_settings(tmp_path):
