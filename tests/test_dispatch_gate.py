@@ -49,8 +49,10 @@ def test_bound_counts_running_batches_of_all_queries():
     assert core.next_release(0.0) is None
     core.finish("x")
     assert core.next_release(0.0) == "z"
-    core.enqueue(unit("late", -10.0, 1.0, 0.0, 3))  # already past its deadline: released over the bound
-    assert core.next_release(0.0) == "late"
+    core.enqueue(unit("late", -10.0, 1.0, 0.0, 3))  # past its deadline (−9 < 0): after z, which can still meet its 3
+    assert core.next_release(0.0) == "z"
+    core.take("z", 0.0)
+    assert core.next_release(0.0) == "late"  # the bound is full (y, z), but an overdue batch is urgent: over it
     with pytest.raises(ValueError, match="already has a batch"):
         core.enqueue(unit("y", 0.0, 1.0, 0.0, 9))
 
