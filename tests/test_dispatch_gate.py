@@ -223,3 +223,12 @@ def test_a_bound_that_held_batches_back_less_than_the_share_stays():
     never.take(never.next_release(0.0), 0.0)
     never.enqueue(unit("b", 1000.0, 30.0, 0.0, 1))
     assert looks(never, [5.0, 10.0, 100.0]) == [None, None, None] and never.bound == 1
+
+
+@pytest.mark.parametrize(("name", "at_0", "at_1_5"), [("cameo", "a", "b"), ("edf", "a", "b"), ("fifo", "a", "a")])
+def test_a_deadline_order_releases_a_batch_past_its_latest_start_after_one_that_is_not(name, at_0, at_1_5):
+    # a: latest start 0 + 2 − 1 = 1, due 2; b: latest start 5 + 2 − 0.5 = 6.5, due 7; a arrived first
+    core = GateCore(GateConfig(strategy=name, max_running=1))
+    core.enqueue(unit("a", 0.0, 2.0, 1.0, 0, arrival=0.0))
+    core.enqueue(unit("b", 5.0, 2.0, 0.5, 1, arrival=0.5))
+    assert (core.next_release(0.0), core.next_release(1.5)) == (at_0, at_1_5)
