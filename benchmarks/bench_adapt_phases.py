@@ -556,12 +556,23 @@ def windows_by_phase(scores: list, shape: Shape) -> list[list[float]]:
     return out
 
 
-def one(shape: Shape, seed: int, lookahead: Sequence[float], console: Console, fixed_runs: dict | None = None) -> dict:
+def one(
+    shape: Shape,
+    seed: int,
+    lookahead: Sequence[float],
+    console: Console,
+    fixed_runs: dict | None = None,
+    rerun: Sequence[str] = (),
+) -> dict:
     """Every fixed candidate and the adaptive runs on one shape and seed; ``fixed_runs``: the fixed candidates'
-    runs of this shape and seed from an earlier results file (the meta level does not touch them), not re-run."""
+    runs of this shape and seed from an earlier results file (the meta level does not touch them), not re-run —
+    but for those whose dispatch block is in ``rerun`` (a change of that block's order changes their runs)."""
     sc = scenario(shape)
     t0 = time.perf_counter()
-    runs = {c.name: fixed_runs[c.name] if fixed_runs else run(sc, shape, seed, c) for c in CANDIDATES}
+    runs = {
+        c.name: fixed_runs[c.name] if fixed_runs and c.dispatch not in rerun else run(sc, shape, seed, c)
+        for c in CANDIDATES
+    }
     runs["adaptive"] = run(sc, shape, seed, None)
     for share in lookahead:
         runs[f"adaptive+lookahead {100 * share:g}%"] = run(sc, shape, seed, None, share)
@@ -738,6 +749,13 @@ def main() -> None:
         "only the adaptive ones",
     )
     ap.add_argument(
+        "--rerun-dispatch",
+        nargs="+",
+        default=[],
+        metavar="BLOCK",
+        help="with --fixed-from: re-run the fixed compositions with these dispatch blocks all the same",
+    )
+    ap.add_argument(
         "--sources",
         nargs="+",
         metavar="NAME",
@@ -770,7 +788,14 @@ def main() -> None:
         except ValueError as e:
             ap.error(str(e))
         results = [
-            one(shape, seed, args.lookahead_share, console, fixed.get((shape.name, seed)) if fixed else None)
+            one(
+                shape,
+                seed,
+                args.lookahead_share,
+                console,
+                fixed.get((shape.name, seed)) if fixed else None,
+                args.rerun_dispatch,
+            )
             for shape in shapes
             for seed in seeds
         ]

@@ -88,3 +88,19 @@ def test_the_meta_level_is_charged_the_cpu_time_it_ran_not_the_wall_time_it_wait
     timed = bench.Timed(Waits())
     assert timed.select(None) == "waited"
     assert timed.spent >= 0.05 and timed.cpu < 0.01
+
+
+def test_rerun_dispatch_reruns_only_the_fixed_compositions_of_those_blocks(bench, monkeypatch):
+    shape, seed = bench.GROUPS["round5"][0][0], bench.GROUPS["round5"][1][0]
+    ran, starts = [], (0.0, float(shape.phases[0]), float(shape.phases[0] + shape.phases[1]))  # a window a phase
+
+    def fake_run(sc, shape, seed, comp, lookahead_share=0.0):
+        ran.append(comp.name if comp is not None else "adaptive")
+        return {"scores": [(t, 0.5) for t in starts], "wall_s": 1.0, "meta_s": 0.0, "cpu_s": 1.0, "meta_cpu_s": 0.0}
+
+    monkeypatch.setattr(bench, "run", fake_run)
+    stored = {c.name: {"scores": [(t, 1.0) for t in starts]} for c in bench.CANDIDATES}
+    out = bench.one(shape, seed, (), bench.Console(quiet=True), stored, ("llf", "edf"))
+    rerun = [c.name for c in bench.CANDIDATES if c.dispatch in ("llf", "edf")]
+    assert ran == [*rerun, "adaptive"] and len(rerun) == 6
+    assert out["summary"]["llf/off/planner"]["whole"] == 0.5 and out["summary"]["sjf/off/planner"]["whole"] == 1.0
