@@ -72,11 +72,11 @@ class ParquetSink:
     collected as Arrow (bounded by Spark's ``spark.driver.maxResultSize``) and written as one file into a hidden
     directory that is then renamed into place, ``_SUCCESS`` inside — atomic, where Spark's committer renames file
     by file. Spark's file writer costs every task a Hadoop configuration to deserialize, a Parquet writer and a
-    commit, and every batch a job commit: measured on the demo's alerts query alone in its cell (400 records/s,
-    ~40 rows out a batch, `strata run`, 28 Nov), its JVM outside JIT compilation and GC ran 0.30 cores with
-    Spark's writer and 0.15 with this one (docs/spark.md, "Small batches"). A big batch keeps Spark's parallel
-    writer. The file has the physical types Spark's writer gives the session's ``outputTimestampType``, so one
-    directory read back whole (:meth:`read`) has one schema."""
+    commit, and every batch a job commit: with this write and G1 regions sized to Spark's buffers
+    (:data:`strata.spark.session.G1_REGIONS`), the demo's alerts cell (~40 rows out a batch) took 0.21-0.23
+    cores against 0.34-0.43 before (docs/spark.md, Cells, "Small batches and the JVM's heap"). A big batch
+    keeps Spark's parallel writer. The file has the physical types Spark's writer gives the session's
+    ``outputTimestampType``, so one directory read back whole (:meth:`read`) has one schema."""
 
     def __init__(self, directory: str | Path, event_time: str = "event_time", driver_rows: int = 10_000):
         self.directory = Path(directory)
