@@ -84,3 +84,18 @@ def test_an_empty_batch_from_the_driver_writes_no_file_and_no_time(spark, tmp_pa
     assert empty.dtype == np.int64 and empty.size == 0
     assert [p.name for p in (tmp_path / "out" / "batch_id=1").iterdir()] == ["_SUCCESS"]
     assert list(sink.read()["id"]) == [0]
+
+
+def test_only_types_both_writers_write_alike_go_through_the_driver(spark, tmp_path):
+    from strata.spark.sinks import driver_writable
+
+    assert driver_writable(batch(spark, 0, 1))
+    assert driver_writable(spark.sql("SELECT map('a', array(current_timestamp())) AS m, named_struct('x', 1.5) AS s"))
+    assert not driver_writable(spark.sql("SELECT TIMESTAMP_NTZ'2026-01-01 00:00:00' AS t"))
+    assert not driver_writable(spark.sql("SELECT array(INTERVAL '1' DAY) AS gaps"))
+    # a TIMESTAMP_NTZ batch after a small one keeps Spark's writer: one file per task
+    sink = ParquetSink(tmp_path / "out")
+    ntz = "SELECT id, TIMESTAMP_NTZ'2026-01-01 00:00:00' AS event_time FROM range(4)"
+    sink.write(spark.sql(ntz).repartition(2), 0)
+    sink.write(spark.sql(ntz).repartition(2), 1)
+    assert len(list((tmp_path / "out" / "batch_id=1").glob("*.parquet"))) == 2

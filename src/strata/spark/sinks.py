@@ -15,6 +15,18 @@ import numpy as np
 import pandas as pd
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    BooleanType,
+    DataType,
+    DateType,
+    MapType,
+    NumericType,
+    StringType,
+    StructType,
+    TimestampType,
+)
 
 
 class Sink(Protocol):
@@ -47,9 +59,21 @@ def timed(event_micros: np.ndarray) -> np.ndarray:
 
 
 def driver_writable(df) -> bool:
-    """Whether a batch's rows written by pyarrow read back with the types Spark's writer gives them: not when a
-    column holds a ``TIMESTAMP_NTZ`` (pyarrow writes every timestamp one way, Spark two)."""
-    return "timestamp_ntz" not in df.schema.simpleString()
+    """Whether a batch's rows written by pyarrow read back with the types Spark's writer gives them: every column
+    of a type both write alike (numbers, decimals, strings, binary, booleans, dates, timestamps with a time zone,
+    and arrays, maps and structs of them). Not a ``TIMESTAMP_NTZ`` (pyarrow writes every timestamp one way, Spark
+    two), an interval or a variant (each its own encoding), nor a void column (which Spark does not write)."""
+    return all(_alike(field.dataType) for field in df.schema.fields)
+
+
+def _alike(kind: DataType) -> bool:
+    if isinstance(kind, ArrayType):
+        return _alike(kind.elementType)
+    if isinstance(kind, MapType):
+        return _alike(kind.keyType) and _alike(kind.valueType)
+    if isinstance(kind, StructType):
+        return all(_alike(field.dataType) for field in kind.fields)
+    return isinstance(kind, NumericType | StringType | BinaryType | BooleanType | DateType | TimestampType)
 
 
 def timestamp_options(df) -> dict:
