@@ -114,22 +114,24 @@ class ParquetSink:
             # still run the batch (Spark's noop sink): its stateful operators commit their state for this batch
             # only when the plan is executed, and the next batch checks that they did
             df.write.format("noop").mode("overwrite").save()
+            times = self._written_times(target)
         elif self.last_rows is not None and self.last_rows <= self.driver_rows and driver_writable(df):
             times = self._write_from_driver(df, target)
-            self.last_rows = times.size
-            return times
         else:
             df.write.mode("overwrite").parquet(str(target))
+            times = self._written_times(target)
+        self.last_rows = times.size
+        return times
+
+    def _written_times(self, target: Path) -> np.ndarray:
         files = sorted(target.glob("*.parquet"))
         if not files:
-            self.last_rows = 0
             return np.zeros(0, np.int64)
         times = (
             pq.read_table(files, columns=[self.event_time])
             if len(files) == 1
             else ds.dataset([str(f) for f in files]).to_table(columns=[self.event_time])
         )
-        self.last_rows = times.num_rows
         return event_micros(times.column(self.event_time).to_pandas())
 
     def _write_from_driver(self, df, target: Path) -> np.ndarray:
@@ -142,8 +144,6 @@ class ParquetSink:
         (staging / "_SUCCESS").touch()
         shutil.rmtree(target, ignore_errors=True)  # a partial write of an earlier attempt
         os.replace(staging, target)
-        if not table.num_rows:
-            return np.zeros(0, np.int64)
         return event_micros(table.column(self.event_time).to_pandas())
 
     def read(self) -> pd.DataFrame:
