@@ -10,6 +10,7 @@ from strata.control.micro_batches import (
     TaskTimes,
     alone_batch_s,
     critical_slack,
+    fewest_records,
     records_per_task,
 )
 from strata.protocol.engine import TaskRun
@@ -58,6 +59,18 @@ def test_bulk_tasks_hold_as_many_records_as_the_slack_allows():
     assert records_per_task(0.4, {"scoring": 0.004}) == {"scoring": 90}  # 100 → 2^(26/4) = 90.5: on a step
     assert records_per_task(1e-4, {"scoring": 0.008}) == {"scoring": 1}  # at least one record
     assert records_per_task(None, held) == {}  # no critical job with a known slack: nothing sized
+    # a floor from the per-task cost wins over the slack: 45 → 100
+    assert records_per_task(0.4, {"scoring": 0.008}, {"scoring": 100}) == {"scoring": 100}
+
+
+def test_a_split_keeps_each_tasks_fixed_cost_within_its_share_of_the_work():
+    # 0.05 core-s a task within 10% of 5e-4 core-s a record: 1,000 records → up to the step 2^(40/4) = 1,024
+    assert fewest_records(5e-4, 0.05, 0.1) == 1024
+    assert fewest_records(0.05 / (0.1 * 1024), 0.05, 0.1) == 1024  # on a step: not one step up
+    assert fewest_records(1e-3, 0.05, 0.1) == 512  # 500 → 2^(36/4)
+    assert fewest_records(0.0, 0.05, 0.1) == 1  # cost unknown: no floor
+    assert fewest_records(5e-4, 0.0, 0.1) == 1  # no per-task cost: no floor
+    assert fewest_records(1.0, 0.05, 0.1) == 1  # a record outweighs a task's cost many times over
 
 
 def test_task_sizes_from_the_learned_model_and_measured_task_times_size_the_bulk_jobs_only():
@@ -113,6 +126,9 @@ def test_before_anything_is_measured_bulk_tasks_are_sized_on_the_priors():
     # alerts alone on its prior: no per-batch part, 0 s; slack min(2/2, 2 − 0.5) = 1 s → 1 / 6e-4 = 1,666.7
     # records a task (step 2^(42/4) = 1,448.2)
     assert sizing.tasks(on_one_node(2, alerts, bulk), templates, {}, ingest) == {"bulk.input": 1448}
+    # a task costing 0.2 core-s, within 10% of its records at 6e-4: 3,333.3 → the step 2^(47/4) = 3,444.3, up
+    floored = BatchSizing(cores=2, critical_s=5.0, triggers=sizing.triggers, task_overhead_s=0.2, overhead_share=0.1)
+    assert floored.tasks(on_one_node(2, alerts, bulk), templates, {}, ingest) == {"bulk.input": 3445}
     # a prior by which alerts cannot keep up alone (6e-3 × 400 = 2.4 cores of 2): it misses even so, not sized
     heavy = chain_job("alerts", {"kind": "filter", "cost_per_record": 6e-3}, target_latency_s=2.0)
     assert sizing.tasks(on_one_node(2, heavy, bulk), templates, {}, ingest) == {}

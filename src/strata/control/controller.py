@@ -113,6 +113,10 @@ class HierarchyConfig:
     # Bulk batches split into tasks whose longest fits the critical jobs' slack (micro_batches.BatchSizing,
     # Decisions.task_records): for engines whose units of work are micro-batches (strata run and the demo set it).
     size_batches: bool = False
+    # ... never finer than keeps a task's fixed cost (core-seconds: its launch, its input split, its sink file)
+    # within split_overhead_share of the records it holds (micro_batches.fewest_records)
+    task_overhead_s: float = 0.0
+    split_overhead_share: float = 0.1
     # L0's rate caps on user queries through their sources' read limits, which Spark reads only at start (every
     # change is a restart). Off by default: on bench_platform (--cap-reads) the caps, planned on costs learned
     # from batch times on a loaded machine, cost the bulk queries ~40% of their rows/s without lowering the
@@ -426,7 +430,9 @@ class Controller:
         if not cfg.size_batches:
             return d
         cores = int(self.scenario.cluster.total_cores)
-        sizing = BatchSizing(cores, cfg.critical_latency_s, cfg.triggers(self.scenario))
+        sizing = BatchSizing(
+            cores, cfg.critical_latency_s, cfg.triggers(self.scenario), cfg.task_overhead_s, cfg.split_overhead_share
+        )
         ingest = window.ingest if window is not None else self._prior
         measured = self.task_times.per_record()
         sized = sizing.tasks(self.model(), self.plan.templates, self.estimator.estimates(), ingest, measured)

@@ -41,6 +41,9 @@ knobs", lists every default):
   as much as before (more, shorter tasks; not smaller batches). A record can wait
   out two blocked batches of its job (the one in flight when it arrives and
   its own), so slack = min(target / 2, target − poll) − batch time alone.
+  No finer than keeps each task's fixed cost within a share of its records'
+  work (:func:`fewest_records`): past that the split costs the bulk job more
+  throughput than the critical job can gain latency from it.
 - **Read-limit restarts** (:class:`ReadLimitRestarts`): a source whose read
   limit Spark reads only at query start (``maxFilesPerTrigger``,
   ``maxOffsetsPerTrigger``) can follow L0's rate cap only by a restart, which
@@ -149,20 +152,41 @@ class TaskTimes:
         return {job: self.run_s[job] / n for job, n in self.records.items() if n > 0}
 
 
-def records_per_task(slack_s: float | None, held_s: Mapping[str, float]) -> dict[str, int]:
+def records_per_task(
+    slack_s: float | None, held_s: Mapping[str, float], least: Mapping[str, int] | None = None
+) -> dict[str, int]:
     """Job → the most records one task of its batches reads, so that the task ends within ``slack_s``: slack / s
     rounded down to a step of 2^(1/4) (at least 1), ``held_s``: job → the seconds one record holds a core in its
-    tasks (jobs with s ≤ 0 are not sized). No slack (no critical job with a known batch time, or one that misses
-    even so): none. The steps (≈ 19% apart) keep a size steady while its measurements drift by a few percent
-    from window to window, so the source's split changes only when the tasks would.
+    tasks (jobs with s ≤ 0 are not sized); never fewer than ``least`` (job → records: :func:`fewest_records`). No
+    slack (no critical job with a known batch time, or one that misses even so): none. The steps (≈ 19% apart)
+    keep a size steady while its measurements drift by a few percent from window to window, so the source's split
+    changes only when the tasks would.
 
     Tasks, not batches: a batch read smaller at the same trigger reads less (measured, bench_one_app seed 1:
     read limits sized so cost `scoring` 12% of its throughput, and its batches, always behind, held the cores
     back to back); split into more tasks it reads as much, and a critical batch waits at most one task."""
     if slack_s is None:
         return {}
+    least = least or {}
     # a quotient that is whole on paper (0.4 / 0.004) must not lose a step to binary rounding
-    return {job: _quarter_octave(slack_s / s * (1 + 1e-9)) for job, s in held_s.items() if s > 0}
+    return {
+        job: max(_quarter_octave(slack_s / s * (1 + 1e-9)), least.get(job, 1)) for job, s in held_s.items() if s > 0
+    }
+
+
+def fewest_records(cpu_per_record_s: float, task_overhead_s: float, overhead_share: float) -> int:
+    """The fewest records a bulk task may hold: each task costs ``task_overhead_s`` core-seconds whatever it holds
+    (Spark's launch of it, its input split, its sink file), so a split is no finer than keeps that cost within
+    ``overhead_share`` of the task's records (``cpu_per_record_s`` core-seconds each) — overhead / (share × cost),
+    rounded up to a step of 2^(1/4). On a loaded machine a task's wall time per record grows and the slack would
+    shrink the tasks further, each one's fixed cost taken from the bulk job's throughput (measured with no floor,
+    bench_one_app on a slow shared machine: `scoring` split 8–16 ways, 14–30% more CPU a row, 0.36× FAIR's rows/s).
+    1 when either cost is unknown (0)."""
+    if cpu_per_record_s <= 0 or task_overhead_s <= 0 or overhead_share <= 0:
+        return 1
+    # a quotient that is on a step on paper must not go up one to binary rounding
+    n = task_overhead_s / (overhead_share * cpu_per_record_s) * (1 - 1e-9)
+    return max(1, math.ceil(2 ** (math.ceil(4 * math.log2(n)) / 4))) if n > 1 else 1
 
 
 def _quarter_octave(n: float) -> int:
@@ -173,12 +197,15 @@ def _quarter_octave(n: float) -> int:
 @dataclass(frozen=True)
 class BatchSizing:
     """The knobs :meth:`tasks` sizes bulk batches' tasks with: the cores of the session (a critical job's batch
-    time alone spreads over them), the latency a critical job has at most, and the trigger each query runs with
-    (job → s: a bulk job's batch interval, a critical job's poll)."""
+    time alone spreads over them), the latency a critical job has at most, the trigger each query runs with
+    (job → s: a bulk job's batch interval, a critical job's poll), and a task's fixed cost with the share of its
+    work that cost may take (:func:`fewest_records`; 0: no floor)."""
 
     cores: int
     critical_s: float
     triggers: Mapping[str, float]
+    task_overhead_s: float = 0.0
+    overhead_share: float = 0.1
 
     def tasks(
         self,
@@ -203,8 +230,9 @@ class BatchSizing:
         model's prior cost per record (``model``: the spec's costs where nothing is learned), so that the first
         batches — a burst at the start, before anything is measured — are split too. A split reads as much as
         before (more tasks, not fewer records: no cap), so a prior that is off costs tasks for a window or two,
-        not records; a job whose prior cost is 0 is not sized."""
-        targets, alone, held, sources = {}, {}, {}, {}
+        not records; a job whose prior cost is 0 is not sized. No task holds fewer records than its fixed cost
+        allows (:func:`fewest_records`, on the learned core-seconds per record, else the prior)."""
+        targets, alone, held, least, sources = {}, {}, {}, {}, {}
         task_s = task_s or {}
         for job, tpl in templates.items():
             graph = joined_graph(model, {job: tpl})
@@ -239,7 +267,8 @@ class BatchSizing:
             elif job in self.triggers and not spec.required:
                 # neither learned nor measured: the model's prior cost per record (0: not sized)
                 held[job] = max(cost, task_s.get(job, 0.0)) or prior
-        sized = records_per_task(critical_slack(targets, alone, self.triggers), held)
+                least[job] = fewest_records(cost or prior, self.task_overhead_s, self.overhead_share)
+        sized = records_per_task(critical_slack(targets, alone, self.triggers), held, least)
         return {pe: n for job, n in sized.items() for pe in sources.get(job, ())}
 
 

@@ -55,12 +55,16 @@ class RunConfig:
             dispatch="llf",
             balancing="aggressive",
             pacing="plan",  # a micro-batch read over the plan's rate holds the cores whatever its deadline
-            # Bulk batches are not split into tasks sized to the critical jobs' slack (size_batches): every task
-            # has a fixed cost (its scheduling, its sink file), which the split multiplies. On a slow shared
-            # machine (bench_one_app seeds 1 2, 28 Nov, two runs) `scoring`'s batches went from 2 tasks to 8-16,
-            # its CPU per row rose 14-30% and its batches fell behind: 0.36 / 0.78x FAIR's rows/s for an alerts p99
-            # of 2.39 / 2.22 s; unsplit, 1.01 / 1.03x FAIR's with 2.63 / 2.66 s (FAIR's 6.49 / 5.69 s).
-            size_batches=False,
+            # Bulk batches are split into tasks whose longest fits the critical jobs' slack (size_batches): Spark
+            # cannot preempt a task, and a critical batch beside a bulk one waits for one to end. In one application
+            # (bench_one_app seeds 0 1 2, 28 Nov, quiet) alerts' p99 fell to 1.64-1.89 s against FAIR by hand's
+            # 3.28-4.18 s, 0 misses against 247-360, the bulk jobs at 0.91-1.01x FAIR's rows/s. Each task costs
+            # 0.047 core-s whatever it holds (bench_task_split: its launch, input split and sink file), so a split
+            # is no finer than keeps that within 10% of its records' work: unfloored, on a slow shared machine
+            # (28 Nov, before the driver-side sink), `scoring` split 8-16 ways ran 14-30% more CPU a row and fell
+            # to 0.36x FAIR's rows/s.
+            size_batches=True,
+            task_overhead_s=0.05,
             # A latency-critical query polls every half of its target (2 s → 1 s): each Spark micro-batch has a
             # fixed cost (planning, offset and commit logs, the sink's files, listener events), paid in cores the
             # bulk jobs lose. At 0.05 an alerts cell of its own took 1.36 of 2 cores (~3.4 batches/s of 117
