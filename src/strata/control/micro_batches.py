@@ -186,7 +186,7 @@ def fewest_records(cpu_per_record_s: float, task_overhead_s: float, overhead_sha
         return 1
     # a quotient that is on a step on paper must not go up one to binary rounding
     n = task_overhead_s / (overhead_share * cpu_per_record_s) * (1 - 1e-9)
-    return max(1, math.ceil(2 ** (math.ceil(4 * math.log2(n)) / 4))) if n > 1 else 1
+    return math.ceil(2 ** (math.ceil(4 * math.log2(n)) / 4)) if n > 1 else 1
 
 
 def _quarter_octave(n: float) -> int:
