@@ -141,6 +141,16 @@ class PoolProbe:
         pass
 
 
+class PoolChoice:
+    """Puts every batch in pool ``w2`` before it runs, as the dispatch gate does."""
+
+    def before(self, pipeline, batch_id):
+        pipeline.spark.sparkContext.setLocalProperty("spark.scheduler.pool", "w2")
+
+    def after(self, pipeline, record):
+        pass
+
+
 @pytest.fixture(scope="module")
 def reference() -> pd.DataFrame:
     cols = expected_rows(SourceSpec.model_validate(SOURCE), END_S, EPOCH)
@@ -175,6 +185,7 @@ def run(spark, tmp_path_factory):
     probe, reroute = PoolProbe(), Reroute()
     pipes["rowwise"].hooks.append(probe)
     pipes["keyed_managed"].hooks.append(reroute)
+    pipes["joined"].hooks.append(PoolChoice())
     for p in pipes.values():
         p.hooks.append(Crash())
     crashed = run_all(pipes)
@@ -244,6 +255,10 @@ def test_control_file_caps_rows_per_batch_and_backlog_is_observed(run, reference
 
 def test_pool_is_set_per_batch(run):
     assert run["probe"].pools and set(run["probe"].pools) == {"urgent"}
+    assert {r["pool"] for r in run["pipes"]["rowwise"].batch_records()} == {"urgent"}
+    # a hook's choice (the gate's) is the pool the batch's record gives, not the pipeline's own
+    joined = list(run["pipes"]["joined"].batch_records())
+    assert joined and {r["pool"] for r in joined} == {"w2"}
 
 
 def test_stream_static_join(run, reference):

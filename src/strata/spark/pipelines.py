@@ -544,6 +544,7 @@ class Pipeline:
         for hook in self.hooks:
             hook.before(self, batch_id)
         released = time.time()
+        pool = df.sparkSession.sparkContext.getLocalProperty("spark.scheduler.pool")  # a hook's (the gate's) choice
         plan = cached = None
         if self.store is not None:
             # a windowed store reads the batch twice (newest event time, then the fold): read the source once
@@ -568,7 +569,7 @@ class Pipeline:
             "rows_out": int(times.size),
             # rows whose event-time column is null: written, but no latency can be measured for them
             "rows_untimed": int(times.size - known.size),
-            "pool": self.pool,
+            "pool": pool,
             **latency_percentiles(done, known),
         }
         if plan is not None:
