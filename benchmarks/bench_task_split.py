@@ -6,8 +6,9 @@ file), which the split multiplies. This measures it, for the floor the split kee
 task_overhead_s``, :func:`strata.control.micro_batches.fewest_records`): the demo's `scoring` template (its
 generated source and its map, from ``examples/demo.yaml``) reads a fixed number of records in batches of
 ``--batch-rows`` with ``--splits`` input partitions each, written as Parquet by Spark, alone in an embedded
-session; each run's CPU is the whole process tree's (the driver's Python, its JVM, the Python workers) from
-``/proc``. The splits alternate over ``--rounds`` (the JVM keeps warming up), after one run that is not counted.
+session; each run's CPU is the driver's Python (``os.times``) and every process below it (its JVM, the Python
+workers: ``app_cpu.AppCpu``, cpuacct where the machine has it). The splits alternate over ``--rounds`` (the JVM
+keeps warming up), after one run that is not counted.
 The per-task cost is the least-squares slope of a run's core-seconds on its tasks (batches × splits).
 
 Usage: ``flock /tmp/strata-bench.lock .venv/bin/python benchmarks/bench_task_split.py [--splits 2 8 16]
@@ -29,37 +30,24 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
+from app_cpu import AppCpu
 from strata.model import load_scenario
 from strata.spark.session import build_session
 from strata.spark.sources import register, synthetic_options
 
 ROOT = Path(__file__).resolve().parents[1]
+SPARK = "session"  # every process below this one: the session's JVM and its Python workers
 
 
-def tree_cpu_s(root: int) -> float:
-    """User + system CPU seconds of ``root`` and every process below it (from ``/proc``)."""
-    children: dict[int, list[int]] = {}
-    stats: dict[int, list[str]] = {}
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            try:
-                fields = Path(f"/proc/{name}/stat").read_text().rsplit(")", 1)[1].split()
-            except OSError:  # ended meanwhile
-                continue
-            stats[int(name)] = fields
-            children.setdefault(int(fields[1]), []).append(int(name))
-    total, todo = 0.0, [root]
-    while todo:
-        pid = todo.pop()
-        if pid in stats:
-            total += (int(stats[pid][11]) + int(stats[pid][12])) / os.sysconf("SC_CLK_TCK")
-        todo += children.get(pid, [])
-    return total
+def own_cpu_s() -> float:
+    """This process's core-seconds so far (the driver's Python, every thread)."""
+    used = os.times()
+    return used.user + used.system
 
 
-def run_once(spark, source, expressions: list[str], splits: int, args, work: Path) -> dict:
+def run_once(spark, source, expressions: list[str], splits: int, args, work: Path, cpu: AppCpu) -> dict:
     """One run: the query over ``args.end_s`` of generated input in batches of ``args.batch_rows``, ``splits``
-    input partitions each."""
+    input partitions each; its core-seconds, this process's and everything below it (``cpu``)."""
     out = work / "out"
     shutil.rmtree(out, ignore_errors=True)
     opts = synthetic_options(
@@ -72,9 +60,11 @@ def run_once(spark, source, expressions: list[str], splits: int, args, work: Pat
         .option("checkpointLocation", str(work / f"checkpoint-{time.monotonic_ns()}"))
         .start()
     )
-    cpu0, t0 = tree_cpu_s(os.getpid()), time.monotonic()
+    own0, t0 = own_cpu_s(), time.time()
     query.awaitTermination()
-    cpu, wall = tree_cpu_s(os.getpid()) - cpu0, time.monotonic() - t0
+    t1 = time.time()
+    time.sleep(2 * cpu.interval_s)  # the sampler's next samples bracket the run's end
+    used, wall = own_cpu_s() - own0 + cpu.core_s(SPARK, t0, t1), t1 - t0
     batches = [p for p in query.recentProgress if p["numInputRows"] > 0]
     rows = sum(p["numInputRows"] for p in batches)
     return {
@@ -83,8 +73,8 @@ def run_once(spark, source, expressions: list[str], splits: int, args, work: Pat
         "tasks": len(batches) * splits,
         "rows": rows,
         "wall_s": wall,
-        "cpu_s": cpu,
-        "cpu_us_per_row": cpu / rows * 1e6,
+        "cpu_s": used,
+        "cpu_us_per_row": used / rows * 1e6,
     }
 
 
@@ -101,14 +91,16 @@ def main() -> None:
     source = template.operator["txns"].source
     expressions = list(template.operator["score"].expressions)
     work = Path(tempfile.mkdtemp(prefix="strata-task-split-"))
+    cpu = AppCpu(lambda cmdline: SPARK).start()  # the JVM and its Python workers, short-lived children included
     spark = build_session("bench_task_split", cores=2, work_dir=work / "spark")
     register(spark)
     plan = [s for k in range(args.rounds) for s in (args.splits if k % 2 == 0 else args.splits[::-1])]
     try:
-        run_once(spark, source, expressions, args.splits[0], args, work)  # JVM and workers warm: not counted
-        runs = [run_once(spark, source, expressions, s, args, work) for s in plan]
+        run_once(spark, source, expressions, args.splits[0], args, work, cpu)  # JVM and workers warm: not counted
+        runs = [run_once(spark, source, expressions, s, args, work, cpu) for s in plan]
     finally:
         spark.stop()
+        cpu.stop()
         shutil.rmtree(work, ignore_errors=True)
     slope, intercept = np.polyfit([r["tasks"] for r in runs], [r["cpu_s"] for r in runs], 1)
     table = Table(title=f"bench_task_split: `scoring`, batches of {args.batch_rows} records")

@@ -8,7 +8,7 @@ import datetime as dt
 import numpy as np
 import pytest
 
-from strata.spark.sinks import ParquetSink
+from strata.spark.sinks import ParquetSink, driver_writable
 
 pytestmark = pytest.mark.spark
 
@@ -87,8 +87,6 @@ def test_an_empty_batch_from_the_driver_writes_no_file_and_no_time(spark, tmp_pa
 
 
 def test_only_types_both_writers_write_alike_go_through_the_driver(spark, tmp_path):
-    from strata.spark.sinks import driver_writable
-
     assert driver_writable(batch(spark, 0, 1))
     assert driver_writable(spark.sql("SELECT map('a', array(current_timestamp())) AS m, named_struct('x', 1.5) AS s"))
     assert not driver_writable(spark.sql("SELECT TIMESTAMP_NTZ'2026-01-01 00:00:00' AS t"))

@@ -185,13 +185,17 @@ def fewest_records(cpu_per_record_s: float, task_overhead_s: float, overhead_sha
     if cpu_per_record_s <= 0 or task_overhead_s <= 0 or overhead_share <= 0:
         return 1
     # a quotient that is on a step on paper must not go up one to binary rounding
-    n = task_overhead_s / (overhead_share * cpu_per_record_s) * (1 - 1e-9)
-    return math.ceil(2 ** (math.ceil(4 * math.log2(n)) / 4)) if n > 1 else 1
+    return _quarter_octave(task_overhead_s / (overhead_share * cpu_per_record_s) * (1 - 1e-9), up=True)
 
 
-def _quarter_octave(n: float) -> int:
-    """The largest 2^(k/4) ≤ ``n`` (whole k, truncated to an integer), at least 1."""
-    return max(1, int(2 ** (math.floor(4 * math.log2(n)) / 4))) if n >= 1 else 1
+def _quarter_octave(n: float, up: bool = False) -> int:
+    """The largest 2^(k/4) ≤ ``n`` (whole k, truncated to an integer), at least 1; ``up``: the smallest 2^(k/4) ≥
+    ``n``, rounded up to an integer."""
+    if n <= 1:
+        return 1
+    if up:
+        return math.ceil(2 ** (math.ceil(4 * math.log2(n)) / 4))
+    return int(2 ** (math.floor(4 * math.log2(n)) / 4))
 
 
 @dataclass(frozen=True)

@@ -55,13 +55,13 @@ class RunConfig:
             dispatch="llf",
             balancing="aggressive",
             pacing="plan",  # a micro-batch read over the plan's rate holds the cores whatever its deadline
-            # Bulk batches are split into tasks whose longest fits the critical jobs' slack (size_batches): Spark
-            # cannot preempt a task, and a critical batch beside a bulk one waits for one to end. Each task costs
-            # 0.047 core-s whatever it holds (bench_task_split: its launch, input split and sink file), so a split
-            # is no finer than keeps that within 10% of its records' work. In one application (bench_one_app seeds
-            # 0 1 2, 28 Nov, quiet) alerts' p99 1.80-1.84 s against FAIR by hand's 3.82-4.74 s, 0-3 misses against
-            # 310-341, the lesser bulk job 0.89-0.92x FAIR's rows/s; beside a busy loop `scoring` fell to
-            # 0.55-0.66x FAIR's (docs/spark.md, "On again, with a floor").
+            # Bulk batches are split into tasks whose longest fits the critical jobs' slack (size_batches): Spark cannot
+            # preempt a task, and a critical batch beside a bulk one waits for one to end. Each task costs 0.047-0.065
+            # core-s whatever it holds (bench_task_split, two runs: its launch, input split, sink file), so a split is
+            # no finer than keeps that within 10% of its records' work. In one application (bench_one_app seeds 0 1 2,
+            # 28 Nov, quiet, two runs) alerts' p99 1.62-1.84 s against FAIR by hand's 2.56-4.74 s, 0-3 misses against
+            # 79-341, the lesser bulk job 0.88-1.02x FAIR's rows/s; beside a busy loop `scoring` fell to 0.55-0.66x
+            # FAIR's (docs/spark.md, "On again, with a floor").
             size_batches=True,
             task_overhead_s=0.05,
             # A latency-critical query polls every half of its target (2 s → 1 s): each Spark micro-batch has a
