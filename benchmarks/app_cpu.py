@@ -22,6 +22,9 @@ from bisect import bisect_left
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+import pandas as pd
+from rich.table import Table
+
 from strata.spark.accounting import PYSPARK_DAEMON, PYSPARK_WORKER
 from strata.spark.session import STRATA_DAEMON
 
@@ -232,3 +235,69 @@ def _summed(parts: list[list[tuple[float, float]]]) -> list[tuple[float, float]]
     """The sum of cumulative counters sampled at shared times (each carried at its last value once it ends)."""
     times = sorted({t for s in parts for t, _ in s})
     return [(t, sum(at(s, t) if s[0][0] <= t else 0.0 for s in parts)) for t in times]
+
+
+def demo_application(cmdline: str) -> str | None:
+    """The application a process of ``strata demo`` belongs to, for :class:`app_cpu.AppCpu`: a cell
+    (``strata.runners.cell OUT/<mode>/cells/<cell>/cell.spec``: ``<mode>.<cell>``), the JVM of the fleet's host
+    cell (its work directory ``OUT/strata/spark``: ``strata.host``) or the demo's session (``OUT/spark``:
+    ``session``); their Python workers belong to the JVM that forked them."""
+    words = cmdline.split()
+    if "strata.runners.cell" in words:
+        spec = Path(words[words.index("strata.runners.cell") + 1])
+        return f"{spec.parents[2].name}.{spec.parent.name}"
+    work = next((Path(w.split("=", 1)[1]) for w in words if w.startswith("-Dderby.system.home=")), None)
+    if work is None or "cells" in work.parts:  # a cell's JVM: its cell process named it
+        return None
+    return "strata.host" if work.parent.name == "strata" else "session"
+
+
+class OwnCpu:
+    """This process's core-seconds (every thread: os.times), sampled every ``interval_s``."""
+
+    def __init__(self, interval_s: float = 0.2) -> None:
+        self.series: list[tuple[float, float]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, args=(interval_s,), name="own-cpu", daemon=True)
+        self._thread.start()
+
+    def _run(self, interval_s: float) -> None:
+        while not self._stop.is_set():
+            used = os.times()
+            self.series.append((time.time(), used.user + used.system))
+            self._stop.wait(interval_s)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def cpu_rows(batches: pd.DataFrame, modes: Sequence[str], duration: float, cpu: AppCpu, own: OwnCpu) -> list[dict]:
+    """Per mode (in ``modes``, with batches in ``batches``: a run's ``batches.csv``), the core-seconds each
+    application used over its measured window (its sources' epoch, from its batches, to ``duration`` after), and
+    this process's (``driver``)."""
+    rows = []
+    for mode in modes:
+        mine = batches[batches["mode"] == mode]
+        if mine.empty:
+            continue
+        epoch = float((mine["started"] - mine["t_started"]).median())
+        end = epoch + duration
+        used = {app: cpu.core_s(app, epoch, end) for app in cpu.apps()}
+        used["driver"] = between(own.series, epoch, end)
+        for app, core_s in sorted(used.items()):
+            if core_s > 0.05:
+                roles = {f"{r}_s": v for r, v in cpu.roles(app, epoch, end).items()} if app != "driver" else {}
+                rows.append({"mode": mode, "app": app, "core_s": core_s, "cores": core_s / duration, **roles})
+    return rows
+
+
+def cpu_table(rows: list[dict], duration: float) -> Table:
+    table = Table(title=f"CPU per application over each mode's {duration:g} s (core-seconds; app_cpu)")
+    for col in ("seed", "mode", "application", "core-s", "cores", "JVM / Python driver / workers core-s"):
+        table.add_column(col, justify="right")
+    for r in rows:
+        for c in r.get("cpu", []):
+            roles = " / ".join(f"{c[k]:.1f}" for k in ("jvm_s", "driver_s", "workers_s")) if "jvm_s" in c else "—"
+            table.add_row(str(r["seed"]), c["mode"], c["app"], f"{c['core_s']:.1f}", f"{c['cores']:.2f}", roles)
+    return table

@@ -22,7 +22,7 @@ The last lines give, for every target, the WORST seed's figure (the project's st
 seed, not the best).
 
 With ``--cpu`` each application's CPU over each mode's measured window (its sources' epoch to ``--duration``
-after) is sampled (:mod:`app_cpu`; applications: :func:`demo_application`) and this process's own (its Python:
+after) is sampled (:mod:`app_cpu`; applications: :func:`app_cpu.demo_application`) and this process's own (its Python:
 the session modes' driver, the fleet's Controller and its host cell's batch callbacks), into each seed's ``cpu``
 rows: where the cores went, cell by cell.
 
@@ -36,7 +36,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import threading
 import time
 from pathlib import Path
 
@@ -44,7 +43,7 @@ import pandas as pd
 from rich.console import Console
 from rich.table import Table
 
-from app_cpu import AppCpu, between
+from app_cpu import AppCpu, OwnCpu, cpu_rows, cpu_table, demo_application
 from strata.model import Scenario, critical_jobs, load_scenario
 from strata.report.targets import (
     VERSUS_FAIR,
@@ -117,72 +116,6 @@ def side(rows: list[dict], jobs: list[str], column: str, spec: str) -> str:
     )
 
 
-def demo_application(cmdline: str) -> str | None:
-    """The application a process of ``strata demo`` belongs to, for :class:`app_cpu.AppCpu`: a cell
-    (``strata.runners.cell OUT/<mode>/cells/<cell>/cell.spec``: ``<mode>.<cell>``), the JVM of the fleet's host
-    cell (its work directory ``OUT/strata/spark``: ``strata.host``) or the demo's session (``OUT/spark``:
-    ``session``); their Python workers belong to the JVM that forked them."""
-    words = cmdline.split()
-    if "strata.runners.cell" in words:
-        spec = Path(words[words.index("strata.runners.cell") + 1])
-        return f"{spec.parents[2].name}.{spec.parent.name}"
-    work = next((Path(w.split("=", 1)[1]) for w in words if w.startswith("-Dderby.system.home=")), None)
-    if work is None or "cells" in work.parts:  # a cell's JVM: its cell process named it
-        return None
-    return "strata.host" if work.parent.name == "strata" else "session"
-
-
-class OwnCpu:
-    """This process's core-seconds (every thread: os.times), sampled every ``interval_s``."""
-
-    def __init__(self, interval_s: float = 0.2) -> None:
-        self.series: list[tuple[float, float]] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, args=(interval_s,), name="own-cpu", daemon=True)
-        self._thread.start()
-
-    def _run(self, interval_s: float) -> None:
-        while not self._stop.is_set():
-            used = os.times()
-            self.series.append((time.time(), used.user + used.system))
-            self._stop.wait(interval_s)
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join()
-
-
-def cpu_rows(directory: Path, duration: float, cpu: AppCpu, own: OwnCpu) -> list[dict]:
-    """Per mode of the demo in ``directory``, the core-seconds each application used over its measured window
-    (its sources' epoch, from its batches, to ``duration`` after), and this process's (``driver``)."""
-    batches = pd.read_csv(directory / "metrics" / "batches.csv")
-    rows = []
-    for mode in DEMO_MODES:
-        mine = batches[batches["mode"] == mode]
-        if mine.empty:
-            continue
-        epoch = float((mine["started"] - mine["t_started"]).median())
-        end = epoch + duration
-        used = {app: cpu.core_s(app, epoch, end) for app in cpu.apps()}
-        used["driver"] = between(own.series, epoch, end)
-        for app, core_s in sorted(used.items()):
-            if core_s > 0.05:
-                roles = {f"{r}_s": v for r, v in cpu.roles(app, epoch, end).items()} if app != "driver" else {}
-                rows.append({"mode": mode, "app": app, "core_s": core_s, "cores": core_s / duration, **roles})
-    return rows
-
-
-def cpu_table(rows: list[dict], duration: float) -> Table:
-    table = Table(title=f"CPU per application over each mode's {duration:g} s (core-seconds; app_cpu)")
-    for col in ("seed", "mode", "application", "core-s", "cores", "JVM / Python driver / workers core-s"):
-        table.add_column(col, justify="right")
-    for r in rows:
-        for c in r.get("cpu", []):
-            roles = " / ".join(f"{c[k]:.1f}" for k in ("jvm_s", "driver_s", "workers_s")) if "jvm_s" in c else "—"
-            table.add_row(str(r["seed"]), c["mode"], c["app"], f"{c['core_s']:.1f}", f"{c['cores']:.2f}", roles)
-    return table
-
-
 def measure_seed(scenario: Scenario, index: int, seed: int, args, console: Console) -> dict:
     """One ``strata demo`` in the seed's order; its figures and verdicts against FAIR and plain."""
     config = DemoConfig(duration_s=args.duration, seed=seed, order=order_for(index))
@@ -195,7 +128,9 @@ def measure_seed(scenario: Scenario, index: int, seed: int, args, console: Conso
         config,
         on_phase=lambda text: console.print(f"[dim]seed {seed}: {text}[/]"),
     )
-    cpu = cpu_rows(args.out / f"seed{seed}", args.duration, *args.samplers) if args.samplers else []
+    directory = args.out / f"seed{seed}"
+    batches = pd.read_csv(directory / "metrics" / "batches.csv")
+    cpu = cpu_rows(batches, DEMO_MODES, args.duration, *args.samplers) if args.samplers else []
     rows = result.summary.to_dict("records")
     fair, hand, plain = versus_fair(rows, critical), versus_hand(rows, critical), versus_plain(rows, critical)
     lost = int(result.checks[["missing", "duplicated", "wrong"]].to_numpy().sum())

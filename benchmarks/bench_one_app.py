@@ -12,8 +12,13 @@ Per seed: the figures of issue 29 against FAIR by hand (critical p99 and misses,
 Strata's Controller made (``decisions.csv``: kind, job, detail, reasons) — what the first plan did before any
 observation, and which caps and switches followed. The last lines give the worst seed for every target.
 
+With ``--cpu`` the session's CPU (its JVM and Python workers, :mod:`app_cpu`) and this process's (the driver:
+Strata's Controller in its mode) over each mode's measured window go into each seed's ``cpu`` rows: what each
+mode's decisions cost the cores the jobs share.
+
 Usage: ``flock /tmp/strata-bench.lock .venv/bin/python benchmarks/bench_one_app.py [--seeds 0 1 2]
-[--duration 30] [--json PATH]`` (JSON by default to ``benchmarks/results/one_app.json``). Timing-dependent.
+[--duration 30] [--json PATH] [--cpu]`` (JSON by default to ``benchmarks/results/one_app.json``).
+Timing-dependent.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ import pandas as pd
 from rich.console import Console
 from rich.table import Table
 
+from app_cpu import AppCpu, OwnCpu, cpu_rows, cpu_table, demo_application
 from strata.model import critical_jobs, load_scenario
 from strata.report.targets import VERSUS_FAIR, VERSUS_PLAIN, judge, versus_fair, versus_plain, worst_seeds
 from strata.runners.demo import DemoConfig, DemoSession, reseed, run_in_session
@@ -58,6 +64,8 @@ def measure_seed(index: int, seed: int, args, console: Console) -> dict:
         session.stop(end=False)
     rows = pd.concat([pd.read_csv(out / m / "metrics" / "summary.csv") for m in MODES]).to_dict("records")
     decisions = pd.read_csv(out / "strata" / "metrics" / "decisions.csv")
+    batches = pd.concat([pd.read_csv(out / m / "metrics" / "batches.csv") for m in MODES])
+    cpu = cpu_rows(batches, MODES, args.duration, *args.samplers) if args.samplers else []
     critical = critical_jobs(scenario, config.run.control.critical_latency_s)
     figures = {"versus_fair": versus_fair(rows, critical), "versus_plain": versus_plain(rows, critical)}
     targets = {"versus_fair": VERSUS_FAIR, "versus_plain": VERSUS_PLAIN}
@@ -71,6 +79,7 @@ def measure_seed(index: int, seed: int, args, console: Console) -> dict:
         **{f"{name}_met": judge(f, targets[name]) for name, f in figures.items()},
         "summary": rows,
         "decisions": decisions[["t", "kind", "job", "detail", "reasons"]].fillna("").to_dict("records"),
+        **({"cpu": cpu} if cpu else {}),
     }
 
 
@@ -81,9 +90,13 @@ def main() -> None:
     paths = {"spec": ("examples", "demo.yaml"), "out": ("runs", "bench_one_app"), "json": RESULTS}
     for name, parts in paths.items():
         parser.add_argument(f"--{name}", type=Path, default=ROOT.joinpath(*parts))
+    parser.add_argument("--cpu", action="store_true", help="sample the session's and the driver's CPU per mode")
     args = parser.parse_args()
     console = Console(width=200)
+    args.samplers = (AppCpu(demo_application).start(), OwnCpu()) if args.cpu else ()
     runs = [measure_seed(k, seed, args, console) for k, seed in enumerate(args.seeds)]
+    for sampler in args.samplers:
+        sampler.stop()
     table = Table(title=f"bench_one_app: Strata in one application ({args.duration:g} s per mode)")
     for col in ("seed", "order", "mode", "job", "p99 s", "misses", "rec/s", "importance"):
         table.add_column(col, justify="right")
@@ -100,6 +113,8 @@ def main() -> None:
                 f"{s['importance']:.1f}",
             )
     console.print(table)
+    if args.samplers:
+        console.print(cpu_table(runs, args.duration))
     for r in runs:
         console.print(f"seed {r['seed']}: vs FAIR {r['versus_fair']} met {r['versus_fair_met']}")
         for d in r["decisions"]:
@@ -109,7 +124,7 @@ def main() -> None:
         "versus_plain": worst_seeds({r["seed"]: r["versus_plain"] for r in runs}, VERSUS_PLAIN),
     }
     console.print(f"worst seed: {json.dumps(worst)}")
-    given = {**vars(args), "spec": str(args.spec), "out": str(args.out), "json": str(args.json)}
+    given = {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items() if k != "samplers"}
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps({"args": given, "runs": runs, "worst": worst}, indent=1))
     console.print(f"→ {args.json}")
