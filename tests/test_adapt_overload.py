@@ -1,6 +1,7 @@
 """The queueing model of strata.adapt.overload on cases with hand-computed answers, and the selector's use of it."""
 
 import math
+from dataclasses import replace
 
 import pytest
 
@@ -29,20 +30,22 @@ def test_md1_on_time_share_matches_the_exponential_tail_and_is_near_erlangs_exac
     assert on_time_within(-0.1, 0.5, 0.5) == 0.0 and on_time_within(0.2, 0.0, 0.0) == 1.0
 
 
-def test_under_overload_deadline_order_collapses_and_shortest_first_keeps_the_short_job():
+def test_under_overload_deadline_order_serves_overdue_work_last_and_keeps_the_short_job_as_shortest_first_does():
     # One core. urgent: 4/s × 50 ms (ρ 0.2), target 0.5 s; bulk: 10/s × 100 ms (ρ 1.0), target 10 s, 50 records
     # queued and all overdue. Total load 1.2.
     urgent = JobLoad("urgent", 4.0, 0.05, 0.5)
     bulk = JobLoad("bulk", 10.0, 0.1, 10.0, queued=50, overdue=1.0)
-    edf = on_time_share([urgent, bulk], 1.0, "deadline")
-    # Deadline order: bulk's overdue 5 s of work runs first (the domino): urgent waits 5 s > 0.5; bulk's own load
-    # with urgent's ahead of it is 1.2 ≥ 1: both 0.
-    assert edf == {"urgent": 0.0, "bulk": 0.0}
     sjf = on_time_share([urgent, bulk], 1.0, "shortest")
     # Shortest first: urgent sees only its own load (0.2) and no backlog. R = (4 × 0.05² + 10 × 0.1²) / 2 = 0.055;
     # mean wait R / (1 × 0.8) = 0.06875; slack 0.5 − 0.05 = 0.45: 1 − 0.2 e^{−0.2 × 0.45 / 0.06875} = 0.94599.
     assert sjf["urgent"] == pytest.approx(1 - 0.2 * math.exp(-0.2 * 0.45 / 0.06875))
     assert sjf["bulk"] == 0.0
+    # Deadline order: bulk's overdue 5 s of work runs after every record that can still meet its deadline (select14;
+    # before, first: the domino, urgent 0), so urgent sees only its own load too — the same 0.94599; bulk's own load
+    # with urgent's ahead of it is 1.2 ≥ 1: 0.
+    assert on_time_share([urgent, bulk], 1.0, "deadline") == sjf
+    # Not yet overdue, the same backlog (a looser target than urgent's) is not ahead of urgent's records either.
+    assert on_time_share([urgent, replace(bulk, overdue=0.0)], 1.0, "deadline") == sjf
     # Without the overdue backlog and below overload, deadline order keeps both on time (bulk's target is loose).
     calm = on_time_share([urgent, JobLoad("bulk", 5.0, 0.1, 10.0)], 1.0, "deadline")
     assert calm["urgent"] > 0.9 and calm["bulk"] > 0.9
@@ -202,9 +205,9 @@ def test_node_loads_see_the_dispatch_queue_at_sources_and_do_not_count_a_drained
 
 
 def hazard():
-    """n0 (2 cores): job b with 300 overdue records of 40 ms queued (6 s of the node) and 0.8 of its cores in
-    arrivals; job a, 1 ms records, trickling (0.1/s, below a 5-record floor over 2 s)."""
-    return {"n0": [JobLoad("a", 0.1, 0.001, 1.0), JobLoad("b", 40.0, 0.04, 1.0, queued=300, overdue=1.0)]}
+    """n0 (2 cores): job b with 300 records of 40 ms just queued (6 s of the node, none overdue yet) and 0.8 of its
+    cores in arrivals; job a, 1 ms records, trickling (0.1/s, below a 5-record floor over 2 s)."""
+    return {"n0": [JobLoad("a", 0.1, 0.001, 1.0), JobLoad("b", 40.0, 0.04, 1.0, queued=300)]}
 
 
 def test_the_what_if_of_idle_jobs_at_their_declared_rate_tells_apart_orders_the_workload_now_cannot():
@@ -216,7 +219,8 @@ def test_the_what_if_of_idle_jobs_at_their_declared_rate_tells_apart_orders_the_
     assert what_if["n0"][1] == loads["n0"][1]
     # Now only b is scored, late under every order (its backlog of 6 s outlasts its 1 s target): a tie at 0.
     assert {v: predicted_score(loads, cores, v, 2.5) for v in ("llf", "sjf")} == {"llf": 0.0, "sjf": 0.0}
-    # Should a start: deadline order serves b's overdue backlog first (a: 0 on time), shortest-first serves a's
+    # Should a start: deadline order serves b's backlog first (a's target is b's, and b's records came first: earlier
+    # deadlines; a: 0 on time), shortest-first serves a's
     # 1 ms records ahead of it: a on time but for its Cobham wait, 1 − 0.05 e^{−0.05 × 0.999 / W} with
     # W = R / 0.95 and R = (100 × 0.001² + 40 × 0.04²) / (2 × 2²) = 0.0080125 s: 0.999866; b late either way.
     assert predicted_score(what_if, cores, "llf", 2.5) == 0.0
