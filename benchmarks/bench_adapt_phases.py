@@ -110,7 +110,7 @@ earlier file's fixed runs (the meta level does not touch them);
 Every candidate composition (``CANDIDATES``: four dispatch strategies × the
 three balancing modes, SODA's planner) runs each workload fixed; the
 adaptive runs let :class:`strata.adapt.Selector` choose one per 2-second
-window, from the default (the levels' own: ``llf/threshold/planner``) with
+window, from the default (the levels' own: ``edf/threshold/planner``) with
 per-level credit — alone, and with a lookahead on forks of the simulation
 (:class:`Forks`, its wall time capped at ``--lookahead-share`` of the run's).
 Score per window: mean over running jobs of on-time outputs / expected

@@ -41,11 +41,13 @@ def test_under_overload_deadline_order_serves_overdue_work_last_and_keeps_the_sh
     assert sjf["urgent"] == pytest.approx(1 - 0.2 * math.exp(-0.2 * 0.45 / 0.06875))
     assert sjf["bulk"] == 0.0
     # Deadline order: bulk's overdue 5 s of work runs after every record that can still meet its deadline (select14;
-    # before, first: the domino, urgent 0), so urgent sees only its own load too — the same 0.94599; bulk's own load
-    # with urgent's ahead of it is 1.2 ≥ 1: 0.
-    assert on_time_share([urgent, bulk], 1.0, "deadline") == sjf
+    # before, first: the domino, urgent 0), so urgent sees only its own load too — the same 0.94599. bulk's own load
+    # with urgent's ahead of it is 1.2 ≥ 1, but its arrivals still get the capacity urgent leaves, 0.8 of their load
+    # 1.0, served while they can meet the deadline (select15; shortest first starves it: 0).
+    deadline = on_time_share([urgent, bulk], 1.0, "deadline")
+    assert deadline == {"urgent": sjf["urgent"], "bulk": pytest.approx((1 - 0.2) / (1.2 - 0.2))}
     # Not yet overdue, the same backlog (a looser target than urgent's) is not ahead of urgent's records either.
-    assert on_time_share([urgent, replace(bulk, overdue=0.0)], 1.0, "deadline") == sjf
+    assert on_time_share([urgent, replace(bulk, overdue=0.0)], 1.0, "deadline") == deadline
     # Without the overdue backlog and below overload, deadline order keeps both on time (bulk's target is loose).
     calm = on_time_share([urgent, JobLoad("bulk", 5.0, 0.1, 10.0)], 1.0, "deadline")
     assert calm["urgent"] > 0.9 and calm["bulk"] > 0.9

@@ -155,7 +155,7 @@ def test_the_default_is_kept_while_no_trial_wins_by_more_than_its_noise():
     cands = [Composition("llf"), Composition("edf"), Composition("fair"), Composition("llf", "off")]
     sel = Selector(scenario(), cands)
     picks = play(sel, [0.001] * 40, lambda c, u: 0.8)
-    assert sel.segment.incumbent == Composition() == Composition("llf", "threshold", "planner")
+    assert sel.segment.incumbent == Composition() == Composition("edf", "threshold", "planner")
     trials = [p for p in picks if p != Composition()]
     # Bounded exploration: trial windows never exceed 20% of the windows run.
     assert 0 < len(trials) <= 0.2 * len(picks)
@@ -221,7 +221,7 @@ def test_a_lookahead_decides_without_live_trials_and_is_asked_once_per_segment()
     sel = Selector(scenario(), cands, lookahead=lookahead, explore=0.0)
     picks = play(sel, [0.001] * 6, lambda c, u: 0.8 if c.dispatch == "fair" else 0.5)
     # Dispatch alternatives only: a balancing mode acts over windows, beyond a short fork.
-    assert asked == [[Composition("llf"), Composition("edf"), Composition("fair")]]
+    assert asked == [[Composition("edf"), Composition("fair"), Composition("llf")]]  # the default edf first
     assert picks == [Composition("fair")] * 6
     assert sel.budget.spent == 0
 
@@ -308,7 +308,7 @@ def test_a_dispatch_block_predicted_to_tie_is_left_untried_only_when_the_model_i
         ((0.004, -0.004), 0.5, Composition("llf", "off")),  # 0 + 1 × 0.004 ≤ 0.01: confidently no better
         ((0.004, -0.004), 0.6, Composition("edf")),
     ):
-        sel = Selector(scenario(), cands, explore=0.5)
+        sel = Selector(scenario(), cands, default=Composition("llf"), explore=0.5)
         sel.budget.windows = 10
         sel._recent.extend([0.5, 0.5])
         for err in errors:
@@ -387,6 +387,10 @@ def test_the_predicted_winner_known_answers():
     assert predicted_winner("llf", {"llf": 0.2, "sjf": 0.205, "fair": 0.1}, 0.01) is None  # within the margin
     assert predicted_winner("llf", {"llf": None, "sjf": 0.9}, 0.01) is None
     assert predicted_winner("llf", {"llf": 0.2, "sjf": None, "edf": 0.5, "fair": 0.5}, 0.01) == "fair"
+    # A tie is no evidence for either: the default's block (``prefer``) before the last by name.
+    assert predicted_winner("fair", {"fair": 0.2, "llf": 0.5, "edf": 0.5}, 0.01) == "llf"
+    assert predicted_winner("fair", {"fair": 0.2, "llf": 0.5, "edf": 0.5}, 0.01, prefer="edf") == "edf"
+    assert predicted_winner("fair", {"fair": 0.2, "llf": 0.6, "edf": 0.5}, 0.01, prefer="edf") == "llf"
 
 
 def test_after_a_change_of_workload_the_dispatch_level_is_reevaluated_on_the_models_point_prediction():

@@ -28,7 +28,10 @@ discipline (``DISCIPLINE``):
   of the backlog of tighter (or equal) targets that is not overdue
   (``overdue``: the share that is), not behind any overdue record. Modelled
   as priority by target (deadline-monotonic) for the arrivals' own
-  queueing; a class whose load with the tighter ones reaches 1 starves;
+  queueing; a class whose load with the tighter ones reaches 1 keeps on
+  time the share of its arrivals the capacity they leave it can serve
+  (fluid: those served while they can still meet their deadline), and only
+  one left no capacity starves;
 - **arrival** (fifo): one class, behind the whole backlog;
 - **shortest** (sjf): priority by service time; a class sees only the load
   and backlog of classes as short or shorter (Cobham), and one whose
@@ -148,6 +151,13 @@ def _shares(loads: tuple[JobLoad, ...], cores: float, discipline: str, horizon: 
                 ahead_of = [0.0 if i.target > j.target else 1.0 - i.overdue for i in loads]
                 backlog = sum([w * x for w, x in zip(works, ahead_of, strict=True)])
             drain = 1.0 - ahead
+        if own >= 1.0 and discipline == "deadline" and drain > 0:
+            # Overloaded under a deadline order that serves overdue work last: the class still gets the capacity
+            # the tighter classes leave, and a record served while it can meet its deadline is on time — the
+            # share of its class's arrivals served so is that capacity over their load (fluid), not 0 (plain
+            # EDF's domino, where every record waits behind overdue ones).
+            out.append((1.0 - ahead) / (own - ahead))
+            continue
         if own >= 1.0 or drain <= 0:
             out.append(0.0)
             continue

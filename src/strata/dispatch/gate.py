@@ -43,7 +43,7 @@ __all__ = ["URGENT_POOL", "GateConfig", "GateCore", "Pending", "batch_frontier"]
 class GateConfig:
     """Knobs of the gate, with their defaults."""
 
-    strategy: str = "cameo"  # a strata.dispatch.STRATEGIES name or alias
+    strategy: str = "edf"  # a strata.dispatch.STRATEGIES name or alias; the dispatch level's own (HierarchyConfig)
     max_running: int = 2  # batches of all queries running at once (Spark tasks still share the cores)
     urgent_laxity_s: float = 1.0  # a batch with less slack than this runs in the urgent pool
     hold_laxity_s: float = 5.0  # a batch with more slack than this waits while an urgent batch runs (0: never)
