@@ -155,8 +155,13 @@ def test_the_model_switches_dispatch_only_as_far_as_it_has_predicted_what_ran():
     # of several, the largest gain; none within the error.
     assert sel._model_pick("llf", {"llf": 0.0, "sjf": 0.5, "fair": 0.3}) == "sjf"
     assert sel._model_pick("llf", {"llf": 0.0, "sjf": 0.05}) is None
+    # A switch on the prediction alone waits until it has put sjf ahead in ``persist`` (3) windows in a row.
+    sel._ahead = ("sjf", 2)
     sel._adopt()
-    assert sel.segment.incumbent == Composition("sjf") and sel.model_switches == 1
+    assert sel.segment.incumbent == Composition("llf") and sel.model_switches == 0
+    sel._ahead = ("sjf", 3)
+    sel._adopt()
+    assert sel.segment.incumbent == Composition("sjf") and sel.model_switches == 1 and sel._ahead is None
     # The prediction is filed as one sample of sjf's effect; re-based on sjf, llf's is its negation.
     assert sel.segment.credit.effects[0]["llf"].mean == pytest.approx(-0.5)
     # The model's error restarts with the new incumbent: until it has predicted it twice, no further switch.
@@ -166,11 +171,10 @@ def test_the_model_switches_dispatch_only_as_far_as_it_has_predicted_what_ran():
     # A model off by 0.6 on what ran is not trusted with a predicted gain of 0.5; nor is one never checked.
     other = Selector(scenario(), cands)
     other._foreseen = {"llf": 0.0, "sjf": 0.5}
-    other._adopt()
+    assert other._model_pick("llf", other._foreseen) is None
     for err in (0.6, -0.6):
         other.model_error.add(err)
-    other._adopt()
-    assert other.segment.incumbent == Composition("llf") and other.model_switches == 0
+    assert other._model_pick("llf", other._foreseen) is None
     # Without the model the rule is the measured one alone.
     blind = Selector(scenario(), cands, model=False)
     blind._foreseen = {"llf": 0.0, "sjf": 0.5}
@@ -233,26 +237,32 @@ def test_the_what_if_of_idle_jobs_at_their_declared_rate_tells_apart_orders_the_
 
 
 def test_orders_never_told_apart_on_the_workload_are_hedged_on_the_what_if():
-    cands = [Composition("llf"), Composition("sjf")]
-    for told_apart, hedge, incumbent in (
-        (set(), True, Composition("sjf")),  # tied so far: sjf is confidently better should a start
-        ({"sjf"}, True, Composition("llf")),  # the model once predicted them apart: the workload decides
-        (set(), False, Composition("llf")),  # no hedging
-    ):
-        sel = Selector(scenario(), cands, hedge=hedge)
+    # Arrival order serves b's backlog first (6 s of it, ahead of a's records should a start: a 0 on time, b 0);
+    # shortest first serves a's ahead of it (0.49993, as above).
+    cands = [Composition("fifo"), Composition("sjf")]
+
+    def hedged(sel, told_apart=()):
         sel._loads, sel._cores, sel._min_rate, sel._span = hazard(), {"n0": 2.0}, 2.5, 2.0
-        sel._foreseen = {"llf": 0.0, "sjf": 0.0}
+        sel._foreseen = {v: 0.0 for v in ("fifo", "llf", "sjf")}
         sel._told_apart = set(told_apart)
         for err in (0.05, -0.05):
             sel.model_error.add(err)
         sel._adopt()
-        assert sel.segment.incumbent == incumbent and sel.hedge_switches == int(incumbent.dispatch == "sjf")
+        return sel.segment.incumbent
+
+    for told_apart, hedge, incumbent in (
+        (set(), True, Composition("sjf")),  # tied so far: sjf is confidently better should a start
+        ({"sjf"}, True, Composition("fifo")),  # the model once predicted them apart: the workload decides
+        (set(), False, Composition("fifo")),  # no hedging
+    ):
+        sel = Selector(scenario(), cands, hedge=hedge)
+        assert hedged(sel, told_apart) == incumbent and sel.hedge_switches == int(incumbent.dispatch == "sjf")
+    # A deadline order serves overdue work last (select14): the what-if puts b's 6 s backlog, not yet overdue, ahead
+    # of a's records (0 on time), but within b's 1 s target it is overdue and runs after them — no backlog outlasts
+    # the switch, the hazard hedged against — and the order is kept.
+    deadline = Selector(scenario(), [Composition("llf"), Composition("sjf")])
+    assert hedged(deadline) == Composition("llf") and deadline.hedge_switches == 0
     # A measured effect outweighs the what-if: sjf measured no better here is not hedged to.
     sel = Selector(scenario(), cands)
-    sel._loads, sel._cores, sel._min_rate, sel._span = hazard(), {"n0": 2.0}, 2.5, 2.0
-    sel._foreseen = {"llf": 0.0, "sjf": 0.0}
     sel.segment.credit.record(0, "sjf", -0.1, 0.01)
-    for err in (0.05, -0.05):
-        sel.model_error.add(err)
-    sel._adopt()
-    assert sel.segment.incumbent == Composition("llf")
+    assert hedged(sel) == Composition("fifo")

@@ -99,11 +99,13 @@ def test_a_short_run_keeps_the_default_and_a_long_one_finds_a_composition_clearl
     assert set(short[:11]) == {default_composition(SPARK)}
     assert short[11] == Composition("llf", "aggressive", "planner")  # untried dispatch first, by prior
 
-    # Over a long run the trial of llf finds a gain far above the noise (none here), and llf is adopted.
+    # Over a long run llf's trials find a gain far above the noise (none here): tried at window 11 and, under the
+    # budget, again at 56 (fifo at 26 and balancing off at 41 in between), two samples (``n_min``): adopted at 61.
     sel = selector(SPARK)(sc)
-    picks = play(sel, 60, lambda c: llf_better.get(c.dispatch, 0.5))
+    picks = play(sel, 70, lambda c: llf_better.get(c.dispatch, 0.5))
     assert sel.segment.incumbent == Composition("llf", "aggressive", "planner")
-    assert picks[-1] == Composition("llf", "aggressive", "planner")
+    assert picks[56] == picks[61] == picks[-1] == Composition("llf", "aggressive", "planner")
+    assert picks[60] == default_composition(SPARK)
 
     # Where no composition differs, trials find nothing and the default is kept.
     same = selector(SPARK)(sc)
