@@ -103,6 +103,11 @@ coarse / coarse, fine, skewed / skewed, coarse, fine; phases 38–104 s; burst f
 1.54 drifting every 23, 34, 44 s; n1 lost inside the skewed phase (80–104 s), inside the first (coarse) phase (8–30 s)
 or across the skewed→coarse change (70–100 s); arrivals inside the last (coarse) phase (150 s), inside the fine phase
 (85 s) or inside the first (skewed) phase (40 s); seeds 1301–1303, run once at the end.
+select15 (overdue-last deadline orders restored, edf the default, the model's deadline order under overload, switches
+that wait for evidence beyond one draw; docs/hierarchy.md): tuning 0.908 / 2.5% (five llf and edf compositions above),
+round8 0.903 / 1.1%, round9 0.869 / 1.9%, round11 0.866 / 0.9%, round12 0.850 / 1.2% (the edf compositions above);
+round13 (blind, run once) 0.879 against edf/threshold 0.886, regret 0.9% (met), the three edf compositions above it
+(not met).
 ``--fixed-from`` reuses an
 earlier file's fixed runs (the meta level does not touch them);
 ``--sources`` splits a results file's regret by where it arises.

@@ -36,8 +36,14 @@ Each control window the :class:`Selector`
    workload running, hedges for the jobs declared but idle
    (:func:`~strata.adapt.overload.with_declared`): Dean & Porter's hard case
    of workloads that arrive sporadically — a job that starts behind a
-   standing overdue backlog under a deadline order is late from its first
-   window, before any selector can see it.
+   standing backlog its order serves first is late from its first window,
+   before any selector can see it (not from a deadline order: its overdue
+   work runs last, so no backlog outlasts a switch).
+
+Every switch waits for evidence beyond one draw: a measured block needs two
+trials' samples (``n_min``), a switch on the model's prediction alone the
+same prediction ``persist`` windows in a row, and while a change of workload
+is unconfirmed the default runs.
 
 A window that brings no evidence — no score (no job had input), or a score
 whose ``horizon`` still reaches back to windows without one (start-up) — is
