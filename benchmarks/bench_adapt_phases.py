@@ -98,6 +98,16 @@ select13 (a dispatch block the one-window model puts confidently above the incum
 0.662 / 3.5%; a hold for the new incumbent's transient after a change of segment, tried on top and reverted: round9
 0.657 / 9.6%, round8 0.749 / 7.6% (three sjf above). round12 (blind, run once on select13's final code; the new
 rule started no trial there): 0.641 against sjf/off 0.596, regret 2.4% (met), no fixed composition above it (met).
+**round13** (committed before any change of round 13's meta level, round 12 having been seen; blind): fine, skewed,
+coarse / coarse, fine, skewed / skewed, coarse, fine; phases 38–104 s; burst factors 5.4, 9.2, 3.0; Zipf 1.36, 1.14,
+1.54 drifting every 23, 34, 44 s; n1 lost inside the skewed phase (80–104 s), inside the first (coarse) phase (8–30 s)
+or across the skewed→coarse change (70–100 s); arrivals inside the last (coarse) phase (150 s), inside the fine phase
+(85 s) or inside the first (skewed) phase (40 s); seeds 1301–1303, run once at the end.
+select15 (overdue-last deadline orders restored, edf the default, the model's deadline order under overload, switches
+that wait for evidence beyond one draw; docs/hierarchy.md): tuning 0.908 / 2.5% (five llf and edf compositions above),
+round8 0.903 / 1.1%, round9 0.869 / 1.9%, round11 0.866 / 0.9%, round12 0.850 / 1.2% (the edf compositions above);
+round13 (blind, run once) 0.879 against edf/threshold 0.886, regret 0.9% (met), the three edf compositions above it
+(not met).
 ``--fixed-from`` reuses an
 earlier file's fixed runs (the meta level does not touch them);
 ``--sources`` splits a results file's regret by where it arises.
@@ -105,7 +115,7 @@ earlier file's fixed runs (the meta level does not touch them);
 Every candidate composition (``CANDIDATES``: four dispatch strategies × the
 three balancing modes, SODA's planner) runs each workload fixed; the
 adaptive runs let :class:`strata.adapt.Selector` choose one per 2-second
-window, from the default (the levels' own: ``llf/threshold/planner``) with
+window, from the default (the levels' own: ``edf/threshold/planner``) with
 per-level credit — alone, and with a lookahead on forks of the simulation
 (:class:`Forks`, its wall time capped at ``--lookahead-share`` of the run's).
 Score per window: mean over running jobs of on-time outputs / expected
@@ -117,7 +127,7 @@ best fixed (the best fixed composition of each run, in hindsight), the
 regret of the adaptive runs against the per-phase best, and the meta level's
 own wall time as a share of the run's.
 
-    .venv/bin/python benchmarks/bench_adapt_phases.py [--group tuning evaluation round3 ... round12] [--quick]
+    .venv/bin/python benchmarks/bench_adapt_phases.py [--group tuning evaluation round3 ... round13] [--quick]
         [--lookahead-share 0.05 0.5] [--out adapt_shapes]
 """
 
@@ -307,6 +317,17 @@ ROUND12 = family(
     ("coarse-skew-short-fine+coarse-loss+skew-arrival", (64, 78, 41), (1, 2, 0), 7.8, 1.44, 31.0, (20.0, 45.0), 110.0),
     ("fine-coarse-long-skew+loss+skew-arrival", (36, 57, 116), (0, 1, 2), 2.6, 1.06, 24.0, (80.0, 108.0), 140.0),
 )
+# Round 13 (issue 30): round 12 was seen, so another family was committed before any change — burst factors 5.4,
+# 9.2, 3.0, Zipf 1.36, 1.14, 1.54 drifting every 23, 34 or 44 s, phase lengths 38–104 s (none used before); n1 lost
+# inside the skewed phase (80–104 s), inside the first (coarse) phase (8–30 s) or across the skewed→coarse change
+# (70–100 s); a latency-bound job arriving inside the last (coarse) phase (150 s), inside the fine phase (85 s) or
+# inside the first (skewed) phase (40 s); seeds never run; run once, at the end (blind).
+ROUND13_SEEDS = (1301, 1302, 1303)
+ROUND13 = family(
+    ("fine-skew-coarse+skew-loss+coarse-arrival", (67, 49, 93), (0, 2, 1), 5.4, 1.36, 23.0, (80.0, 104.0), 150.0),
+    ("coarse-long-fine-skew+start-loss+fine-arrival", (38, 104, 73), (1, 0, 2), 9.2, 1.14, 34.0, (8.0, 30.0), 85.0),
+    ("skew-coarse-fine+skew-coarse-loss+skew-arrival", (83, 61, 54), (2, 1, 0), 3.0, 1.54, 44.0, (70.0, 100.0), 40.0),
+)
 GROUPS = {
     "tuning": (TUNING, TUNING_SEEDS),
     "evaluation": (EVALUATION, EVALUATION_SEEDS),
@@ -320,6 +341,7 @@ GROUPS = {
     "round10": (ROUND10, ROUND10_SEEDS),
     "round11": (ROUND11, ROUND11_SEEDS),
     "round12": (ROUND12, ROUND12_SEEDS),
+    "round13": (ROUND13, ROUND13_SEEDS),
 }
 
 

@@ -1,6 +1,7 @@
 """The queueing model of strata.adapt.overload on cases with hand-computed answers, and the selector's use of it."""
 
 import math
+from dataclasses import replace
 
 import pytest
 
@@ -29,20 +30,24 @@ def test_md1_on_time_share_matches_the_exponential_tail_and_is_near_erlangs_exac
     assert on_time_within(-0.1, 0.5, 0.5) == 0.0 and on_time_within(0.2, 0.0, 0.0) == 1.0
 
 
-def test_under_overload_deadline_order_collapses_and_shortest_first_keeps_the_short_job():
+def test_under_overload_deadline_order_serves_overdue_work_last_and_keeps_the_short_job_as_shortest_first_does():
     # One core. urgent: 4/s × 50 ms (ρ 0.2), target 0.5 s; bulk: 10/s × 100 ms (ρ 1.0), target 10 s, 50 records
     # queued and all overdue. Total load 1.2.
     urgent = JobLoad("urgent", 4.0, 0.05, 0.5)
     bulk = JobLoad("bulk", 10.0, 0.1, 10.0, queued=50, overdue=1.0)
-    edf = on_time_share([urgent, bulk], 1.0, "deadline")
-    # Deadline order: bulk's overdue 5 s of work runs first (the domino): urgent waits 5 s > 0.5; bulk's own load
-    # with urgent's ahead of it is 1.2 ≥ 1: both 0.
-    assert edf == {"urgent": 0.0, "bulk": 0.0}
     sjf = on_time_share([urgent, bulk], 1.0, "shortest")
     # Shortest first: urgent sees only its own load (0.2) and no backlog. R = (4 × 0.05² + 10 × 0.1²) / 2 = 0.055;
     # mean wait R / (1 × 0.8) = 0.06875; slack 0.5 − 0.05 = 0.45: 1 − 0.2 e^{−0.2 × 0.45 / 0.06875} = 0.94599.
     assert sjf["urgent"] == pytest.approx(1 - 0.2 * math.exp(-0.2 * 0.45 / 0.06875))
     assert sjf["bulk"] == 0.0
+    # Deadline order: bulk's overdue 5 s of work runs after every record that can still meet its deadline (select14;
+    # before, first: the domino, urgent 0), so urgent sees only its own load too — the same 0.94599. bulk's own load
+    # with urgent's ahead of it is 1.2 ≥ 1, but its arrivals still get the capacity urgent leaves, 0.8 of their load
+    # 1.0, served while they can meet the deadline (select15; shortest first starves it: 0).
+    deadline = on_time_share([urgent, bulk], 1.0, "deadline")
+    assert deadline == {"urgent": sjf["urgent"], "bulk": pytest.approx((1 - 0.2) / (1.2 - 0.2))}
+    # Not yet overdue, the same backlog (a looser target than urgent's) is not ahead of urgent's records either.
+    assert on_time_share([urgent, replace(bulk, overdue=0.0)], 1.0, "deadline") == deadline
     # Without the overdue backlog and below overload, deadline order keeps both on time (bulk's target is loose).
     calm = on_time_share([urgent, JobLoad("bulk", 5.0, 0.1, 10.0)], 1.0, "deadline")
     assert calm["urgent"] > 0.9 and calm["bulk"] > 0.9
@@ -150,8 +155,13 @@ def test_the_model_switches_dispatch_only_as_far_as_it_has_predicted_what_ran():
     # of several, the largest gain; none within the error.
     assert sel._model_pick("llf", {"llf": 0.0, "sjf": 0.5, "fair": 0.3}) == "sjf"
     assert sel._model_pick("llf", {"llf": 0.0, "sjf": 0.05}) is None
+    # A switch on the prediction alone waits until it has put sjf ahead in ``persist`` (3) windows in a row.
+    sel._ahead = ("sjf", 2)
     sel._adopt()
-    assert sel.segment.incumbent == Composition("sjf") and sel.model_switches == 1
+    assert sel.segment.incumbent == Composition("llf") and sel.model_switches == 0
+    sel._ahead = ("sjf", 3)
+    sel._adopt()
+    assert sel.segment.incumbent == Composition("sjf") and sel.model_switches == 1 and sel._ahead is None
     # The prediction is filed as one sample of sjf's effect; re-based on sjf, llf's is its negation.
     assert sel.segment.credit.effects[0]["llf"].mean == pytest.approx(-0.5)
     # The model's error restarts with the new incumbent: until it has predicted it twice, no further switch.
@@ -161,11 +171,10 @@ def test_the_model_switches_dispatch_only_as_far_as_it_has_predicted_what_ran():
     # A model off by 0.6 on what ran is not trusted with a predicted gain of 0.5; nor is one never checked.
     other = Selector(scenario(), cands)
     other._foreseen = {"llf": 0.0, "sjf": 0.5}
-    other._adopt()
+    assert other._model_pick("llf", other._foreseen) is None
     for err in (0.6, -0.6):
         other.model_error.add(err)
-    other._adopt()
-    assert other.segment.incumbent == Composition("llf") and other.model_switches == 0
+    assert other._model_pick("llf", other._foreseen) is None
     # Without the model the rule is the measured one alone.
     blind = Selector(scenario(), cands, model=False)
     blind._foreseen = {"llf": 0.0, "sjf": 0.5}
@@ -202,9 +211,9 @@ def test_node_loads_see_the_dispatch_queue_at_sources_and_do_not_count_a_drained
 
 
 def hazard():
-    """n0 (2 cores): job b with 300 overdue records of 40 ms queued (6 s of the node) and 0.8 of its cores in
-    arrivals; job a, 1 ms records, trickling (0.1/s, below a 5-record floor over 2 s)."""
-    return {"n0": [JobLoad("a", 0.1, 0.001, 1.0), JobLoad("b", 40.0, 0.04, 1.0, queued=300, overdue=1.0)]}
+    """n0 (2 cores): job b with 300 records of 40 ms just queued (6 s of the node, none overdue yet) and 0.8 of its
+    cores in arrivals; job a, 1 ms records, trickling (0.1/s, below a 5-record floor over 2 s)."""
+    return {"n0": [JobLoad("a", 0.1, 0.001, 1.0), JobLoad("b", 40.0, 0.04, 1.0, queued=300)]}
 
 
 def test_the_what_if_of_idle_jobs_at_their_declared_rate_tells_apart_orders_the_workload_now_cannot():
@@ -216,7 +225,8 @@ def test_the_what_if_of_idle_jobs_at_their_declared_rate_tells_apart_orders_the_
     assert what_if["n0"][1] == loads["n0"][1]
     # Now only b is scored, late under every order (its backlog of 6 s outlasts its 1 s target): a tie at 0.
     assert {v: predicted_score(loads, cores, v, 2.5) for v in ("llf", "sjf")} == {"llf": 0.0, "sjf": 0.0}
-    # Should a start: deadline order serves b's overdue backlog first (a: 0 on time), shortest-first serves a's
+    # Should a start: deadline order serves b's backlog first (a's target is b's, and b's records came first: earlier
+    # deadlines; a: 0 on time), shortest-first serves a's
     # 1 ms records ahead of it: a on time but for its Cobham wait, 1 − 0.05 e^{−0.05 × 0.999 / W} with
     # W = R / 0.95 and R = (100 × 0.001² + 40 × 0.04²) / (2 × 2²) = 0.0080125 s: 0.999866; b late either way.
     assert predicted_score(what_if, cores, "llf", 2.5) == 0.0
@@ -227,26 +237,32 @@ def test_the_what_if_of_idle_jobs_at_their_declared_rate_tells_apart_orders_the_
 
 
 def test_orders_never_told_apart_on_the_workload_are_hedged_on_the_what_if():
-    cands = [Composition("llf"), Composition("sjf")]
-    for told_apart, hedge, incumbent in (
-        (set(), True, Composition("sjf")),  # tied so far: sjf is confidently better should a start
-        ({"sjf"}, True, Composition("llf")),  # the model once predicted them apart: the workload decides
-        (set(), False, Composition("llf")),  # no hedging
-    ):
-        sel = Selector(scenario(), cands, hedge=hedge)
+    # Arrival order serves b's backlog first (6 s of it, ahead of a's records should a start: a 0 on time, b 0);
+    # shortest first serves a's ahead of it (0.49993, as above).
+    cands = [Composition("fifo"), Composition("sjf")]
+
+    def hedged(sel, told_apart=()):
         sel._loads, sel._cores, sel._min_rate, sel._span = hazard(), {"n0": 2.0}, 2.5, 2.0
-        sel._foreseen = {"llf": 0.0, "sjf": 0.0}
+        sel._foreseen = {v: 0.0 for v in ("fifo", "llf", "sjf")}
         sel._told_apart = set(told_apart)
         for err in (0.05, -0.05):
             sel.model_error.add(err)
         sel._adopt()
-        assert sel.segment.incumbent == incumbent and sel.hedge_switches == int(incumbent.dispatch == "sjf")
+        return sel.segment.incumbent
+
+    for told_apart, hedge, incumbent in (
+        (set(), True, Composition("sjf")),  # tied so far: sjf is confidently better should a start
+        ({"sjf"}, True, Composition("fifo")),  # the model once predicted them apart: the workload decides
+        (set(), False, Composition("fifo")),  # no hedging
+    ):
+        sel = Selector(scenario(), cands, hedge=hedge)
+        assert hedged(sel, told_apart) == incumbent and sel.hedge_switches == int(incumbent.dispatch == "sjf")
+    # A deadline order serves overdue work last (select14): the what-if puts b's 6 s backlog, not yet overdue, ahead
+    # of a's records (0 on time), but within b's 1 s target it is overdue and runs after them — no backlog outlasts
+    # the switch, the hazard hedged against — and the order is kept.
+    deadline = Selector(scenario(), [Composition("llf"), Composition("sjf")])
+    assert hedged(deadline) == Composition("llf") and deadline.hedge_switches == 0
     # A measured effect outweighs the what-if: sjf measured no better here is not hedged to.
     sel = Selector(scenario(), cands)
-    sel._loads, sel._cores, sel._min_rate, sel._span = hazard(), {"n0": 2.0}, 2.5, 2.0
-    sel._foreseen = {"llf": 0.0, "sjf": 0.0}
     sel.segment.credit.record(0, "sjf", -0.1, 0.01)
-    for err in (0.05, -0.05):
-        sel.model_error.add(err)
-    sel._adopt()
-    assert sel.segment.incumbent == Composition("llf")
+    assert hedged(sel) == Composition("fifo")

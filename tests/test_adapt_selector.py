@@ -155,7 +155,7 @@ def test_the_default_is_kept_while_no_trial_wins_by_more_than_its_noise():
     cands = [Composition("llf"), Composition("edf"), Composition("fair"), Composition("llf", "off")]
     sel = Selector(scenario(), cands)
     picks = play(sel, [0.001] * 40, lambda c, u: 0.8)
-    assert sel.segment.incumbent == Composition() == Composition("llf", "threshold", "planner")
+    assert sel.segment.incumbent == Composition() == Composition("edf", "threshold", "planner")
     trials = [p for p in picks if p != Composition()]
     # Bounded exploration: trial windows never exceed 20% of the windows run.
     assert 0 < len(trials) <= 0.2 * len(picks)
@@ -183,7 +183,7 @@ def test_a_level_is_credited_by_its_own_effect_and_the_incumbent_moves_one_level
 def test_a_new_workload_starts_from_the_default_and_a_returning_one_resumes_its_incumbent():
     good = {0.001: Composition("llf"), 0.1: Composition("fair")}
     cands = [Composition("llf"), Composition("fair")]
-    sel = Selector(scenario(), cands, explore=0.3, model=False)  # synthetic rewards: measured credit alone
+    sel = Selector(scenario(), cands, explore=0.3, n_min=1, model=False)  # measured credit alone, one sample
     picks = play(sel, [0.001] * 20 + [0.1] * 30 + [0.001] * 20, lambda c, u: 1.0 if c == good[u] else 0.2)
     # Step 20, the first coarse window, lies away from the segment: the default runs while the change is unconfirmed.
     # Step 21 confirms it; the two confirming windows ran the default, the new segment's baseline: fair is tried at
@@ -221,7 +221,7 @@ def test_a_lookahead_decides_without_live_trials_and_is_asked_once_per_segment()
     sel = Selector(scenario(), cands, lookahead=lookahead, explore=0.0)
     picks = play(sel, [0.001] * 6, lambda c, u: 0.8 if c.dispatch == "fair" else 0.5)
     # Dispatch alternatives only: a balancing mode acts over windows, beyond a short fork.
-    assert asked == [[Composition("llf"), Composition("edf"), Composition("fair")]]
+    assert asked == [[Composition("edf"), Composition("fair"), Composition("llf")]]  # the default edf first
     assert picks == [Composition("fair")] * 6
     assert sel.budget.spent == 0
 
@@ -290,14 +290,13 @@ def test_unit_costs_are_each_operators_cost_per_source_record():
     assert unit_costs(scenario(0.5)) == {"a": pytest.approx(1.5e-5), "b": pytest.approx(1.5e-5)}
 
 
-def test_a_new_workload_keeps_what_ran_while_its_change_was_unconfirmed():
-    # While unconfirmed, the model's pick from the new workload's own measurements ran (sjf): the new segment starts
-    # from it; with nothing picked (the default ran), from the default.
-    for interim, start in ((Composition("sjf"), Composition("sjf")), (None, Composition("llf"))):
-        sel = Selector(scenario(), [Composition("llf"), Composition("sjf")])
-        sel._interim = interim
-        sel._enter([-3.0, 0.0], [-1.0, 0.0])
-        assert sel.segment.incumbent == start and sel.stored[0].incumbent == Composition("llf")
+def test_a_new_workload_starts_from_the_default_whatever_ran_before():
+    # The stored segment's incumbent was sjf; an unseen workload starts from the default (llf, the first candidate):
+    # while its change was unconfirmed the default ran (one window's loads are one draw, no evidence).
+    sel = Selector(scenario(), [Composition("llf"), Composition("sjf")])
+    sel.segment.incumbent = Composition("sjf")
+    sel._enter([-3.0, 0.0], [-1.0, 0.0])
+    assert sel.segment.incumbent == Composition("llf") and sel.stored[0].incumbent == Composition("sjf")
 
 
 def test_a_dispatch_block_predicted_to_tie_is_left_untried_only_when_the_model_is_confident_of_it():
@@ -308,7 +307,7 @@ def test_a_dispatch_block_predicted_to_tie_is_left_untried_only_when_the_model_i
         ((0.004, -0.004), 0.5, Composition("llf", "off")),  # 0 + 1 × 0.004 ≤ 0.01: confidently no better
         ((0.004, -0.004), 0.6, Composition("edf")),
     ):
-        sel = Selector(scenario(), cands, explore=0.5)
+        sel = Selector(scenario(), cands, default=Composition("llf"), explore=0.5)
         sel.budget.windows = 10
         sel._recent.extend([0.5, 0.5])
         for err in errors:
@@ -328,12 +327,12 @@ def test_a_trials_cost_is_measured_and_a_level_whose_trials_do_not_pay_back_is_n
         ran.append(c.dispatch)
         return 0.3 if c.dispatch == "fair" else 0.6 if "fair" in ran[-3:-1] else 0.8
 
-    sel = Selector(scenario(), [Composition("llf"), Composition("fair")], explore=0.5, model=False)
+    sel = Selector(scenario(), [Composition("llf"), Composition("fair")], explore=0.5, n_min=1, model=False)
     play(sel, [0.001] * 12, reward)
     assert sel.explored[0] == [(0.0, pytest.approx(0.9))]
     # Found, it is the gain: fair scores 0.9 (+0.1, noiseless) and is adopted; its trial window cost −0.1 (it gained
     # while it ran), the incumbent's window after it 0, and the 3 windows left of the transient, fair's, −0.1 each.
-    sel = Selector(scenario(), [Composition("llf"), Composition("fair")], explore=0.5, model=False)
+    sel = Selector(scenario(), [Composition("llf"), Composition("fair")], explore=0.5, n_min=1, model=False)
     play(sel, [0.001] * 12, lambda c, u: 0.9 if c.dispatch == "fair" else 0.8)
     assert sel.segment.incumbent == Composition("fair")
     assert sel.explored[0] == [(pytest.approx(0.1), pytest.approx(-0.4))]
@@ -343,7 +342,7 @@ def test_a_trials_cost_is_measured_and_a_level_whose_trials_do_not_pay_back_is_n
         ([(0.25, 0.5), (0.0, 0.5)], 15.0, Composition("llf", "off")),  # found 0.125 a window: 3 windows repay 0.375
         ([(0.25, 0.5), (0.0, 0.5)], 25.0, Composition("fair")),  # 5 windows repay 0.625: dispatch is tried first
     ):
-        sel = Selector(scenario(), cands, explore=0.5, model=False)
+        sel = Selector(scenario(), cands, explore=0.5, n_min=1, model=False)
         sel.budget.windows, sel._now, sel._span = 10, now, 5.0
         sel._recent.extend([0.5, 0.5])
         sel.explored[0] = record
@@ -387,6 +386,10 @@ def test_the_predicted_winner_known_answers():
     assert predicted_winner("llf", {"llf": 0.2, "sjf": 0.205, "fair": 0.1}, 0.01) is None  # within the margin
     assert predicted_winner("llf", {"llf": None, "sjf": 0.9}, 0.01) is None
     assert predicted_winner("llf", {"llf": 0.2, "sjf": None, "edf": 0.5, "fair": 0.5}, 0.01) == "fair"
+    # A tie is no evidence for either: the default's block (``prefer``) before the last by name.
+    assert predicted_winner("fair", {"fair": 0.2, "llf": 0.5, "edf": 0.5}, 0.01) == "llf"
+    assert predicted_winner("fair", {"fair": 0.2, "llf": 0.5, "edf": 0.5}, 0.01, prefer="edf") == "edf"
+    assert predicted_winner("fair", {"fair": 0.2, "llf": 0.6, "edf": 0.5}, 0.01, prefer="edf") == "llf"
 
 
 def test_after_a_change_of_workload_the_dispatch_level_is_reevaluated_on_the_models_point_prediction():
@@ -474,7 +477,7 @@ def test_a_new_incumbents_first_windows_are_its_transient_and_no_trials_baseline
     # 0) the trial starts once two windows are filed (step 2).
     cands = [Composition("llf"), Composition("sjf"), Composition("sjf", "off")]
     for transient, first in ((4, 4), (0, 2)):
-        sel = Selector(scenario(), cands, explore=0.5, model=False, transient=transient)
+        sel = Selector(scenario(), cands, explore=0.5, n_min=1, model=False, transient=transient)
         sel.segment.credit.record(0, "sjf", 0.5)
         picks = [window(sel, step, 0.2) for step in range(first + 1)]
         assert picks == [Composition("sjf")] * first + [Composition("sjf", "off")]
@@ -517,3 +520,15 @@ def test_a_persistent_one_window_prediction_borne_out_by_the_incumbent_starts_a_
         assert sel._trial[2] == trial
         assert sel.outpredicted == (trial == Composition("sjf"))
         assert sel._behind is None
+
+
+def test_one_trials_gain_is_not_enough_to_switch_two_are():
+    # fair measured 0.3 above llf with a noise of 0.01 (variance 1e-4): 0.3 − 1 × 0.01 > 0.01 clears the rule, but on
+    # one sample the effect has no spread of its own (n_min 2); a second sample alike: se √(1e-4 / 2), fair adopted.
+    sel = Selector(scenario(), [Composition("llf"), Composition("fair")], model=False)
+    sel.segment.credit.record(0, "fair", 0.3, 1e-4)
+    sel._adopt()
+    assert sel.segment.incumbent == Composition("llf")
+    sel.segment.credit.record(0, "fair", 0.3, 1e-4)
+    sel._adopt()
+    assert sel.segment.incumbent == Composition("fair")

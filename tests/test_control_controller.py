@@ -165,7 +165,7 @@ def test_start_places_every_instance_on_its_candidates():
         assert {n for n, _ in insts} <= set(ctl.plan.candidates[pe])
         assert sum(c for _, c in insts) == pytest.approx(ctl.plan.cpu()[pe])
     assert sum(d.cpu_share.values()) == pytest.approx(sum(ctl.plan.cpu().values()))
-    assert d.dispatch == "llf"
+    assert d.dispatch == "edf"  # the dispatch level's own block (HierarchyConfig)
 
 
 def test_node_loss_replans_only_the_affected_component_within_the_same_step():

@@ -11,7 +11,7 @@ from strata.control.meta import candidates, default_composition, score_horizon, 
 from strata.model import Scenario
 from strata.protocol.engine import InstanceLoad, LatencyStats, Observation, WindowStats
 
-SPARK = HierarchyConfig(window_s=2.0, dispatch="llf", balancing="aggressive", critical_poll=0.25)
+SPARK = HierarchyConfig(window_s=2.0, dispatch="edf", balancing="aggressive", critical_poll=0.25)
 
 
 def scenario(window_s: float | None = None, target_s: float = 30.0) -> Scenario:
@@ -28,16 +28,16 @@ def scenario(window_s: float | None = None, target_s: float = 30.0) -> Scenario:
 
 def test_candidates_are_the_configs_composition_then_each_one_level_change():
     names = [c.name for c in candidates(SPARK)]
-    assert names == ["llf/aggressive/planner", "edf/aggressive/planner", "fifo/aggressive/planner", "llf/off/planner"]
-    # the simulator's defaults (llf/threshold): balancing has two alternatives
+    assert names == ["edf/aggressive/planner", "llf/aggressive/planner", "fifo/aggressive/planner", "edf/off/planner"]
+    # the simulator's defaults (edf/threshold): balancing has two alternatives
     assert [c.name for c in candidates(HierarchyConfig())] == [
-        "llf/threshold/planner",
         "edf/threshold/planner",
+        "llf/threshold/planner",
         "fifo/threshold/planner",
-        "llf/aggressive/planner",
-        "llf/off/planner",
+        "edf/aggressive/planner",
+        "edf/off/planner",
     ]
-    assert default_composition(SPARK) == Composition("llf", "aggressive", "planner")
+    assert default_composition(SPARK) == Composition("edf", "aggressive", "planner")
 
 
 def test_the_score_spans_the_longest_trigger_or_event_time_window():
@@ -54,8 +54,8 @@ def test_the_score_spans_the_longest_trigger_or_event_time_window():
 
 def test_with_meta_off_adaptive_or_a_fixed_composition():
     assert with_meta(SPARK, "off").meta is None
-    fixed = with_meta(SPARK, "edf/off")
-    assert (fixed.dispatch, fixed.balancing, fixed.placer, fixed.meta) == ("edf", "off", "planner", None)
+    fixed = with_meta(SPARK, "llf/off")
+    assert (fixed.dispatch, fixed.balancing, fixed.placer, fixed.meta) == ("llf", "off", "planner", None)
     adaptive = with_meta(SPARK, "adaptive")
     assert isinstance(adaptive.meta(scenario()), Selector)
     with pytest.raises(ValueError, match=r"meta: expected 'off', 'adaptive'.*found 'lifo/off'"):
@@ -92,18 +92,20 @@ def play(sel: Selector, windows: int, reward) -> list[Composition]:
 
 def test_a_short_run_keeps_the_default_and_a_long_one_finds_a_composition_clearly_better():
     sc = scenario(target_s=60.0)  # horizon 2 windows, settle 1, trials of 3 windows
-    edf_better = {"edf": 0.9}
+    llf_better = {"llf": 0.9}
 
     # The budget (a fifth of the windows) allows the first trial at window 4 × 3 = 12: before it, the default.
-    short = play(selector(SPARK)(sc), 12, lambda c: edf_better.get(c.dispatch, 0.5))
+    short = play(selector(SPARK)(sc), 12, lambda c: llf_better.get(c.dispatch, 0.5))
     assert set(short[:11]) == {default_composition(SPARK)}
-    assert short[11] == Composition("edf", "aggressive", "planner")  # untried dispatch first, by prior
+    assert short[11] == Composition("llf", "aggressive", "planner")  # untried dispatch first, by prior
 
-    # Over a long run the trial of edf finds a gain far above the noise (none here), and edf is adopted.
+    # Over a long run llf's trials find a gain far above the noise (none here): tried at window 11 and, under the
+    # budget, again at 56 (fifo at 26 and balancing off at 41 in between), two samples (``n_min``): adopted at 61.
     sel = selector(SPARK)(sc)
-    picks = play(sel, 60, lambda c: edf_better.get(c.dispatch, 0.5))
-    assert sel.segment.incumbent == Composition("edf", "aggressive", "planner")
-    assert picks[-1] == Composition("edf", "aggressive", "planner")
+    picks = play(sel, 70, lambda c: llf_better.get(c.dispatch, 0.5))
+    assert sel.segment.incumbent == Composition("llf", "aggressive", "planner")
+    assert picks[56] == picks[61] == picks[-1] == Composition("llf", "aggressive", "planner")
+    assert picks[60] == default_composition(SPARK)
 
     # Where no composition differs, trials find nothing and the default is kept.
     same = selector(SPARK)(sc)
@@ -117,8 +119,8 @@ def test_the_controller_logs_the_composition_and_the_meta_levels_time_per_step()
     ctl.start(0.0)
     ctl.step(window(0, 0.0))
     first, step = ctl.log
-    assert (first.dispatch, first.balancing, first.meta_seconds) == ("llf", "aggressive", 0.0)
-    assert (step.dispatch, step.balancing) == ("llf", "aggressive")
+    assert (first.dispatch, first.balancing, first.meta_seconds) == ("edf", "aggressive", 0.0)
+    assert (step.dispatch, step.balancing) == ("edf", "aggressive")
     assert step.meta_seconds > 0.0
     plain = Controller(sc, with_meta(SPARK, "fifo/off"))
     plain.start(0.0)

@@ -62,7 +62,7 @@ def test_a_critical_query_reading_directories_lists_them_every_twentieth_of_its_
 def test_the_gate_bound_is_the_cores_less_the_reserved_at_least_one():
     assert [gate_config(c, 1).max_running for c in (1, 2, 3, 8)] == [1, 1, 2, 7]
     assert gate_config(8, 3).max_running == 5
-    assert gate_config(4, 1).strategy == "cameo"  # the other knobs at their defaults
+    assert gate_config(4, 1).strategy == "edf"  # the other knobs at their defaults (the dispatch level's own order)
     assert gate_config(2, 1).critical_s == 0.0 and gate_config(2, 1, 5.0).critical_s == 5.0
 
 

@@ -49,8 +49,10 @@ def test_bound_counts_running_batches_of_all_queries():
     assert core.next_release(0.0) is None
     core.finish("x")
     assert core.next_release(0.0) == "z"
-    core.enqueue(unit("late", -10.0, 1.0, 0.0, 3))  # already past its deadline: released over the bound
-    assert core.next_release(0.0) == "late"
+    core.enqueue(unit("late", -10.0, 1.0, 0.0, 3))  # past its deadline (−9 < 0): after z, which can still meet its 3
+    assert core.next_release(0.0) == "z"
+    core.take("z", 0.0)
+    assert core.next_release(0.0) == "late"  # the bound is full (y, z), but an overdue batch is urgent: over it
     with pytest.raises(ValueError, match="already has a batch"):
         core.enqueue(unit("y", 0.0, 1.0, 0.0, 9))
 
@@ -221,3 +223,12 @@ def test_a_bound_that_held_batches_back_less_than_the_share_stays():
     never.take(never.next_release(0.0), 0.0)
     never.enqueue(unit("b", 1000.0, 30.0, 0.0, 1))
     assert looks(never, [5.0, 10.0, 100.0]) == [None, None, None] and never.bound == 1
+
+
+@pytest.mark.parametrize(("name", "at_0", "at_1_5"), [("cameo", "a", "b"), ("edf", "a", "b"), ("fifo", "a", "a")])
+def test_a_deadline_order_releases_a_batch_past_its_latest_start_after_one_that_is_not(name, at_0, at_1_5):
+    # a: latest start 0 + 2 − 1 = 1, due 2; b: latest start 5 + 2 − 0.5 = 6.5, due 7; a arrived first
+    core = GateCore(GateConfig(strategy=name, max_running=1))
+    core.enqueue(unit("a", 0.0, 2.0, 1.0, 0, arrival=0.0))
+    core.enqueue(unit("b", 5.0, 2.0, 0.5, 1, arrival=0.5))
+    assert (core.next_release(0.0), core.next_release(1.5)) == (at_0, at_1_5)

@@ -226,3 +226,50 @@ def test_costs_are_profiled_per_record_and_weights_can_be_overridden():
         fair.push(message(seq, "q", "q.a", 0.0), 0.0)
     fair.pop(0.0)
     assert fair.pop(0.0).priority == pytest.approx(0.25 / 4.0)  # finish tag advanced by cost / weight
+
+
+@pytest.mark.parametrize(
+    ("by", "late"),
+    [(LeastLaxity(), True), (EarliestDeadline(), True), (ShortestJob(), False), (Fifo(), False), (FairShare(), False)],
+)
+def test_only_deadline_orders_count_a_unit_past_its_latest_start_as_overdue(by, late):
+    # M1's latest start: 10 + 5 − 0.5 − 2 = 12.5 (EDF orders by its due time 15 but counts the same start)
+    assert not by.overdue(M1, 12.5)
+    assert by.overdue(M1, 12.6) is late
+
+
+@pytest.mark.parametrize("name", ["cameo", "edf"])
+def test_a_deadline_order_serves_overdue_messages_after_those_that_can_still_meet_theirs(name):
+    """L = 1 s, 0.1 s a record, no downstream work: latest starts m1 0.9, m2 1.4, m3 1.7 (due 1.0, 1.5, 1.8)."""
+    view = NodeView(name="n0", cores=1, pes=("q.a", "q.b"), target_latency={"q": 1.0})
+    node = dispatcher(name, Priors({"q.a": 0.1, "q.b": 0.1}, {"q.a": (), "q.b": ()}))(view)
+    for seq, pe, frontier in ((1, "q.a", 0.0), (2, "q.b", 0.5), (3, "q.a", 0.8)):
+        node.push(message(seq, "q", pe, frontier), 0.0)
+    # At 1.0 m1 is overdue (0.9 < 1.0): m2 goes first, not m1. At 1.8 m3 is overdue too (1.7 < 1.8): the two
+    # overdue ones go in their own order, m1 then m3, and none is lost.
+    assert [node.pop(1.0).seq, node.pop(1.8).seq, node.pop(1.8).seq] == [2, 1, 3]
+    assert node.pop(1.8) is None and len(node) == 0
+
+
+def test_an_overdue_message_waits_behind_feasible_ones_until_none_is_runnable():
+    """The same queue at 1.0 under least laxity, actor turns: m2 (q.b) runs, then m3 (q.a, still feasible) before
+    the overdue m1; while m3 holds q.a, m1 (also q.a's) cannot run, and it is the next once q.a is freed."""
+    view = NodeView(name="n0", cores=1, pes=("q.a", "q.b"), target_latency={"q": 1.0})
+    node = dispatcher("cameo", Priors({"q.a": 0.1, "q.b": 0.1}, {"q.a": (), "q.b": ()}))(view)
+    for seq, pe, frontier in ((1, "q.a", 0.0), (2, "q.b", 0.5), (3, "q.a", 0.8)):
+        node.push(message(seq, "q", pe, frontier), 0.0)
+    assert node.pop(1.0).seq == 2
+    node.hold("q.b", 0)
+    assert node.pop(1.0).seq == 3
+    node.hold("q.a", 0)
+    assert node.pop(1.0) is None and len(node) == 1
+    node.free("q.a", 0, 1.1)
+    assert node.pop(1.1).seq == 1
+
+
+def test_orders_that_are_not_deadline_orders_keep_their_order_when_work_is_overdue():
+    view = NodeView(name="n0", cores=1, pes=("q.a", "q.b"), target_latency={"q": 1.0})
+    node = dispatcher("fifo", Priors({"q.a": 0.1, "q.b": 0.1}, {"q.a": (), "q.b": ()}))(view)
+    for seq, pe, frontier in ((1, "q.a", 0.0), (2, "q.b", 0.5), (3, "q.a", 0.8)):
+        node.push(message(seq, "q", pe, frontier), float(seq))
+    assert [node.pop(5.0).seq for _ in range(3)] == [1, 2, 3]

@@ -129,10 +129,10 @@ def test_fifo_turns_alternate_between_ready_activations(tmp_path):
 
 
 def test_cameo_passes_over_a_running_activation_to_the_next_most_urgent(tmp_path):
-    # Two cores; a (L = 0.1 s) is always more urgent than b (L = 100 s). Without turns a's three records take
-    # both cores at 0 and b waits: a 1, 1, 2; b 2, 3. With turns a runs one at a time and the second core takes
-    # b, the most urgent activation not running: a 1, 2, 3; b 1.001, 2.001.
-    scenario = by_hand(tmp_path, {"a": [0.0] * 3, "b": [0.001] * 2}, cores=2, targets={"a": 0.1, "b": 100.0})
+    # Two cores; a (L = 10 s: latest start 9 s, never overdue here) is always more urgent than b (L = 100 s).
+    # Without turns a's three records take both cores at 0 and b waits: a 1, 1, 2; b 2, 3. With turns a runs one at a
+    # time and the second core takes b, the most urgent activation not running: a 1, 2, 3; b 1.001, 2.001.
+    scenario = by_hand(tmp_path, {"a": [0.0] * 3, "b": [0.001] * 2}, cores=2, targets={"a": 10.0, "b": 100.0})
     with_turns = run_by_hand(scenario, cameo(scenario), turns=True)
     assert sorted(with_turns, key=lambda d: d[1]) == [("a", 1.0), ("b", 1.001), ("a", 2.0), ("b", 2.001), ("a", 3.0)]
     without = run_by_hand(scenario, cameo(scenario), turns=False)
@@ -231,3 +231,17 @@ def test_a_policy_without_hold_and_free_is_refused():
         Simulation(scenario, SimOptions(dispatch=slot_dispatcher(model_demand(scenario)), actor_turns=True))
     with pytest.raises(ValueError, match="FifoDispatch"):
         Simulation(scenario, SimOptions(dispatch=fifo, actor_turns=True))
+
+
+def test_cameo_runs_records_past_their_latest_start_after_those_that_can_still_meet_theirs(tmp_path):
+    # The same arrivals with a's L = 0.1 s: a's records (1 s of work each) are past their latest start (0 + 0.1 − 1)
+    # from the moment they arrive. At 0 nothing else waits, so two of them take both cores (a 1, 1); at 1 b's two
+    # (latest start 0.001 + 100 − 1) can still meet theirs and go first (b 2, 2); a's third waits until then (a 3).
+    scenario = by_hand(tmp_path, {"a": [0.0] * 3, "b": [0.001] * 2}, cores=2, targets={"a": 0.1, "b": 100.0})
+    assert run_by_hand(scenario, cameo(scenario), turns=False) == [
+        ("a", 1.0),
+        ("a", 1.0),
+        ("b", 2.0),
+        ("b", 2.0),
+        ("a", 3.0),
+    ]

@@ -46,9 +46,20 @@ PRIOR: tuple[dict[str, float], ...] = (
 
 @dataclass(frozen=True, slots=True)
 class Composition:
-    """One scheduler: a block per level."""
+    """One scheduler: a block per level; the defaults are the composition the levels run alone.
 
-    dispatch: str = "llf"
+    The dispatch level's own block is ``edf``: with deadline orders that serve
+    overdue work after work that can still meet its deadline (Buttazzo, on
+    EDF under overload; :meth:`strata.dispatch.strategies.Strategy.overdue`),
+    edf was the best fixed composition of every group of
+    ``bench_adapt_phases`` measured, within 0.7% of the per-phase best, and
+    0.02–0.07 above llf (select14: tuning edf 0.923–0.927 against llf
+    0.905–0.911, round8 0.908–0.909 against 0.839–0.844, round9 0.872–0.880
+    against 0.821–0.828; docs/hierarchy.md). Before that change llf and edf
+    were within 0.01 of each other and llf, Cameo's order, was the default.
+    """
+
+    dispatch: str = "edf"
     balancing: str = "threshold"
     placement: str = "planner"
 

@@ -20,14 +20,18 @@ and is on time when its wait plus its own service is within its target. Per
 discipline (``DISCIPLINE``):
 
 - **deadline** (llf, edf): Locke (1986) and Buttazzo et al. (1995): EDF is
-  optimal while the load is feasible and collapses under overload — a
-  backlog's overdue records hold the earliest deadlines, so every record
-  waits behind them (the domino effect), and at utilisation ≥ 1 the
-  backlog grows until it is all overdue and every job's on-time share tends
-  to 0. Modelled as priority by target (deadline-monotonic) for the
-  arrivals' own queueing, behind the backlog of tighter targets and the
-  overdue part (``overdue``) of every other class's; a class whose load
-  with the tighter ones reaches 1 starves;
+  optimal while the load is feasible; under overload plain EDF collapses —
+  a backlog's overdue records hold the earliest deadlines, so every record
+  waits behind them (the domino effect). The dispatcher's deadline orders
+  run overdue work only after work that can still meet its deadline
+  (``Strategy.overdue``, ``select14``), so an arrival waits behind the part
+  of the backlog of tighter (or equal) targets that is not overdue
+  (``overdue``: the share that is), not behind any overdue record. Modelled
+  as priority by target (deadline-monotonic) for the arrivals' own
+  queueing; a class whose load with the tighter ones reaches 1 keeps on
+  time the share of its arrivals the capacity they leave it can serve
+  (fluid: those served while they can still meet their deadline), and only
+  one left no capacity starves;
 - **arrival** (fifo): one class, behind the whole backlog;
 - **shortest** (sjf): priority by service time; a class sees only the load
   and backlog of classes as short or shorter (Cobham), and one whose
@@ -142,10 +146,18 @@ def _shares(loads: tuple[JobLoad, ...], cores: float, discipline: str, horizon: 
             if discipline == "shortest":
                 backlog = sum([w for w, r, t in zip(works, ranks, tied, strict=True) if r < rank or t])
             else:
-                # Overdue records hold the earliest deadlines: they run first whatever their class (the domino).
-                late = [i.overdue if i.target > j.target else 1.0 for i in loads]
-                backlog = sum([w * x for w, x in zip(works, late, strict=True)])
+                # Overdue records run after every record that can still meet its deadline (the dispatcher's
+                # ``Strategy.overdue``): an arrival waits only for the part of a tighter class's backlog not overdue.
+                ahead_of = [0.0 if i.target > j.target else 1.0 - i.overdue for i in loads]
+                backlog = sum([w * x for w, x in zip(works, ahead_of, strict=True)])
             drain = 1.0 - ahead
+        if own >= 1.0 and discipline == "deadline" and drain > 0:
+            # Overloaded under a deadline order that serves overdue work last: the class still gets the capacity
+            # the tighter classes leave, and a record served while it can meet its deadline is on time — the
+            # share of its class's arrivals served so is that capacity over their load (fluid), not 0 (plain
+            # EDF's domino, where every record waits behind overdue ones).
+            out.append((1.0 - ahead) / (own - ahead))
+            continue
         if own >= 1.0 or drain <= 0:
             out.append(0.0)
             continue

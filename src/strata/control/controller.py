@@ -85,7 +85,7 @@ class HierarchyConfig:
     instance_cooldown_s: float = 120.0  # a moved instance stays on its node this long (unless the node is lost)
     balancing: str = "threshold"  # off | threshold | aggressive (the meta level may change it)
     placer: str = "planner"  # planner | greedy | round-robin (takes effect at the next (re)plan)
-    dispatch: str = "llf"
+    dispatch: str = "edf"  # the dispatch level's own block (strata.adapt.Composition's default: why)
     smoothing: float = 0.5  # weight of the newest window in the loads L1 sees
     moves_per_window: int = 8  # L1 key-group moves per window, all PEs together
     signals: SignalConfig = field(default_factory=SignalConfig)

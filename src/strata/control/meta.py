@@ -39,8 +39,8 @@ from strata.control.controller import HierarchyConfig
 from strata.model import Scenario
 
 DISPATCH = ("llf", "edf", "fifo")
-"""The gate's orders the meta level chooses among on Spark: least laxity (Cameo, the default), earliest deadline,
-and arrival order (what Spark's own FIFO scheduler does)."""
+"""The gate's orders the meta level chooses among on Spark: least laxity (Cameo), earliest deadline (the default:
+:class:`strata.adapt.Composition`), and arrival order (what Spark's own FIFO scheduler does)."""
 BALANCING = ("aggressive", "off")
 """L1's presets on Spark: move key groups whenever it helps (a move costs nothing extra in the managed store, the
 default), or never (Spark's hash routing)."""

@@ -43,7 +43,7 @@ __all__ = ["URGENT_POOL", "GateConfig", "GateCore", "Pending", "batch_frontier"]
 class GateConfig:
     """Knobs of the gate, with their defaults."""
 
-    strategy: str = "cameo"  # a strata.dispatch.STRATEGIES name or alias
+    strategy: str = "edf"  # a strata.dispatch.STRATEGIES name or alias; the dispatch level's own (HierarchyConfig)
     max_running: int = 2  # batches of all queries running at once (Spark tasks still share the cores)
     urgent_laxity_s: float = 1.0  # a batch with less slack than this runs in the urgent pool
     hold_laxity_s: float = 5.0  # a batch with more slack than this waits while an urgent batch runs (0: never)
@@ -166,14 +166,16 @@ class GateCore:
         to spare (above ``hold_laxity_s``) is not started while an urgent batch runs: once started it
         would hold cores the urgent batch's tasks need; it waits until then, or until its slack shrinks. A
         latency-critical job's batch (target at most ``critical_s``) goes at once too, the most pressing first.
+        Under a deadline order a batch already past its latest start comes after every batch that is not
+        (:meth:`first`): it goes over the bound only once no such batch waits.
         """
         bulk = [p for p in self.waiting.values() if p.unit.target_latency > self.config.critical_s]
-        best = min(bulk, key=lambda p: (p.key, p.unit.seq), default=None)
+        best = self.first(bulk, now)
         slack = self.laxity(best.unit, now) if best is not None else math.inf
         self._judge_bound(now, waiting=best is not None and slack >= self.config.urgent_laxity_s)
         critical = [p for p in self.waiting.values() if p.unit.target_latency <= self.config.critical_s]
         if critical:
-            return min(critical, key=lambda p: (p.key, p.unit.seq)).unit.job
+            return self.first(critical, now).unit.job
         if best is None:
             return None
         if slack < self.config.urgent_laxity_s:
@@ -183,6 +185,13 @@ class GateCore:
         if self.config.hold_laxity_s and slack > self.config.hold_laxity_s and self.urgent_running:
             return None
         return best.unit.job
+
+    def first(self, pending: list[Pending], now: float) -> Pending | None:
+        """The batch the strategy releases first: the smallest key, but under a deadline order (``llf``, ``edf``) a
+        batch past its latest start (``Strategy.overdue``: laxity below 0) after every batch that is not — the order
+        the simulator's dispatcher serves messages in."""
+        overdue = self.by.overdue
+        return min(pending, key=lambda p: (overdue(p.unit, now), p.key, p.unit.seq), default=None)
 
     @staticmethod
     def laxity(unit: WorkUnit, now: float) -> float:

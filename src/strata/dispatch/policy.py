@@ -4,7 +4,8 @@ One ``StrategyDispatch`` per node, no global coordinator: when a message
 arrives, the node prices it with its strategy from the message's priority
 context (``t_MF`` in ``Message.frontier``, the job's ``L`` from the node view)
 and its profiled costs, and files it in the two-level queue; an idle core
-takes the most urgent message, non-preemptively; when it completes, the
+takes the most urgent message, non-preemptively (under a deadline order, the
+most urgent that can still meet its deadline, overdue ones after); when it completes, the
 measured service time updates the operator's moving average, which is
 reported upstream as a reply context.
 
@@ -63,7 +64,18 @@ class Priors:
 class StrategyDispatch:
     """A node's dispatcher: any ``Strategy`` over Cameo's two-level queue, costs profiled online."""
 
-    __slots__ = ("_down", "_latency", "_profile", "_queue", "_replies", "_strategy", "_waits", "_weight")
+    __slots__ = (
+        "_defers",
+        "_down",
+        "_late",
+        "_latency",
+        "_profile",
+        "_queue",
+        "_replies",
+        "_strategy",
+        "_waits",
+        "_weight",
+    )
 
     def __init__(
         self,
@@ -82,6 +94,10 @@ class StrategyDispatch:
         self._weight = {**view.weight, **(weights or {})}
         self._down = view.downstream
         self._queue: TwoLevelQueue[tuple[Message, WorkUnit]] = TwoLevelQueue()
+        # Messages found past their deadline (``Strategy.overdue``), in the same order: run only when no message in
+        # ``_queue`` that can still meet its deadline is runnable. Time only moves on, so once overdue always overdue.
+        self._late: TwoLevelQueue[tuple[Message, WorkUnit]] = TwoLevelQueue()
+        self._defers = type(by).overdue is not Strategy.overdue
 
     def push(self, msg: Message, now: float) -> None:
         pe = msg.pe
@@ -104,6 +120,14 @@ class StrategyDispatch:
 
     def pop(self, now: float) -> Message | None:
         entry = self._queue.pop()
+        if self._defers:
+            overdue, late = self._strategy.overdue, self._late
+            while entry is not None and overdue(entry[1], now):
+                msg = entry[0]
+                late.push((msg.pe, msg.instance), msg.priority, msg.seq, entry)
+                entry = self._queue.pop()
+            if entry is None:
+                entry = late.pop()
         if entry is None:
             return None
         msg, unit = entry
@@ -121,13 +145,15 @@ class StrategyDispatch:
     def hold(self, pe: str, instance: int) -> None:
         """A message of this activation started: under actor turns, the next core takes another one."""
         self._queue.hold((pe, instance))
+        self._late.hold((pe, instance))
 
     def free(self, pe: str, instance: int, now: float) -> None:
         """The activation's turn is over: it competes again with its most urgent pending message."""
         self._queue.free((pe, instance))
+        self._late.free((pe, instance))
 
     def __len__(self) -> int:
-        return len(self._queue)
+        return len(self._queue) + len(self._late)
 
     def estimate(self, pe: str) -> tuple[float, float]:
         """Current (C_OM per record, C_path) of ``pe`` as this node prices its messages."""

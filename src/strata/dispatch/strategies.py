@@ -13,7 +13,9 @@ A user-defined strategy is a class with one method::
             return unit.target_latency       # shorter period first
 
 Stateful strategies (fair sharing) also override ``started``, which the
-dispatcher calls when a unit is handed to a core.
+dispatcher calls when a unit is handed to a core. Deadline orders (``llf``,
+``edf``) also override ``overdue``: a unit that can no longer meet its deadline
+runs after every unit that still can (it is not dropped).
 """
 
 from __future__ import annotations
@@ -55,16 +57,37 @@ class Strategy(ABC):
     def started(self, unit: WorkUnit, key: float) -> None:  # noqa: B027 - optional hook, no-op by default
         """``unit`` (with the key it was given) has just been handed to a core."""
 
+    def overdue(self, unit: WorkUnit, now: float) -> bool:
+        """Whether ``unit`` can no longer meet its deadline at ``now`` (then it runs after every unit that can)."""
+        return False
 
-class LeastLaxity(Strategy):
+
+class DeadlineOrder(Strategy):
+    """A deadline order that serves work still able to meet its deadline before work already overdue.
+
+    Under overload plain EDF (and least laxity) runs the most overdue work
+    first, so every unit behind it misses too: the domino effect (Buttazzo,
+    *Hard Real-Time Computing Systems*, §"Handling overload conditions"). The
+    textbook remedy runs a unit that can no longer meet its deadline — its
+    latest start ``t_MF + L − C_OM − C_path`` (Cameo's ``ddl_M``) has passed —
+    only when no unit that still can is waiting; overdue units keep their
+    order among themselves and none is dropped (docs/hierarchy.md, issue 30,
+    ``select14``).
+    """
+
+    def overdue(self, unit: WorkUnit, now: float) -> bool:
+        return deadline(unit.frontier, unit.target_latency, unit.own_cost, unit.path_cost) < now
+
+
+class LeastLaxity(DeadlineOrder):
     """Cameo's default: the latest start time that meets the target, ``t_MF + L − C_OM − C_path``."""
 
     def key(self, unit: WorkUnit) -> float:
         return deadline(unit.frontier, unit.target_latency, unit.own_cost, unit.path_cost)
 
 
-class EarliestDeadline(Strategy):
-    """EDF on the result's due time ``t_MF + L`` (costs ignored)."""
+class EarliestDeadline(DeadlineOrder):
+    """EDF on the result's due time ``t_MF + L`` (costs ignored in the order; ``overdue`` counts them)."""
 
     def key(self, unit: WorkUnit) -> float:
         return unit.frontier + unit.target_latency

@@ -52,7 +52,7 @@ class RunConfig:
             window_s=2.0,  # the control step: the loop's window and the pacing's catch-up
             plan=Options(budget_s=1.0),
             scaling=False,
-            dispatch="llf",
+            dispatch="edf",  # the dispatch level's own block, as in the simulator (strata.adapt.Composition)
             balancing="aggressive",
             pacing="plan",  # a micro-batch read over the plan's rate holds the cores whatever its deadline
             # Bulk batches are split into tasks whose longest fits the critical jobs' slack (size_batches): Spark cannot
