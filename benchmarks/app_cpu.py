@@ -293,6 +293,7 @@ def cpu_rows(batches: pd.DataFrame, modes: Sequence[str], duration: float, cpu: 
 
 
 def cpu_table(rows: list[dict], duration: float) -> Table:
+    """Every seed's ``cpu`` rows (:func:`cpu_rows`) as one table."""
     table = Table(title=f"CPU per application over each mode's {duration:g} s (core-seconds; app_cpu)")
     for col in ("seed", "mode", "application", "core-s", "cores", "JVM / Python driver / workers core-s"):
         table.add_column(col, justify="right")

@@ -128,9 +128,10 @@ def measure_seed(scenario: Scenario, index: int, seed: int, args, console: Conso
         config,
         on_phase=lambda text: console.print(f"[dim]seed {seed}: {text}[/]"),
     )
-    directory = args.out / f"seed{seed}"
-    batches = pd.read_csv(directory / "metrics" / "batches.csv")
-    cpu = cpu_rows(batches, DEMO_MODES, args.duration, *args.samplers) if args.samplers else []
+    cpu = []
+    if args.samplers:
+        batches = pd.read_csv(args.out / f"seed{seed}" / "metrics" / "batches.csv")
+        cpu = cpu_rows(batches, DEMO_MODES, args.duration, *args.samplers)
     rows = result.summary.to_dict("records")
     fair, hand, plain = versus_fair(rows, critical), versus_hand(rows, critical), versus_plain(rows, critical)
     lost = int(result.checks[["missing", "duplicated", "wrong"]].to_numpy().sum())

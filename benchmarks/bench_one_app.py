@@ -64,8 +64,10 @@ def measure_seed(index: int, seed: int, args, console: Console) -> dict:
         session.stop(end=False)
     rows = pd.concat([pd.read_csv(out / m / "metrics" / "summary.csv") for m in MODES]).to_dict("records")
     decisions = pd.read_csv(out / "strata" / "metrics" / "decisions.csv")
-    batches = pd.concat([pd.read_csv(out / m / "metrics" / "batches.csv") for m in MODES])
-    cpu = cpu_rows(batches, MODES, args.duration, *args.samplers) if args.samplers else []
+    cpu = []
+    if args.samplers:
+        batches = pd.concat([pd.read_csv(out / m / "metrics" / "batches.csv") for m in MODES])
+        cpu = cpu_rows(batches, MODES, args.duration, *args.samplers)
     critical = critical_jobs(scenario, config.run.control.critical_latency_s)
     figures = {"versus_fair": versus_fair(rows, critical), "versus_plain": versus_plain(rows, critical)}
     targets = {"versus_fair": VERSUS_FAIR, "versus_plain": VERSUS_PLAIN}
