@@ -217,6 +217,11 @@ class Selector:
     (:meth:`_outpredicted`; 0: never), and the windows in a row in which the
     prediction over the horizon must put the same block confidently above the
     incumbent's before the incumbent switches to it on that prediction alone.
+    ``away``: while the incumbent runs the default's dispatch block, another
+    dispatch block is tried (:meth:`_start_trial`) only when the model
+    confidently predicts it better (:meth:`_model_gain`): until its error is
+    measured, the default's order runs untried against (without ``model``,
+    measured credit alone decides).
     """
 
     scenario: Scenario
@@ -249,6 +254,7 @@ class Selector:
     reopen: int = 3
     collapse: int = 3
     persist: int = 3
+    away: bool = True
     choices: list[ArmChoice] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -485,11 +491,35 @@ class Selector:
         change (in a resumed segment, on an earlier stretch of the workload).
         """
         inc = self.segment.incumbent.dispatch
-        alts = {a[1]: a for a in self._alternatives() if a[0] == 0 and a[1] not in self._reevaluated}
+        alts = {
+            a[1]: a
+            for a in self._alternatives()
+            if a[0] == 0 and a[1] not in self._reevaluated and not self._held(a[1])
+        }
         value = predicted_winner(
             inc, {v: self._foreseen.get(v) for v in {inc, *alts}}, self.margin, prefer=self.default.dispatch
         )
         return alts[value] if value is not None else None
+
+    def _held(self, value: str) -> bool:
+        """Whether a trial of dispatch ``value`` is held back by ``away``: the incumbent runs the default's dispatch
+        block and the model does not confidently predict ``value`` better over the segment's horizon.
+
+        The deadline order is the best fixed order of every group measured,
+        and a trial of another costs its windows and the transient it leaves,
+        found or not: select15's trials of llf, sjf and fair, started in
+        every segment as untried blocks or re-evaluated on the model's point
+        prediction, ran 25-61 windows a group and scored 2.2-5.0
+        window-scores below fixed edf/threshold in those windows alone, the
+        larger part of the gap to the edf compositions
+        (benchmarks/results/adapt_shapes_*_select15.json; docs/hierarchy.md).
+        """
+        return (
+            self.model
+            and self.away
+            and self.segment.incumbent.dispatch == self.default.dispatch
+            and self._model_gain(value, self.default.dispatch, self._foreseen) is None
+        )
 
     def _alternatives(self) -> list[tuple[int, str, Composition]]:
         """The candidates differing from the incumbent in one level: (level, its block value, composition)."""
@@ -787,6 +817,8 @@ class Selector:
             # predicted to tie with llf at 14-36 s, the model's error 0.50-0.67; from 24 s fixed sjf/threshold
             # scored 0.63-1.00 a window where the incumbent llf scored 0.00-0.31).
             if level == 0 and self._model_gain(value, inc, self._foreseen, upper=True) is not None:
+                continue
+            if level == 0 and self._held(value):
                 continue
             e = credit.effects[level].get(value)
             prior = self.blocks_prior[level].get(value, 0.0) if level < len(self.blocks_prior) else 0.0
