@@ -569,3 +569,29 @@ def test_away_from_the_defaults_dispatch_block_a_trial_needs_a_confident_predict
     sel._foreseen, sel._reopen = {"edf": 0.5, "sjf": 0.58}, 3
     sel._start_trial()
     assert sel._trial[2] == Composition("edf", "off") and sel.reopened == 0
+
+
+def test_a_predicted_gain_is_held_to_what_past_dispatch_trials_measured_against_their_prediction():
+    # A dispatch trial predicted +0.2 measures 0.3 against the incumbent's 0.5 on either side: −0.2, 0.4 below its
+    # prediction, one sample of the model's error on a gain.
+    cands = [Composition("edf"), Composition("sjf"), Composition("edf", "off")]
+    sel = Selector(scenario(), cands)
+    sel._trial_gain, sel._pending = 0.2, (0, "sjf", [0.3], [0.5], [0.5])
+    sel._credit_pending()
+    assert (sel.gain_error.n, sel.gain_error.mean) == (1, pytest.approx(-0.4))
+    # The model's error on the score is 0.1 (±0.1) and sjf is predicted 0.15 above edf: 0.15 − 0.1 > 0.01 alone,
+    # but past trials' gains were 0.4 off (0.15 − 0.4 ≤ 0.01): held, balancing is tried; had they been off by
+    # ±0.05 (root mean square 0.05: 0.15 − 0.05 = 0.10 > 0.01), sjf is tried.
+    for gain_errors, trial in (((-0.4,), Composition("edf", "off")), ((0.05, -0.05), Composition("sjf"))):
+        sel = Selector(scenario(), cands, explore=0.5)
+        sel.budget.windows = 10
+        sel._recent.extend([0.5, 0.5])
+        for err in (0.1, -0.1):
+            sel.model_error.add(err)
+        for err in gain_errors:
+            sel.gain_error.add(err)
+        sel._foreseen = {"edf": 0.5, "sjf": 0.65}
+        sel._start_trial()
+        assert sel._trial[2] == trial
+        # The trial started carries its predicted gain, 0.15, for its credit (none for a balancing trial).
+        assert sel._trial_gain == (pytest.approx(0.15) if trial.dispatch == "sjf" else None)
