@@ -42,8 +42,11 @@ Each control window the :class:`Selector`
 
 Every switch waits for evidence beyond one draw: a measured block needs two
 trials' samples (``n_min``), a switch on the model's prediction alone the
-same prediction ``persist`` windows in a row, and while a change of workload
-is unconfirmed the default runs.
+same prediction ``persist`` windows in a row, while a change of workload
+is unconfirmed the default runs, and no trial leaves the default's dispatch
+block unless the model confidently predicts a gain beyond its measured
+error, on scores and on past trials' gains (``away``; issue 30's item 4, a
+switch predicted to win by more than its measured noise, asked of a trial).
 
 A window that brings no evidence — no score (no job had input), or a score
 whose ``horizon`` still reaches back to windows without one (start-up) — is
@@ -508,7 +511,8 @@ class Selector:
 
     def _held(self, value: str) -> bool:
         """Whether a trial of dispatch ``value`` is held back by ``away``: the incumbent runs the default's dispatch
-        block and the model does not confidently predict ``value`` better over the segment's horizon.
+        block and the model does not confidently predict ``value`` better over the segment's horizon (Dean &
+        Porter's bounded exploration: no window spent on a block predicted no better).
 
         The deadline order is the best fixed order of every group measured,
         and a trial of another costs its windows and the transient it leaves,
