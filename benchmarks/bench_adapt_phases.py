@@ -108,6 +108,11 @@ that wait for evidence beyond one draw; docs/hierarchy.md): tuning 0.908 / 2.5% 
 round8 0.903 / 1.1%, round9 0.869 / 1.9%, round11 0.866 / 0.9%, round12 0.850 / 1.2% (the edf compositions above);
 round13 (blind, run once) 0.879 against edf/threshold 0.886, regret 0.9% (met), the three edf compositions above it
 (not met).
+select16 (no dispatch trial away from edf without the model's confident prediction; docs/hierarchy.md): tuning 0.925 /
+0.7% (edf/aggressive 0.927 above), round8 0.907 / 0.6% (the edf compositions above), round9 0.858 / 3.1% (the edf
+compositions above; below select15), round10 0.844 / 1.2% (edf/off above), round11 0.865 / 1.0% (edf/off and
+edf/threshold above), round12 0.855 / 0.6% (edf/off above); round13 (blind, run once) 0.8860 against edf/threshold
+0.8857, regret 0.1%, no fixed composition above it.
 ``--fixed-from`` reuses an
 earlier file's fixed runs (the meta level does not touch them);
 ``--sources`` splits a results file's regret by where it arises.

@@ -152,11 +152,13 @@ def play(sel, phases, reward):
 
 def test_the_default_is_kept_while_no_trial_wins_by_more_than_its_noise():
     # Every composition scores the same: trials find no gain, the default (the levels' own) stays in force.
-    cands = [Composition("llf"), Composition("edf"), Composition("fair"), Composition("llf", "off")]
+    cands = [Composition("llf"), Composition("edf"), Composition("fair"), Composition("edf", "off")]
     sel = Selector(scenario(), cands)
     picks = play(sel, [0.001] * 40, lambda c, u: 0.8)
     assert sel.segment.incumbent == Composition() == Composition("edf", "threshold", "planner")
     trials = [p for p in picks if p != Composition()]
+    # The model predicts no order better on one job (``away``): only balancing is tried.
+    assert set(trials) == {Composition("edf", "off")}
     # Bounded exploration: trial windows never exceed 20% of the windows run.
     assert 0 < len(trials) <= 0.2 * len(picks)
     assert sel.budget.spent == len(trials)
@@ -300,6 +302,7 @@ def test_a_new_workload_starts_from_the_default_whatever_ran_before():
 
 
 def test_a_dispatch_block_predicted_to_tie_is_left_untried_only_when_the_model_is_confident_of_it():
+    # The incumbent runs llf, not the default's edf: ``away`` does not hold the trial back.
     cands = [Composition("llf"), Composition("edf"), Composition("llf", "off")]
     for errors, edf, trial in (
         ((0.4, -0.4), 0.5, Composition("edf")),  # off by 0.4: a predicted tie is no confident one; dispatch first
@@ -307,7 +310,8 @@ def test_a_dispatch_block_predicted_to_tie_is_left_untried_only_when_the_model_i
         ((0.004, -0.004), 0.5, Composition("llf", "off")),  # 0 + 1 × 0.004 ≤ 0.01: confidently no better
         ((0.004, -0.004), 0.6, Composition("edf")),
     ):
-        sel = Selector(scenario(), cands, default=Composition("llf"), explore=0.5)
+        sel = Selector(scenario(), cands, default=Composition("edf"), explore=0.5)
+        sel.segment.incumbent = Composition("llf")
         sel.budget.windows = 10
         sel._recent.extend([0.5, 0.5])
         for err in errors:
@@ -398,13 +402,15 @@ def test_after_a_change_of_workload_the_dispatch_level_is_reevaluated_on_the_mod
     # each alternative the model predicts better is tried in turn, the best first (sjf +0.25, then fair +0.1),
     # whatever the past trials found, and what was measured of it before is dropped; a predicted gain within
     # ``margin`` tries nothing, and a window of the ``reopen`` is spent.
-    cands = [Composition("llf"), Composition("sjf"), Composition("fair"), Composition("llf", "off")]
+    # The incumbent runs llf, not the default's edf (which has no prediction here): ``away`` holds nothing back.
+    cands = [Composition("llf"), Composition("sjf"), Composition("fair"), Composition("llf", "off"), Composition("edf")]
     for reopen, foreseen, trials, left in (
         (0, {"llf": 0.2, "sjf": 0.45, "fair": 0.3}, [Composition("llf", "off")], 0),
         (3, {"llf": 0.2, "sjf": 0.45, "fair": 0.3}, [Composition("sjf"), Composition("fair")], 3),
         (3, {"llf": 0.2, "sjf": 0.205, "fair": 0.1}, [Composition("llf", "off")], 2),
     ):
-        sel = Selector(scenario(), cands, explore=0.5)
+        sel = Selector(scenario(), cands, default=Composition("edf"), explore=0.5)
+        sel.segment.incumbent = Composition("llf")
         sel.budget.windows, sel._now, sel._span = 10, 100.0, 5.0
         sel.explored[0] = [(0.0, 0.4), (0.0, 0.2)]
         sel.segment.credit.record(0, "sjf", -0.3)
@@ -532,3 +538,60 @@ def test_one_trials_gain_is_not_enough_to_switch_two_are():
     sel.segment.credit.record(0, "fair", 0.3, 1e-4)
     sel._adopt()
     assert sel.segment.incumbent == Composition("fair")
+
+
+def test_away_from_the_defaults_dispatch_block_a_trial_needs_a_confident_predicted_gain():
+    # The incumbent runs the default's edf. The model's error is 0.1 (root mean square of ±0.1), z 1, margin 0.01:
+    # sjf predicted 0.08 above edf is within 0.08 − 0.1 < 0.01, held back, and balancing is tried instead; 0.15
+    # above clears 0.15 − 0.1 = 0.05 > 0.01 and sjf is tried; with one error sample (n_model 2) nothing is
+    # confident and sjf is held whatever its prediction. ``away`` off: sjf, untried, is tried first, as before.
+    cands = [Composition("edf"), Composition("sjf"), Composition("edf", "off")]
+    for errors, sjf, away, trial in (
+        ((0.1, -0.1), 0.58, True, Composition("edf", "off")),
+        ((0.1, -0.1), 0.65, True, Composition("sjf")),
+        ((0.1,), 0.9, True, Composition("edf", "off")),
+        ((0.1, -0.1), 0.58, False, Composition("sjf")),
+    ):
+        sel = Selector(scenario(), cands, explore=0.5, away=away)
+        sel.budget.windows = 10
+        sel._recent.extend([0.5, 0.5])
+        for err in errors:
+            sel.model_error.add(err)
+        sel._foreseen = {"edf": 0.5, "sjf": sjf}
+        sel._start_trial()
+        assert sel._trial[2] == trial
+    # Nor is an order re-evaluated after a change of workload on a point prediction the model is not confident of.
+    sel = Selector(scenario(), cands, explore=0.5)
+    sel.budget.windows = 10
+    sel._recent.extend([0.5, 0.5])
+    for err in (0.1, -0.1):
+        sel.model_error.add(err)
+    sel._foreseen, sel._reopen = {"edf": 0.5, "sjf": 0.58}, 3
+    sel._start_trial()
+    assert sel._trial[2] == Composition("edf", "off") and sel.reopened == 0
+
+
+def test_a_predicted_gain_is_held_to_what_past_dispatch_trials_measured_against_their_prediction():
+    # A dispatch trial predicted +0.2 measures 0.3 against the incumbent's 0.5 on either side: −0.2, 0.4 below its
+    # prediction, one sample of the model's error on a gain.
+    cands = [Composition("edf"), Composition("sjf"), Composition("edf", "off")]
+    sel = Selector(scenario(), cands)
+    sel._trial_gain, sel._pending = 0.2, (0, "sjf", [0.3], [0.5], [0.5])
+    sel._credit_pending()
+    assert (sel.gain_error.n, sel.gain_error.mean) == (1, pytest.approx(-0.4))
+    # The model's error on the score is 0.1 (±0.1) and sjf is predicted 0.15 above edf: 0.15 − 0.1 > 0.01 alone,
+    # but past trials' gains were 0.4 off (0.15 − 0.4 ≤ 0.01): held, balancing is tried; had they been off by
+    # ±0.05 (root mean square 0.05: 0.15 − 0.05 = 0.10 > 0.01), sjf is tried.
+    for gain_errors, trial in (((-0.4,), Composition("edf", "off")), ((0.05, -0.05), Composition("sjf"))):
+        sel = Selector(scenario(), cands, explore=0.5)
+        sel.budget.windows = 10
+        sel._recent.extend([0.5, 0.5])
+        for err in (0.1, -0.1):
+            sel.model_error.add(err)
+        for err in gain_errors:
+            sel.gain_error.add(err)
+        sel._foreseen = {"edf": 0.5, "sjf": 0.65}
+        sel._start_trial()
+        assert sel._trial[2] == trial
+        # The trial started carries its predicted gain, 0.15, for its credit (none for a balancing trial).
+        assert sel._trial_gain == (pytest.approx(0.15) if trial.dispatch == "sjf" else None)

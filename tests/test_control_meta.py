@@ -92,20 +92,29 @@ def play(sel: Selector, windows: int, reward) -> list[Composition]:
 
 def test_a_short_run_keeps_the_default_and_a_long_one_finds_a_composition_clearly_better():
     sc = scenario(target_s=60.0)  # horizon 2 windows, settle 1, trials of 3 windows
-    llf_better = {"llf": 0.9}
+    off_better = {"off": 0.9}
 
     # The budget (a fifth of the windows) allows the first trial at window 4 × 3 = 12: before it, the default.
-    short = play(selector(SPARK)(sc), 12, lambda c: llf_better.get(c.dispatch, 0.5))
+    short = play(selector(SPARK)(sc), 12, lambda c: off_better.get(c.balancing, 0.5))
     assert set(short[:11]) == {default_composition(SPARK)}
-    assert short[11] == Composition("llf", "aggressive", "planner")  # untried dispatch first, by prior
+    # The dispatch level's alternatives are held (the model is not confident of any gain: its error here is 0.5),
+    # so the first trial is balancing's.
+    assert short[11] == Composition("edf", "off", "planner")
 
-    # Over a long run llf's trials find a gain far above the noise (none here): tried at window 11 and, under the
-    # budget, again at 56 (fifo at 26 and balancing off at 41 in between), two samples (``n_min``): adopted at 61.
+    # Over a long run off's trials find a gain far above the noise (none here): tried at window 11 and, under the
+    # budget (6 trial windows ≤ a fifth of 27 + 3), again at 26; its second sample (``n_min``) is credited on the
+    # incumbent's first settled window after it (29 settles, 30 is it), and off is the incumbent from 31.
     sel = selector(SPARK)(sc)
-    picks = play(sel, 70, lambda c: llf_better.get(c.dispatch, 0.5))
-    assert sel.segment.incumbent == Composition("llf", "aggressive", "planner")
-    assert picks[56] == picks[61] == picks[-1] == Composition("llf", "aggressive", "planner")
-    assert picks[60] == default_composition(SPARK)
+    picks = play(sel, 70, lambda c: off_better.get(c.balancing, 0.5))
+    assert sel.segment.incumbent == Composition("edf", "off", "planner")
+    assert picks[26] == picks[31] == picks[-1] == Composition("edf", "off", "planner")
+    assert picks[29] == picks[30] == default_composition(SPARK)
+
+    # A dispatch block the model cannot foresee is not sought from the default's (``away``): llf better by 0.4 is
+    # never tried, and the one balancing trial (off, no gain) leaves the default in force.
+    blind = selector(SPARK)(sc)
+    picks = play(blind, 70, lambda c: 0.9 if c.dispatch == "llf" else 0.5)
+    assert {p.dispatch for p in picks} == {"edf"} and blind.segment.incumbent == default_composition(SPARK)
 
     # Where no composition differs, trials find nothing and the default is kept.
     same = selector(SPARK)(sc)
