@@ -558,7 +558,7 @@ def run(
     meta: Annotated[
         str,
         typer.Option(
-            help="The meta level: off (the levels' own composition, llf/aggressive), adaptive (it chooses the "
+            help="The meta level: off (the levels' own composition, edf/aggressive), adaptive (it chooses the "
             "gate's strategy and L1's preset every window, switching only on evidence beyond its measured noise), "
             'or a composition dispatch/balancing run fixed (docs/hierarchy.md, "The meta level on Spark").',
         ),
