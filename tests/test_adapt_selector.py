@@ -301,6 +301,18 @@ def test_a_new_workload_starts_from_the_default_whatever_ran_before():
     assert sel.segment.incumbent == Composition("llf") and sel.stored[0].incumbent == Composition("sjf")
 
 
+def first_trial(sel: Selector, errors, foreseen: dict[str, float]) -> Composition:
+    """The composition ``sel`` tries first with a budget of 10 windows, the incumbent scoring 0.5 in its last two,
+    the model's score errors ``errors`` and its predictions over the horizon ``foreseen``."""
+    sel.budget.windows = 10
+    sel._recent.extend([0.5, 0.5])
+    for err in errors:
+        sel.model_error.add(err)
+    sel._foreseen = foreseen
+    sel._start_trial()
+    return sel._trial[2]
+
+
 def test_a_dispatch_block_predicted_to_tie_is_left_untried_only_when_the_model_is_confident_of_it():
     # The incumbent runs llf, not the default's edf: ``away`` does not hold the trial back.
     cands = [Composition("llf"), Composition("edf"), Composition("llf", "off")]
@@ -312,13 +324,7 @@ def test_a_dispatch_block_predicted_to_tie_is_left_untried_only_when_the_model_i
     ):
         sel = Selector(scenario(), cands, default=Composition("edf"), explore=0.5)
         sel.segment.incumbent = Composition("llf")
-        sel.budget.windows = 10
-        sel._recent.extend([0.5, 0.5])
-        for err in errors:
-            sel.model_error.add(err)
-        sel._foreseen = {"llf": 0.5, "edf": edf}
-        sel._start_trial()
-        assert sel._trial[2] == trial
+        assert first_trial(sel, errors, {"llf": 0.5, "edf": edf}) == trial
 
 
 def test_a_trials_cost_is_measured_and_a_level_whose_trials_do_not_pay_back_is_not_tried():
@@ -552,23 +558,14 @@ def test_away_from_the_defaults_dispatch_block_a_trial_needs_a_confident_predict
         ((0.1,), 0.9, True, Composition("edf", "off")),
         ((0.1, -0.1), 0.58, False, Composition("sjf")),
     ):
-        sel = Selector(scenario(), cands, explore=0.5, away=away)
-        sel.budget.windows = 10
-        sel._recent.extend([0.5, 0.5])
-        for err in errors:
-            sel.model_error.add(err)
-        sel._foreseen = {"edf": 0.5, "sjf": sjf}
-        sel._start_trial()
-        assert sel._trial[2] == trial
+        assert (
+            first_trial(Selector(scenario(), cands, explore=0.5, away=away), errors, {"edf": 0.5, "sjf": sjf}) == trial
+        )
     # Nor is an order re-evaluated after a change of workload on a point prediction the model is not confident of.
     sel = Selector(scenario(), cands, explore=0.5)
-    sel.budget.windows = 10
-    sel._recent.extend([0.5, 0.5])
-    for err in (0.1, -0.1):
-        sel.model_error.add(err)
-    sel._foreseen, sel._reopen = {"edf": 0.5, "sjf": 0.58}, 3
-    sel._start_trial()
-    assert sel._trial[2] == Composition("edf", "off") and sel.reopened == 0
+    sel._reopen = 3
+    assert first_trial(sel, (0.1, -0.1), {"edf": 0.5, "sjf": 0.58}) == Composition("edf", "off")
+    assert sel.reopened == 0
 
 
 def test_a_predicted_gain_is_held_to_what_past_dispatch_trials_measured_against_their_prediction():
@@ -584,14 +581,8 @@ def test_a_predicted_gain_is_held_to_what_past_dispatch_trials_measured_against_
     # ±0.05 (root mean square 0.05: 0.15 − 0.05 = 0.10 > 0.01), sjf is tried.
     for gain_errors, trial in (((-0.4,), Composition("edf", "off")), ((0.05, -0.05), Composition("sjf"))):
         sel = Selector(scenario(), cands, explore=0.5)
-        sel.budget.windows = 10
-        sel._recent.extend([0.5, 0.5])
-        for err in (0.1, -0.1):
-            sel.model_error.add(err)
         for err in gain_errors:
             sel.gain_error.add(err)
-        sel._foreseen = {"edf": 0.5, "sjf": 0.65}
-        sel._start_trial()
-        assert sel._trial[2] == trial
+        assert first_trial(sel, (0.1, -0.1), {"edf": 0.5, "sjf": 0.65}) == trial
         # The trial started carries its predicted gain, 0.15, for its credit (none for a balancing trial).
         assert sel._trial_gain == (pytest.approx(0.15) if trial.dispatch == "sjf" else None)
