@@ -63,6 +63,11 @@ class Effect:
         return max(sample, self.floor)
 
     @property
+    def mean_square(self) -> float:
+        """Mean of the squared samples (bias² plus their population variance): of an error, how far off it runs."""
+        return self.mean**2 + self.m2 / self.n if self.n else 0.0
+
+    @property
     def se(self) -> float:
         """Standard error of the mean (inf with no sample)."""
         return math.sqrt(self.variance / self.n) if self.n else math.inf

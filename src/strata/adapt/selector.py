@@ -534,7 +534,7 @@ class Selector:
         # confident predictions at 46 and 50 s scored 0.30 and 0.25 below fixed edf/threshold; an sjf trial at
         # 34 s had measured 0.55 below it).
         err = self.gain_error
-        return err.n > 0 and gain - self.z * (err.mean**2 + err.m2 / err.n) ** 0.5 <= self.margin
+        return err.n > 0 and gain - self.z * err.mean_square**0.5 <= self.margin
 
     def _alternatives(self) -> list[tuple[int, str, Composition]]:
         """The candidates differing from the incumbent in one level: (level, its block value, composition)."""
@@ -620,7 +620,7 @@ class Selector:
             return None
         if scores.get(base) is None or scores.get(value) is None:
             return None
-        rms = (err.mean**2 + err.m2 / err.n) ** 0.5
+        rms = err.mean_square**0.5
         gain = scores[value] - scores[base]
         confident = gain + self.z * rms <= self.margin if upper else gain - self.z * rms > self.margin
         return gain if confident else None
@@ -719,7 +719,7 @@ class Selector:
             # model outweighs.
             err = self.model_error
             gain = self._model_gain(value, inc, self._foreseen)
-            self.segment.credit.record(0, value, gain, err.mean**2 + err.m2 / err.n)
+            self.segment.credit.record(0, value, gain, err.mean_square)
         self._switch(*best)
 
     def _abandon(self) -> bool:
