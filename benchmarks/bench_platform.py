@@ -197,10 +197,10 @@ def declared_jobs(path: Path) -> list:
             spark.stop()
 
 
-def jobs_of(app: str, workload: Workload) -> list:
-    """The declared jobs one application runs: the critical one alone, the others (a dedicated deployment's
-    second application), or all of them."""
-    declared = declared_jobs(workload.jobs)
+def jobs_of(app: str, workload: Workload, declared: list | None = None) -> list:
+    """The jobs one application runs, of ``declared`` (default: the workload file's, as first loaded): the
+    critical one alone, the others (a dedicated deployment's second application), or all of them."""
+    declared = declared_jobs(workload.jobs) if declared is None else declared
     if app == "alone" or app in BULK:
         return [j for j in declared if j.id == workload.critical]
     if app in BULK.values():
@@ -382,9 +382,11 @@ def with_warm_up(rows: list[dict], warmed: Warmed | None) -> list[dict]:
 
 
 def scenario_of(app: str, base: Path, args) -> Scenario:
-    """Application ``app``'s jobs, reading ``base/input``."""
-    os.environ["STRATA_INPUT"] = str(base / "input")  # read by the jobs' file when it is loaded
-    return with_python_jobs(jobs_of(app, WORKLOADS[args.workload]), [], args.workload)
+    """Application ``app``'s jobs, reading ``base/input``: the workload's file loaded afresh, as the file reads
+    its input directory when it is loaded (a copy loaded before would read another run's)."""
+    os.environ["STRATA_INPUT"] = str(base / "input")
+    workload = WORKLOADS[args.workload]
+    return with_python_jobs(jobs_of(app, workload, load_jobs(workload.jobs)), [], args.workload)
 
 
 def run_jobs(spark, app: str, seed: int, base: Path, epoch: float, args) -> list[dict]:
