@@ -235,7 +235,8 @@ def main(spec_file: str) -> int:
     # Every template analysed here too (the host cell reports problems): it warms this application up — a Python
     # data source's first batch otherwise waits seconds for its worker, after the sources' epoch.
     analyse(spark, scenario, spec.home / "analysis")
-    warmed = warm_application(spark, scenario, spec.home / "warmup", spec.warm)  # the epoch waits for the slowest
+    # the epoch waits for the slowest cell
+    warmed = warm_application(spark, scenario, spec.home / "warmup", spec.warm, spec.request.sink)
     with Listener(("127.0.0.1", 0), authkey=key) as listener:
         ready = path.with_suffix(".address")
         ready.with_suffix(".tmp").write_text(ready_report(listener.address, warmed))

@@ -164,7 +164,7 @@ class DemoSession:
         self._add("session_s", time.time() - t)
         if self.config.warmup:
             self.say(f"session up in {time.time() - t:.0f} s; warming up the Python workers")
-            warmed = warm_up(self.spark, self.scenario, self.out / "warmup")
+            warmed = warm_up(self.spark, self.scenario, self.out / "warmup", sink=self.config.run.sink)
             self._add("warmup_s", warmed.seconds)
             self.timings["query_start_s"] = max(self.timings.get("query_start_s", 0.0), warmed.start_s)
             # the sources' epoch comes after every query is up, so no mode starts with a backlog

@@ -723,7 +723,7 @@ def _run_cells(
     warmed: dict[str, Warmed] = {}
     if host is not None:  # the host cell's queries warmed here meanwhile
         host_spec = CellSpec(host, request, run_dir, config, members[host])
-        warmed[host] = warm_up(spark, scenario, host_spec.home / "warmup", host_spec.warm)
+        warmed[host] = warm_up(spark, scenario, host_spec.home / "warmup", host_spec.warm, sink=request.sink)
     for cell in remote:
         warmed[cell.name] = cell.connect().warmed
     # The sources' epoch once every cell is up and warm, far enough ahead that each cell's queries start and take

@@ -369,7 +369,7 @@ def run_live(request: RunRequest, console: Console, errors: Console, declared: C
     try:
         # Strata warms the one application it starts as it warms each cell: the queries take their first batch
         # before the sources' epoch, not after it as a backlog; plain Spark, as a team starts it, runs cold.
-        warmed = warm_application(spark, scenario, out / WARM_UP) if request.control else None
+        warmed = warm_application(spark, scenario, out / WARM_UP, sink=request.sink) if request.control else None
         lead = lead_after([warmed] if warmed is not None else [])
         epoch, said = time_base(out / mode, request.fresh, lead)
         if warmed is not None:

@@ -5,14 +5,14 @@ it will hold before it reports ready), the one application of ``strata run --cel
 (:func:`warm_application`; ``--no-control`` is plain Spark as a team starts it, cold) — so that no mode's first
 batches pay a cold JVM and cold Python workers after its sources' epoch (issues 28, 29; docs/spark.md, "Cells").
 
-A job whose sources Strata generates runs its templates once on :data:`WARM_INPUT_S` of generated input into a
-memory sink. A user's own Python job is rehearsed the way a Spark team warms a query (:mod:`strata.spark.rehearsal`):
-its own query, as Strata builds it, on a sample of each file source (the files already there, else rows of the
-schema it declared) read a file a batch, into a memory sink, from a checkpoint under the warm-up's scratch
-directory — never the run's sink or checkpoint, so the run stays exactly once. A query that cannot be rehearsed
-(no input yet, Kafka, a Python data source, a failure) is skipped with its reason (:attr:`Warmed.skipped`), and
-no query outlives :data:`WARM_CAP_S` (one that took no batch by then is skipped too): a warm-up never fails
-nor holds up a run.
+A job whose sources Strata generates runs its templates once on :data:`WARM_INPUT_S` of generated input. A
+user's own Python job is rehearsed the way a Spark team warms a query (:mod:`strata.spark.rehearsal`): its own
+query, as Strata builds it, on a sample of each file source (the files already there, else rows of the schema it
+declared) read a file a batch. Each writes the kind of sink the run writes, from a checkpoint, both under the
+warm-up's scratch directory — never the run's sink or checkpoint, so the run stays exactly once. A query that
+cannot be rehearsed (no input yet, Kafka, a Python data source, a failure) is skipped with its reason
+(:attr:`Warmed.skipped`), and no query outlives :data:`WARM_CAP_S` (one that took no batch by then is skipped
+too): a warm-up never fails nor holds up a run.
 """
 
 from __future__ import annotations
@@ -87,12 +87,20 @@ def on_grid(t: float, grid_s: float) -> float:
 
 
 def warm_up(
-    spark, scenario: Scenario, scratch: Path, jobs: Collection[str] | None = None, cap_s: float = WARM_CAP_S
+    spark,
+    scenario: Scenario,
+    scratch: Path,
+    jobs: Collection[str] | None = None,
+    cap_s: float = WARM_CAP_S,
+    sink: str = "parquet",
 ) -> Warmed:
     """Run every template of ``jobs`` (default: every job of ``scenario``) once, a job's templates one round
     after another, under ``scratch`` (removed after), so the queries measured next start with a warm JVM and warm
     Python workers: Strata's own on :data:`WARM_INPUT_S` of generated input (virtual clock), a user's rehearsed
-    on samples of its files (:mod:`strata.spark.rehearsal`), each into a memory sink. A query still running
+    on samples of its files (:mod:`strata.spark.rehearsal`), each into the kind of sink the run writes
+    (``sink``, under ``scratch``: a run's first batch otherwise pays Spark's file writer cold — warmed into a
+    memory sink, bench_platform's alert query took 0.83 core-s for its first batch, 0.02–0.03 for the next).
+    A query still running
     ``cap_s`` after the warm-up began is stopped; a user's query that cannot be rehearsed or fails is skipped
     (:attr:`Warmed.skipped`: why)."""
     from strata.spark.pipelines import PipelineOptions
@@ -103,7 +111,7 @@ def warm_up(
     started = time.time()
     start_s = 0.0
     options = PipelineOptions(
-        sink="memory",
+        sink=sink,
         clock="virtual",
         end_s=WARM_INPUT_S,
         epoch=started,
@@ -134,16 +142,18 @@ def warm_up(
     return Warmed(time.time() - started, start_s, warmed, skipped)
 
 
-def warm_application(spark, scenario: Scenario, scratch: Path, jobs: Collection[str] | None = None) -> Warmed:
+def warm_application(
+    spark, scenario: Scenario, scratch: Path, jobs: Collection[str] | None = None, sink: str = "parquet"
+) -> Warmed:
     """What every application Strata starts does before its sources' epoch: its Python workers started
     (:func:`strata.spark.session.warm_python_workers`), then the queries of ``jobs`` (default: every job of
-    ``scenario``) warmed under ``scratch`` (:func:`warm_up`). A cell does it before it reports ready
-    (:mod:`strata.runners.cell`), ``strata run --cells 1`` before it sets its sources' epoch
+    ``scenario``) warmed under ``scratch`` into the run's kind of ``sink`` (:func:`warm_up`). A cell does it before
+    it reports ready (:mod:`strata.runners.cell`), ``strata run --cells 1`` before it sets its sources' epoch
     (:func:`strata.runners.live.run_live`)."""
     from strata.spark.session import warm_python_workers
 
     warm_python_workers(spark)
-    return warm_up(spark, scenario, scratch, jobs)
+    return warm_up(spark, scenario, scratch, jobs, sink=sink)
 
 
 def _warm_pipeline(

@@ -21,8 +21,8 @@ latency from the declared event-time column.
 A query can also be rehearsed (:func:`pipeline_for` with a
 :class:`~strata.spark.rehearsal.Rehearsal`: what a warm-up runs before the
 sources' epoch): its file sources are then read from samples under the
-rehearsal's scratch directory and its sink is a memory sink, so nothing the
-run reads or writes is touched.
+rehearsal's scratch directory and so is its sink (Parquet where the run's is, else
+a memory sink), so nothing the run reads or writes is touched.
 """
 
 from __future__ import annotations
@@ -266,10 +266,13 @@ class UserPipeline(Pipeline):
     def _make_sink(self) -> Sink:
         spec = self.declared.sink
         column = self.declared.event_time
-        if self.limits.rehearsal is not None:  # writes nowhere the run reads, whatever the job declares
-            return MemorySink(column)
         # a run's sink override (memory, console) does not apply to output other jobs read
         kind = spec.kind if self.options.sink == "parquet" or self.declared.readers else self.options.sink
+        if self.limits.rehearsal is not None:  # writes nowhere the run reads, whatever the job declares
+            # Parquet under the rehearsal's scratch, so the run's first batch finds Spark's file writer warm; a
+            # function or a table of the user's is not called on rehearsal rows
+            scratch = self.limits.rehearsal.scratch / "output"
+            return ParquetSink(scratch, column) if kind == "parquet" else MemorySink(column)
         if kind == "parquet":
             return ParquetSink(output_directory(self.declared, self.run_root), column)
         if kind == "memory":
