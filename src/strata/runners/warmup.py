@@ -8,8 +8,9 @@ batches pay a cold JVM and cold Python workers after its sources' epoch (issues 
 A job whose sources Strata generates runs its templates once on :data:`WARM_INPUT_S` of generated input. A
 user's own Python job is rehearsed the way a Spark team warms a query (:mod:`strata.spark.rehearsal`): its own
 query, as Strata builds it, on a sample of each file source (the files already there, else rows of the schema it
-declared) read a file a batch. Each writes the kind of sink the run writes, from a checkpoint, both under the
-warm-up's scratch directory — never the run's sink or checkpoint, so the run stays exactly once. A query that
+declared) read a file a batch. Each writes the kind of sink the run writes (a user's own function or table sink:
+a memory sink, never called on rehearsal rows), from a checkpoint, both under the warm-up's scratch directory —
+never the run's sink or checkpoint, so the run stays exactly once. A query that
 cannot be rehearsed (no input yet, Kafka, a Python data source, a failure) is skipped with its reason
 (:attr:`Warmed.skipped`), and no query outlives :data:`WARM_CAP_S` (one that took no batch by then is skipped
 too): a warm-up never fails nor holds up a run.
@@ -99,10 +100,9 @@ def warm_up(
     Python workers: Strata's own on :data:`WARM_INPUT_S` of generated input (virtual clock), a user's rehearsed
     on samples of its files (:mod:`strata.spark.rehearsal`), each into the kind of sink the run writes
     (``sink``, under ``scratch``: a run's first batch otherwise pays Spark's file writer cold — warmed into a
-    memory sink, bench_platform's alert query took 0.83 core-s for its first batch, 0.02–0.03 for the next).
-    A query still running
-    ``cap_s`` after the warm-up began is stopped; a user's query that cannot be rehearsed or fails is skipped
-    (:attr:`Warmed.skipped`: why)."""
+    memory sink, bench_platform's alert query took 0.83 core-s for its first batch, 0.02–0.03 for the next). A
+    query still running ``cap_s`` after the warm-up began is stopped; a user's query that cannot be rehearsed or
+    fails is skipped (:attr:`Warmed.skipped`: why)."""
     from strata.spark.pipelines import PipelineOptions
 
     wanted = [j.id for j in scenario.jobs] if jobs is None else list(jobs)
